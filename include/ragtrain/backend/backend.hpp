@@ -1,0 +1,73 @@
+// The seam between the training loop and a compute backend (cpu reference, cuda): one step = forward+backward
+// into a fused buffer, the all-ranks sum of that buffer, and the identical optimizer update on every rank.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ragtrain/data/shard.hpp"
+#include "ragtrain/model/model.hpp"
+#include "ragtrain/optim/optimizer.hpp"
+
+namespace ragtrain {
+
+// Totals of one global step after the all-reduce (identical on every rank).
+struct StepTotals {
+  double loss_sum = 0;    // sum over the step's sequences of the per-sequence loss
+  double count = 0;       // sequences in the global step
+  double correct = 0;     // classification: sequences whose argmax equals the label
+  double grad_norm = 0;   // global gradient norm of the averaged gradient, before clipping
+};
+
+// Fused buffer layout shared by every backend: [ P gradient sums | loss_sum | count | correct ].
+inline constexpr int64_t kFusedExtras = 3;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  virtual void set_params(const std::vector<float>& params) = 0;   // flat, PyTorch layout
+  virtual std::vector<float> params() const = 0;
+  virtual Optimizer& optimizer() = 0;                               // state for checkpoints
+
+  // The rank's training shard; kept (on the device for GPUs) for the whole run.
+  virtual void set_train_shard(const Shard& shard) = 0;
+
+  // Zeroes the fused buffer, then adds the gradients, losses, count and correct predictions of the given
+  // shard positions (-1 entries are skipped: the uneven last step).
+  virtual void forward_backward(const std::vector<int64_t>& positions) = 0;
+
+  // Sums the fused buffer over all ranks (the step's only collective).
+  virtual void allreduce() = 0;
+
+  // Divides by the global count, clips, updates the parameters with learning rate `lr`; returns the totals.
+  virtual StepTotals update(float lr) = 0;
+
+  // Head outputs (n, outputs) of every sequence of `shard` with the current parameters (no gradients).
+  virtual std::vector<float> infer(const Shard& shard) = 0;
+
+  // Seconds spent per phase since the last call (e.g. "forward", "backward", "allreduce", "optimizer"), for
+  // backends that measure them (the GPU with events); resets the counters. Empty when not measured.
+  virtual std::vector<std::pair<std::string, double>> take_phase_seconds() { return {}; }
+
+  // Waits until queued device work is done (a no-op on the CPU); for timing whole steps in benchmarks.
+  virtual void synchronize() {}
+};
+
+struct BackendOptions {
+  std::string device = "cpu";   // cpu | cuda | auto
+  OptimizerConfig optimizer;
+  MPI_Comm comm = MPI_COMM_WORLD;
+  int local_rank = 0;           // picks the GPU
+};
+
+// Creates the backend named by opts.device for `shape`. Throws UserError when the device is unavailable.
+std::unique_ptr<Backend> make_backend(const ModelShape& shape, const BackendOptions& opts);
+
+}  // namespace ragtrain

@@ -1,0 +1,58 @@
+// The one option table (Boost.Program_options) for every subcommand and config file, and the parsed RunConfig.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace ragtrain {
+
+// Every option of every subcommand; names match the command line (dashes become underscores here only).
+struct RunConfig {
+  std::string command;          // gen | convert | inspect | train | eval | predict | bench
+  std::string config_file;      // --config
+
+  // files
+  std::string data, val, out, checkpoint, input, output;
+
+  // gen
+  int64_t sequences = 1000, features = 36, min_length = 60, max_length = 130, classes = 10, outputs = 1;
+  std::string task = "classification";
+
+  // model
+  int64_t layers = 1, hidden = 50;
+  bool normalize = false;
+
+  // training
+  int64_t epochs = 10, batch_per_rank = 1, warmup_steps = 0, log_every = 100;
+  std::string optimizer = "adam", lr_decay = "none", device = "cpu";
+  double lr = 1e-3, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0, clip = 0.0,
+         lr_final_fraction = 0.0;
+  uint64_t seed = 1;
+  bool quiet = false;
+
+  // bench
+  int64_t steps = 200, warmup = 20;
+
+  // The effective configuration in config-file form (name = value), options of this command only.
+  std::string effective;
+};
+
+struct Invocation {
+  RunConfig config;
+  bool help = false;       // help text was requested; `help_text` holds it
+  std::string help_text;
+};
+
+// Parses argv (argv[1] is the subcommand). Command-line values override --config file values, which override
+// defaults. Throws UserError for an unknown subcommand/option, a bad value, or an invalid combination.
+Invocation parse_command_line(int argc, const char* const* argv);
+
+// Help for the whole program (list of subcommands).
+std::string program_help();
+
+// All subcommand names, in help order.
+const std::vector<std::string>& subcommands();
+
+}  // namespace ragtrain

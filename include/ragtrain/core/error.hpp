@@ -1,0 +1,73 @@
+// The one error module: user errors (bad input, with a hint), check macros for every library, exit codes.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace ragtrain {
+
+// Documented process exit codes (doc/cli.md). Every rank exits with the same code.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitUserError = 2,    // bad input: file, dataset, attribute, option; message names it and gives a hint
+  kExitInternal = 3,     // a library call failed or a bug: message has file:line and the library's error
+};
+
+// A mistake the user can fix: names what and where, what was expected, and how to fix it.
+class UserError : public std::runtime_error {
+ public:
+  UserError(std::string what, std::string hint = {})
+      : std::runtime_error(std::move(what)), hint_(std::move(hint)) {}
+  const std::string& hint() const { return hint_; }
+
+ private:
+  std::string hint_;
+};
+
+// A failure that is not the user's fault (library error, broken invariant).
+class InternalError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Formats "file:line: expr: detail" for InternalError.
+std::string where(const char* file, int line, const std::string& what);
+
+// Stream-style message building: RT_MSG("expected " << n << " rows").
+#define RT_MSG(stream_expr) (static_cast<std::ostringstream&&>(std::ostringstream() << stream_expr).str())
+
+// Throws UserError unless cond holds. `what` and `hint` are stream expressions.
+#define USER_CHECK(cond, what, hint)                                  \
+  do {                                                                \
+    if (!(cond)) throw ::ragtrain::UserError(RT_MSG(what), RT_MSG(hint)); \
+  } while (0)
+
+// Throws InternalError unless cond holds: for invariants the code itself guarantees.
+#define RT_CHECK(cond, what)                                                            \
+  do {                                                                                  \
+    if (!(cond))                                                                        \
+      throw ::ragtrain::InternalError(::ragtrain::where(__FILE__, __LINE__, RT_MSG(#cond << ": " << what))); \
+  } while (0)
+
+// MPI calls: communicators use MPI_ERRORS_RETURN, so failures come back here with MPI's own string.
+std::string mpi_error_string(int code);
+#define MPI_CHECK(call)                                                                          \
+  do {                                                                                           \
+    int rt_mpi_rc_ = (call);                                                                     \
+    if (rt_mpi_rc_ != 0 /* MPI_SUCCESS */)                                                       \
+      throw ::ragtrain::InternalError(::ragtrain::where(__FILE__, __LINE__,                      \
+                                                        RT_MSG(#call << ": " << ::ragtrain::mpi_error_string(rt_mpi_rc_)))); \
+  } while (0)
+
+// HDF5 calls returning hid_t or herr_t: negative means failure. Used where failure is a bug; readers that
+// can fail because of the user's file turn the failure into a UserError naming the file and dataset instead.
+#define H5_CHECK(call)                                                                     \
+  ([&]() {                                                                                 \
+    auto rt_h5_rc_ = (call);                                                               \
+    if (rt_h5_rc_ < 0)                                                                     \
+      throw ::ragtrain::InternalError(::ragtrain::where(__FILE__, __LINE__, #call " failed")); \
+    return rt_h5_rc_;                                                                      \
+  }())
+
+}  // namespace ragtrain

@@ -1,0 +1,24 @@
+// The value invariants of format v1 (offsets, labels, finite values), shared by the writer and the readers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ragtrain {
+
+// offsets (N + 1): offsets[0] == 0, strictly increasing (no empty sequence), offsets[N] == rows of /features.
+// Throws UserError naming `path`, /offsets and the first bad index.
+void check_offsets(const std::string& path, const std::vector<int64_t>& offsets, int64_t rows);
+
+// A class label of global sequence `index`: in [0, classes). Throws UserError naming /labels and the index.
+void check_label(const std::string& path, int64_t index, int32_t label, int64_t classes);
+
+// Every value of one sequence (length, F) of /features is finite. Throws UserError with timestep and feature.
+void check_finite_features(const std::string& path, int64_t index, const float* x, int64_t length,
+                           int64_t num_features);
+
+// Every regression target (K) of one sequence is finite. Throws UserError naming /labels and the index.
+void check_finite_targets(const std::string& path, int64_t index, const float* y, int64_t num_outputs);
+
+}  // namespace ragtrain

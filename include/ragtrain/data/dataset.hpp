@@ -1,0 +1,70 @@
+// A whole v1 data set in memory: what gen and convert produce and write, and what inspect reports on.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ragtrain/model/model.hpp"
+
+namespace ragtrain {
+
+struct RaggedData {
+  Task task = Task::Classification;
+  int64_t num_features = 0;             // F
+  int64_t num_outputs = 0;              // classes or K
+  std::vector<int64_t> offsets{0};      // (N + 1)
+  std::vector<float> features;          // (offsets[N], F)
+  std::vector<int32_t> labels;          // (N) classification
+  std::vector<float> targets;           // (N, K) regression
+  std::vector<std::string> class_names; // optional, size == classes when present (e.g. .ts labels)
+  std::string source;                   // provenance, stored as root attribute "source"
+
+  int64_t num_sequences() const { return static_cast<int64_t>(offsets.size()) - 1; }
+};
+
+// Writes `data` as format v1 from one process (serial HDF5), atomically: a temporary file in the same folder,
+// fsync, rename. Throws UserError if the folder is not writable or `data` breaks an invariant.
+void write_dataset(const std::string& path, const RaggedData& data);
+
+// Synthetic, learnable ragged data (the `gen` subcommand). Deterministic for a seed.
+struct SyntheticSpec {
+  int64_t sequences = 1000;
+  int64_t features = 36;
+  int64_t min_length = 60;
+  int64_t max_length = 130;
+  int64_t classes = 10;        // classification
+  Task task = Task::Classification;
+  int64_t outputs = 1;         // K targets for regression
+  uint64_t seed = 1;
+};
+RaggedData make_synthetic(const SyntheticSpec& spec);
+
+// Parses a UEA/sktime .ts file (multivariate, equal or unequal length, class labels). Labels are mapped to
+// 0..C-1 in the order of the @classLabel header; class_names keeps the original strings. Throws UserError
+// with the file, line number and what was wrong.
+RaggedData read_ts_file(const std::string& path);
+
+// Full validation of a file for `inspect`: everything read_dataset_info checks, plus every label and feature.
+struct DatasetReport {
+  std::string path;
+  Task task = Task::Classification;
+  int64_t num_sequences = 0, num_features = 0, num_outputs = 0, total_timesteps = 0;
+  std::vector<int64_t> lengths;            // (N)
+  std::vector<int64_t> class_counts;       // (classes), classification only
+  std::vector<std::string> class_names;    // optional
+};
+DatasetReport inspect_dataset(const std::string& path);   // serial; throws UserError when invalid
+void print_report(const DatasetReport& report, std::ostream& out);  // N, F, task, class counts, length stats, histogram
+
+}  // namespace ragtrain
+
+#include "ragtrain/data/shard.hpp"
+
+namespace ragtrain {
+
+// The sequences `indices` of an in-memory data set as a Shard (for benchmarks and tests without files).
+Shard make_shard(const RaggedData& data, const std::vector<int64_t>& indices);
+
+}  // namespace ragtrain

@@ -1,0 +1,67 @@
+// Per-rank timers and counters, their gathering to rank 0, and crash-tolerant JSON/JSONL output.
+#pragma once
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ragtrain/comm/context.hpp"
+
+namespace ragtrain {
+
+using Json = nlohmann::ordered_json;
+
+// Wall-clock seconds since construction or the last restart().
+class Stopwatch {
+ public:
+  Stopwatch() : t0_(clock::now()) {}
+  void restart() { t0_ = clock::now(); }
+  double seconds() const { return std::chrono::duration<double>(clock::now() - t0_).count(); }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  clock::time_point t0_;
+};
+
+// What one rank did over an interval. Plain doubles so that a gather is one MPI_DOUBLE array.
+struct RankCounters {
+  double compute_s = 0;    // forward, backward, optimizer
+  double comm_s = 0;       // waiting in the gradient all-reduce (includes waiting for slower ranks)
+  double io_s = 0;         // reading the shard, writing outputs
+  double sequences = 0;    // sequences this rank trained on
+  double timesteps = 0;    // their total length
+
+  RankCounters& operator+=(const RankCounters& o);
+};
+
+// Gathers every rank's counters to rank 0 (collective). Rank 0 gets `size` entries, the others none.
+std::vector<RankCounters> gather_counters(const Context& ctx, const RankCounters& mine);
+
+// min / median / max of a field over ranks, as {"min":..,"median":..,"max":..}.
+Json spread(const std::vector<RankCounters>& all, double RankCounters::*field);
+
+// Appends one JSON object per line and flushes it, so a killed job still leaves its record.
+class JsonlWriter {
+ public:
+  JsonlWriter() = default;
+  void open(const std::string& path);   // truncates; throws UserError if it cannot be created
+  bool is_open() const { return out_.is_open(); }
+  void write(const Json& record);
+
+ private:
+  std::ofstream out_;
+  std::string path_;
+};
+
+// Writes `value` to `path` atomically (temporary file in the same folder, fsync, rename).
+void write_json_atomic(const std::string& path, const Json& value);
+
+// Creates `dir` (and parents) and checks it is writable; throws UserError naming it otherwise.
+void ensure_output_dir(const std::string& dir);
+
+// fsync + rename: the last step of every atomic write.
+void commit_file(const std::string& tmp, const std::string& path);
+
+}  // namespace ragtrain

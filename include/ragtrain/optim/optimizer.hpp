@@ -1,0 +1,56 @@
+// SGD with momentum, Adam and AdamW over the flat parameter buffer (PyTorch semantics), and global-norm clipping.
+// This is the reference the GPU's fused optimizer kernel reproduces.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ragtrain {
+
+struct OptimizerConfig {
+  std::string kind = "adam";   // sgd | adam | adamw
+  double momentum = 0.9;       // sgd
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0.0;   // L2 added to the gradient (sgd, adam); decoupled (adamw)
+  double clip = 0.0;           // max global gradient norm; 0 = off
+};
+
+class Optimizer {
+ public:
+  Optimizer(const OptimizerConfig& cfg, int64_t num_params);
+
+  // One update with the averaged gradient `grad` (modified: clipping scales it). Returns the gradient's global
+  // norm before clipping. Every rank calls it with identical inputs, so every rank stays identical.
+  double step(float* params, float* grad, float lr);
+
+  int64_t steps_taken() const { return t_; }
+  const OptimizerConfig& config() const { return cfg_; }
+  // State for checkpoints: SGD momentum buffer or Adam's first/second moments, each (num_params).
+  std::vector<float>& m() { return m_; }
+  std::vector<float>& v() { return v_; }
+  void set_steps_taken(int64_t t) { t_ = t; }
+
+ private:
+  OptimizerConfig cfg_;
+  int64_t n_;
+  int64_t t_ = 0;
+  std::vector<float> m_, v_;
+};
+
+// Global L2 norm in double (order fixed, so bitwise reproducible).
+double global_norm(const float* g, int64_t n);
+
+// Learning rate at `step` (0-based) of `total_steps`: linear warm-up to `lr` over `warmup` steps, then
+// none | linear | cosine decay to lr * final_fraction at the last step.
+struct LrSchedule {
+  double lr = 1e-3;
+  int64_t warmup = 0;
+  std::string decay = "none";
+  double final_fraction = 0.0;
+  int64_t total_steps = 1;
+
+  double at(int64_t step) const;
+};
+
+}  // namespace ragtrain

@@ -1,0 +1,32 @@
+// One global training step as train and bench run it: schedule slots -> shard positions -> backend phases,
+// timed into the rank's counters.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "ragtrain/backend/backend.hpp"
+#include "ragtrain/metrics/metrics.hpp"
+#include "ragtrain/schedule/schedule.hpp"
+
+namespace ragtrain {
+
+// Maps the schedule's global indices to positions in this rank's shard.
+class ShardIndex {
+ public:
+  explicit ShardIndex(const Shard& shard);
+  // Fills `positions` (K) for the rank's slots at `step`; -1 where the slot is empty. Adds the sequences and
+  // timesteps to `counters`.
+  void positions(const Schedule::Epoch& epoch, int64_t step, int64_t rank, std::vector<int64_t>& positions,
+                 RankCounters& counters) const;
+
+ private:
+  const Shard& shard_;
+  std::unordered_map<int64_t, int64_t> pos_;
+};
+
+// forward+backward, all-reduce, update; compute and communication time go to `counters`.
+StepTotals train_step(Backend& backend, const std::vector<int64_t>& positions, float lr, RankCounters& counters);
+
+}  // namespace ragtrain

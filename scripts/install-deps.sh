@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what ragtrain needs to build and test on Debian/Ubuntu (as root); elsewhere prints what to install.
+# CUDA, cuDNN and NCCL are optional and never installed here: the Makefile detects them under CUDA_HOME.
+set -euo pipefail
+
+PKGS=(build-essential make pkg-config
+      openmpi-bin libopenmpi-dev
+      libhdf5-openmpi-dev hdf5-tools
+      libboost-program-options-dev
+      libgtest-dev nlohmann-json3-dev)
+
+missing=()
+if command -v dpkg-query >/dev/null 2>&1; then
+  for p in "${PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+else
+  echo "ragtrain: not a Debian/Ubuntu system; install the equivalents of:" >&2
+  printf '  %s\n' "${PKGS[@]}" >&2
+  echo "  (Open MPI, parallel HDF5 built against it, Boost.Program_options, GoogleTest, nlohmann-json)" >&2
+  exit 1
+fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "ragtrain: all build dependencies are installed"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "ragtrain: missing packages; as root run:" >&2
+  echo "  apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "ragtrain: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

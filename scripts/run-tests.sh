@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs every test suite and ends with one line "N passed, N failed, N skipped".
+# usage: scripts/run-tests.sh BUILD_DIR [gpu]
+# Suites: unit (one process), mpi (the same binary under mpirun -np 1..4 --oversubscribe), e2e (the ragtrain binary
+# driven as a user would, bad inputs on several ranks included), gpu (built with CUDA; skipped without a GPU).
+set -u
+BUILD=${1:-build}
+ONLY=${2:-}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+export RAGTRAIN_BIN="$BUILD/bin/ragtrain" GTEST_COLOR=no
+MPIRUN="mpirun --oversubscribe"
+
+passed=0; failed=0; skipped=0
+failures=()
+
+# Runs one gtest binary invocation, adds its counts. $1 = label, rest = command.
+run_suite() {
+  local label=$1; shift
+  local log; log=$(mktemp)
+  echo "=== $label: $*"
+  local start=$SECONDS
+  "$@" >"$log" 2>&1
+  local rc=$?
+  local p s f
+  p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\..*/\1/p' "$log" | tail -1)
+  s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\?,.*/\1/p' "$log" | tail -1)
+  f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\?,.*/\1/p' "$log" | tail -1)
+  p=${p:-0}; s=${s:-0}; f=${f:-0}
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi   # crashed or aborted before its summary
+  grep -E '^\[  (FAILED|SKIPPED) +\] [A-Za-z]|Failure|error:|Skipped|SKIP' "$log" | head -40
+  [ "$f" -gt 0 ] && { tail -60 "$log"; failures+=("$label"); }
+  echo "--- $label: $p passed, $f failed, $s skipped ($((SECONDS - start)) s)"
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+  rm -f "$log"
+}
+
+if [ "$ONLY" != gpu ]; then
+  run_suite unit "$BUILD/bin/unit_tests"
+  for np in 1 2 3 4; do
+    run_suite "mpi np=$np" $MPIRUN -np "$np" "$BUILD/bin/mpi_tests"
+  done
+  run_suite e2e "$BUILD/bin/e2e_tests"
+fi
+if [ -x "$BUILD/bin/gpu_tests" ]; then
+  run_suite gpu "$BUILD/bin/gpu_tests"
+elif [ "$ONLY" = gpu ]; then
+  echo "gpu_tests not built (no CUDA toolkit found)"; failed=$((failed + 1))
+fi
+
+[ ${#failures[@]} -gt 0 ] && echo "failed suites: ${failures[*]}"
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

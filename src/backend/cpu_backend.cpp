@@ -1,0 +1,82 @@
+// CPU backend and the backend factory.
+#include "cpu_backend.hpp"
+
+#include <algorithm>
+
+#include "ragtrain/comm/gradient_comm.hpp"
+#include "ragtrain/core/error.hpp"
+
+#ifdef RAGTRAIN_WITH_CUDA
+#include "cuda/cuda_backend_factory.hpp"
+#endif
+
+namespace ragtrain {
+
+CpuBackend::CpuBackend(const ModelShape& shape, const BackendOptions& opts)
+    : layout_(shape), comm_(opts.comm), opt_(opts.optimizer, layout_.total()),
+      params_(static_cast<size_t>(layout_.total()), 0.0f),
+      fused_(static_cast<size_t>(layout_.total() + kFusedExtras), 0.0f),
+      d_out_(static_cast<size_t>(shape.outputs)) {}
+
+void CpuBackend::set_params(const std::vector<float>& params) {
+  RT_CHECK(static_cast<int64_t>(params.size()) == layout_.total(), "parameter count mismatch");
+  params_ = params;
+}
+
+void CpuBackend::forward_backward(const std::vector<int64_t>& positions) {
+  RT_CHECK(shard_ != nullptr, "set_train_shard first");
+  std::fill(fused_.begin(), fused_.end(), 0.0f);
+  const int64_t P = layout_.total();
+  const int64_t C = layout_.shape().outputs;
+  float* extras = fused_.data() + P;
+  for (int64_t pos : positions) {
+    if (pos < 0) continue;
+    const float* out = lstm_forward(layout_, params_.data(), shard_->x(pos), shard_->length(pos), cache_);
+    const bool cls = shard_->task == Task::Classification;
+    const int32_t label = cls ? shard_->labels[static_cast<size_t>(pos)] : 0;
+    const float* target = cls ? nullptr : shard_->target(pos);
+    extras[0] += loss_and_grad(shard_->task, out, C, label, target, d_out_.data());
+    extras[1] += 1.0f;
+    if (cls && argmax(out, C) == label) extras[2] += 1.0f;
+    lstm_backward(layout_, params_.data(), shard_->x(pos), cache_, d_out_.data(), fused_.data());
+  }
+}
+
+void CpuBackend::allreduce() { mpi_allreduce_sum(fused_.data(), static_cast<int64_t>(fused_.size()), comm_); }
+
+StepTotals CpuBackend::update(float lr) {
+  const int64_t P = layout_.total();
+  StepTotals t;
+  t.loss_sum = fused_[static_cast<size_t>(P)];
+  t.count = fused_[static_cast<size_t>(P + 1)];
+  t.correct = fused_[static_cast<size_t>(P + 2)];
+  RT_CHECK(t.count > 0, "a global step without sequences");
+  const float inv = 1.0f / static_cast<float>(t.count);
+  for (int64_t i = 0; i < P; ++i) fused_[static_cast<size_t>(i)] *= inv;
+  t.grad_norm = opt_.step(params_.data(), fused_.data(), lr);
+  return t;
+}
+
+std::vector<float> CpuBackend::infer(const Shard& shard) {
+  const int64_t C = layout_.shape().outputs;
+  std::vector<float> out(static_cast<size_t>(shard.size() * C));
+  for (int64_t p = 0; p < shard.size(); ++p) {
+    const float* o = lstm_forward(layout_, params_.data(), shard.x(p), shard.length(p), cache_);
+    std::copy(o, o + C, out.begin() + p * C);
+  }
+  return out;
+}
+
+std::unique_ptr<Backend> make_backend(const ModelShape& shape, const BackendOptions& opts) {
+#ifdef RAGTRAIN_WITH_CUDA
+  if (opts.device == "cuda" || opts.device == "auto") {
+    if (auto b = make_cuda_backend(shape, opts)) return b;   // null only for "auto" without a visible GPU
+  }
+#else
+  USER_CHECK(opts.device == "cpu", "option --device: '" << opts.device << "' is not available in this build",
+             "use --device cpu, or rebuild where CUDA, cuDNN and NCCL are installed");
+#endif
+  return std::make_unique<CpuBackend>(shape, opts);
+}
+
+}  // namespace ragtrain

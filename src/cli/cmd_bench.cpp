@@ -1,0 +1,143 @@
+// `ragtrain bench`: a fixed number of timed training steps after a warm-up, on synthetic data in memory or a
+// file; prints a '#'-commented table and writes JSON. Same step code as `train`.
+#include <cstdio>
+
+#include "ragtrain/backend/backend.hpp"
+#include "ragtrain/cli/commands.hpp"
+#include "ragtrain/core/error.hpp"
+#include "ragtrain/data/dataset.hpp"
+#include "ragtrain/data/format.hpp"
+#include "ragtrain/metrics/metrics.hpp"
+#include "ragtrain/train/step.hpp"
+
+namespace ragtrain {
+
+int run_bench(const Context& ctx, const RunConfig& cfg) {
+  // Data: the rank's own columns of the schedule, from the file or from the same synthetic set on every rank.
+  Shard shard;
+  int64_t n = 0;
+  std::vector<int64_t> lengths;
+  std::string source;
+  if (!cfg.data.empty()) {
+    DatasetInfo info;
+    collective_phase(ctx, [&] { info = read_dataset_info(cfg.data, ctx.world); });
+    n = info.num_sequences;
+    const Schedule sched(n, ctx.size, cfg.batch_per_rank, cfg.seed);
+    collective_phase(ctx, [&] { shard = read_shard(info, sched.rank_sequences(ctx.rank), ctx.world); });
+    source = cfg.data;
+  } else {
+    SyntheticSpec spec;
+    spec.sequences = cfg.sequences;
+    spec.features = cfg.features;
+    spec.min_length = cfg.min_length;
+    spec.max_length = cfg.max_length;
+    spec.classes = cfg.classes;
+    spec.task = cfg.task == "regression" ? Task::Regression : Task::Classification;
+    spec.outputs = cfg.outputs;
+    spec.seed = cfg.seed;
+    const RaggedData data = make_synthetic(spec);
+    n = data.num_sequences();
+    const Schedule sched(n, ctx.size, cfg.batch_per_rank, cfg.seed);
+    shard = make_shard(data, sched.rank_sequences(ctx.rank));
+    source = "synthetic";
+  }
+  const Schedule schedule(n, ctx.size, cfg.batch_per_rank, cfg.seed);
+  const ModelShape shape{shard.num_features, cfg.hidden, cfg.layers, shard.num_outputs, shard.task};
+
+  BackendOptions opts;
+  opts.device = cfg.device;
+  opts.optimizer.kind = cfg.optimizer;
+  opts.optimizer.clip = cfg.clip;
+  opts.optimizer.weight_decay = cfg.weight_decay;
+  opts.comm = ctx.world;
+  opts.local_rank = ctx.local_rank;
+  std::unique_ptr<Backend> backend;
+  collective_phase(ctx, [&] { backend = make_backend(shape, opts); });
+  backend->set_params(init_params(ParamLayout(shape), cfg.seed));
+  backend->set_train_shard(shard);
+  const ShardIndex index(shard);
+
+  // Steps walk the schedule epoch by epoch, exactly as training does.
+  std::vector<int64_t> positions;
+  int64_t epoch = 0, step_in_epoch = 0;
+  Schedule::Epoch order = schedule.epoch(0);
+  auto one_step = [&](RankCounters& c) {
+    if (step_in_epoch == schedule.steps_per_epoch()) {
+      order = schedule.epoch(++epoch);
+      step_in_epoch = 0;
+    }
+    index.positions(order, step_in_epoch++, ctx.rank, positions, c);
+    train_step(*backend, positions, static_cast<float>(cfg.lr), c);
+  };
+
+  RankCounters warm;
+  for (int64_t s = 0; s < cfg.warmup; ++s) one_step(warm);
+  backend->synchronize();
+  backend->take_phase_seconds();
+  MPI_CHECK(MPI_Barrier(ctx.world));   // every rank starts the clock together
+
+  RankCounters mine;
+  Stopwatch clock;
+  for (int64_t s = 0; s < cfg.steps; ++s) one_step(mine);
+  backend->synchronize();
+  const double seconds = clock.seconds();
+  const auto phases = backend->take_phase_seconds();
+  double slowest = seconds;
+  MPI_CHECK(MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, ctx.world));
+  const std::vector<RankCounters> all = gather_counters(ctx, mine);
+
+  collective_phase(ctx, [&] {
+    if (!ctx.is_root()) return;
+    RankCounters sum;
+    for (const auto& r : all) sum += r;
+    const double seq_s = sum.sequences / slowest, ts_s = sum.timesteps / slowest;
+    const double us_step = 1e6 * slowest / static_cast<double>(cfg.steps);
+    std::printf("# ragtrain bench: %s, F=%lld H=%lld L=%lld, lengths %lld..%lld, %d ranks x %lld per step, %lld steps "
+                "after %lld warm-up\n",
+                source.c_str(), static_cast<long long>(shape.input_size), static_cast<long long>(shape.hidden),
+                static_cast<long long>(shape.layers), static_cast<long long>(cfg.min_length),
+                static_cast<long long>(cfg.max_length), ctx.size, static_cast<long long>(cfg.batch_per_rank),
+                static_cast<long long>(cfg.steps), static_cast<long long>(cfg.warmup));
+    std::printf("# %-8s %6s %6s %6s %6s %12s %14s %12s %14s\n", "backend", "ranks", "K", "H", "L", "seq/s",
+                "timesteps/s", "us/step", "seq/s/rank");
+    std::printf("# %-8s %6s %6s %6s %6s %12s %14s %12s %14s\n", "", "", "", "", "", "(1/s)", "(1/s)", "(us)", "(1/s)");
+    std::printf("  %-8s %6d %6lld %6lld %6lld %12.1f %14.1f %12.1f %14.1f\n", backend->name().c_str(), ctx.size,
+                static_cast<long long>(cfg.batch_per_rank), static_cast<long long>(shape.hidden),
+                static_cast<long long>(shape.layers), seq_s, ts_s, us_step, seq_s / ctx.size);
+    Json phase_json = Json::object();
+    if (!phases.empty()) {
+      std::printf("# phase (rank 0)       us/step\n");
+      for (const auto& [name, secs] : phases) {
+        std::printf("  %-20s %8.1f\n", name.c_str(), 1e6 * secs / static_cast<double>(cfg.steps));
+        phase_json[name] = 1e6 * secs / static_cast<double>(cfg.steps);
+      }
+    }
+    Json result{{"benchmark", "train_step"},
+                {"backend", backend->name()},
+                {"source", source},
+                {"world_size", ctx.size},
+                {"batch_per_rank", cfg.batch_per_rank},
+                {"features", shape.input_size},
+                {"hidden", shape.hidden},
+                {"layers", shape.layers},
+                {"outputs", shape.outputs},
+                {"min_length", cfg.min_length},
+                {"max_length", cfg.max_length},
+                {"optimizer", cfg.optimizer},
+                {"warmup_steps", cfg.warmup},
+                {"steps", cfg.steps},
+                {"seconds", slowest},
+                {"sequences_per_second", seq_s},
+                {"timesteps_per_second", ts_s},
+                {"us_per_step", us_step},
+                {"phase_us_per_step_rank0", phase_json},
+                {"timings", Json{{"compute_s", spread(all, &RankCounters::compute_s)},
+                                 {"comm_s", spread(all, &RankCounters::comm_s)}}},
+                {"config", cfg.effective}};
+    if (!cfg.out.empty()) write_json_atomic(cfg.out, result);
+    std::fflush(stdout);
+  });
+  return kExitOk;
+}
+
+}  // namespace ragtrain

@@ -1,0 +1,315 @@
+// The option table, config-file merging and validation of option values and combinations.
+#include "ragtrain/cli/options.hpp"
+
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <map>
+#include <boost/make_shared.hpp>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "ragtrain/core/error.hpp"
+
+namespace po = boost::program_options;
+
+namespace ragtrain {
+
+namespace {
+
+struct CommandInfo {
+  std::string name, usage, summary;
+  std::vector<std::string> positional;   // names bound to positional arguments, in order
+};
+
+const std::vector<CommandInfo>& command_infos() {
+  static const std::vector<CommandInfo> infos = {
+      {"gen", "ragtrain gen --out FILE.h5 [options]", "write a synthetic, learnable ragged data set", {}},
+      {"convert", "ragtrain convert INPUT.ts OUTPUT.h5", "convert a UEA/sktime .ts file to format v1",
+       {"input", "output"}},
+      {"inspect", "ragtrain inspect FILE.h5", "validate a data file and summarise it (exit 0 valid, 2 not)",
+       {"data"}},
+      {"train", "ragtrain train --data TRAIN.h5 [--val VAL.h5] --out DIR [options]",
+       "train one LSTM + Linear model data-parallel over all ranks", {}},
+      {"eval", "ragtrain eval --checkpoint CKPT.h5 --data FILE.h5", "loss and accuracy of a checkpoint on a data set",
+       {}},
+      {"predict", "ragtrain predict --checkpoint CKPT.h5 --data FILE.h5 --out PRED.csv",
+       "write per-sequence predictions as CSV", {}},
+      {"bench", "ragtrain bench [--data FILE.h5] [--device D] [--hidden H] [--steps N] [--out RESULT.json]",
+       "time training steps (synthetic data in memory, or a file) and print a table", {}},
+  };
+  return infos;
+}
+
+const CommandInfo* find_command(const std::string& name) {
+  for (const auto& c : command_infos())
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+// The single table: (option, which subcommands accept it). Bound to the fields of `cfg`.
+struct Table {
+  std::vector<std::pair<boost::shared_ptr<po::option_description>, std::set<std::string>>> rows;
+};
+
+// "0.9" rather than Boost's "0.90000000000000002" in --help.
+std::string short_number(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+Table build_table(RunConfig& c) {
+  Table t;
+  auto add = [&](const char* name, po::value_semantic* v, const char* help, std::set<std::string> cmds) {
+    t.rows.emplace_back(boost::make_shared<po::option_description>(name, v, help), std::move(cmds));
+  };
+  const std::set<std::string> all = {"gen", "convert", "inspect", "train", "eval", "predict", "bench"};
+  const std::set<std::string> learn = {"train", "bench"};
+  const std::set<std::string> synth = {"gen", "bench"};
+  const std::set<std::string> use_model = {"eval", "predict"};
+
+  add("config", po::value(&c.config_file)->value_name("FILE.ini"),
+      "read options from an INI file (same names as the command line; the command line wins)", all);
+  add("quiet", po::bool_switch(&c.quiet), "print only errors and the final result", all);
+
+  add("data", po::value(&c.data)->value_name("FILE.h5"), "data set in format v1 (train: training set)",
+      {"inspect", "train", "eval", "predict", "bench"});
+  add("val", po::value(&c.val)->value_name("FILE.h5"), "validation set, evaluated after every epoch", learn);
+  add("out", po::value(&c.out)->value_name("PATH"),
+      "output: gen FILE.h5, train DIR (metrics.jsonl, summary.json, checkpoint.h5), predict FILE.csv, bench FILE.json",
+      {"gen", "train", "predict", "bench"});
+  add("checkpoint", po::value(&c.checkpoint)->value_name("CKPT.h5"), "checkpoint written by train", use_model);
+  add("input", po::value(&c.input)->value_name("INPUT.ts"), "UEA/sktime .ts file to convert", {"convert"});
+  add("output", po::value(&c.output)->value_name("OUTPUT.h5"), "format v1 file to write", {"convert"});
+
+  add("sequences", po::value(&c.sequences)->default_value(c.sequences), "number of sequences", synth);
+  add("features", po::value(&c.features)->default_value(c.features), "features per timestep (F)", synth);
+  add("min-length", po::value(&c.min_length)->default_value(c.min_length), "shortest sequence", synth);
+  add("max-length", po::value(&c.max_length)->default_value(c.max_length), "longest sequence", synth);
+  add("classes", po::value(&c.classes)->default_value(c.classes), "number of classes (classification)", synth);
+  add("task", po::value(&c.task)->default_value(c.task), "classification | regression", synth);
+  add("outputs", po::value(&c.outputs)->default_value(c.outputs), "targets per sequence (regression)", synth);
+  add("seed", po::value(&c.seed)->default_value(c.seed),
+      "random seed: data (gen), initial weights and shuffling (train)", {"gen", "train", "bench"});
+  add("steps", po::value(&c.steps)->default_value(c.steps), "timed training steps", {"bench"});
+  add("warmup", po::value(&c.warmup)->default_value(c.warmup), "untimed steps before timing", {"bench"});
+
+  add("normalize", po::bool_switch(&c.normalize),
+      "standardise every feature with the training set's mean and std (stored in the checkpoint, applied by "
+      "eval and predict)",
+      learn);
+  add("layers", po::value(&c.layers)->default_value(c.layers), "LSTM layers", learn);
+  add("hidden", po::value(&c.hidden)->default_value(c.hidden), "LSTM hidden size", learn);
+  add("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set", learn);
+  add("batch-per-rank", po::value(&c.batch_per_rank)->default_value(c.batch_per_rank),
+      "sequences per rank per step (global batch = ranks x this)", learn);
+  add("optimizer", po::value(&c.optimizer)->default_value(c.optimizer), "sgd (with momentum) | adam | adamw",
+      learn);
+  add("lr", po::value(&c.lr)->default_value(c.lr, short_number(c.lr)), "peak learning rate", learn);
+  add("momentum", po::value(&c.momentum)->default_value(c.momentum, short_number(c.momentum)), "SGD momentum", learn);
+  add("beta1", po::value(&c.beta1)->default_value(c.beta1, short_number(c.beta1)), "Adam/AdamW beta1", learn);
+  add("beta2", po::value(&c.beta2)->default_value(c.beta2, short_number(c.beta2)), "Adam/AdamW beta2", learn);
+  add("eps", po::value(&c.eps)->default_value(c.eps, short_number(c.eps)), "Adam/AdamW epsilon", learn);
+  add("weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay, short_number(c.weight_decay)),
+      "L2 penalty (sgd, adam) or decoupled decay (adamw)", learn);
+  add("clip", po::value(&c.clip)->default_value(c.clip, short_number(c.clip)), "clip the global gradient norm to this (0 = off)", learn);
+  add("warmup-steps", po::value(&c.warmup_steps)->default_value(c.warmup_steps),
+      "linear learning-rate warm-up over this many steps", learn);
+  add("lr-decay", po::value(&c.lr_decay)->default_value(c.lr_decay),
+      "after warm-up: none | linear | cosine, down to lr x lr-final-fraction at the last step", learn);
+  add("lr-final-fraction", po::value(&c.lr_final_fraction)->default_value(c.lr_final_fraction, short_number(c.lr_final_fraction)),
+      "final learning rate as a fraction of --lr (with --lr-decay)", learn);
+  add("log-every", po::value(&c.log_every)->default_value(c.log_every),
+      "steps between progress lines and metrics.jsonl records", learn);
+  add("device", po::value(&c.device)->default_value(c.device), "cpu, or with a CUDA build cuda | auto",
+      {"train", "eval", "predict", "bench"});
+  return t;
+}
+
+std::string any_to_string(const boost::any& v) {
+  if (auto p = boost::any_cast<std::string>(&v)) return *p;
+  if (auto p = boost::any_cast<int64_t>(&v)) return std::to_string(*p);
+  if (auto p = boost::any_cast<uint64_t>(&v)) return std::to_string(*p);
+  if (auto p = boost::any_cast<bool>(&v)) return *p ? "true" : "false";
+  if (auto p = boost::any_cast<double>(&v)) {
+    std::ostringstream s;
+    s.precision(10);
+    s << *p;
+    return s.str();
+  }
+  return "?";
+}
+
+void require(bool ok, const std::string& option, const std::string& what, const std::string& hint) {
+  if (!ok) throw UserError("option --" + option + ": " + what, hint);
+}
+
+void validate(const RunConfig& c) {
+  const std::string cmd = c.command;
+  const std::string help = "see `ragtrain " + cmd + " --help`";
+  auto positive = [&](int64_t v, const char* name) {
+    require(v > 0, name, "must be a positive integer, got " + std::to_string(v), help);
+  };
+  if (cmd == "gen") {
+    require(!c.out.empty(), "out", "is required", "e.g. ragtrain gen --out data.h5");
+    positive(c.sequences, "sequences");
+    positive(c.features, "features");
+    positive(c.min_length, "min-length");
+    require(c.max_length >= c.min_length, "max-length",
+            "must be >= --min-length (" + std::to_string(c.min_length) + "), got " + std::to_string(c.max_length),
+            help);
+    require(c.task == "classification" || c.task == "regression", "task",
+            "must be classification or regression, got '" + c.task + "'", help);
+    if (c.task == "classification")
+      require(c.classes >= 2, "classes", "must be >= 2, got " + std::to_string(c.classes), help);
+    positive(c.outputs, "outputs");
+  } else if (cmd == "convert") {
+    require(!c.input.empty() && !c.output.empty(), "input", "convert needs INPUT.ts and OUTPUT.h5",
+            "usage: ragtrain convert INPUT.ts OUTPUT.h5");
+  } else if (cmd == "inspect") {
+    require(!c.data.empty(), "data", "inspect needs a file", "usage: ragtrain inspect FILE.h5");
+  } else if (cmd == "train") {
+    require(!c.data.empty(), "data", "is required", "usage: ragtrain train --data TRAIN.h5 --out DIR");
+    require(!c.out.empty(), "out", "is required (the run's output folder)",
+            "usage: ragtrain train --data TRAIN.h5 --out DIR");
+    positive(c.layers, "layers");
+    positive(c.hidden, "hidden");
+    positive(c.epochs, "epochs");
+    positive(c.batch_per_rank, "batch-per-rank");
+    positive(c.log_every, "log-every");
+    require(c.warmup_steps >= 0, "warmup-steps", "must be >= 0", help);
+    require(c.optimizer == "sgd" || c.optimizer == "adam" || c.optimizer == "adamw", "optimizer",
+            "must be sgd, adam or adamw, got '" + c.optimizer + "'", help);
+    require(c.lr > 0, "lr", "must be > 0", help);
+    require(c.momentum >= 0 && c.momentum < 1, "momentum", "must be in [0, 1)", help);
+    require(c.beta1 >= 0 && c.beta1 < 1, "beta1", "must be in [0, 1)", help);
+    require(c.beta2 >= 0 && c.beta2 < 1, "beta2", "must be in [0, 1)", help);
+    require(c.eps > 0, "eps", "must be > 0", help);
+    require(c.weight_decay >= 0, "weight-decay", "must be >= 0", help);
+    require(c.clip >= 0, "clip", "must be >= 0 (0 turns clipping off)", help);
+    require(c.lr_decay == "none" || c.lr_decay == "linear" || c.lr_decay == "cosine", "lr-decay",
+            "must be none, linear or cosine, got '" + c.lr_decay + "'", help);
+    require(c.lr_final_fraction >= 0 && c.lr_final_fraction <= 1, "lr-final-fraction", "must be in [0, 1]", help);
+    require(c.val.empty() || c.val != c.data, "val", "is the same file as --data",
+            "validate on held-out data, or leave --val out");
+  } else if (cmd == "eval" || cmd == "predict") {
+    require(!c.checkpoint.empty(), "checkpoint", "is required", help);
+    require(!c.data.empty(), "data", "is required", help);
+    if (cmd == "predict") require(!c.out.empty(), "out", "is required (the CSV file to write)", help);
+  } else if (cmd == "bench") {
+    positive(c.steps, "steps");
+    require(c.warmup >= 0, "warmup", "must be >= 0", help);
+    positive(c.hidden, "hidden");
+    positive(c.layers, "layers");
+    positive(c.batch_per_rank, "batch-per-rank");
+    positive(c.sequences, "sequences");
+    positive(c.features, "features");
+    positive(c.min_length, "min-length");
+    require(c.max_length >= c.min_length, "max-length", "must be >= --min-length", help);
+  }
+  if (cmd == "train" || cmd == "eval" || cmd == "predict" || cmd == "bench") {
+    bool cuda = false;
+#ifdef RAGTRAIN_WITH_CUDA
+    cuda = true;
+#endif
+    require(c.device == "cpu" || ((c.device == "cuda" || c.device == "auto") && cuda), "device",
+            "must be " + std::string(cuda ? "cpu, cuda or auto" : "cpu (this build has no CUDA backend)") +
+                ", got '" + c.device + "'",
+            cuda ? help : "rebuild on a machine with CUDA, cuDNN and NCCL for --device cuda");
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& subcommands() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& c : command_infos()) n.push_back(c.name);
+    return n;
+  }();
+  return names;
+}
+
+std::string program_help() {
+  std::ostringstream s;
+  s << "ragtrain — data-parallel LSTM training on ragged time series (one model, all ranks)\n\n"
+    << "usage: ragtrain COMMAND [options]     (ragtrain COMMAND --help for its options)\n\ncommands:\n";
+  for (const auto& c : command_infos()) s << "  " << c.name << std::string(10 - c.name.size(), ' ') << c.summary << "\n";
+  s << "\nexit codes: 0 success, 2 bad input or options (every rank), 3 internal or library error\n";
+  return s.str();
+}
+
+Invocation parse_command_line(int argc, const char* const* argv) {
+  Invocation inv;
+  RunConfig& cfg = inv.config;
+  const std::string first = argc > 1 ? argv[1] : "";
+  if (first.empty() || first == "--help" || first == "-h" || first == "help") {
+    inv.help = true;
+    inv.help_text = program_help();
+    return inv;
+  }
+  const CommandInfo* cmd = find_command(first);
+  if (!cmd) throw UserError("unknown command '" + first + "'", "commands: gen convert inspect train eval predict; "
+                                                                "see `ragtrain --help`");
+  cfg.command = cmd->name;
+
+  Table table = build_table(cfg);
+  po::options_description mine("options of `ragtrain " + cmd->name + "`", 110, 55), everything;
+  for (auto& [opt, cmds] : table.rows) {
+    everything.add(opt);
+    if (cmds.count(cmd->name)) mine.add(opt);
+  }
+  mine.add_options()("help,h", "show this help");
+  po::positional_options_description pos;
+  for (const auto& p : cmd->positional) pos.add(p.c_str(), 1);
+
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc - 1, argv + 1).options(mine).positional(pos).run(), vm);
+  } catch (const po::error& e) {
+    throw UserError(std::string("command line: ") + e.what(), "see `ragtrain " + cmd->name + " --help`");
+  }
+  if (vm.count("help")) {
+    std::ostringstream s;
+    s << "usage: " << cmd->usage << "\n" << cmd->summary << "\n\n" << mine;
+    inv.help = true;
+    inv.help_text = s.str();
+    return inv;
+  }
+  if (vm.count("config")) {
+    const std::string file = vm["config"].as<std::string>();
+    std::ifstream in(file);
+    if (!in) throw UserError("config file '" + file + "' cannot be opened", "check the path given to --config");
+    try {
+      // The file may hold options of other subcommands (one file for train and eval); unknown names are errors.
+      po::parsed_options parsed = po::parse_config_file(in, everything, false);
+      std::vector<po::option> keep;
+      for (auto& o : parsed.options)
+        if (mine.find_nothrow(o.string_key, false)) keep.push_back(o);
+      parsed.options = keep;
+      po::store(parsed, vm);   // existing (command-line) values win; defaults are replaced
+    } catch (const po::error& e) {
+      throw UserError("config file '" + file + "': " + e.what(),
+                      "config files use the command-line names without dashes, e.g. `hidden = 64`");
+    }
+  }
+  try {
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UserError(std::string("command line: ") + e.what(), "see `ragtrain " + cmd->name + " --help`");
+  }
+  validate(cfg);
+
+  std::ostringstream eff;
+  eff << "# ragtrain " << cmd->name << "\n";
+  for (const auto& opt : mine.options()) {
+    const std::string& name = opt->long_name();
+    if (name == "help" || name == "config" || !vm.count(name)) continue;
+    eff << name << " = " << any_to_string(vm[name].value()) << "\n";
+  }
+  cfg.effective = eff.str();
+  return inv;
+}
+
+}  // namespace ragtrain

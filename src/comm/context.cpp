@@ -1,0 +1,93 @@
+// MPI environment, rank layout and collective error agreement.
+#include "ragtrain/comm/context.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "ragtrain/core/error.hpp"
+
+namespace ragtrain {
+
+MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
+  MPI_Init(argc, argv);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+}
+
+MpiEnvironment::~MpiEnvironment() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+Context Context::create(MPI_Comm world) {
+  Context c;
+  c.world = world;
+  MPI_CHECK(MPI_Comm_rank(world, &c.rank));
+  MPI_CHECK(MPI_Comm_size(world, &c.size));
+  MPI_Comm local;
+  MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, c.rank, MPI_INFO_NULL, &local));
+  MPI_CHECK(MPI_Comm_rank(local, &c.local_rank));
+  MPI_CHECK(MPI_Comm_size(local, &c.local_size));
+  MPI_Comm_free(&local);
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  MPI_CHECK(MPI_Get_processor_name(name, &len));
+  c.host.assign(name, static_cast<size_t>(len));
+  return c;
+}
+
+void print_error(const Context* ctx, const std::exception_ptr& e) {
+  std::string prefix = "ragtrain: error: ";
+  if (ctx && ctx->size > 1) prefix = "ragtrain: error (rank " + std::to_string(ctx->rank) + " on " + ctx->host + "): ";
+  try {
+    std::rethrow_exception(e);
+  } catch (const UserError& u) {
+    std::cerr << prefix << u.what() << "\n";
+    if (!u.hint().empty()) std::cerr << "  hint: " << u.hint() << "\n";
+  } catch (const InternalError& i) {
+    std::cerr << prefix << "internal: " << i.what() << "\n"
+              << "  hint: this is a bug or a library failure; please report it with the command line\n";
+  } catch (const std::exception& x) {
+    std::cerr << prefix << x.what() << "\n";
+  } catch (...) {
+    std::cerr << prefix << "unknown exception\n";
+  }
+  std::cerr.flush();
+}
+
+void agree_on_errors(const Context& ctx, std::exception_ptr local) {
+  int code = 0;
+  if (local) {
+    code = kExitInternal;
+    try {
+      std::rethrow_exception(local);
+    } catch (const UserError&) {
+      code = kExitUserError;
+    } catch (const RunAborted& a) {
+      code = a.code;
+    } catch (...) {
+    }
+  }
+  int worst = 0;
+  int first = local ? ctx.rank : ctx.size;
+  // Both reductions are plain collectives every rank reaches: the phase before them never blocks.
+  MPI_CHECK(MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, ctx.world));
+  if (worst == 0) return;
+  int lowest = 0;
+  MPI_CHECK(MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, ctx.world));
+  if (ctx.rank == lowest) {
+    bool already_printed = false;
+    try {
+      std::rethrow_exception(local);
+    } catch (const RunAborted&) {
+      already_printed = true;
+    } catch (...) {
+    }
+    if (!already_printed) print_error(&ctx, local);
+  }
+  throw RunAborted{worst};
+}
+
+}  // namespace ragtrain

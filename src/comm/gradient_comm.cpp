@@ -1,0 +1,20 @@
+// MPI sum of the fused gradient buffer.
+#include "ragtrain/comm/gradient_comm.hpp"
+
+#include <algorithm>
+#include <climits>
+
+#include "ragtrain/core/error.hpp"
+
+namespace ragtrain {
+
+void mpi_allreduce_sum(float* buf, int64_t count, MPI_Comm comm) {
+  // MPI counts are int: split buffers above 2^31-1 elements rather than squeeze an int64 into int.
+  for (int64_t done = 0; done < count;) {
+    const int n = static_cast<int>(std::min<int64_t>(count - done, INT_MAX));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf + done, n, MPI_FLOAT, MPI_SUM, comm));
+    done += n;
+  }
+}
+
+}  // namespace ragtrain

@@ -1,0 +1,262 @@
+// read_dataset_info: the collective open of a format v1 file and the validation of its header and offsets.
+#include "ragtrain/data/format.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <optional>
+
+#include "ragtrain/core/error.hpp"
+#include "ragtrain/data/checks.hpp"
+#include "ragtrain/data/h5.hpp"
+
+namespace ragtrain {
+
+std::vector<int64_t> DatasetInfo::lengths() const {
+  std::vector<int64_t> out(static_cast<size_t>(num_sequences));
+  for (int64_t i = 0; i < num_sequences; ++i) out[static_cast<size_t>(i)] = length(i);
+  return out;
+}
+
+namespace {
+
+const char* const kWriteHint =
+    "create data sets with `ragtrain gen`, `ragtrain convert` (from .ts files), or with h5py as shown in "
+    "doc/data-format.md";
+
+std::string inspect_hint(const std::string& path) {
+  return "run `ragtrain inspect " + path + "` for a full report; the format is specified in doc/data-format.md";
+}
+
+std::string shape_string(const std::vector<hsize_t>& dims) {
+  std::ostringstream s;
+  s << "(";
+  for (size_t i = 0; i < dims.size(); ++i) s << (i ? ", " : "") << dims[i];
+  s << (dims.size() == 1 ? ",)" : ")");
+  return s.str();
+}
+
+// The problem that keeps `path` from being opened as HDF5, if any. Checked before H5Fopen so the message
+// says what is wrong (missing, a folder, unreadable, not HDF5) instead of HDF5's generic failure.
+std::optional<UserError> open_problem(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) {
+    const fs::path cwd = fs::current_path(ec);
+    return UserError(path + ": no such file",
+                     "check the path; a relative path is taken from the working directory (" + cwd.string() +
+                         ") of every rank, which must all see the same file system");
+  }
+  if (fs::is_directory(st)) return UserError(path + ": is a folder; expected an HDF5 file", kWriteHint);
+  if (::access(path.c_str(), R_OK) != 0)
+    return UserError(path + ": cannot be read (permission denied)", "check the file's permissions (chmod a+r)");
+#if H5_VERSION_GE(1, 12, 0)
+  const htri_t is_hdf5 = H5Fis_accessible(path.c_str(), H5P_DEFAULT);
+#else
+  const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+#endif
+  if (is_hdf5 <= 0) {
+    const bool is_ts = fs::path(path).extension() == ".ts";
+    return UserError(path + ": is not an HDF5 file",
+                     is_ts ? "convert .ts files with `ragtrain convert " + path + " OUT.h5`" : kWriteHint);
+  }
+  return std::nullopt;
+}
+
+// The ranks must agree before a collective call: the lowest rank that found a problem sends it to the
+// others, so every rank throws the same UserError instead of some entering H5Fopen and waiting forever.
+void throw_if_any_rank_failed(MPI_Comm comm, const std::optional<UserError>& local) {
+  int rank = 0, size = 1;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  int mine = local ? rank : size, first = size;
+  MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));
+  if (first == size) return;
+  std::string packed = local ? std::string(local->what()) + '\0' + local->hint() : std::string();
+  int64_t len = static_cast<int64_t>(packed.size());
+  MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT64_T, first, comm));
+  packed.resize(static_cast<size_t>(len));
+  MPI_CHECK(MPI_Bcast(packed.data(), static_cast<int>(len), MPI_CHAR, first, comm));
+  if (local) throw *local;
+  const size_t split = packed.find('\0');
+  throw UserError(packed.substr(0, split) + " (seen by rank " + std::to_string(first) + ")",
+                  split == std::string::npos ? std::string() : packed.substr(split + 1));
+}
+
+// A root attribute holding one value of the expected kind; nullopt when absent and not required.
+std::optional<AttrShape> root_attr(hid_t file, const std::string& path, const char* name, AttrKind kind,
+                                   bool required, const std::string& expected) {
+  const AttrShape shape = attr_shape(file, name);
+  if (shape.kind == AttrKind::Missing) {
+    USER_CHECK(!required, path << ": root attribute '" << name << "' is missing; expected " << expected,
+               (std::string(name) == "format" ? "this is not a ragtrain data set; " : "") << kWriteHint);
+    return std::nullopt;
+  }
+  USER_CHECK(shape.kind == kind,
+             path << ": root attribute '" << name << "' is a " << shape.type << "; expected " << expected,
+             kWriteHint);
+  USER_CHECK(shape.elements == 1,
+             path << ": root attribute '" << name << "' holds " << shape.elements << " values; expected "
+                  << expected,
+             kWriteHint);
+  return shape;
+}
+
+std::string required_string(hid_t file, const std::string& path, const char* name, const std::string& expected) {
+  root_attr(file, path, name, AttrKind::String, true, expected);
+  return read_string_attr(file, name);
+}
+
+int64_t required_int(hid_t file, const std::string& path, const char* name, const std::string& expected) {
+  root_attr(file, path, name, AttrKind::Integer, true, expected);
+  return read_int_attr(file, name);
+}
+
+void forbid_attr(hid_t file, const std::string& path, const char* name, const char* why) {
+  USER_CHECK(attr_shape(file, name).kind == AttrKind::Missing,
+             path << ": root attribute '" << name << "' is present; " << why, kWriteHint);
+}
+
+// An opened dataset with its datatype and shape, or a UserError if the name is missing or not a dataset.
+struct OpenDataset {
+  H5Handle dset, type;
+  std::vector<hsize_t> dims;
+};
+
+OpenDataset open_dataset(hid_t file, const std::string& path, const char* name, const std::string& expected) {
+  USER_CHECK(H5Lexists(file, name, H5P_DEFAULT) > 0,
+             path << ": dataset " << name << " is missing; expected " << expected, kWriteHint);
+  OpenDataset d;
+  d.dset = h5_dataset(H5Dopen2(file, name, H5P_DEFAULT));
+  USER_CHECK(d.dset, path << ": " << name << " is not a dataset (a group or a broken link?); expected " << expected,
+             kWriteHint);
+  d.type = h5_type(H5_CHECK(H5Dget_type(d.dset.get())));
+  H5Handle space = h5_space(H5_CHECK(H5Dget_space(d.dset.get())));
+  const int rank = H5_CHECK(H5Sget_simple_extent_ndims(space.get()));
+  d.dims.resize(static_cast<size_t>(rank));
+  if (rank > 0) H5_CHECK(H5Sget_simple_extent_dims(space.get(), d.dims.data(), nullptr));
+  return d;
+}
+
+bool is_float32(hid_t type) { return H5Tget_class(type) == H5T_FLOAT && H5Tget_size(type) == 4; }
+bool is_signed_int(hid_t type, size_t bytes) {
+  return H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) == bytes && H5Tget_sign(type) == H5T_SGN_2;
+}
+
+void expect_dtype(const std::string& path, const char* name, const OpenDataset& d, bool ok, const char* dtype,
+                  const char* numpy_fix) {
+  USER_CHECK(ok,
+             path << ": dataset " << name << " has dtype " << type_name(d.type.get()) << "; expected " << dtype,
+             "store it as " << dtype << " (numpy: " << numpy_fix << ")");
+}
+
+void expect_rank(const std::string& path, const char* name, const OpenDataset& d, size_t rank,
+                 const char* shape) {
+  USER_CHECK(d.dims.size() == rank,
+             path << ": dataset " << name << " has " << d.dims.size() << " dimension(s), shape "
+                  << shape_string(d.dims) << "; expected " << rank << "-D " << shape,
+             kWriteHint);
+}
+
+// Everything read_dataset_info promises, on an opened file. Every rank runs it on the same bytes.
+DatasetInfo validate(hid_t file, const std::string& path) {
+  DatasetInfo info;
+  info.path = path;
+
+  const std::string format = required_string(file, path, "format", RT_MSG("the string \"" << kFormatName << "\""));
+  USER_CHECK(format == kFormatName,
+             path << ": root attribute 'format' is \"" << format << "\"; expected \"" << kFormatName << "\"",
+             "this is not a ragtrain data set; " << kWriteHint);
+  const int64_t version = required_int(file, path, "version", RT_MSG("the integer " << kFormatVersion));
+  USER_CHECK(version == kFormatVersion,
+             path << ": root attribute 'version' is " << version << "; this ragtrain reads version "
+                  << kFormatVersion,
+             "rewrite the file in format version " << kFormatVersion << " (doc/data-format.md)");
+  const std::string task = required_string(file, path, "task", "\"classification\" or \"regression\"");
+  USER_CHECK(task == "classification" || task == "regression",
+             path << ": root attribute 'task' is \"" << task << "\"; expected \"classification\" or \"regression\"",
+             kWriteHint);
+  info.task = task == "classification" ? Task::Classification : Task::Regression;
+
+  if (info.task == Task::Classification) {
+    info.num_outputs = required_int(file, path, "num_classes", "an integer >= 2 (the number of classes)");
+    USER_CHECK(info.num_outputs >= 2 && info.num_outputs <= INT32_MAX,
+               path << ": root attribute 'num_classes' is " << info.num_outputs << "; expected 2.." << INT32_MAX,
+               "a classification data set has at least two classes");
+    forbid_attr(file, path, "num_outputs", "it belongs to regression files; classification files use 'num_classes'");
+    const AttrShape names = attr_shape(file, "class_names");
+    if (names.kind != AttrKind::Missing) {
+      USER_CHECK(names.kind == AttrKind::String && names.elements == info.num_outputs,
+                 path << ": root attribute 'class_names' is a " << names.type << " with " << names.elements
+                      << " value(s); expected " << info.num_outputs << " strings (num_classes)",
+                 "store one name per class, in class-index order, or leave the attribute out");
+      info.class_names = read_string_array_attr(file, "class_names");
+    }
+  } else {
+    info.num_outputs = required_int(file, path, "num_outputs", "an integer >= 1 (K, the targets per sequence)");
+    USER_CHECK(info.num_outputs >= 1,
+               path << ": root attribute 'num_outputs' is " << info.num_outputs << "; expected >= 1",
+               "num_outputs is K, the second dimension of /labels");
+    forbid_attr(file, path, "num_classes", "it belongs to classification files; regression files use 'num_outputs'");
+    forbid_attr(file, path, "class_names", "class names only make sense for classification");
+  }
+  root_attr(file, path, "source", AttrKind::String, false, "a string (provenance)");
+
+  const OpenDataset features = open_dataset(file, path, "/features", "float32 (total_timesteps, F)");
+  expect_dtype(path, "/features", features, is_float32(features.type.get()), "float32", "x.astype(np.float32)");
+  expect_rank(path, "/features", features, 2, "(total_timesteps, F)");
+  USER_CHECK(features.dims[1] >= 1,
+             path << ": dataset /features has shape " << shape_string(features.dims) << "; expected F >= 1 columns",
+             kWriteHint);
+
+  const OpenDataset offsets = open_dataset(file, path, "/offsets", "int64 (N + 1)");
+  expect_dtype(path, "/offsets", offsets, is_signed_int(offsets.type.get(), 8), "int64", "o.astype(np.int64)");
+  expect_rank(path, "/offsets", offsets, 1, "(N + 1)");
+  USER_CHECK(offsets.dims[0] >= 2,
+             path << ": dataset /offsets has shape " << shape_string(offsets.dims)
+                  << "; expected N + 1 >= 2 entries (at least one sequence)",
+             kWriteHint);
+  info.num_sequences = static_cast<int64_t>(offsets.dims[0]) - 1;
+  info.num_features = static_cast<int64_t>(features.dims[1]);
+
+  const OpenDataset labels = open_dataset(
+      file, path, "/labels", info.task == Task::Classification ? "int32 (N,)" : "float32 (N, num_outputs)");
+  if (info.task == Task::Classification) {
+    expect_dtype(path, "/labels", labels, is_signed_int(labels.type.get(), 4), "int32", "y.astype(np.int32)");
+    expect_rank(path, "/labels", labels, 1, "(N,)");
+    USER_CHECK(static_cast<int64_t>(labels.dims[0]) == info.num_sequences,
+               path << ": dataset /labels has " << labels.dims[0] << " labels but /offsets describes "
+                    << info.num_sequences << " sequences; expected one label per sequence",
+               inspect_hint(path));
+  } else {
+    expect_dtype(path, "/labels", labels, is_float32(labels.type.get()), "float32", "y.astype(np.float32)");
+    expect_rank(path, "/labels", labels, 2, "(N, num_outputs)");
+    USER_CHECK(static_cast<int64_t>(labels.dims[0]) == info.num_sequences &&
+                   static_cast<int64_t>(labels.dims[1]) == info.num_outputs,
+               path << ": dataset /labels has shape " << shape_string(labels.dims) << "; expected ("
+                    << info.num_sequences << ", " << info.num_outputs << ") = (N, num_outputs)",
+               inspect_hint(path));
+  }
+
+  info.offsets.resize(offsets.dims[0]);
+  USER_CHECK(H5Dread(offsets.dset.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, info.offsets.data()) >= 0,
+             path << ": dataset /offsets could not be read", "the file may be truncated or damaged; " << inspect_hint(path));
+  check_offsets(path, info.offsets, static_cast<int64_t>(features.dims[0]));
+  info.total_timesteps = info.offsets.back();
+  return info;
+}
+
+}  // namespace
+
+DatasetInfo read_dataset_info(const std::string& path, MPI_Comm comm) {
+  H5QuietErrors quiet;
+  throw_if_any_rank_failed(comm, open_problem(path));
+  H5Handle file = open_file_parallel(path, comm);
+  USER_CHECK(file, path << ": HDF5 could not open the file through MPI-IO",
+             "the file may be truncated or damaged (try `h5dump -H " << path
+                 << "`); if the file system does not support file locking, set HDF5_USE_FILE_LOCKING=FALSE");
+  return validate(file.get(), path);
+}
+
+}  // namespace ragtrain

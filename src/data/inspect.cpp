@@ -1,0 +1,101 @@
+// inspect_dataset / print_report: full validation of a v1 file and a human summary of what it holds.
+#include <algorithm>
+#include <iomanip>
+#include <numeric>
+#include <ostream>
+
+#include "ragtrain/core/error.hpp"
+#include "ragtrain/data/dataset.hpp"
+#include "ragtrain/data/format.hpp"
+#include "ragtrain/data/shard.hpp"
+
+namespace ragtrain {
+
+namespace {
+
+// Values read per block: bounds the memory of inspect on files larger than RAM.
+constexpr int64_t kBlockValues = int64_t{1} << 24;
+
+}  // namespace
+
+// The header checks are read_dataset_info's and the value checks read_shard's, run on this process alone
+// (MPI_COMM_SELF), so inspect accepts exactly what a training run accepts.
+DatasetReport inspect_dataset(const std::string& path) {
+  const DatasetInfo info = read_dataset_info(path, MPI_COMM_SELF);
+  DatasetReport r;
+  r.path = path;
+  r.task = info.task;
+  r.num_sequences = info.num_sequences;
+  r.num_features = info.num_features;
+  r.num_outputs = info.num_outputs;
+  r.total_timesteps = info.total_timesteps;
+  r.lengths = info.lengths();
+  r.class_names = info.class_names;
+  if (info.task == Task::Classification) r.class_counts.assign(static_cast<size_t>(info.num_outputs), 0);
+
+  std::vector<int64_t> block;
+  for (int64_t i = 0; i < info.num_sequences;) {
+    block.clear();
+    int64_t values = 0;
+    do {
+      values += info.length(i) * info.num_features;
+      block.push_back(i++);
+    } while (i < info.num_sequences && values + info.length(i) * info.num_features <= kBlockValues);
+    const Shard shard = read_shard(info, block, MPI_COMM_SELF);
+    for (int32_t label : shard.labels) ++r.class_counts[static_cast<size_t>(label)];
+  }
+  return r;
+}
+
+void print_report(const DatasetReport& r, std::ostream& out) {
+  const bool classification = r.task == Task::Classification;
+  std::vector<int64_t> sorted = r.lengths;
+  std::sort(sorted.begin(), sorted.end());
+  const int64_t min_len = sorted.empty() ? 0 : sorted.front(), max_len = sorted.empty() ? 0 : sorted.back();
+  const double median =
+      sorted.empty() ? 0.0
+                     : (sorted.size() % 2 ? static_cast<double>(sorted[sorted.size() / 2])
+                                          : 0.5 * static_cast<double>(sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]));
+  const double mean = sorted.empty() ? 0.0
+                                     : static_cast<double>(std::accumulate(sorted.begin(), sorted.end(), int64_t{0})) /
+                                           static_cast<double>(sorted.size());
+
+  out << "file             " << r.path << "\n"
+      << "task             " << task_name(r.task) << "\n"
+      << "sequences (N)    " << r.num_sequences << "\n"
+      << "features (F)     " << r.num_features << "\n"
+      << (classification ? "classes          " : "outputs (K)      ") << r.num_outputs << "\n"
+      << "timesteps        " << r.total_timesteps << "\n"
+      << "length           min " << min_len << "  median " << median << "  max " << max_len << "  mean "
+      << std::fixed << std::setprecision(2) << mean << "\n";
+  out.unsetf(std::ios::floatfield);
+
+  if (classification) {
+    out << "class counts\n";
+    for (size_t c = 0; c < r.class_counts.size(); ++c) {
+      out << "  " << std::setw(4) << c;
+      if (c < r.class_names.size()) out << "  " << std::left << std::setw(12) << r.class_names[c] << std::right;
+      out << "  " << std::setw(8) << r.class_counts[c] << "\n";
+    }
+  }
+
+  // About ten bins of whole lengths; one bin per length when the range is short.
+  if (sorted.empty()) return;
+  const int64_t width = std::max<int64_t>(1, (max_len - min_len + 10) / 10);
+  const int64_t bins = (max_len - min_len) / width + 1;
+  std::vector<int64_t> count(static_cast<size_t>(bins), 0);
+  for (int64_t len : sorted) ++count[static_cast<size_t>((len - min_len) / width)];
+  const int64_t peak = *std::max_element(count.begin(), count.end());
+  constexpr int64_t kBar = 40;
+  out << "length histogram\n";
+  for (int64_t b = 0; b < bins; ++b) {
+    const int64_t lo = min_len + b * width, hi = std::min(lo + width - 1, max_len);
+    const int64_t n = count[static_cast<size_t>(b)];
+    const int64_t bar = (n * kBar + peak - 1) / peak;
+    out << "  " << std::setw(6) << lo << (width > 1 ? RT_MSG(" - " << std::setw(6) << hi) : std::string(9, ' '))
+        << "  " << std::left << std::setw(kBar) << std::string(static_cast<size_t>(bar), '#') << std::right << "  "
+        << n << "\n";
+  }
+}
+
+}  // namespace ragtrain

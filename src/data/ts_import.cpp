@@ -1,0 +1,214 @@
+// read_ts_file: the UEA/sktime .ts text format (multivariate, equal or unequal length) into a RaggedData.
+#include <algorithm>
+#include <charconv>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "ragtrain/core/error.hpp"
+#include "ragtrain/data/dataset.hpp"
+
+namespace ragtrain {
+
+namespace {
+
+const char* const kTsHint =
+    "a .ts file has '@' header lines (@classLabel true L1 L2 ... or @targetLabel true), then @data and one "
+    "series per line: channels separated by ':', values by ',', the label last; see doc/data-format.md";
+
+std::string trim(const std::string& s) {
+  const auto first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return {};
+  return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t pos; (pos = s.find(sep, start)) != std::string::npos; start = pos + 1) out.push_back(s.substr(start, pos - start));
+  out.push_back(s.substr(start));
+  return out;
+}
+
+std::vector<std::string> words(const std::string& s) {
+  std::vector<std::string> out;
+  std::string w;
+  for (char ch : s) {
+    if (std::isspace(static_cast<unsigned char>(ch))) {
+      if (!w.empty()) out.push_back(std::move(w));
+      w.clear();
+    } else {
+      w += ch;
+    }
+  }
+  if (!w.empty()) out.push_back(std::move(w));
+  return out;
+}
+
+std::string lower(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+// A finite decimal number filling the whole token, or nothing.
+bool parse_number(const std::string& token, double& value) {
+  const char* begin = token.data();
+  const char* end = token.data() + token.size();
+  if (begin != end && *begin == '+') ++begin;
+  const auto [ptr, ec] = std::from_chars(begin, end, value);
+  return ec == std::errc() && ptr == end && begin != end && std::isfinite(value);
+}
+
+// Parses the header (until @data) and the series, one line at a time.
+class TsParser {
+ public:
+  explicit TsParser(std::string path) : path_(std::move(path)) {}
+
+  RaggedData run(std::istream& in);
+
+ private:
+  std::string at(int64_t line) const { return RT_MSG(path_ << ":" << line << ": "); }
+  void header(const std::string& text, int64_t line);
+  void start_data(int64_t line);
+  void series(const std::string& text, int64_t line);
+
+  std::string path_, problem_;
+  bool in_data_ = false, has_targets_ = false;
+  int64_t dimensions_ = -1;                 // from @dimensions, or the first series
+  std::vector<std::string> class_labels_;   // from @classLabel true ...
+  RaggedData d_;
+};
+
+void TsParser::header(const std::string& text, int64_t line) {
+  const std::vector<std::string> w = words(text);
+  const std::string key = lower(w[0]);
+  const std::string value = w.size() > 1 ? lower(w[1]) : std::string();
+  if (key == "@problemname") {
+    problem_ = w.size() > 1 ? w[1] : std::string();
+  } else if (key == "@timestamps") {
+    USER_CHECK(value != "true", at(line) << "@timeStamps true: series with time stamps \"(t,v)\" are not supported",
+               "export the series without time stamps (values only)");
+  } else if (key == "@dimensions") {
+    double dims = 0;
+    USER_CHECK(w.size() == 2 && parse_number(w[1], dims) && dims >= 1 && dims == std::floor(dims),
+               at(line) << "@dimensions expects a positive integer; found \"" << text << "\"", kTsHint);
+    dimensions_ = static_cast<int64_t>(dims);
+  } else if (key == "@classlabel") {
+    if (value == "true") {
+      class_labels_.assign(w.begin() + 2, w.end());
+      USER_CHECK(class_labels_.size() >= 2,
+                 at(line) << "@classLabel true lists " << class_labels_.size() << " class(es); expected at least 2",
+                 kTsHint);
+    }
+  } else if (key == "@targetlabel") {
+    has_targets_ = value == "true";
+  } else if (key == "@data") {
+    start_data(line);
+  }
+  // @missing, @univariate, @equalLength, @seriesLength and unknown keys carry nothing this reader needs:
+  // missing values, lengths and channel counts are checked on the data itself.
+}
+
+void TsParser::start_data(int64_t line) {
+  USER_CHECK(!class_labels_.empty() || has_targets_,
+             at(line) << "no @classLabel true ... (or @targetLabel true) header before @data; expected the list "
+                         "of class labels",
+             kTsHint);
+  USER_CHECK(class_labels_.empty() || !has_targets_,
+             at(line) << "both @classLabel true and @targetLabel true; expected one of them", kTsHint);
+  in_data_ = true;
+  d_.task = has_targets_ ? Task::Regression : Task::Classification;
+  d_.num_outputs = has_targets_ ? 1 : static_cast<int64_t>(class_labels_.size());
+  d_.class_names = class_labels_;
+}
+
+void TsParser::series(const std::string& text, int64_t line) {
+  const std::vector<std::string> fields = split(text, ':');
+  USER_CHECK(fields.size() >= 2, at(line) << "expected channels separated by ':' and a label last; found no ':'",
+             kTsHint);
+  const auto channels = static_cast<int64_t>(fields.size()) - 1;
+  if (dimensions_ < 0) dimensions_ = channels;
+  USER_CHECK(channels == dimensions_,
+             at(line) << "series has " << channels << " channel(s); expected " << dimensions_
+                      << (d_.num_features ? " like the series before" : " (@dimensions)"),
+             kTsHint);
+  d_.num_features = channels;
+
+  std::vector<std::vector<float>> values(static_cast<size_t>(channels));   // (F, T) as written
+  for (int64_t c = 0; c < channels; ++c) {
+    const std::string channel = trim(fields[static_cast<size_t>(c)]);
+    USER_CHECK(!channel.empty(), at(line) << "channel " << c << " is empty; expected at least one value", kTsHint);
+    for (const std::string& raw : split(channel, ',')) {
+      const std::string token = trim(raw);
+      USER_CHECK(token != "?" && lower(token) != "nan",
+                 at(line) << "channel " << c << " has a missing value ('" << token
+                          << "'); missing values are not supported",
+                 "impute or drop series with missing values before converting");
+      USER_CHECK(token.empty() || token[0] != '(',
+                 at(line) << "channel " << c << " has a time-stamped value \"" << token
+                          << "\"; time stamps are not supported",
+                 "export the series without time stamps (values only)");
+      double v = 0;
+      USER_CHECK(parse_number(token, v),
+                 at(line) << "channel " << c << " has the non-numeric value \"" << token << "\"; expected a finite number",
+                 kTsHint);
+      values[static_cast<size_t>(c)].push_back(static_cast<float>(v));
+    }
+    USER_CHECK(values[static_cast<size_t>(c)].size() == values[0].size(),
+               at(line) << "channel " << c << " has " << values[static_cast<size_t>(c)].size()
+                        << " values but channel 0 has " << values[0].size()
+                        << "; expected every channel of a series to have the same length",
+               kTsHint);
+  }
+
+  const auto length = static_cast<int64_t>(values[0].size());
+  for (int64_t t = 0; t < length; ++t)   // time-major: row t holds every channel at time t
+    for (int64_t c = 0; c < channels; ++c) d_.features.push_back(values[static_cast<size_t>(c)][static_cast<size_t>(t)]);
+  d_.offsets.push_back(d_.offsets.back() + length);
+
+  const std::string label = trim(fields.back());
+  if (d_.task == Task::Classification) {
+    const auto it = std::find(class_labels_.begin(), class_labels_.end(), label);
+    USER_CHECK(it != class_labels_.end(),
+               at(line) << "unknown class label \"" << label << "\"; expected one of the @classLabel values", kTsHint);
+    d_.labels.push_back(static_cast<int32_t>(it - class_labels_.begin()));
+  } else {
+    double y = 0;
+    USER_CHECK(parse_number(label, y), at(line) << "the target \"" << label << "\" is not a finite number", kTsHint);
+    d_.targets.push_back(static_cast<float>(y));
+  }
+}
+
+RaggedData TsParser::run(std::istream& in) {
+  std::string text;
+  for (int64_t line = 1; std::getline(in, text); ++line) {
+    text = trim(text);
+    if (text.empty() || text[0] == '#') continue;
+    if (in_data_) {
+      series(text, line);
+    } else {
+      USER_CHECK(text[0] == '@',
+                 at(line) << "expected a '@' header line before the series; is the @data line missing?", kTsHint);
+      header(text, line);
+    }
+  }
+  USER_CHECK(in_data_, path_ << ": no @data line; expected the header to end with @data", kTsHint);
+  USER_CHECK(d_.num_sequences() >= 1, path_ << ": no series after @data", kTsHint);
+  d_.source = RT_MSG("ragtrain convert: " << std::filesystem::path(path_).filename().string()
+                                          << (problem_.empty() ? "" : " (@problemName " + problem_ + ")"));
+  return std::move(d_);
+}
+
+}  // namespace
+
+RaggedData read_ts_file(const std::string& path) {
+  std::error_code ec;
+  USER_CHECK(std::filesystem::is_regular_file(path, ec), path << ": no such file",
+             "check the path of the .ts file");
+  std::ifstream in(path);
+  USER_CHECK(in, path << ": cannot be read", "check the file's permissions");
+  return TsParser(path).run(in);
+}
+
+}  // namespace ragtrain

@@ -1,0 +1,39 @@
+// ragtrain: one binary, one subcommand per job; every rank parses, runs and exits with the same code.
+#include <cstdio>
+#include <iostream>
+
+#include "ragtrain/cli/commands.hpp"
+#include "ragtrain/cli/options.hpp"
+#include "ragtrain/comm/context.hpp"
+#include "ragtrain/core/error.hpp"
+
+int main(int argc, char** argv) {
+  using namespace ragtrain;
+  MpiEnvironment mpi(&argc, &argv);
+  Context ctx;
+  try {
+    ctx = Context::create(MPI_COMM_WORLD);
+    Invocation inv;
+    collective_phase(ctx, [&] { inv = parse_command_line(argc, argv); });
+    if (inv.help) {
+      if (ctx.is_root()) std::cout << inv.help_text;
+      return kExitOk;
+    }
+    const std::string& cmd = inv.config.command;
+    if (cmd == "gen") return run_gen(ctx, inv.config);
+    if (cmd == "convert") return run_convert(ctx, inv.config);
+    if (cmd == "inspect") return run_inspect(ctx, inv.config);
+    if (cmd == "train") return run_train(ctx, inv.config);
+    if (cmd == "eval") return run_eval(ctx, inv.config);
+    if (cmd == "predict") return run_predict(ctx, inv.config);
+    if (cmd == "bench") return run_bench(ctx, inv.config);
+    return kExitInternal;
+  } catch (const RunAborted& a) {
+    return a.code;   // every rank got here together; MpiEnvironment finalizes
+  } catch (...) {
+    // An error outside a collective phase: other ranks may be inside a collective, so only an abort is safe.
+    print_error(&ctx, std::current_exception());
+    MPI_Abort(MPI_COMM_WORLD, kExitInternal);
+    return kExitInternal;
+  }
+}

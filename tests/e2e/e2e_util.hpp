@@ -1,0 +1,102 @@
+// Helpers for end-to-end tests: run the ragtrain binary as a user would (under mpirun), capture output,
+// record every rank's exit code, and make scratch folders.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace e2e {
+
+inline std::string bin() {
+  const char* b = std::getenv("RAGTRAIN_BIN");
+  return std::filesystem::absolute(b ? b : "build/bin/ragtrain").string();
+}
+
+inline std::string repo_path(const std::string& rel) { return std::filesystem::absolute(rel).string(); }
+
+struct Result {
+  int rc = -1;                 // mpirun's (or the shell's) exit status
+  std::vector<int> rank_rcs;   // every rank's own exit code, in rank order
+  std::string output;          // stdout + stderr
+  double seconds = 0;
+};
+
+// A scratch folder removed at the end of the test.
+class Scratch {
+ public:
+  Scratch() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = std::filesystem::temp_directory_path() /
+            (std::string("ragtrain_e2e_") + info->test_suite_name() + "_" + info->name() + "_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~Scratch() { std::filesystem::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  std::string str() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Runs `ragtrain ARGS` on `np` ranks (np = 0: without mpirun). Each rank writes its exit code to a file so
+// that the test can check that every rank, not only the first, exited with the documented code (a failing rank
+// lingers a second so that mpirun does not kill the others before they record theirs).
+inline Result run(int np, const std::string& args, int timeout_s = 120) {
+  const std::string rcdir = std::filesystem::temp_directory_path() / ("ragtrain_rc_" + std::to_string(::getpid()) + "_" +
+                                                                    std::to_string(std::rand()));
+  std::filesystem::create_directories(rcdir);
+  std::string inner = bin() + " " + args;
+  std::string cmd;
+  if (np == 0) {
+    cmd = "timeout " + std::to_string(timeout_s) + " sh -c '" + inner + "; echo $? > " + rcdir + "/rc.0'";
+  } else {
+    cmd = "timeout " + std::to_string(timeout_s) + " mpirun --oversubscribe -np " + std::to_string(np) + " sh -c '" +
+          inner + "; rc=$?; echo $rc > " + rcdir + "/rc.$OMPI_COMM_WORLD_RANK; [ $rc -eq 0 ] || sleep 1; exit $rc'";
+  }
+  cmd += " 2>&1";
+  Result r;
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int status = pclose(p);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  for (int k = 0; k < std::max(np, 1); ++k) {
+    std::ifstream f(rcdir + "/rc." + std::to_string(k));
+    int v = -1;
+    if (f >> v) r.rank_rcs.push_back(v);
+    else r.rank_rcs.push_back(-1);
+  }
+  std::filesystem::remove_all(rcdir);
+  return r;
+}
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  return nlohmann::json::parse(f);
+}
+
+inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+inline bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+
+}  // namespace e2e

@@ -1,0 +1,531 @@
+// Tests of the data module: writer, header reader, shard reader (one rank), synthetic data, .ts import, inspect.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <sstream>
+
+#include "ragtrain/core/error.hpp"
+#include "ragtrain/data/dataset.hpp"
+#include "ragtrain/data/format.hpp"
+#include "ragtrain/data/h5.hpp"
+#include "ragtrain/data/shard.hpp"
+
+namespace fs = std::filesystem;
+using namespace ragtrain;
+
+namespace {
+
+// A fresh folder under /tmp, removed with everything in it at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "ragtrain-data-XXXXXX").string();
+    RT_CHECK(::mkdtemp(tmpl.data()) != nullptr, "mkdtemp failed");
+    dir_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string file(const std::string& name) const { return (dir_ / name).string(); }
+  const fs::path& path() const { return dir_; }
+
+ private:
+  fs::path dir_;
+};
+
+// Runs f, expects a UserError whose message contains every one of `needles`.
+void expect_user_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
+  try {
+    f();
+    ADD_FAILURE() << "no UserError thrown; expected one mentioning " << needles.front();
+  } catch (const UserError& e) {
+    for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
+        << "message \"" << e.what() << "\" lacks \"" << n << "\"";
+    EXPECT_FALSE(e.hint().empty()) << "no hint for: " << e.what();
+  }
+}
+
+RaggedData small_classification() {
+  RaggedData d;
+  d.task = Task::Classification;
+  d.num_features = 2;
+  d.num_outputs = 3;
+  d.offsets = {0, 3, 4, 8, 10};
+  for (int i = 0; i < 10 * 2; ++i) d.features.push_back(0.5f * static_cast<float>(i) - 3.0f);
+  d.labels = {2, 0, 1, 2};
+  d.class_names = {"cat", "dog", "émeu"};
+  d.source = "unit test";
+  return d;
+}
+
+// A v1 file written with the raw HDF5 API, so that each field can be broken on purpose.
+struct RawFile {
+  bool has_features = true, has_offsets = true, has_labels = true;
+  hid_t features_type = H5T_IEEE_F32LE, offsets_type = H5T_STD_I64LE, labels_type = H5T_STD_I32LE;
+  std::vector<hsize_t> features_dims = {7, 2};
+  std::vector<double> features = std::vector<double>(14, 0.25);
+  std::vector<int64_t> offsets = {0, 3, 5, 7};
+  std::vector<hsize_t> labels_dims = {3};
+  std::vector<double> labels = {0, 1, 1};
+  bool has_format = true, fixed_strings = false;
+  std::string format = "ragtrain-ragged", task = "classification";
+  int64_t version = 1, num_classes = 2;
+  hid_t int_attr_type = H5T_STD_I64LE;
+};
+
+void put_string(hid_t file, const char* name, const std::string& value, bool fixed) {
+  H5Handle type = h5_type(H5Tcopy(H5T_C_S1));
+  H5Handle space = h5_space(H5Screate(H5S_SCALAR));
+  if (fixed) {
+    H5Tset_size(type.get(), value.size());
+    H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
+    H5Handle a = h5_attribute(H5Acreate2(file, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
+    H5Awrite(a.get(), type.get(), value.data());
+  } else {
+    H5Tset_size(type.get(), H5T_VARIABLE);
+    H5Handle a = h5_attribute(H5Acreate2(file, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
+    const char* p = value.c_str();
+    H5Awrite(a.get(), type.get(), &p);
+  }
+}
+
+void put_int(hid_t file, const char* name, int64_t value, hid_t file_type) {
+  H5Handle space = h5_space(H5Screate(H5S_SCALAR));
+  H5Handle a = h5_attribute(H5Acreate2(file, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT));
+  H5Awrite(a.get(), H5T_NATIVE_INT64, &value);
+}
+
+template <class T>
+void put_dataset(hid_t file, const char* name, hid_t file_type, hid_t mem_type, const std::vector<hsize_t>& dims,
+                 const std::vector<T>& values) {
+  H5Handle space = h5_space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  H5Handle d = h5_dataset(H5Dcreate2(file, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  ASSERT_GE(H5Dwrite(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0) << name;
+}
+
+void write_raw(const std::string& path, const RawFile& r) {
+  H5Handle file = h5_file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  ASSERT_TRUE(file);
+  const hid_t f = file.get();
+  if (r.has_format) put_string(f, "format", r.format, r.fixed_strings);
+  put_int(f, "version", r.version, r.int_attr_type);
+  put_string(f, "task", r.task, r.fixed_strings);
+  put_int(f, "num_classes", r.num_classes, r.int_attr_type);
+  if (r.has_features) put_dataset(f, "/features", r.features_type, H5T_NATIVE_DOUBLE, r.features_dims, r.features);
+  if (r.has_offsets)
+    put_dataset(f, "/offsets", r.offsets_type, H5T_NATIVE_INT64, {static_cast<hsize_t>(r.offsets.size())}, r.offsets);
+  if (r.has_labels) put_dataset(f, "/labels", r.labels_type, H5T_NATIVE_DOUBLE, r.labels_dims, r.labels);
+}
+
+std::vector<int64_t> all_indices(int64_t n) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = i;
+  return v;
+}
+
+std::string jv_dir() {
+  const char* env = std::getenv("RAGTRAIN_JV_DIR");
+  return env != nullptr ? env : "../shared/datasets/JapaneseVowels";
+}
+
+}  // namespace
+
+TEST(DataFormat, WriteThenReadInfoAndShard) {
+  TempDir tmp;
+  const std::string path = tmp.file("small.h5");
+  const RaggedData d = small_classification();
+  write_dataset(path, d);
+
+  const DatasetInfo info = read_dataset_info(path, MPI_COMM_SELF);
+  EXPECT_EQ(info.path, path);
+  EXPECT_EQ(info.task, Task::Classification);
+  EXPECT_EQ(info.num_sequences, 4);
+  EXPECT_EQ(info.num_features, 2);
+  EXPECT_EQ(info.num_outputs, 3);
+  EXPECT_EQ(info.total_timesteps, 10);
+  EXPECT_EQ(info.offsets, d.offsets);
+  EXPECT_EQ(info.lengths(), (std::vector<int64_t>{3, 1, 4, 2}));
+  EXPECT_EQ(info.class_names, d.class_names);
+
+  const std::vector<int64_t> want = {3, 0, 2};
+  const Shard s = read_shard(info, want, MPI_COMM_SELF);
+  EXPECT_EQ(s.indices, want);
+  EXPECT_EQ(s.offsets, (std::vector<int64_t>{0, 2, 5, 9}));
+  ASSERT_EQ(s.features.size(), 9u * 2u);
+  for (int64_t p = 0; p < s.size(); ++p) {
+    const int64_t g = want[static_cast<size_t>(p)];
+    EXPECT_EQ(s.labels[static_cast<size_t>(p)], d.labels[static_cast<size_t>(g)]);
+    for (int64_t v = 0; v < s.length(p) * 2; ++v) EXPECT_EQ(s.x(p)[v], d.features[static_cast<size_t>(d.offsets[static_cast<size_t>(g)] * 2 + v)]);
+  }
+  // No temporary file is left next to the result.
+  EXPECT_EQ(std::distance(fs::directory_iterator(tmp.path()), fs::directory_iterator()), 1);
+}
+
+TEST(DataFormat, SyntheticRoundTripWholeFile) {
+  TempDir tmp;
+  SyntheticSpec spec;
+  spec.sequences = 37;
+  spec.features = 5;
+  spec.min_length = 1;
+  spec.max_length = 9;
+  spec.classes = 4;
+  const RaggedData d = make_synthetic(spec);
+  write_dataset(tmp.file("syn.h5"), d);
+  const DatasetInfo info = read_dataset_info(tmp.file("syn.h5"), MPI_COMM_SELF);
+  const Shard s = read_shard(info, all_indices(info.num_sequences), MPI_COMM_SELF);
+  EXPECT_EQ(s.offsets, d.offsets);
+  EXPECT_EQ(s.features, d.features);
+  EXPECT_EQ(s.labels, d.labels);
+  EXPECT_TRUE(info.class_names.empty());
+}
+
+TEST(DataFormat, RegressionRoundTrip) {
+  TempDir tmp;
+  SyntheticSpec spec;
+  spec.task = Task::Regression;
+  spec.sequences = 20;
+  spec.features = 4;
+  spec.outputs = 3;
+  spec.min_length = 2;
+  spec.max_length = 6;
+  const RaggedData d = make_synthetic(spec);
+  ASSERT_EQ(d.targets.size(), 60u);
+  write_dataset(tmp.file("reg.h5"), d);
+  const DatasetInfo info = read_dataset_info(tmp.file("reg.h5"), MPI_COMM_SELF);
+  EXPECT_EQ(info.task, Task::Regression);
+  EXPECT_EQ(info.num_outputs, 3);
+  const Shard s = read_shard(info, {19, 4}, MPI_COMM_SELF);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(s.target(0)[k], d.targets[19 * 3 + k]);
+    EXPECT_EQ(s.target(1)[k], d.targets[4 * 3 + k]);
+  }
+  EXPECT_TRUE(s.labels.empty());
+  const DatasetReport r = inspect_dataset(tmp.file("reg.h5"));
+  EXPECT_EQ(r.num_outputs, 3);
+  EXPECT_TRUE(r.class_counts.empty());
+}
+
+TEST(DataFormat, EmptyShardOnOneRank) {
+  TempDir tmp;
+  write_dataset(tmp.file("small.h5"), small_classification());
+  const DatasetInfo info = read_dataset_info(tmp.file("small.h5"), MPI_COMM_SELF);
+  const Shard s = read_shard(info, {}, MPI_COMM_SELF);
+  EXPECT_EQ(s.size(), 0);
+  EXPECT_EQ(s.timesteps(), 0);
+}
+
+TEST(DataFormat, ReadShardRejectsBadIndicesAfterTheRead) {
+  TempDir tmp;
+  write_dataset(tmp.file("small.h5"), small_classification());
+  const DatasetInfo info = read_dataset_info(tmp.file("small.h5"), MPI_COMM_SELF);
+  EXPECT_THROW(read_shard(info, {0, 4}, MPI_COMM_SELF), InternalError);
+  EXPECT_THROW(read_shard(info, {-1}, MPI_COMM_SELF), InternalError);
+  EXPECT_THROW(read_shard(info, {2, 1, 2}, MPI_COMM_SELF), InternalError);
+}
+
+TEST(DataFormat, RawFileWithFixedStringsAndNarrowIntegersIsAccepted) {
+  TempDir tmp;
+  RawFile r;
+  r.fixed_strings = true;
+  r.int_attr_type = H5T_STD_U8BE;
+  write_raw(tmp.file("raw.h5"), r);
+  const DatasetInfo info = read_dataset_info(tmp.file("raw.h5"), MPI_COMM_SELF);
+  EXPECT_EQ(info.num_sequences, 3);
+  EXPECT_EQ(info.num_outputs, 2);
+  EXPECT_EQ(info.lengths(), (std::vector<int64_t>{3, 2, 2}));
+}
+
+TEST(DataFormat, RejectsBadHeaders) {
+  struct Case {
+    const char* name;
+    std::function<void(RawFile&)> breakit;
+    std::vector<std::string> needles;
+  };
+  const std::vector<Case> cases = {
+      {"missing /features", [](RawFile& r) { r.has_features = false; }, {"/features", "missing"}},
+      {"missing /offsets", [](RawFile& r) { r.has_offsets = false; }, {"/offsets", "missing"}},
+      {"missing /labels", [](RawFile& r) { r.has_labels = false; }, {"/labels", "missing"}},
+      {"float64 features", [](RawFile& r) { r.features_type = H5T_IEEE_F64LE; }, {"/features", "float64", "float32"}},
+      {"int32 offsets", [](RawFile& r) { r.offsets_type = H5T_STD_I32LE; }, {"/offsets", "int32", "int64"}},
+      {"float labels", [](RawFile& r) { r.labels_type = H5T_IEEE_F32LE; }, {"/labels", "float32", "int32"}},
+      {"1-D features", [](RawFile& r) { r.features_dims = {14}; }, {"/features", "dimension"}},
+      {"2-D labels", [](RawFile& r) { r.labels_dims = {3, 1}; }, {"/labels", "dimension"}},
+      {"offsets start at 1", [](RawFile& r) { r.offsets = {1, 3, 5, 7}; }, {"/offsets", "offsets[0]"}},
+      {"decreasing offsets", [](RawFile& r) { r.offsets = {0, 5, 3, 7}; }, {"/offsets", "offsets[2]"}},
+      {"zero-length sequence", [](RawFile& r) { r.offsets = {0, 3, 3, 7}; }, {"/offsets", "sequence 1", "empty"}},
+      {"last offset != rows", [](RawFile& r) { r.offsets = {0, 3, 5, 6}; }, {"/offsets", "6", "7 rows"}},
+      {"labels count != N",
+       [](RawFile& r) {
+         r.labels_dims = {2};
+         r.labels = {0, 1};
+       },
+       {"/labels", "2 labels", "3 sequences"}},
+      {"no sequences", [](RawFile& r) { r.offsets = {0}; }, {"/offsets", "at least one sequence"}},
+      {"missing format", [](RawFile& r) { r.has_format = false; }, {"'format'", "missing"}},
+      {"wrong format", [](RawFile& r) { r.format = "something-else"; }, {"'format'", "something-else"}},
+      {"wrong version", [](RawFile& r) { r.version = 2; }, {"'version'", "2"}},
+      {"unknown task", [](RawFile& r) { r.task = "ranking"; }, {"'task'", "ranking"}},
+      {"one class", [](RawFile& r) { r.num_classes = 1; }, {"'num_classes'"}},
+  };
+  TempDir tmp;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    RawFile r;
+    c.breakit(r);
+    const std::string path = tmp.file("bad.h5");
+    write_raw(path, r);
+    expect_user_error([&] { read_dataset_info(path, MPI_COMM_SELF); }, c.needles);
+    expect_user_error([&] { inspect_dataset(path); }, c.needles);
+  }
+}
+
+TEST(DataFormat, RejectsBadValuesWhenRead) {
+  struct Case {
+    const char* name;
+    std::function<void(RawFile&)> breakit;
+    std::vector<std::string> needles;
+  };
+  const std::vector<Case> cases = {
+      {"label >= classes", [](RawFile& r) { r.labels = {0, 2, 1}; }, {"/labels", "sequence 1", "label 2"}},
+      {"negative label", [](RawFile& r) { r.labels = {0, 1, -1}; }, {"/labels", "sequence 2", "label -1"}},
+      {"NaN feature", [](RawFile& r) { r.features[11] = std::numeric_limits<double>::quiet_NaN(); },
+       {"/features", "sequence 2", "timestep 0", "feature 1"}},
+      {"infinite feature", [](RawFile& r) { r.features[0] = std::numeric_limits<double>::infinity(); },
+       {"/features", "sequence 0"}},
+  };
+  TempDir tmp;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    RawFile r;
+    c.breakit(r);
+    const std::string path = tmp.file("bad.h5");
+    write_raw(path, r);
+    const DatasetInfo info = read_dataset_info(path, MPI_COMM_SELF);   // the header is fine
+    expect_user_error([&] { read_shard(info, all_indices(3), MPI_COMM_SELF); }, c.needles);
+    expect_user_error([&] { inspect_dataset(path); }, c.needles);
+  }
+}
+
+TEST(DataFormat, RejectsFilesThatAreNotThere) {
+  TempDir tmp;
+  const std::string text = tmp.file("notes.h5");
+  std::ofstream(text) << "just some text\n";
+  expect_user_error([&] { read_dataset_info(text, MPI_COMM_WORLD); }, {text, "not an HDF5 file"});
+  const std::string ts = tmp.file("data.ts");
+  std::ofstream(ts) << "@data\n";
+  expect_user_error([&] { read_dataset_info(ts, MPI_COMM_SELF); }, {ts, "not an HDF5 file"});
+  const std::string missing = tmp.file("missing.h5");
+  expect_user_error([&] { read_dataset_info(missing, MPI_COMM_WORLD); }, {missing, "no such file"});
+  expect_user_error([&] { read_dataset_info(tmp.path().string(), MPI_COMM_SELF); }, {"folder"});
+}
+
+TEST(DataFormat, WriterIsAtomicAndChecksItsInput) {
+  TempDir tmp;
+  const std::string path = tmp.file("out.h5");
+  write_dataset(path, small_classification());
+  RaggedData bad = small_classification();
+  bad.features[9] = std::numeric_limits<float>::quiet_NaN();
+  expect_user_error([&] { write_dataset(path, bad); }, {"sequence 2", "/features"});
+  bad = small_classification();
+  bad.labels[1] = 3;
+  expect_user_error([&] { write_dataset(path, bad); }, {"sequence 1", "label 3"});
+  bad = small_classification();
+  bad.offsets = {0, 3, 3, 8, 10};
+  expect_user_error([&] { write_dataset(path, bad); }, {"sequence 1", "empty"});
+  // The earlier file is intact and alone.
+  EXPECT_EQ(read_dataset_info(path, MPI_COMM_SELF).num_sequences, 4);
+  EXPECT_EQ(std::distance(fs::directory_iterator(tmp.path()), fs::directory_iterator()), 1);
+
+  expect_user_error([&] { write_dataset(tmp.file("no/such/folder/x.h5"), small_classification()); },
+                    {"no/such/folder", "does not exist"});
+  if (::geteuid() != 0) {   // root writes anywhere
+    fs::create_directory(tmp.file("ro"));
+    fs::permissions(tmp.file("ro"), fs::perms::owner_read | fs::perms::owner_exec);
+    expect_user_error([&] { write_dataset(tmp.file("ro/x.h5"), small_classification()); }, {"not writable"});
+    fs::permissions(tmp.file("ro"), fs::perms::owner_all);
+  }
+}
+
+TEST(DataSynthetic, DeterministicForASeed) {
+  SyntheticSpec spec;
+  spec.sequences = 50;
+  spec.features = 6;
+  spec.min_length = 10;
+  spec.max_length = 20;
+  spec.classes = 5;
+  const RaggedData a = make_synthetic(spec), b = make_synthetic(spec);
+  EXPECT_EQ(a.offsets, b.offsets);
+  EXPECT_EQ(a.features, b.features);
+  EXPECT_EQ(a.labels, b.labels);
+  spec.seed = 2;
+  const RaggedData c = make_synthetic(spec);
+  EXPECT_NE(a.features, c.features);
+  EXPECT_NE(a.labels, c.labels);
+
+  std::vector<int> per_class(5, 0);
+  for (int32_t l : a.labels) ++per_class[static_cast<size_t>(l)];
+  EXPECT_EQ(per_class, std::vector<int>(5, 10));
+  for (int64_t i = 0; i < a.num_sequences(); ++i) {
+    const int64_t len = a.offsets[static_cast<size_t>(i + 1)] - a.offsets[static_cast<size_t>(i)];
+    EXPECT_GE(len, 10);
+    EXPECT_LE(len, 20);
+  }
+  for (float v : a.features) EXPECT_LT(std::fabs(v), 5.0f);
+
+  spec.task = Task::Regression;
+  spec.outputs = 2;
+  EXPECT_EQ(make_synthetic(spec).targets, make_synthetic(spec).targets);
+  spec.outputs = 7;
+  EXPECT_THROW(make_synthetic(spec), UserError);
+}
+
+// The class must be visible over time but not from one timestep: a nearest-class-mean rule on the time
+// average of a sequence is nearly always right, on a single timestep it is close to chance.
+TEST(DataSynthetic, ClassesNeedMoreThanOneTimestep) {
+  SyntheticSpec spec;
+  spec.sequences = 400;
+  spec.features = 36;
+  spec.classes = 10;
+  const RaggedData d = make_synthetic(spec);
+  const int64_t F = d.num_features, C = d.num_outputs, n = d.num_sequences();
+  std::vector<double> mean(static_cast<size_t>(C * F), 0.0), seq_mean(static_cast<size_t>(n * F), 0.0);
+  std::vector<double> count(static_cast<size_t>(C), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t lo = d.offsets[static_cast<size_t>(i)], hi = d.offsets[static_cast<size_t>(i + 1)];
+    for (int64_t t = lo; t < hi; ++t)
+      for (int64_t f = 0; f < F; ++f)
+        seq_mean[static_cast<size_t>(i * F + f)] += d.features[static_cast<size_t>(t * F + f)] / static_cast<double>(hi - lo);
+    const auto c = static_cast<size_t>(d.labels[static_cast<size_t>(i)]);
+    count[c] += 1;
+    for (int64_t f = 0; f < F; ++f) mean[c * static_cast<size_t>(F) + static_cast<size_t>(f)] += seq_mean[static_cast<size_t>(i * F + f)];
+  }
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t f = 0; f < F; ++f) mean[static_cast<size_t>(c * F + f)] /= count[static_cast<size_t>(c)];
+  auto nearest = [&](const float* xf, const double* xd) {
+    int64_t best = 0;
+    double best_d = 1e300;
+    for (int64_t c = 0; c < C; ++c) {
+      double dist = 0;
+      for (int64_t f = 0; f < F; ++f) {
+        const double v = xf ? xf[f] : xd[f];
+        dist += (v - mean[static_cast<size_t>(c * F + f)]) * (v - mean[static_cast<size_t>(c * F + f)]);
+      }
+      if (dist < best_d) best_d = dist, best = c;
+    }
+    return best;
+  };
+  int64_t right_avg = 0, right_step = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t y = d.labels[static_cast<size_t>(i)];
+    right_avg += nearest(nullptr, seq_mean.data() + i * F) == y;
+    right_step += nearest(d.features.data() + (d.offsets[static_cast<size_t>(i)] + 5) * F, nullptr) == y;
+  }
+  const double acc_avg = static_cast<double>(right_avg) / static_cast<double>(n);
+  const double acc_step = static_cast<double>(right_step) / static_cast<double>(n);
+  EXPECT_GT(acc_avg, 0.95);
+  EXPECT_LT(acc_step, 0.7);   // 0.52 for this seed; chance is 0.1
+}
+
+TEST(DataTs, JapaneseVowelsTrainAndTest) {
+  const std::string dir = jv_dir();
+  if (!fs::exists(dir + "/JapaneseVowels_TRAIN.ts"))
+    GTEST_SKIP() << "JapaneseVowels not found in " << dir << " (set RAGTRAIN_JV_DIR to the folder of the .ts files)";
+  const RaggedData train = read_ts_file(dir + "/JapaneseVowels_TRAIN.ts");
+  const RaggedData test = read_ts_file(dir + "/JapaneseVowels_TEST.ts");
+  EXPECT_EQ(train.num_sequences(), 270);
+  EXPECT_EQ(test.num_sequences(), 370);
+  EXPECT_EQ(train.num_features, 12);
+  EXPECT_EQ(test.num_features, 12);
+  EXPECT_EQ(train.task, Task::Classification);
+  EXPECT_EQ(train.num_outputs, 9);
+  EXPECT_EQ(train.class_names, (std::vector<std::string>{"1", "2", "3", "4", "5", "6", "7", "8", "9"}));
+  EXPECT_EQ(train.offsets.back(), 4274);
+  EXPECT_EQ(test.offsets.back(), 5687);
+
+  auto min_max = [](const RaggedData& d) {
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int64_t i = 0; i < d.num_sequences(); ++i) {
+      const int64_t len = d.offsets[static_cast<size_t>(i + 1)] - d.offsets[static_cast<size_t>(i)];
+      lo = std::min(lo, len);
+      hi = std::max(hi, len);
+    }
+    return std::make_pair(lo, hi);
+  };
+  EXPECT_EQ(min_max(train), std::make_pair(int64_t{7}, int64_t{26}));
+  EXPECT_EQ(min_max(test), std::make_pair(int64_t{7}, int64_t{29}));
+
+  std::vector<int> train_counts(9, 0), test_counts(9, 0);
+  for (int32_t l : train.labels) ++train_counts[static_cast<size_t>(l)];
+  for (int32_t l : test.labels) ++test_counts[static_cast<size_t>(l)];
+  EXPECT_EQ(train_counts, std::vector<int>(9, 30));
+  EXPECT_EQ(test_counts, (std::vector<int>{31, 35, 88, 44, 29, 24, 40, 50, 29}));
+
+  // First series of TRAIN: 20 timesteps, label "1"; row t holds the 12 channels at time t.
+  EXPECT_EQ(train.offsets[1], 20);
+  EXPECT_EQ(train.labels[0], 0);
+  EXPECT_FLOAT_EQ(train.features[0], 1.860936f);        // t 0, channel 0
+  EXPECT_FLOAT_EQ(train.features[1], -0.207383f);       // t 0, channel 1
+  EXPECT_FLOAT_EQ(train.features[12], 1.891651f);       // t 1, channel 0
+  EXPECT_FLOAT_EQ(train.features[19 * 12 + 11], -0.175986f);   // t 19, channel 11
+  EXPECT_EQ(test.offsets[1], 19);
+  EXPECT_FLOAT_EQ(test.features[0], 1.635533f);
+
+  // Converted, written and inspected, it reports the same numbers.
+  TempDir tmp;
+  write_dataset(tmp.file("jv.h5"), train);
+  const DatasetReport r = inspect_dataset(tmp.file("jv.h5"));
+  EXPECT_EQ(r.class_counts, std::vector<int64_t>(9, 30));
+  EXPECT_EQ(r.class_names, train.class_names);
+  EXPECT_EQ(r.total_timesteps, 4274);
+  std::ostringstream out;
+  print_report(r, out);
+  EXPECT_NE(out.str().find("sequences (N)    270"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("min 7"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("max 26"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("#"), std::string::npos) << out.str();
+}
+
+TEST(DataTs, RejectsBadFiles) {
+  const std::string header = "# comment\n@problemName Toy\n@dimensions 2\n@classLabel true a b\n";
+  struct Case {
+    const char* name;
+    std::string text;
+    std::vector<std::string> needles;
+  };
+  const std::vector<Case> cases = {
+      {"ragged channels", header + "@data\n1,2,3:4,5,6:a\n1,2:3:b\n", {":7:", "channel 1", "1 values", "channel 0 has 2"}},
+      {"missing @data", header + "1,2:3,4:a\n", {":5:", "@data"}},
+      {"missing @data at end", header, {"no @data"}},
+      {"unknown label", header + "@data\n1,2:3,4:c\n", {":6:", "\"c\""}},
+      {"non-numeric value", header + "@data\n1,x2:3,4:a\n", {":6:", "channel 0", "\"x2\""}},
+      {"missing value", header + "@data\n1,2:?,4:a\n", {":6:", "channel 1", "missing"}},
+      {"time stamps", "@timeStamps true\n@classLabel true a b\n@data\n", {":1:", "time stamps"}},
+      {"no class labels", "@problemName Toy\n@data\n1,2:a\n", {"@classLabel"}},
+      {"wrong channel count", header + "@data\n1,2:a\n", {":6:", "1 channel", "expected 2"}},
+  };
+  TempDir tmp;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = tmp.file("bad.ts");
+    std::ofstream(path) << c.text;
+    expect_user_error([&] { read_ts_file(path); }, c.needles);
+  }
+  expect_user_error([&] { read_ts_file(tmp.file("absent.ts")); }, {"absent.ts", "no such file"});
+
+  // And a good one with CRLF line ends, blank lines and an unequal length.
+  const std::string path = tmp.file("good.ts");
+  std::ofstream(path) << header << "\r\n@data\r\n1,2,3:4,5,6:b\r\n\r\n7:8:a\r\n";
+  const RaggedData d = read_ts_file(path);
+  EXPECT_EQ(d.offsets, (std::vector<int64_t>{0, 3, 4}));
+  EXPECT_EQ(d.features, (std::vector<float>{1, 4, 2, 5, 3, 6, 7, 8}));
+  EXPECT_EQ(d.labels, (std::vector<int32_t>{1, 0}));
+}

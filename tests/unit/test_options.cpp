@@ -1,0 +1,95 @@
+// The option table: defaults, config files, command-line precedence, and rejection of bad options.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "ragtrain/cli/options.hpp"
+#include "ragtrain/core/error.hpp"
+
+using namespace ragtrain;
+
+namespace {
+
+Invocation parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "ragtrain");
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  return parse_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+std::string write_ini(const std::string& text) {
+  const std::string path = "/tmp/ragtrain_options_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".ini";
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string user_error_of(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const UserError& e) {
+    return std::string(e.what()) + " | hint: " + e.hint();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Options, DefaultsOfTheQuestion) {
+  const RunConfig c = parse({"train", "--data", "a.h5", "--out", "d"}).config;
+  EXPECT_EQ(c.layers, 1);
+  EXPECT_EQ(c.hidden, 50);
+  EXPECT_EQ(c.batch_per_rank, 1);
+  EXPECT_EQ(c.device, "cpu");
+  const RunConfig g = parse({"gen", "--out", "x.h5"}).config;
+  EXPECT_EQ(g.features, 36);
+  EXPECT_EQ(g.min_length, 60);
+  EXPECT_EQ(g.max_length, 130);
+  EXPECT_EQ(g.classes, 10);
+}
+
+TEST(Options, ConfigFileThenCommandLineWins) {
+  const std::string ini = write_ini("hidden = 64\nlr = 0.01\nepochs = 7\n# a comment\nsequences = 5\n");
+  const RunConfig c = parse({"train", "--config", ini, "--data", "a.h5", "--out", "d", "--lr", "0.5"}).config;
+  EXPECT_EQ(c.hidden, 64);
+  EXPECT_EQ(c.epochs, 7);
+  EXPECT_DOUBLE_EQ(c.lr, 0.5);
+  EXPECT_NE(c.effective.find("hidden = 64"), std::string::npos);
+  EXPECT_NE(c.effective.find("lr = 0.5"), std::string::npos);
+  EXPECT_EQ(c.effective.find("sequences"), std::string::npos) << "gen's option leaked into train's configuration";
+}
+
+TEST(Options, PositionalArguments) {
+  const RunConfig c = parse({"convert", "in.ts", "out.h5"}).config;
+  EXPECT_EQ(c.input, "in.ts");
+  EXPECT_EQ(c.output, "out.h5");
+  EXPECT_EQ(parse({"inspect", "f.h5"}).config.data, "f.h5");
+}
+
+TEST(Options, HelpPerSubcommand) {
+  const Invocation inv = parse({"train", "--help"});
+  EXPECT_TRUE(inv.help);
+  EXPECT_NE(inv.help_text.find("--batch-per-rank"), std::string::npos);
+  EXPECT_EQ(inv.help_text.find("--min-length"), std::string::npos);
+  EXPECT_TRUE(parse({}).help);
+}
+
+TEST(Options, BadOptionsNameTheOption) {
+  EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--hiden", "3"}).find("hiden"), std::string::npos);
+  EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--hidden", "abc"}).find("hidden"),
+            std::string::npos);
+  EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--hidden", "0"}).find("--hidden"),
+            std::string::npos);
+  EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--optimizer", "rmsprop"}).find("--optimizer"),
+            std::string::npos);
+  EXPECT_NE(user_error_of({"train", "--out", "d"}).find("--data"), std::string::npos);
+  EXPECT_NE(user_error_of({"gen", "--out", "x", "--min-length", "9", "--max-length", "3"}).find("--max-length"),
+            std::string::npos);
+  EXPECT_NE(user_error_of({"frobnicate"}).find("frobnicate"), std::string::npos);
+  EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--device", "tpu"}).find("--device"),
+            std::string::npos);
+  const std::string ini = write_ini("hiddne = 4\n");
+  EXPECT_NE(user_error_of({"train", "--config", ini, "--data", "a", "--out", "d"}).find("hiddne"), std::string::npos);
+  EXPECT_NE(user_error_of({"train", "--config", "/nonexistent/x.ini", "--data", "a", "--out", "d"}).find("x.ini"),
+            std::string::npos);
+}
