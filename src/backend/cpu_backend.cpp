@@ -15,7 +15,8 @@ namespace ragtrain {
 CpuBackend::CpuBackend(const ModelShape& shape, const BackendOptions& opts)
     : layout_(shape), comm_(opts.comm), opt_(opts.optimizer, layout_.total()),
       params_(static_cast<size_t>(layout_.total()), 0.0f),
-      fused_(static_cast<size_t>(layout_.total() + kFusedExtras), 0.0f),
+      fused_(static_cast<size_t>(layout_.total() + kFusedExtras), 0.0),
+      seq_grad_(static_cast<size_t>(layout_.total())), mean_grad_(static_cast<size_t>(layout_.total())),
       d_out_(static_cast<size_t>(shape.outputs)) {}
 
 void CpuBackend::set_params(const std::vector<float>& params) {
@@ -25,10 +26,10 @@ void CpuBackend::set_params(const std::vector<float>& params) {
 
 void CpuBackend::forward_backward(const std::vector<int64_t>& positions) {
   RT_CHECK(shard_ != nullptr, "set_train_shard first");
-  std::fill(fused_.begin(), fused_.end(), 0.0f);
+  std::fill(fused_.begin(), fused_.end(), 0.0);
   const int64_t P = layout_.total();
   const int64_t C = layout_.shape().outputs;
-  float* extras = fused_.data() + P;
+  double* extras = fused_.data() + P;
   for (int64_t pos : positions) {
     if (pos < 0) continue;
     const float* out = lstm_forward(layout_, params_.data(), shard_->x(pos), shard_->length(pos), cache_);
@@ -36,9 +37,11 @@ void CpuBackend::forward_backward(const std::vector<int64_t>& positions) {
     const int32_t label = cls ? shard_->labels[static_cast<size_t>(pos)] : 0;
     const float* target = cls ? nullptr : shard_->target(pos);
     extras[0] += loss_and_grad(shard_->task, out, C, label, target, d_out_.data());
-    extras[1] += 1.0f;
-    if (cls && argmax(out, C) == label) extras[2] += 1.0f;
-    lstm_backward(layout_, params_.data(), shard_->x(pos), cache_, d_out_.data(), fused_.data());
+    extras[1] += 1.0;
+    if (cls && argmax(out, C) == label) extras[2] += 1.0;
+    std::fill(seq_grad_.begin(), seq_grad_.end(), 0.0f);
+    lstm_backward(layout_, params_.data(), shard_->x(pos), cache_, d_out_.data(), seq_grad_.data());
+    for (int64_t i = 0; i < P; ++i) fused_[static_cast<size_t>(i)] += seq_grad_[static_cast<size_t>(i)];
   }
 }
 
@@ -51,9 +54,8 @@ StepTotals CpuBackend::update(float lr) {
   t.count = fused_[static_cast<size_t>(P + 1)];
   t.correct = fused_[static_cast<size_t>(P + 2)];
   RT_CHECK(t.count > 0, "a global step without sequences");
-  const float inv = 1.0f / static_cast<float>(t.count);
-  for (int64_t i = 0; i < P; ++i) fused_[static_cast<size_t>(i)] *= inv;
-  t.grad_norm = opt_.step(params_.data(), fused_.data(), lr);
+  for (int64_t i = 0; i < P; ++i) mean_grad_[static_cast<size_t>(i)] = static_cast<float>(fused_[static_cast<size_t>(i)] / t.count);
+  t.grad_norm = opt_.step(params_.data(), mean_grad_.data(), lr);
   return t;
 }
 

@@ -26,7 +26,12 @@ class CpuBackend final : public Backend {
   Optimizer opt_;
   const Shard* shard_ = nullptr;
   std::vector<float> params_;   // (P) PyTorch layout
-  std::vector<float> fused_;    // (P + kFusedExtras) gradient sums, loss sum, count, correct
+  // (P + kFusedExtras) gradient sums, loss sum, count, correct — in double: each sequence's float gradient is
+  // added whole, so the sums of the same sequences agree to double rounding whatever the order (P ranks x 1
+  // or 1 rank x P), and round to the same float in all but rare ties.
+  std::vector<double> fused_;
+  std::vector<float> seq_grad_; // (P) one sequence's gradient
+  std::vector<float> mean_grad_;  // (P) the averaged gradient handed to the optimizer
   LstmCache<float> cache_;
   std::vector<float> d_out_;    // (outputs)
 };

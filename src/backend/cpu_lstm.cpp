@@ -81,26 +81,15 @@ void gemv_rows(T* __restrict y, const T* __restrict a, int64_t lda, const T* __r
   }
 }
 
-// Transposes go tile by tile: a plain loop strides a whole row apart on one side, and with power-of-two
-// sizes (H = 64: 4H = 256) those accesses all land in the same cache sets.
-constexpr int64_t kTile = 8;
-
-// dst (cols, rows) = src (rows, cols)^T.
+// dst (cols, rows) = src (rows, cols)^T, tile by tile: a plain loop strides a whole row apart on one side,
+// and with power-of-two sizes (H = 64: 4H = 256) those accesses all land in the same cache sets.
 template <class T>
 void transpose(T* dst, const T* src, int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = 8;
   for (int64_t r0 = 0; r0 < rows; r0 += kTile)
     for (int64_t c0 = 0; c0 < cols; c0 += kTile)
       for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
         for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r) dst[c * rows + r] = src[r * cols + c];
-}
-
-// dst (rows, cols) += src (cols, rows)^T.
-template <class T>
-void add_transposed(T* dst, const T* src, int64_t rows, int64_t cols) {
-  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
-    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
-      for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
-        for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) dst[r * cols + c] += src[c * rows + r];
 }
 
 template <class T>
@@ -214,16 +203,14 @@ void lstm_backward(const ParamLayout& layout, const T* params, const float* x, c
   const int64_t n = cache.length;
   RT_CHECK(n > 0 && static_cast<int64_t>(cache.gates.size()) == L, "lstm_backward needs a matching forward");
 
-  const int64_t in_max = std::max(F, H);
-  T* base = grow(cache.work, n * G + n * H + 2 * H + n * F + in_max * G + H * G + G);
+  T* base = grow(cache.work, n * G + n * H + 2 * H + n * F + G + std::max(F, H));
   T* dg = base;                        // (T, 4H) d loss / d gate pre-activations
   T* dh_in = dg + n * G;               // (T, H) d loss / d h from above (the head, or the next layer)
   T* dh_rec = dh_in + n * H;           // (H) d loss / d h_{t-1} through weight_hh
   T* dc = dh_rec + H;                  // (H) d loss / d c_{t-1}
   T* xin = dc + H;                     // (T, F) layer-0 input in T
-  T* dwt_ih = xin + n * F;             // (in, 4H) weight_ih gradient, transposed
-  T* dwt_hh = dwt_ih + in_max * G;     // (H, 4H) weight_hh gradient, transposed
-  T* db = dwt_hh + H * G;              // (4H) bias gradient (the same for b_ih and b_hh)
+  T* db = xin + n * F;                 // (4H) bias gradient (the same for b_ih and b_hh)
+  T* row = db + G;                     // (max(F, H)) one row of a weight gradient
   convert_input(xin, x, n * F);
 
   // Head: only the last timestep of the last layer feeds it.
@@ -273,12 +260,18 @@ void lstm_backward(const ParamLayout& layout, const T* params, const float* x, c
       }
     }
 
-    // Weight gradients as sums of outer products over all timesteps, built transposed so the long 4H axis
-    // is the vectorised one, then added into grad in PyTorch's (4H, in) layout.
-    T* g_w_ih = grad + layout.w_ih(l).offset;
-    for (int64_t j = 0; j < G; ++j) gemv_rows(g_w_ih + j * in, input, in, dg + j, G, n, in);
-    T* g_w_hh = grad + layout.w_hh(l).offset;
-    for (int64_t j = 0; j < G; ++j) gemv_rows(g_w_hh + j * H, h, H, dg + G + j, G, n - 1, H);
+    // Weight gradients as sums of outer products over all timesteps, once per layer rather than per step:
+    // row j of dW_ih is sum_t dg[t][j] * input[t], of dW_hh sum_{t>0} dg[t][j] * h[t-1] (h_{-1} = 0).
+    // Each row is summed on its own and then added, so grad receives this sequence's gradient as a whole.
+    auto add_weight_grad = [&](T* g_w, const T* rows, int64_t width, const T* dg_col, int64_t steps) {
+      for (int64_t j = 0; j < G; ++j) {
+        std::fill(row, row + width, T(0));
+        gemv_rows(row, rows, width, dg_col + j, G, steps, width);
+        for (int64_t k = 0; k < width; ++k) g_w[j * width + k] += row[k];
+      }
+    };
+    add_weight_grad(grad + layout.w_ih(l).offset, input, in, dg, n);
+    add_weight_grad(grad + layout.w_hh(l).offset, h, H, dg + G, n - 1);
     const T one = 1;   // incx 0: the column sums of dg, exact since every product is by 1
     std::fill(db, db + G, T(0));
     gemv_rows(db, dg, G, &one, 0, n, G);

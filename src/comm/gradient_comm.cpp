@@ -8,13 +8,25 @@
 
 namespace ragtrain {
 
-void mpi_allreduce_sum(float* buf, int64_t count, MPI_Comm comm) {
+namespace {
+
+template <class T> MPI_Datatype mpi_type();
+template <> MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
+template <> MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
+
+template <class T>
+void allreduce_sum(T* buf, int64_t count, MPI_Comm comm) {
   // MPI counts are int: split buffers above 2^31-1 elements rather than squeeze an int64 into int.
   for (int64_t done = 0; done < count;) {
     const int n = static_cast<int>(std::min<int64_t>(count - done, INT_MAX));
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf + done, n, MPI_FLOAT, MPI_SUM, comm));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf + done, n, mpi_type<T>(), MPI_SUM, comm));
     done += n;
   }
 }
+
+}  // namespace
+
+void mpi_allreduce_sum(float* buf, int64_t count, MPI_Comm comm) { allreduce_sum(buf, count, comm); }
+void mpi_allreduce_sum(double* buf, int64_t count, MPI_Comm comm) { allreduce_sum(buf, count, comm); }
 
 }  // namespace ragtrain

@@ -58,7 +58,7 @@ inline Result run(int np, const std::string& args, int timeout_s = 120) {
   std::string inner = bin() + " " + args;
   std::string cmd;
   if (np == 0) {
-    cmd = "timeout " + std::to_string(timeout_s) + " sh -c '" + inner + "; echo $? > " + rcdir + "/rc.0'";
+    cmd = "timeout " + std::to_string(timeout_s) + " sh -c '" + inner + "; rc=$?; echo $rc > " + rcdir + "/rc.0; exit $rc'";
   } else {
     cmd = "timeout " + std::to_string(timeout_s) + " mpirun --oversubscribe -np " + std::to_string(np) + " sh -c '" +
           inner + "; rc=$?; echo $rc > " + rcdir + "/rc.$OMPI_COMM_WORLD_RANK; [ $rc -eq 0 ] || sleep 1; exit $rc'";

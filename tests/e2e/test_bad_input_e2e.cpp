@@ -40,9 +40,15 @@ struct Case {
   std::vector<std::string> expect;                      // substrings of the message
 };
 
-std::string good_file(const Scratch& d, const std::string& name, const std::string& extra = "") {
-  const Result r = run(0, "gen --out " + d / name + " --sequences 30 --features 4 --min-length 3 --max-length 9 --classes 3 " + extra);
-  EXPECT_EQ(r.rc, 0) << r.output;
+// A valid file (30 sequences, F=4, 3 classes) copied from one generated per test process, which each case may damage.
+std::string good_file(const Scratch& d, const std::string& name) {
+  static const std::string pristine = [] {
+    const std::string p = std::filesystem::temp_directory_path() / ("ragtrain_e2e_good_" + std::to_string(::getpid()) + ".h5");
+    const Result r = run(0, "gen --out " + p + " --sequences 30 --features 4 --min-length 3 --max-length 9 --classes 3");
+    EXPECT_EQ(r.rc, 0) << r.output;
+    return p;
+  }();
+  std::filesystem::copy_file(pristine, d / name, std::filesystem::copy_options::overwrite_existing);
   return d / name;
 }
 

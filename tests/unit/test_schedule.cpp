@@ -49,8 +49,11 @@ TEST(Schedule, RankOnlyTrainsOnItsOwnShard) {
     for (int64_t epoch = 0; epoch < 3; ++epoch) {
       const Schedule::Epoch e = s.epoch(epoch);
       for (int64_t step = 0; step < s.steps_per_epoch(); ++step)
-        for (int64_t i : e.rank_batch(step, r))
-          if (i >= 0) ASSERT_TRUE(mine.count(i)) << "rank " << r << " scheduled " << i << " it does not own";
+        for (int64_t i : e.rank_batch(step, r)) {
+          if (i >= 0) {
+            ASSERT_TRUE(mine.count(i)) << "rank " << r << " scheduled " << i << " it does not own";
+          }
+        }
     }
   }
   EXPECT_EQ(static_cast<int64_t>(all.size()), n);
