@@ -11,6 +11,7 @@ CXX       := g++
 NVCC      := $(CUDA_HOME)/bin/nvcc
 BUILD     ?= build
 NP        ?= 2
+JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 
 # ---- detection (each test can fail: it looks for the real header or library) ----
 have = $(if $(wildcard $(1)),1,0)
@@ -118,19 +119,19 @@ $(BUILD)/bin/cudnn_floor: $(BUILD)/obj/bench/cudnn_floor.o $(LIB)
 
 # Everything bench/run_h200.sh runs on the GPU machine (build here with PORTABLE=1, carry $(BUILD)).
 bench-gpu:
-	@$(MAKE) --no-print-directory $(BIN) $(BUILD)/bin/gpu_tests $(BUILD)/bin/cudnn_floor
+	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN) $(BUILD)/bin/gpu_tests $(BUILD)/bin/cudnn_floor
 
 # The test command of the README. Installs what is missing, builds, runs every suite, ends with "N passed, N failed".
 test: deps
-	@$(MAKE) --no-print-directory $(BIN) $(TEST_BINS) $(if $(filter 1,$(WITH_CUDA)),$(BUILD)/bin/gpu_tests,)
+	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN) $(TEST_BINS) $(if $(filter 1,$(WITH_CUDA)),$(BUILD)/bin/gpu_tests,)
 	@./scripts/run-tests.sh $(BUILD)
 
 test-gpu:
-	@$(MAKE) --no-print-directory $(BIN) $(BUILD)/bin/gpu_tests
+	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN) $(BUILD)/bin/gpu_tests
 	@./scripts/run-tests.sh $(BUILD) gpu
 
 demo: deps
-	@$(MAKE) --no-print-directory $(BIN)
+	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN)
 	@./scripts/demo.sh $(BUILD) $(NP)
 
 clean:

@@ -133,7 +133,7 @@ TEST(DataParallel, UserErrorOnOneRankStopsAll) {
   int code = 0;
   try {
     collective_phase(ctx, [&] {
-      if (ctx.rank == bad) throw UserError("test: rank " + std::to_string(bad) + " found a bad value", "none");
+      if (ctx.rank == bad) throw UserError("deliberate test failure on rank " + std::to_string(bad) + " (expected output)", "none");
     });
   } catch (const RunAborted& a) {
     code = a.code;
