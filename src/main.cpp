@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
     if (cmd == "eval") return run_eval(ctx, inv.config);
     if (cmd == "predict") return run_predict(ctx, inv.config);
     if (cmd == "bench") return run_bench(ctx, inv.config);
+    if (cmd == "simulate") return run_simulate(ctx, inv.config);
     return kExitInternal;
   } catch (const RunAborted& a) {
     return a.code;   // every rank got here together; MpiEnvironment finalizes

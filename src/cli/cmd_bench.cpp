@@ -14,17 +14,12 @@ namespace ragtrain {
 
 int run_bench(const Context& ctx, const RunConfig& cfg) {
   // Data: the rank's own columns of the schedule, from the file or from the same synthetic set on every rank.
-  Shard shard;
-  int64_t n = 0;
+  DatasetInfo info;
+  RaggedData data;
   std::vector<int64_t> lengths;
-  std::string source;
   if (!cfg.data.empty()) {
-    DatasetInfo info;
     collective_phase(ctx, [&] { info = read_dataset_info(cfg.data, ctx.world); });
-    n = info.num_sequences;
-    const Schedule sched(n, ctx.size, cfg.batch_per_rank, cfg.seed);
-    collective_phase(ctx, [&] { shard = read_shard(info, sched.rank_sequences(ctx.rank), ctx.world); });
-    source = cfg.data;
+    lengths = info.lengths();
   } else {
     SyntheticSpec spec;
     spec.sequences = cfg.sequences;
@@ -35,13 +30,17 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
     spec.task = cfg.task == "regression" ? Task::Regression : Task::Classification;
     spec.outputs = cfg.outputs;
     spec.seed = cfg.seed;
-    const RaggedData data = make_synthetic(spec);
-    n = data.num_sequences();
-    const Schedule sched(n, ctx.size, cfg.batch_per_rank, cfg.seed);
-    shard = make_shard(data, sched.rank_sequences(ctx.rank));
-    source = "synthetic";
+    data = make_synthetic(spec);
+    for (int64_t i = 0; i < data.num_sequences(); ++i)
+      lengths.push_back(data.offsets[static_cast<size_t>(i + 1)] - data.offsets[static_cast<size_t>(i)]);
   }
-  const Schedule schedule(n, ctx.size, cfg.batch_per_rank, cfg.seed);
+  const Schedule schedule(lengths, ctx.size, cfg.batch_per_rank, cfg.seed, parse_schedule_kind(cfg.schedule));
+  Shard shard;
+  if (!cfg.data.empty())
+    collective_phase(ctx, [&] { shard = read_shard(info, schedule.rank_sequences(ctx.rank), ctx.world); });
+  else
+    shard = make_shard(data, schedule.rank_sequences(ctx.rank));
+  const std::string source = cfg.data.empty() ? "synthetic" : cfg.data;
   const ModelShape shape{shard.num_features, cfg.hidden, cfg.layers, shard.num_outputs, shard.task};
 
   BackendOptions opts;

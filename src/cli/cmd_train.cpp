@@ -75,7 +75,8 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
   });
 
   // Which sequences this rank owns for the whole run, then only those are read.
-  const Schedule schedule(train_info.num_sequences, ctx.size, cfg.batch_per_rank, cfg.seed);
+  const std::vector<int64_t> lengths = train_info.lengths();
+  const Schedule schedule(lengths, ctx.size, cfg.batch_per_rank, cfg.seed, parse_schedule_kind(cfg.schedule));
   Shard train, val;
   collective_phase(ctx, [&] { train = read_shard(train_info, schedule.rank_sequences(ctx.rank), ctx.world); });
   if (has_val)
@@ -132,12 +133,16 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
   EvalTotals last_val;
   RankCounters interval;
   double interval_loss = 0, interval_count = 0;
+  // Length imbalance 1 - mean/max of per-rank timesteps: a pure function of the schedule, so rank 0 computes it
+  // for every step without communication.
+  double interval_imbalance = 0, run_imbalance = 0;
+  int64_t interval_steps = 0;
   Stopwatch interval_clock;
   std::vector<int64_t> positions(static_cast<size_t>(cfg.batch_per_rank));
 
   for (int64_t epoch = 0; epoch < cfg.epochs; ++epoch) {
     const Schedule::Epoch order = schedule.epoch(epoch);
-    double epoch_loss = 0, epoch_count = 0, epoch_correct = 0;
+    double epoch_loss = 0, epoch_count = 0, epoch_correct = 0, epoch_imbalance = 0;
     Stopwatch epoch_clock;
     for (int64_t s = 0; s < steps_per_epoch; ++s, ++step) {
       index.positions(order, s, ctx.rank, positions, interval);
@@ -149,6 +154,13 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
       epoch_correct += tot.correct;
       interval_loss += tot.loss_sum;
       interval_count += tot.count;
+      if (ctx.is_root()) {
+        const double imbalance = step_imbalance(order, s, schedule, lengths);
+        interval_imbalance += imbalance;
+        epoch_imbalance += imbalance;
+        run_imbalance += imbalance;
+      }
+      ++interval_steps;
 
       const bool last = s + 1 == steps_per_epoch;
       if ((step + 1) % cfg.log_every == 0 || last) {
@@ -160,6 +172,8 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
           Json rec{{"event", "step"},          {"epoch", epoch + 1},
                    {"step", step + 1},         {"lr", lr},
                    {"loss", interval_loss / interval_count}, {"grad_norm", tot.grad_norm},
+                   {"length_imbalance", interval_imbalance / static_cast<double>(interval_steps)},
+                   {"comm_wait_fraction", spread_fraction(all)},
                    {"sequences", sum.sequences}, {"timesteps", sum.timesteps},
                    {"seconds", secs},          {"sequences_per_second", sum.sequences / secs},
                    {"timesteps_per_second", sum.timesteps / secs},
@@ -176,7 +190,8 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
         }
         run += interval;
         interval = RankCounters{};
-        interval_loss = interval_count = 0;
+        interval_loss = interval_count = interval_imbalance = 0;
+        interval_steps = 0;
         interval_clock.restart();
       }
     }
@@ -187,6 +202,7 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
              {"epoch", epoch + 1},
              {"step", step},
              {"train_loss", last_train_loss},
+             {"length_imbalance", epoch_imbalance / static_cast<double>(steps_per_epoch)},
              {"seconds", epoch_clock.seconds()}};
     if (shape.task == Task::Classification) rec["train_accuracy"] = last_train_acc;
     if (has_val) {
@@ -261,10 +277,16 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
     }
     summary["sequences_per_second"] = sum.sequences / wall_s;
     summary["timesteps_per_second"] = sum.timesteps / wall_s;
+    summary["schedule"] = cfg.schedule;
+    summary["length_imbalance"] = step > 0 ? run_imbalance / static_cast<double>(step) : 0.0;
+    double wait = 0;
+    for (const auto& r : all) wait += wait_fraction(r);
+    summary["comm_wait_fraction"] = wait / static_cast<double>(all.size());
     summary["wall_seconds"] = wall_s;
     summary["timings"] = Json{{"compute_s", spread(all, &RankCounters::compute_s)},
                               {"comm_s", spread(all, &RankCounters::comm_s)},
                               {"io_s", spread(all, &RankCounters::io_s)},
+                              {"comm_wait_fraction", spread_fraction(all)},
                               {"sequences", spread(all, &RankCounters::sequences)},
                               {"timesteps", spread(all, &RankCounters::timesteps)}};
     summary["config"] = cfg.effective;

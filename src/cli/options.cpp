@@ -37,6 +37,8 @@ const std::vector<CommandInfo>& command_infos() {
        "write per-sequence predictions as CSV", {}},
       {"bench", "ragtrain bench [--data FILE.h5] [--device D] [--hidden H] [--steps N] [--out RESULT.json]",
        "time training steps (synthetic data in memory, or a file) and print a table", {}},
+      {"simulate", "ragtrain simulate --ranks 8,64,1024 [--lengths uniform:60:130 | --data FILE.h5] [--out R.json]",
+       "length imbalance of the balanced and random schedules for any rank count, without training", {}},
   };
   return infos;
 }
@@ -64,7 +66,7 @@ Table build_table(RunConfig& c) {
   auto add = [&](const char* name, po::value_semantic* v, const char* help, std::set<std::string> cmds) {
     t.rows.emplace_back(boost::make_shared<po::option_description>(name, v, help), std::move(cmds));
   };
-  const std::set<std::string> all = {"gen", "convert", "inspect", "train", "eval", "predict", "bench"};
+  const std::set<std::string> all = {"gen", "convert", "inspect", "train", "eval", "predict", "bench", "simulate"};
   const std::set<std::string> learn = {"train", "bench"};
   const std::set<std::string> synth = {"gen", "bench"};
   const std::set<std::string> use_model = {"eval", "predict"};
@@ -74,11 +76,11 @@ Table build_table(RunConfig& c) {
   add("quiet", po::bool_switch(&c.quiet), "print only errors and the final result", all);
 
   add("data", po::value(&c.data)->value_name("FILE.h5"), "data set in format v1 (train: training set)",
-      {"inspect", "train", "eval", "predict", "bench"});
+      {"inspect", "train", "eval", "predict", "bench", "simulate"});
   add("val", po::value(&c.val)->value_name("FILE.h5"), "validation set, evaluated after every epoch", learn);
   add("out", po::value(&c.out)->value_name("PATH"),
       "output: gen FILE.h5, train DIR (metrics.jsonl, summary.json, checkpoint.h5), predict FILE.csv, bench FILE.json",
-      {"gen", "train", "predict", "bench"});
+      {"gen", "train", "predict", "bench", "simulate"});
   add("checkpoint", po::value(&c.checkpoint)->value_name("CKPT.h5"), "checkpoint written by train", use_model);
   add("input", po::value(&c.input)->value_name("INPUT.ts"), "UEA/sktime .ts file to convert", {"convert"});
   add("output", po::value(&c.output)->value_name("OUTPUT.h5"), "format v1 file to write", {"convert"});
@@ -91,7 +93,7 @@ Table build_table(RunConfig& c) {
   add("task", po::value(&c.task)->default_value(c.task), "classification | regression", synth);
   add("outputs", po::value(&c.outputs)->default_value(c.outputs), "targets per sequence (regression)", synth);
   add("seed", po::value(&c.seed)->default_value(c.seed),
-      "random seed: data (gen), initial weights and shuffling (train)", {"gen", "train", "bench"});
+      "random seed: data (gen), initial weights and shuffling (train)", {"gen", "train", "bench", "simulate"});
   add("steps", po::value(&c.steps)->default_value(c.steps), "timed training steps", {"bench"});
   add("warmup", po::value(&c.warmup)->default_value(c.warmup), "untimed steps before timing", {"bench"});
 
@@ -101,9 +103,17 @@ Table build_table(RunConfig& c) {
       learn);
   add("layers", po::value(&c.layers)->default_value(c.layers), "LSTM layers", learn);
   add("hidden", po::value(&c.hidden)->default_value(c.hidden), "LSTM hidden size", learn);
-  add("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set", learn);
+  add("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set",
+      {"train", "simulate"});
   add("batch-per-rank", po::value(&c.batch_per_rank)->default_value(c.batch_per_rank),
-      "sequences per rank per step (global batch = ranks x this)", learn);
+      "sequences per rank per step (global batch = ranks x this)", {"train", "bench", "simulate"});
+  add("schedule", po::value(&c.schedule)->default_value(c.schedule),
+      "balanced (equal lengths across ranks in every step) | random", {"train", "bench", "simulate"});
+  add("ranks", po::value(&c.ranks)->default_value(c.ranks), "comma-separated rank counts to simulate", {"simulate"});
+  add("lengths", po::value(&c.lengths)->default_value(c.lengths),
+      "length distribution: uniform:MIN:MAX | lognormal:MEDIAN:SIGMA (ignored with --data)", {"simulate"});
+  add("sequences-per-rank", po::value(&c.sequences_per_rank)->default_value(c.sequences_per_rank),
+      "simulated data set size per rank (N = ranks x this x batch-per-rank)", {"simulate"});
   add("optimizer", po::value(&c.optimizer)->default_value(c.optimizer), "sgd (with momentum) | adam | adamw",
       learn);
   add("lr", po::value(&c.lr)->default_value(c.lr, short_number(c.lr)), "peak learning rate", learn);
@@ -197,6 +207,10 @@ void validate(const RunConfig& c) {
     require(!c.checkpoint.empty(), "checkpoint", "is required", help);
     require(!c.data.empty(), "data", "is required", help);
     if (cmd == "predict") require(!c.out.empty(), "out", "is required (the CSV file to write)", help);
+  } else if (cmd == "simulate") {
+    positive(c.sequences_per_rank, "sequences-per-rank");
+    positive(c.epochs, "epochs");
+    positive(c.batch_per_rank, "batch-per-rank");
   } else if (cmd == "bench") {
     positive(c.steps, "steps");
     require(c.warmup >= 0, "warmup", "must be >= 0", help);
@@ -208,6 +222,9 @@ void validate(const RunConfig& c) {
     positive(c.min_length, "min-length");
     require(c.max_length >= c.min_length, "max-length", "must be >= --min-length", help);
   }
+  if (cmd == "train" || cmd == "bench" || cmd == "simulate")
+    require(c.schedule == "balanced" || c.schedule == "random", "schedule",
+            "must be balanced or random, got '" + c.schedule + "'", help);
   if (cmd == "train" || cmd == "eval" || cmd == "predict" || cmd == "bench") {
     bool cuda = false;
 #ifdef RAGTRAIN_WITH_CUDA

@@ -30,14 +30,31 @@ std::vector<RankCounters> gather_counters(const Context& ctx, const RankCounters
   return all;
 }
 
-Json spread(const std::vector<RankCounters>& all, double RankCounters::*field) {
-  std::vector<double> v;
-  for (const auto& r : all) v.push_back(r.*field);
+namespace {
+Json min_median_max(std::vector<double> v) {
   if (v.empty()) return Json();
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   const double median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
   return Json{{"min", v.front()}, {"median", median}, {"max", v.back()}};
+}
+}  // namespace
+
+Json spread(const std::vector<RankCounters>& all, double RankCounters::*field) {
+  std::vector<double> v;
+  for (const auto& r : all) v.push_back(r.*field);
+  return min_median_max(std::move(v));
+}
+
+double wait_fraction(const RankCounters& r) {
+  const double busy = r.compute_s + r.comm_s;
+  return busy > 0 ? r.comm_s / busy : 0.0;
+}
+
+Json spread_fraction(const std::vector<RankCounters>& all) {
+  std::vector<double> v;
+  for (const auto& r : all) v.push_back(wait_fraction(r));
+  return min_median_max(std::move(v));
 }
 
 void JsonlWriter::open(const std::string& path) {

@@ -13,5 +13,6 @@ int run_train(const Context& ctx, const RunConfig& cfg);
 int run_eval(const Context& ctx, const RunConfig& cfg);
 int run_predict(const Context& ctx, const RunConfig& cfg);
 int run_bench(const Context& ctx, const RunConfig& cfg);
+int run_simulate(const Context& ctx, const RunConfig& cfg);
 
 }  // namespace ragtrain

@@ -10,7 +10,7 @@ namespace ragtrain {
 
 // Every option of every subcommand; names match the command line (dashes become underscores here only).
 struct RunConfig {
-  std::string command;          // gen | convert | inspect | train | eval | predict | bench
+  std::string command;          // gen | convert | inspect | train | eval | predict | bench | simulate
   std::string config_file;      // --config
 
   // files
@@ -34,6 +34,11 @@ struct RunConfig {
 
   // bench
   int64_t steps = 200, warmup = 20;
+  std::string schedule = "balanced";
+
+  // simulate
+  std::string ranks = "8,64,1024", lengths = "uniform:60:130";
+  int64_t sequences_per_rank = 1000;
 
   // The effective configuration in config-file form (name = value), options of this command only.
   std::string effective;

@@ -42,6 +42,12 @@ std::vector<RankCounters> gather_counters(const Context& ctx, const RankCounters
 // min / median / max of a field over ranks, as {"min":..,"median":..,"max":..}.
 Json spread(const std::vector<RankCounters>& all, double RankCounters::*field);
 
+// Share of a rank's step time spent waiting in the all-reduce: comm / (compute + comm). A rank that finishes
+// its sequences early waits for the slowest here, so this measures imbalance as the ranks felt it.
+double wait_fraction(const RankCounters& r);
+// min / median / max over ranks of wait_fraction.
+Json spread_fraction(const std::vector<RankCounters>& all);
+
 // Appends one JSON object per line and flushes it, so a killed job still leaves its record.
 class JsonlWriter {
  public:

@@ -1,0 +1,574 @@
+// The CUDA backend: set-up (GPU, NCCL, cuDNN algorithm), the per-sequence work and its CUDA graphs, the
+// all-reduce, the fused optimizer step, inference, and the phase timings.
+#include "cuda_backend.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "device_kernels.hpp"
+#include "ragtrain/core/error_cuda.hpp"
+
+namespace ragtrain {
+namespace {
+
+// Copies n elements from pageable host memory to `dst` (grown if needed) through two pinned chunks, so the copy
+// engine runs at full speed while the host fills the other chunk. Waits for the copy.
+template <class T>
+void upload(DeviceBuffer<T>& dst, const T* src, size_t n, cudaStream_t s) {
+  dst.reserve_discard(n);
+  if (n == 0) return;
+  const size_t per = std::min(n, static_cast<size_t>((8u << 20) / sizeof(T)));   // 8 MiB chunks
+  PinnedBuffer<T> stage[2] = {PinnedBuffer<T>(per, false), PinnedBuffer<T>(n > per ? per : 1, false)};
+  Event done[2] = {Event::create(false), Event::create(false)};
+  for (size_t i = 0, k = 0; i < n; i += per, ++k) {
+    const size_t b = k % 2, m = std::min(per, n - i);
+    if (k >= 2) CUDA_CHECK(cudaEventSynchronize(done[b].get()));   // that chunk's previous copy is done
+    std::memcpy(stage[b].get(), src + i, m * sizeof(T));
+    CUDA_CHECK(cudaMemcpyAsync(dst.get() + i, stage[b].get(), m * sizeof(T), cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaEventRecord(done[b].get(), s));
+  }
+  CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+template <class T>
+std::vector<T> download(const T* src, size_t n, cudaStream_t s) {
+  std::vector<T> out(n);
+  if (n) CUDA_CHECK(cudaMemcpyAsync(out.data(), src, n * sizeof(T), cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  return out;
+}
+
+double elapsed_s(const Event& a, const Event& b) {
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, a.get(), b.get()));
+  return 1e-3 * static_cast<double>(ms);
+}
+
+}  // namespace
+
+CudaTuning CudaTuning::from_environment() {
+  CudaTuning t;
+  if (const char* a = std::getenv("RAGTRAIN_CUDNN_ALGO"); a && *a) {
+    USER_CHECK(std::string(a) == "auto" || parse_rnn_algo(a).has_value(),
+               "RAGTRAIN_CUDNN_ALGO='" << a << "' is not a cuDNN RNN algorithm",
+               "use auto, standard, persist_static, persist_static_small_h or persist_dynamic, or unset it");
+    t.algo = a;
+  }
+  if (const char* g = std::getenv("RAGTRAIN_CUDA_GRAPHS"); g && *g) {
+    USER_CHECK(std::string(g) == "0" || std::string(g) == "1", "RAGTRAIN_CUDA_GRAPHS='" << g << "'",
+               "use 1 (default) or 0");
+    t.graphs = std::string(g) == "1";
+  }
+  return t;
+}
+
+CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, const CudaTuning& tuning)
+    : shape_(shape), layout_(shape), comm_(opts.comm), opt_(opts.optimizer, layout_.total()),
+      graphs_on_(tuning.graphs), probe_length_(tuning.probe_length) {
+  RT_CHECK(shape.hidden <= INT32_MAX && shape.outputs <= INT32_MAX, "model too large for the CUDA kernels");
+  // Both collectives first, every rank reaching them (bind_gpu turns local failures into a shared verdict).
+  gpu_ = bind_gpu(opts.local_rank, opts.comm);
+  nccl_ = std::make_unique<NcclComm>(opts.comm);
+  compute_ = Stream::create();
+  comm_stream_ = Stream::create();
+  cudnn_ = CudnnHandle::create(compute_.get());
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, gpu_.device));
+  if (!tuning.graphs) graphs_off_reason_ = "off (RAGTRAIN_CUDA_GRAPHS=0)";
+
+  choose_algorithm(tuning);   // contains the last collective (MPI_Bcast of rank 0's choice)
+
+  const int64_t H = shape.hidden, C = shape.outputs;
+  W_ = lstm_->weight_floats();
+  N_ = W_ + C * H + C;
+  params_.resize_discard(static_cast<size_t>(N_));
+  params_.zero_async(compute_.get());   // weight-space padding (if any) stays zero forever
+  fused_.resize_discard(static_cast<size_t>(N_ + kFusedExtras));
+  fused_.zero_async(compute_.get());
+  m_.resize_discard(static_cast<size_t>(N_));
+  m_.zero_async(compute_.get());
+  if (opts.optimizer.kind != "sgd") {
+    v_.resize_discard(static_cast<size_t>(N_));
+    v_.zero_async(compute_.get());
+  }
+  opt_blocks_ = optimizer_blocks(N_, gpu_.device);
+  partials_.resize_discard(static_cast<size_t>(opt_blocks_));
+  barrier_.resize_discard(1);
+  barrier_.zero_async(compute_.get());
+  readback_ = PinnedBuffer<double>(5, /*mapped=*/true);
+  readback_[4] = -1.0;   // no step's totals yet
+  label_slot_.resize_discard(1);
+  label_slot_.zero_async(compute_.get());
+  target_slot_.resize_discard(static_cast<size_t>(C));
+  target_slot_.zero_async(compute_.get());
+  for (StepEvents& e : ring_) {
+    e.fb_start = Event::create(true);
+    e.fb_end = Event::create(true);
+    e.ar_end = Event::create(true);
+    e.opt_end = Event::create(true);
+  }
+  build_index();
+  CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
+}
+
+CudaBackend::~CudaBackend() {
+  // Outstanding work may still use the buffers and the communicator that are about to be released.
+  if (compute_) cudaStreamSynchronize(compute_.get());
+  if (comm_stream_) cudaStreamSynchronize(comm_stream_.get());
+}
+
+void CudaBackend::choose_algorithm(const CudaTuning& tuning) {
+  std::vector<cudnnRNNAlgo_t> candidates;
+  if (tuning.algo == "auto")
+    candidates = {CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H, CUDNN_RNN_ALGO_PERSIST_STATIC, CUDNN_RNN_ALGO_PERSIST_DYNAMIC,
+                  CUDNN_RNN_ALGO_STANDARD};
+  else
+    candidates = {parse_rnn_algo(tuning.algo).value_or(CUDNN_RNN_ALGO_STANDARD)};
+  // measure_algorithms never throws, so every rank reaches the broadcast below.
+  timings_ = measure_algorithms(cudnn_.get(), compute_.get(), shape_.input_size, shape_.hidden, shape_.layers,
+                                tuning.probe_length, candidates);
+  std::stable_sort(timings_.begin(), timings_.end(), [](const AlgoTiming& a, const AlgoTiming& b) {
+    if (a.usable != b.usable) return a.usable;
+    return a.usable && a.us < b.us;
+  });
+  // Rank 0's choice for everyone: timing noise must not give ranks different arithmetic.
+  int chosen = timings_.front().usable ? static_cast<int>(timings_.front().algo) : -1;
+  MPI_CHECK(MPI_Bcast(&chosen, 1, MPI_INT, 0, comm_));
+  if (chosen < 0) {
+    std::string why;
+    for (const AlgoTiming& t : timings_) why += RT_MSG("\n  " << rnn_algo_name(t.algo) << ": " << t.why);
+    if (tuning.algo != "auto")
+      throw UserError(RT_MSG("cuDNN RNN algorithm " << tuning.algo << " (RAGTRAIN_CUDNN_ALGO) does not run an LSTM of F="
+                                                    << shape_.input_size << " H=" << shape_.hidden << " L="
+                                                    << shape_.layers << " on this GPU:" << why),
+                      "unset RAGTRAIN_CUDNN_ALGO to let ragtrain pick a supported algorithm");
+    throw InternalError(RT_MSG("no cuDNN RNN algorithm runs an LSTM of F=" << shape_.input_size << " H="
+                                                                           << shape_.hidden << " L=" << shape_.layers
+                                                                           << why));
+  }
+  lstm_ = std::make_unique<CudnnLstm>(cudnn_.get(), compute_.get(), shape_.input_size, shape_.hidden, shape_.layers,
+                                      static_cast<cudnnRNNAlgo_t>(chosen));
+}
+
+void CudaBackend::build_index() {
+  dev_index_ = lstm_->pytorch_to_weight_space(layout_, params_.get());
+  const int64_t head0 = layout_.fc_weight().offset;
+  dev_index_.resize(static_cast<size_t>(layout_.total()));
+  for (int64_t k = head0; k < layout_.total(); ++k) dev_index_[static_cast<size_t>(k)] = W_ + (k - head0);
+}
+
+std::vector<float> CudaBackend::to_device_layout(const float* pytorch) const {
+  std::vector<float> dev(static_cast<size_t>(N_), 0.0f);   // padding of the weight space: zero
+  for (size_t k = 0; k < dev_index_.size(); ++k) dev[static_cast<size_t>(dev_index_[k])] = pytorch[k];
+  return dev;
+}
+
+void CudaBackend::to_pytorch_layout(const std::vector<float>& device, float* pytorch) const {
+  for (size_t k = 0; k < dev_index_.size(); ++k) pytorch[k] = device[static_cast<size_t>(dev_index_[k])];
+}
+
+void CudaBackend::set_params(const std::vector<float>& params) {
+  RT_CHECK(static_cast<int64_t>(params.size()) == layout_.total(), "parameter count mismatch");
+  const std::vector<float> dev = to_device_layout(params.data());
+  CUDA_CHECK(cudaMemcpyAsync(params_.get(), dev.data(), dev.size() * sizeof(float), cudaMemcpyHostToDevice,
+                             compute_.get()));
+  CUDA_CHECK(cudaStreamSynchronize(compute_.get()));   // `dev` is pageable and about to go away
+}
+
+std::vector<float> CudaBackend::params() const {
+  const std::vector<float> dev = download(params_.get(), static_cast<size_t>(N_), compute_.get());
+  std::vector<float> out(static_cast<size_t>(layout_.total()));
+  to_pytorch_layout(dev, out.data());
+  return out;
+}
+
+std::vector<float> CudaBackend::fused_buffer() const {
+  const std::vector<float> dev = download(fused_.get(), static_cast<size_t>(N_ + kFusedExtras), compute_.get());
+  std::vector<float> out(static_cast<size_t>(layout_.total() + kFusedExtras));
+  to_pytorch_layout(dev, out.data());
+  for (int64_t k = 0; k < kFusedExtras; ++k)
+    out[static_cast<size_t>(layout_.total() + k)] = dev[static_cast<size_t>(N_ + k)];
+  return out;
+}
+
+Optimizer& CudaBackend::optimizer() {
+  const size_t P = static_cast<size_t>(layout_.total());
+  opt_.m().resize(P);
+  to_pytorch_layout(download(m_.get(), static_cast<size_t>(N_), compute_.get()), opt_.m().data());
+  if (v_.size()) {
+    opt_.v().resize(P);
+    to_pytorch_layout(download(v_.get(), static_cast<size_t>(N_), compute_.get()), opt_.v().data());
+  }
+  optimizer_handed_out_ = true;
+  return opt_;
+}
+
+void CudaBackend::push_optimizer_state() {
+  const size_t P = static_cast<size_t>(layout_.total());
+  RT_CHECK(opt_.m().size() == P && (v_.size() == 0 || opt_.v().size() == P), "optimizer state has the wrong size");
+  const std::vector<float> m = to_device_layout(opt_.m().data());
+  CUDA_CHECK(cudaMemcpyAsync(m_.get(), m.data(), m.size() * sizeof(float), cudaMemcpyHostToDevice, compute_.get()));
+  std::vector<float> v;
+  if (v_.size()) {
+    v = to_device_layout(opt_.v().data());
+    CUDA_CHECK(cudaMemcpyAsync(v_.get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice, compute_.get()));
+  }
+  CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
+  optimizer_handed_out_ = false;
+}
+
+void CudaBackend::switch_algorithm(cudnnRNNAlgo_t algo) {
+  const std::vector<float> p = params();
+  const size_t P = static_cast<size_t>(layout_.total());
+  std::vector<float> m(P), v(v_.size() ? P : 0);
+  to_pytorch_layout(download(m_.get(), static_cast<size_t>(N_), compute_.get()), m.data());
+  if (v_.size()) to_pytorch_layout(download(v_.get(), static_cast<size_t>(N_), compute_.get()), v.data());
+  auto next = std::make_unique<CudnnLstm>(cudnn_.get(), compute_.get(), shape_.input_size, shape_.hidden,
+                                          shape_.layers, algo);
+  RT_CHECK(next->weight_floats() == W_, "weight space of " << rnn_algo_name(algo) << " differs in size");
+  lstm_ = std::move(next);
+  build_index();
+  set_params(p);
+  const std::vector<float> md = to_device_layout(m.data());
+  CUDA_CHECK(cudaMemcpyAsync(m_.get(), md.data(), md.size() * sizeof(float), cudaMemcpyHostToDevice, compute_.get()));
+  std::vector<float> vd;
+  if (v_.size()) {
+    vd = to_device_layout(v.data());
+    CUDA_CHECK(cudaMemcpyAsync(v_.get(), vd.data(), vd.size() * sizeof(float), cudaMemcpyHostToDevice, compute_.get()));
+  }
+  CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
+  graphs_.clear();
+  seen_.clear();
+}
+
+void CudaBackend::validate_lengths(const std::vector<int64_t>& lengths) {
+  // A dry run of forward + backward at the extreme lengths into scratch gradients: an algorithm that measured
+  // well at the probe length may still reject some lengths; then the next fastest takes over.
+  DeviceBuffer<float> scratch(static_cast<size_t>(W_));
+  for (size_t attempt = 0;; ++attempt) {
+    try {
+      for (int64_t T : lengths) {
+        lstm_->prepare(T);
+        scratch.zero_async(compute_.get());
+        launch_fill_uniform(lstm_->x_staging(), T * shape_.input_size, 21, -1.0f, 1.0f, compute_.get());
+        launch_fill_uniform(lstm_->d_h_last(), shape_.hidden, 22, -0.1f, 0.1f, compute_.get());
+        lstm_->forward(T, lstm_->x_staging(), params_.get());
+        lstm_->backward(T, lstm_->x_staging(), params_.get(), scratch.get());
+        CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
+      }
+      return;
+    } catch (const InternalError& e) {
+      cudaStreamSynchronize(compute_.get());
+      cudaGetLastError();
+      // Next usable algorithm after the current one in the measured order.
+      auto cur = std::find_if(timings_.begin(), timings_.end(),
+                              [&](const AlgoTiming& t) { return t.algo == lstm_->algo(); });
+      auto next = cur == timings_.end() ? timings_.end() : std::next(cur);
+      if (next == timings_.end() || !next->usable)
+        throw InternalError(RT_MSG("cuDNN algorithm " << rnn_algo_name(lstm_->algo())
+                                                      << " fails on this shard's sequence lengths and no other "
+                                                         "algorithm is left: "
+                                                      << e.what()));
+      std::fprintf(stderr, "ragtrain: cuDNN algorithm %s fails on this shard's lengths (%s); using %s\n",
+                   rnn_algo_name(lstm_->algo()), e.what(), rnn_algo_name(next->algo));
+      switch_algorithm(next->algo);
+    }
+  }
+}
+
+void CudaBackend::set_train_shard(const Shard& shard) {
+  USER_CHECK(shard.num_features == shape_.input_size && shard.num_outputs == shape_.outputs && shard.task == shape_.task,
+             "training shard (F=" << shard.num_features << ", outputs " << shard.num_outputs << ", "
+                                  << task_name(shard.task) << ") does not match the model (F=" << shape_.input_size
+                                  << ", outputs " << shape_.outputs << ", " << task_name(shape_.task) << ")",
+             "use data and model options that agree");
+  const cudaStream_t s = compute_.get();
+  upload(features_, shard.features.data(), shard.features.size(), s);
+  if (shard.task == Task::Classification) {
+    for (int32_t l : shard.labels)
+      RT_CHECK(l >= 0 && l < shape_.outputs, "label " << l << " outside [0, " << shape_.outputs << ")");
+    upload(labels_, shard.labels.data(), shard.labels.size(), s);
+  } else {
+    upload(targets_, shard.targets.data(), shard.targets.size(), s);
+  }
+  offsets_ = shard.offsets;
+  have_shard_ = true;
+  if (shard.size() == 0) return;
+  int64_t lo = INT64_MAX, hi = 0;
+  for (int64_t p = 0; p < shard.size(); ++p) {
+    lo = std::min(lo, shard.length(p));
+    hi = std::max(hi, shard.length(p));
+  }
+  RT_CHECK(lo >= 1, "a sequence of length 0 in the training shard");
+  validate_lengths(lo == hi ? std::vector<int64_t>{hi} : std::vector<int64_t>{hi, lo});
+}
+
+void CudaBackend::enqueue_sequence(int64_t T, const float* x, const int32_t* label, const float* target) {
+  const cudaStream_t s = compute_.get();
+  const int64_t H = shape_.hidden, C = shape_.outputs;
+  lstm_->forward(T, x, params_.get());
+  HeadArgs a;
+  a.h = lstm_->h_last();
+  a.weight = params_.get() + W_;
+  a.bias = params_.get() + W_ + C * H;
+  a.hidden = static_cast<int32_t>(H);
+  a.outputs = static_cast<int32_t>(C);
+  a.classification = shape_.task == Task::Classification;
+  a.label = label;
+  a.target = target;
+  a.d_weight = fused_.get() + W_;
+  a.d_bias = fused_.get() + W_ + C * H;
+  a.d_h = lstm_->d_h_last();
+  a.extras = fused_.get() + N_;
+  launch_head_loss_grad(a, s);
+  lstm_->backward(T, x, params_.get(), fused_.get());
+}
+
+bool CudaBackend::capture_graph(int64_t T, const float* x, const int32_t* label, const float* target) {
+  const cudaStream_t s = compute_.get();
+  const bool cls = shape_.task == Task::Classification;
+  const int64_t C = shape_.outputs;
+  std::string why;
+  CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  try {
+    // The gather is the graph's first node; later launches repoint it at their sequence (update_gather_node).
+    launch_gather_sequence(lstm_->x_staging(), x, T * shape_.input_size, label_slot_.get(), label,
+                           target_slot_.get(), target, target ? C : 0, s);
+    enqueue_sequence(T, lstm_->x_staging(), cls ? label_slot_.get() : nullptr, cls ? nullptr : target_slot_.get());
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  cudaGraph_t raw = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(s, &raw);   // always end the capture, also after a failure
+  Graph graph(raw);
+  cudaGraphExec_t exec = nullptr;
+  if (why.empty() && end == cudaSuccess) {
+    const cudaGraphNode_t gather = find_gather_node(graph.get());
+    const cudaError_t inst = gather ? cudaGraphInstantiate(&exec, graph.get(), 0) : cudaErrorInvalidValue;
+    if (inst == cudaSuccess) {
+      graphs_.emplace(T, LengthGraph{std::move(graph), GraphExec(exec), gather});
+      return true;
+    }
+    why = gather ? RT_MSG("cudaGraphInstantiate: " << cudaGetErrorString(inst)) : "no gather node in the graph";
+  } else if (why.empty()) {
+    why = RT_MSG("cudaStreamEndCapture: " << cudaGetErrorString(end));
+  }
+  cudaGetLastError();   // capture errors are not sticky; the stream works normally again
+  graphs_on_ = false;
+  graphs_off_reason_ = "off (capture failed: " + why + ")";
+  std::fprintf(stderr, "ragtrain: CUDA graph capture failed for length %lld, running without graphs: %s\n",
+               static_cast<long long>(T), why.c_str());
+  return false;
+}
+
+void CudaBackend::run_sequence(int64_t T, const float* x, const int32_t* label, const float* target) {
+  lstm_->prepare(T);   // host-side unless a buffer must grow (then it waits for the stream)
+  if (lstm_->generation() != graph_generation_) {
+    graphs_.clear();   // they captured buffer addresses that moved
+    graph_generation_ = lstm_->generation();
+  }
+  if (!graphs_on_) {
+    enqueue_sequence(T, x, label, target);
+    return;
+  }
+  const cudaStream_t s = compute_.get();
+  const int64_t C = shape_.outputs;
+  auto it = graphs_.find(T);
+  if (it != graphs_.end()) {
+    // Replay: the graph's gather node now reads this sequence (a host-side update, no extra launch).
+    update_gather_node(it->second.exec.get(), it->second.gather, lstm_->x_staging(), x, T * shape_.input_size,
+                       label_slot_.get(), label, target_slot_.get(), target, target ? C : 0);
+    CUDA_CHECK(cudaGraphLaunch(it->second.exec.get(), s));
+    return;
+  }
+  // Second time at this length: capture (gather included) and launch.
+  if (!seen_.insert(T).second && capture_graph(T, x, label, target)) {
+    CUDA_CHECK(cudaGraphLaunch(graphs_.at(T).exec.get(), s));
+    return;
+  }
+  // First time at this length (cuDNN's lazy set-up happens outside any capture), or capture impossible.
+  const bool cls = shape_.task == Task::Classification;
+  launch_gather_sequence(lstm_->x_staging(), x, T * shape_.input_size, label_slot_.get(), label, target_slot_.get(),
+                         target, target ? C : 0, s);
+  enqueue_sequence(T, lstm_->x_staging(), cls ? label_slot_.get() : nullptr, cls ? nullptr : target_slot_.get());
+}
+
+void CudaBackend::forward_backward(const std::vector<int64_t>& positions) {
+  RT_CHECK(have_shard_, "set_train_shard first");
+  const cudaStream_t s = compute_.get();
+  StepEvents& ev = current();
+  ev.step = step_;
+  ev.harvested = false;
+  ev.allreduced = false;
+  // The contract is "zero, then add"; the update already left the buffer zeroed unless nothing consumed it.
+  if (!fused_clean_) fused_.zero_async(s);
+  fused_clean_ = false;
+  CUDA_CHECK(cudaEventRecord(ev.fb_start.get(), s));
+  const int64_t n = static_cast<int64_t>(offsets_.size()) - 1;
+  const bool cls = shape_.task == Task::Classification;
+  for (int64_t pos : positions) {
+    if (pos < 0) continue;
+    RT_CHECK(pos < n, "shard position " << pos << " outside [0, " << n << ")");
+    const int64_t begin = offsets_[static_cast<size_t>(pos)], T = offsets_[static_cast<size_t>(pos + 1)] - begin;
+    run_sequence(T, features_.get() + begin * shape_.input_size, cls ? labels_.get() + pos : nullptr,
+                 cls ? nullptr : targets_.get() + pos * shape_.outputs);
+  }
+  CUDA_CHECK(cudaEventRecord(ev.fb_end.get(), s));
+}
+
+void CudaBackend::allreduce() {
+  StepEvents& ev = current();
+  // NCCL runs on its own stream, after the gradients are complete and before the update reads them.
+  CUDA_CHECK(cudaStreamWaitEvent(comm_stream_.get(), ev.fb_end.get(), 0));
+  nccl_->allreduce_sum(fused_.get(), N_ + kFusedExtras, comm_stream_.get());
+  CUDA_CHECK(cudaEventRecord(ev.ar_end.get(), comm_stream_.get()));
+  ev.allreduced = true;
+}
+
+StepTotals CudaBackend::update(float lr) {
+  if (optimizer_handed_out_) push_optimizer_state();
+  const cudaStream_t s = compute_.get();
+  StepEvents& ev = current();
+  if (!ev.allreduced) CUDA_CHECK(cudaEventRecord(ev.ar_end.get(), s));   // single-process use without allreduce()
+  CUDA_CHECK(cudaStreamWaitEvent(s, ev.ar_end.get(), 0));
+
+  // Step-dependent scalars exactly as the CPU optimizer computes them (float from double).
+  const OptimizerConfig& c = opt_.config();
+  const int64_t t = opt_.steps_taken() + 1;
+  OptimizerArgs a;
+  a.n = N_;
+  a.params = params_.get();
+  a.grads = fused_.get();
+  a.extras = fused_.get() + N_;
+  a.m = m_.get();
+  a.v = v_.size() ? v_.get() : nullptr;
+  a.partials = partials_.get();
+  a.readback = readback_.device_ptr();
+  a.tag = static_cast<double>(opt_launches_ + 1);   // unique per launch, also after a step that threw
+  a.barrier = barrier_.get();
+  a.launch = opt_launches_;
+  a.blocks = opt_blocks_;
+  a.kind = c.kind == "sgd" ? 0 : (c.kind == "adam" ? 1 : 2);
+  a.lr = lr;
+  a.momentum = static_cast<float>(c.momentum);
+  a.weight_decay = static_cast<float>(c.weight_decay);
+  a.beta1 = static_cast<float>(c.beta1);
+  a.beta2 = static_cast<float>(c.beta2);
+  a.eps = static_cast<float>(c.eps);
+  const float bc1 = static_cast<float>(1.0 - std::pow(c.beta1, static_cast<double>(t)));
+  a.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(c.beta2, static_cast<double>(t))));
+  a.step_size = lr / bc1;
+  a.first_step = t == 1;
+  a.clip = c.clip;
+  launch_optimizer_step(a, s);
+  ++opt_launches_;
+  CUDA_CHECK(cudaEventRecord(ev.opt_end.get(), s));
+  fused_clean_ = true;
+
+  // While the GPU works: phase times of earlier steps (only those whose events completed).
+  harvest(step_ - 2);
+  harvest(step_ - 1);
+  // The one host wait of a step: the totals the training loop logs. The update kernel writes them to mapped host
+  // memory before it updates the parameters, so the host goes on while the update still runs; everything the
+  // next step launches is ordered after it on the stream.
+  wait_for_totals(ev, a.tag);
+  StepTotals tot;
+  tot.loss_sum = readback_[0];
+  tot.count = readback_[1];
+  tot.correct = readback_[2];
+  tot.grad_norm = readback_[3];
+  RT_CHECK(tot.count > 0, "a global step without sequences");
+  opt_.set_steps_taken(t);
+  ++step_;
+  return tot;
+}
+
+void CudaBackend::wait_for_totals(const StepEvents& ev, double tag) {
+  const volatile double* tag_word = readback_.get() + 4;
+  for (uint64_t spins = 1;; ++spins) {
+    if (*tag_word == tag) break;
+    // Now and then: did the stream finish (or fail) without the tag? Then report instead of spinning forever.
+    if (spins % 256 == 0) {
+      const cudaError_t q = cudaEventQuery(ev.opt_end.get());
+      if (q == cudaErrorNotReady) continue;
+      CUDA_CHECK(q);
+      RT_CHECK(*tag_word == tag, "the optimizer kernel finished without publishing the step's totals");
+      break;
+    }
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);   // read the totals after the tag
+}
+
+bool CudaBackend::harvest(int64_t step) {
+  if (step < timing_from_ || step < 0) return true;
+  StepEvents& ev = ring_[static_cast<size_t>(step % 3)];
+  if (ev.step != step || ev.harvested) return true;
+  // The host no longer waits for the end of each step, so a step's last event may still be pending: try later.
+  const cudaError_t q = cudaEventQuery(ev.opt_end.get());
+  if (q == cudaErrorNotReady) return false;
+  CUDA_CHECK(q);
+  t_fb_ += elapsed_s(ev.fb_start, ev.fb_end);
+  t_ar_ += elapsed_s(ev.fb_end, ev.ar_end);
+  t_opt_ += elapsed_s(ev.ar_end, ev.opt_end);
+  if (step - 1 >= timing_from_) {
+    const StepEvents& prev = ring_[static_cast<size_t>((step - 1) % 3)];
+    if (prev.step == step - 1) t_gap_ += elapsed_s(prev.opt_end, ev.fb_start);
+  }
+  ev.harvested = true;
+  return true;
+}
+
+std::vector<std::pair<std::string, double>> CudaBackend::take_phase_seconds() {
+  synchronize();
+  harvest(step_ - 2);
+  harvest(step_ - 1);
+  std::vector<std::pair<std::string, double>> out = {{"forward_backward", t_fb_},
+                                                     {"allreduce", t_ar_},
+                                                     {"optimizer", t_opt_},
+                                                     {"host_gap", t_gap_}};
+  t_fb_ = t_ar_ = t_opt_ = t_gap_ = 0;
+  timing_from_ = step_;
+  return out;
+}
+
+void CudaBackend::synchronize() {
+  CUDA_CHECK(cudaStreamSynchronize(comm_stream_.get()));
+  CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
+}
+
+std::vector<float> CudaBackend::infer(const Shard& shard) {
+  USER_CHECK(shard.num_features == shape_.input_size, "data has F=" << shard.num_features << ", the model F="
+                                                                     << shape_.input_size,
+             "use data with the model's number of features");
+  const int64_t n = shard.size(), C = shape_.outputs, F = shape_.input_size;
+  if (n == 0) return {};
+  const cudaStream_t s = compute_.get();
+  upload(infer_x_, shard.features.data(), shard.features.size(), s);
+  infer_out_.reserve_discard(static_cast<size_t>(n * C));
+  for (int64_t p = 0; p < n; ++p) {
+    const int64_t T = shard.length(p);
+    RT_CHECK(T >= 1, "sequence " << p << " has length 0");
+    lstm_->prepare(T);
+    lstm_->forward(T, infer_x_.get() + shard.offsets[static_cast<size_t>(p)] * F, params_.get());
+    launch_head_forward(lstm_->h_last(), params_.get() + W_, params_.get() + W_ + C * shape_.hidden,
+                        static_cast<int32_t>(shape_.hidden), static_cast<int32_t>(C), infer_out_.get() + p * C, s);
+  }
+  return download(infer_out_.get(), static_cast<size_t>(n * C), s);
+}
+
+std::string CudaBackend::describe() const {
+  std::string m;
+  for (const AlgoTiming& t : timings_) {
+    if (!m.empty()) m += ", ";
+    m += t.usable ? RT_MSG(rnn_algo_name(t.algo) << " " << static_cast<int64_t>(t.us + 0.5) << " us")
+                  : RT_MSG(rnn_algo_name(t.algo) << " unsupported");
+  }
+  return RT_MSG("cuda backend on GPU " << gpu_.device << " (" << gpu_.name << ", " << gpu_.uuid << "), cuDNN "
+                                       << cudnnGetVersion() << ", LSTM algorithm " << rnn_algo_name(lstm_->algo())
+                                       << (timings_.size() > 1 ? RT_MSG(" (measured at T=" << probe_length_ << ": " << m << ")") : std::string())
+                                       << ", CUDA graphs " << (graphs_on_ ? "on" : graphs_off_reason_));
+}
+
+}  // namespace ragtrain

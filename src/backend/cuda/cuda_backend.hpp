@@ -1,0 +1,145 @@
+// The CUDA backend: cuDNN LSTM + Linear head/loss kernels per sequence (replayed from a CUDA graph per length),
+// one NCCL all-reduce of the fused gradient buffer per step, and one fused optimizer kernel, all on the device;
+// the host waits once per step, for the step's totals only.
+#pragma once
+
+#include <mpi.h>
+
+#include <array>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "cuda_raii.hpp"
+#include "cudnn_lstm.hpp"
+#include "gpu_binding.hpp"
+#include "nccl_comm.hpp"
+#include "ragtrain/backend/backend.hpp"
+
+namespace ragtrain {
+
+// Knobs that are not model options. From the environment for the CLI (see from_environment), set directly by tests.
+struct CudaTuning {
+  std::string algo = "auto";    // auto (measure at start-up) | standard | persist_static | persist_static_small_h |
+                                // persist_dynamic
+  bool graphs = true;           // replay each length's cuDNN + head work from a CUDA graph (after its first run)
+  int64_t probe_length = 100;   // sequence length at which the algorithms are measured
+
+  // RAGTRAIN_CUDNN_ALGO (one of the names above) and RAGTRAIN_CUDA_GRAPHS (0 = off). UserError on a bad value.
+  static CudaTuning from_environment();
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // Collective over opts.comm: binds the GPU (duplicate check), creates the NCCL communicator, measures the
+  // cuDNN algorithms (rank 0's choice is used by every rank, so all ranks run the same arithmetic).
+  CudaBackend(const ModelShape& shape, const BackendOptions& opts, const CudaTuning& tuning = {});
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  void set_params(const std::vector<float>& params) override;
+  std::vector<float> params() const override;
+  // A host mirror of the device state in PyTorch layout; the next update() loads it back, so edits take effect.
+  Optimizer& optimizer() override;
+  void set_train_shard(const Shard& shard) override;
+  void forward_backward(const std::vector<int64_t>& positions) override;
+  void allreduce() override;
+  StepTotals update(float lr) override;
+  std::vector<float> infer(const Shard& shard) override;
+  std::vector<std::pair<std::string, double>> take_phase_seconds() override;
+  void synchronize() override;
+
+  // Beyond the Backend interface, for tests and reports.
+  // The fused buffer in the PyTorch layout: (P) gradient sums, then loss_sum, count, correct. Waits for the GPU.
+  std::vector<float> fused_buffer() const;
+  cudnnRNNAlgo_t algorithm() const { return lstm_->algo(); }
+  const std::vector<AlgoTiming>& algorithm_timings() const { return timings_; }
+  bool graphs_active() const { return graphs_on_; }
+  std::string describe() const;   // one line: GPU, cuDNN algorithm and its measurement, graphs
+
+ private:
+  // The events of one step: GPU timestamps that split it into phases (read one step later, off the critical path).
+  struct StepEvents {
+    Event fb_start, fb_end, ar_end, opt_end;
+    int64_t step = -1;
+    bool harvested = true;
+    bool allreduced = false;
+  };
+
+  StepEvents& current() { return ring_[static_cast<size_t>(step_ % 3)]; }
+  void choose_algorithm(const CudaTuning& tuning);
+  void build_index();
+  void switch_algorithm(cudnnRNNAlgo_t algo);
+  void validate_lengths(const std::vector<int64_t>& lengths);
+  void run_sequence(int64_t T, const float* x, const int32_t* label, const float* target);
+  void enqueue_sequence(int64_t T, const float* x, const int32_t* label, const float* target);
+  bool capture_graph(int64_t T, const float* x, const int32_t* label, const float* target);
+  bool harvest(int64_t step);
+  void wait_for_totals(const StepEvents& ev, double tag);
+  void push_optimizer_state();
+  std::vector<float> to_device_layout(const float* pytorch) const;
+  void to_pytorch_layout(const std::vector<float>& device, float* pytorch) const;
+
+  ModelShape shape_;
+  ParamLayout layout_;
+  MPI_Comm comm_;
+  Optimizer opt_;                         // configuration, step count, and the host mirror for checkpoints
+  bool optimizer_handed_out_ = false;
+  GpuBinding gpu_;
+  int sms_ = 1;
+  std::unique_ptr<NcclComm> nccl_;
+  Stream compute_, comm_stream_;          // compute; NCCL on its own stream, ordered with events
+  CudnnHandle cudnn_;
+  std::vector<AlgoTiming> timings_;       // start-up measurement, fastest usable first
+  std::unique_ptr<CudnnLstm> lstm_;
+
+  int64_t W_ = 0;                         // cuDNN weight space, floats
+  int64_t N_ = 0;                         // device parameters: weight space + fc.weight (C, H) + fc.bias (C)
+  std::vector<int64_t> dev_index_;        // (P) PyTorch flat index -> device flat index
+  DeviceBuffer<float> params_;            // (N) [weight space | fc.weight | fc.bias]
+  DeviceBuffer<float> fused_;             // (N + 3) [d weight space | d fc.weight | d fc.bias | loss, count, correct]
+  DeviceBuffer<float> m_, v_;             // (N) optimizer moments (v_ empty for SGD)
+  DeviceBuffer<double> partials_;         // (blocks) norm partial sums
+  DeviceBuffer<unsigned long long> barrier_;   // (1) the optimizer kernel's grid-barrier counter
+  unsigned long long opt_launches_ = 0;
+  PinnedBuffer<double> readback_;         // (5) host-mapped: loss, count, correct, grad norm, step tag
+  int opt_blocks_ = 1;
+  bool fused_clean_ = true;               // the update leaves the fused buffer zeroed
+
+  // The training shard on the device (copied once).
+  DeviceBuffer<float> features_;          // (timesteps, F)
+  DeviceBuffer<int32_t> labels_;          // (n) classification
+  DeviceBuffer<float> targets_;           // (n, C) regression
+  std::vector<int64_t> offsets_;          // (n + 1) host copy: row offsets of each sequence
+  bool have_shard_ = false;
+
+  // CUDA graphs: one per sequence length, capturing forward, head + loss, backward data, backward weights on
+  // fixed-address inputs (x staging, label and target slots) that a gather kernel fills before each replay.
+  bool graphs_on_ = true;
+  std::string graphs_off_reason_;
+  int64_t probe_length_ = 100;
+  DeviceBuffer<int32_t> label_slot_;      // (1)
+  DeviceBuffer<float> target_slot_;       // (C)
+  struct LengthGraph {
+    Graph graph;                          // kept: its gather node is updated in the executable each launch
+    GraphExec exec;
+    cudaGraphNode_t gather = nullptr;
+  };
+  std::unordered_map<int64_t, LengthGraph> graphs_;
+  std::unordered_set<int64_t> seen_;      // lengths run once without a graph (cuDNN's lazy set-up happens there)
+  uint64_t graph_generation_ = 0;
+
+  // Inference buffers (grow only).
+  DeviceBuffer<float> infer_x_, infer_out_;
+
+  // Phase timing.
+  std::array<StepEvents, 3> ring_;
+  int64_t step_ = 0;                      // steps started (forward_backward calls)
+  int64_t timing_from_ = 0;               // first step counted since the last take_phase_seconds
+  double t_fb_ = 0, t_ar_ = 0, t_opt_ = 0, t_gap_ = 0;
+};
+
+}  // namespace ragtrain

@@ -1,0 +1,340 @@
+// The CUDA backend against the CPU reference: loss and every gradient within 1e-5 relative for lengths 1, 2, 7,
+// 130, 2000, layers 1-3, both tasks, one and several sequences per step, every cuDNN algorithm, with and without
+// CUDA graphs; 100 SGD steps (parameters within 1e-4) and 100 Adam/AdamW steps (losses within 1e-3); inference.
+//
+// Tolerances: |gpu - ref| <= atol + 1e-5 |ref| per element, atol = 1e-5 * max|ref| of the tensor (near-zero
+// entries are judged against their tensor's scale). cuDNN's persistent kernels (the fast algorithms) are less
+// precise than its standard algorithm: against a float64 reference they are off by up to ~3e-5 relative on the
+// large entries and ~1e-3 on small, cancelling ones, where the standard algorithm and the CPU stay near 1e-6 and
+// 5e-5. The standard algorithm is therefore also checked with a ten times smaller atol (EveryAlgorithm).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include "../../src/backend/cuda/cuda_backend.hpp"
+#include "gpu_test_util.hpp"
+#include "ragtrain/core/error.hpp"
+#include "ragtrain/data/dataset.hpp"
+
+using namespace ragtrain;
+using namespace ragtrain::gputest;
+
+namespace {
+
+constexpr double kGradRtol = 1e-5;
+constexpr double kGradAtolScale = 1e-5;   // atol = 1e-5 * max |ref| of the tensor (near-zero entries)
+
+BackendOptions options(const std::string& device, const std::string& optimizer) {
+  BackendOptions o;
+  o.device = device;
+  o.optimizer.kind = optimizer;
+  o.comm = MPI_COMM_SELF;
+  o.local_rank = 0;
+  return o;
+}
+
+// Checks the GPU's fused buffer for `batch` against the float reference (and reports the double one); then the
+// StepTotals of update(lr = 0) against the CPU backend's.
+void check_batch(CudaBackend& gpu, Backend& cpu, const ParamLayout& layout, const std::vector<float>& params,
+                 const Shard& shard, const std::vector<int64_t>& batch, const std::string& label,
+                 double atol_scale) {
+  const int64_t P = layout.total();
+  gpu.forward_backward(batch);
+  const std::vector<float> got = gpu.fused_buffer();
+  const std::vector<double> ref = reference_fused<float>(layout, params, shard, batch);
+  const std::vector<double> truth = reference_fused<double>(layout, params, shard, batch);
+
+  const Agreement a = compare_params(layout, got, ref, kGradRtol, atol_scale);
+  const Agreement t = compare_params(layout, got, truth, kGradRtol, atol_scale);
+  const Agreement cpu_vs_truth = [&] {
+    std::vector<float> cpu_f(ref.begin(), ref.begin() + P);
+    return compare_params(layout, cpu_f, truth, kGradRtol, atol_scale);
+  }();
+  std::printf("[ agree    ] %-46s grads: worst %.3f of tol (%s), max rel %.1e (%.1e on |g| >= 0.1 max); vs f64: "
+              "gpu %.1e (%.1e), cpu %.1e (%.1e); nonzero %lld/%lld; loss rel %.1e\n",
+              label.c_str(), a.worst_ratio, a.worst_tensor.c_str(), a.max_rel, a.max_rel_large, t.max_rel,
+              t.max_rel_large, cpu_vs_truth.max_rel, cpu_vs_truth.max_rel_large,
+              static_cast<long long>(a.nonzero), static_cast<long long>(a.total),
+              rel(got[static_cast<size_t>(P)], ref[static_cast<size_t>(P)]));
+  EXPECT_TRUE(a.ok) << label << ": " << a.first_failure << " (worst ratio " << a.worst_ratio << " in "
+                    << a.worst_tensor << ")";
+  // Not trivially passing: the reference gradient is substantially nonzero (with T = 1 every weight_hh gradient
+  // is exactly zero, h_0 being zero) and the GPU filled in every entry the reference has.
+  EXPECT_GT(a.ref_nonzero, a.total / 10) << label;
+  EXPECT_EQ(a.missing, 0) << label;
+  EXPECT_LE(rel(got[static_cast<size_t>(P)], ref[static_cast<size_t>(P)]), 1e-5) << label << ": loss";
+  EXPECT_EQ(got[static_cast<size_t>(P + 1)], ref[static_cast<size_t>(P + 1)]) << label << ": count";
+  EXPECT_EQ(got[static_cast<size_t>(P + 2)], ref[static_cast<size_t>(P + 2)]) << label << ": correct";
+
+  // The same step through the Backend interface on both sides; lr = 0 keeps the parameters.
+  gpu.allreduce();
+  const StepTotals tg = gpu.update(0.0f);
+  cpu.forward_backward(batch);
+  cpu.allreduce();
+  const StepTotals tc = cpu.update(0.0f);
+  EXPECT_LE(rel(tg.loss_sum, tc.loss_sum), 1e-5) << label;
+  EXPECT_EQ(tg.count, tc.count) << label;
+  EXPECT_EQ(tg.correct, tc.correct) << label;
+  EXPECT_LE(rel(tg.grad_norm, tc.grad_norm), 1e-5) << label << ": grad norm " << tg.grad_norm << " vs " << tc.grad_norm;
+  EXPECT_GT(tc.grad_norm, 0.0) << label;
+}
+
+struct ShapeCase {
+  int64_t F, H, L, C;
+  Task task;
+};
+
+void gradient_grid(const ShapeCase& sc, const std::vector<int64_t>& lengths, const CudaTuning& tuning = {},
+                   double atol_scale = kGradAtolScale) {
+  const ModelShape shape{sc.F, sc.H, sc.L, sc.C, sc.task};
+  const ParamLayout layout(shape);
+  CudaBackend gpu(shape, options("cuda", "sgd"), tuning);
+  auto cpu = make_backend(shape, options("cpu", "sgd"));
+  const std::vector<float> params = init_params(layout, 1234);
+  gpu.set_params(params);
+  cpu->set_params(params);
+  const Shard shard = make_shard(shape, lengths, 99);
+  gpu.set_train_shard(shard);
+  cpu->set_train_shard(shard);
+  const std::string base = RT_MSG((sc.task == Task::Classification ? "cls" : "reg") << " F" << sc.F << " H" << sc.H
+                                                                                     << " L" << sc.L << " "
+                                                                                     << rnn_algo_name(gpu.algorithm()));
+  // Each length alone, twice: the first run uses plain launches, the second captures and replays a CUDA graph.
+  for (int rep = 0; rep < 2; ++rep)
+    for (int64_t p = 0; p < shard.size(); ++p)
+      check_batch(gpu, *cpu, layout, params, shard, {p},
+                  RT_MSG(base << " T=" << shard.length(p) << (rep ? " graph" : " first")), atol_scale);
+  // Several sequences per step (the fused buffer sums them), with an empty slot.
+  std::vector<int64_t> all;
+  for (int64_t p = 0; p < shard.size(); ++p) all.push_back(p);
+  all.push_back(-1);
+  check_batch(gpu, *cpu, layout, params, shard, all, RT_MSG(base << " K=" << shard.size()), atol_scale);
+  check_batch(gpu, *cpu, layout, params, shard, {-1, shard.size() - 1, 0}, RT_MSG(base << " K=3"), atol_scale);
+}
+
+const std::vector<int64_t> kLengths = {1, 2, 7, 130, 2000};
+
+}  // namespace
+
+TEST(GpuAgreement, ClassificationOneLayer) {
+  RT_SKIP_WITHOUT_GPU();
+  gradient_grid({36, 50, 1, 10, Task::Classification}, kLengths);
+}
+
+TEST(GpuAgreement, ClassificationTwoLayers) {
+  RT_SKIP_WITHOUT_GPU();
+  gradient_grid({36, 50, 2, 10, Task::Classification}, kLengths);
+}
+
+TEST(GpuAgreement, ClassificationThreeLayers) {
+  RT_SKIP_WITHOUT_GPU();
+  gradient_grid({36, 50, 3, 10, Task::Classification}, kLengths);
+}
+
+TEST(GpuAgreement, RegressionOneLayer) {
+  RT_SKIP_WITHOUT_GPU();
+  gradient_grid({5, 19, 1, 3, Task::Regression}, kLengths);
+}
+
+TEST(GpuAgreement, RegressionTwoLayers) {
+  RT_SKIP_WITHOUT_GPU();
+  gradient_grid({5, 19, 2, 3, Task::Regression}, kLengths);
+}
+
+TEST(GpuAgreement, RegressionThreeLayers) {
+  RT_SKIP_WITHOUT_GPU();
+  gradient_grid({7, 33, 3, 2, Task::Regression}, kLengths);
+}
+
+TEST(GpuAgreement, LargeHidden) {
+  RT_SKIP_WITHOUT_GPU();
+  gradient_grid({36, 256, 1, 10, Task::Classification}, {1, 7, 130});
+  gradient_grid({36, 256, 2, 10, Task::Classification}, {2, 95});
+}
+
+// Every algorithm cuDNN runs for the shape maps the weights the same way (gate order, double bias).
+TEST(GpuAgreement, EveryAlgorithm) {
+  RT_SKIP_WITHOUT_GPU();
+  int ran = 0;
+  for (const char* algo : {"standard", "persist_static", "persist_static_small_h", "persist_dynamic"}) {
+    CudaTuning t;
+    t.algo = algo;
+    try {
+      const bool standard = std::string(algo) == "standard";
+      gradient_grid({36, 50, 2, 10, Task::Classification}, {1, 7, 130, 2000}, t,
+                    standard ? kGradAtolScale / 10 : kGradAtolScale);
+      ++ran;
+    } catch (const std::exception& e) {   // cuDNN refused this algorithm for the shape or for some length
+      std::printf("[ agree    ] algorithm %s not usable here: %.300s\n", algo, e.what());
+    }
+  }
+  EXPECT_GE(ran, 2) << "standard and persist_static run every LSTM shape";
+}
+
+TEST(GpuAgreement, WithoutGraphs) {
+  RT_SKIP_WITHOUT_GPU();
+  CudaTuning t;
+  t.graphs = false;
+  gradient_grid({36, 50, 2, 10, Task::Classification}, {1, 7, 130}, t);
+}
+
+namespace {
+
+// Trains both backends for `steps` steps of two sequences each on the same data and schedule.
+struct Trajectory {
+  std::vector<double> losses, norms;
+  std::vector<float> params;
+  std::vector<float> m;
+  int64_t steps_taken = 0;
+};
+
+Trajectory train(Backend& b, const ModelShape& shape, const Shard& shard, int steps, float lr) {
+  Trajectory t;
+  b.set_params(init_params(ParamLayout(shape), 42));
+  b.set_train_shard(shard);
+  const int64_t n = shard.size();
+  for (int s = 0; s < steps; ++s) {
+    b.forward_backward({(2 * s) % n, (2 * s + 1) % n});
+    b.allreduce();
+    const StepTotals tot = b.update(lr);
+    t.losses.push_back(tot.loss_sum / tot.count);
+    t.norms.push_back(tot.grad_norm);
+  }
+  t.params = b.params();
+  t.m = b.optimizer().m();
+  t.steps_taken = b.optimizer().steps_taken();
+  return t;
+}
+
+Shard synthetic_shard(const ModelShape& shape, int64_t n, int64_t max_length) {
+  SyntheticSpec spec;
+  spec.sequences = n;
+  spec.features = shape.input_size;
+  spec.min_length = 1;
+  spec.max_length = max_length;
+  spec.classes = shape.outputs;
+  spec.task = shape.task;
+  spec.outputs = shape.outputs;
+  spec.seed = 5;
+  const RaggedData d = make_synthetic(spec);
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < n; ++i) idx.push_back(i);
+  return ragtrain::make_shard(d, idx);
+}
+
+// SGD: parameters within 1e-4 of the CPU's. strict: elementwise |a - b| <= 1e-4 |b| + 1e-6 (the standard
+// algorithm); otherwise per tensor, max |a - b| <= 1e-4 max |b| (the persistent kernels' rounding, above).
+void compare_training(const ModelShape& shape, const std::string& optimizer, float lr, double clip,
+                      const CudaTuning& tuning = {}, bool strict = false) {
+  BackendOptions g = options("cuda", optimizer), c = options("cpu", optimizer);
+  g.optimizer.clip = c.optimizer.clip = clip;
+  g.optimizer.weight_decay = c.optimizer.weight_decay = 1e-3;
+  const Shard shard = synthetic_shard(shape, 40, 60);
+  CudaBackend gpu(shape, g, tuning);
+  auto cpu = make_backend(shape, c);
+  const Trajectory tg = train(gpu, shape, shard, 100, lr);
+  const Trajectory tc = train(*cpu, shape, shard, 100, lr);
+  double worst_loss = 0, worst_param = 0;
+  for (size_t i = 0; i < tg.losses.size(); ++i) worst_loss = std::max(worst_loss, rel(tg.losses[i], tc.losses[i]));
+  for (size_t i = 0; i < tg.params.size(); ++i)
+    worst_param = std::max(worst_param, std::fabs(tg.params[i] - tc.params[i]) / (1e-2 + std::fabs(tc.params[i])));
+  const ParamLayout layout(shape);
+  std::vector<double> ref(tc.params.begin(), tc.params.end());
+  const Agreement normwise = compare_params(layout, tg.params, ref, 0.0, 1e-4);
+  std::printf("[ agree    ] 100 %s steps (%s L%lld H%lld, clip %.1f, %s): loss %.4f -> %.4f, max loss rel %.2e, "
+              "max param diff %.2e (rel to 1e-2+|p|), per-tensor max|diff|/max|p| %.2e\n",
+              optimizer.c_str(), task_name(shape.task), static_cast<long long>(shape.layers),
+              static_cast<long long>(shape.hidden), clip, rnn_algo_name(gpu.algorithm()), tc.losses.front(),
+              tc.losses.back(), worst_loss, worst_param, 1e-4 * normwise.worst_ratio);
+  EXPECT_EQ(tg.steps_taken, tc.steps_taken);
+  const std::vector<float> init = init_params(ParamLayout(shape), 42);
+  double moved = 0;
+  for (size_t i = 0; i < init.size(); ++i) moved = std::max(moved, static_cast<double>(std::fabs(tc.params[i] - init[i])));
+  EXPECT_GT(moved, 1e-3) << "the parameters should move";
+  if (optimizer == "sgd") {
+    if (strict) {
+      for (size_t i = 0; i < tg.params.size(); ++i)
+        ASSERT_LE(std::fabs(tg.params[i] - tc.params[i]), 1e-4 * std::fabs(tc.params[i]) + 1e-6)
+            << "parameter " << i << " after 100 SGD steps";
+    }
+    EXPECT_TRUE(normwise.ok) << "after 100 SGD steps: " << normwise.first_failure;
+    for (size_t i = 0; i < tg.losses.size(); ++i) EXPECT_LE(rel(tg.losses[i], tc.losses[i]), 1e-4) << "step " << i;
+  } else {
+    for (size_t i = 0; i < tg.losses.size(); ++i) EXPECT_LE(rel(tg.losses[i], tc.losses[i]), 1e-3) << "step " << i;
+  }
+  // Optimizer state in PyTorch layout (checkpoints) comes back from the device in the same order.
+  double worst_m = 0, scale_m = 0;
+  for (size_t i = 0; i < tg.m.size(); ++i) {
+    worst_m = std::max(worst_m, static_cast<double>(std::fabs(tg.m[i] - tc.m[i])));
+    scale_m = std::max(scale_m, static_cast<double>(std::fabs(tc.m[i])));
+  }
+  EXPECT_LE(worst_m, 1e-2 * scale_m) << "optimizer moments";
+}
+
+}  // namespace
+
+TEST(GpuTraining, Sgd100StepsClassification) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_training({36, 50, 2, 10, Task::Classification}, "sgd", 0.05f, 1.0);
+}
+
+TEST(GpuTraining, Sgd100StepsClassificationStandardAlgorithmStrict) {
+  RT_SKIP_WITHOUT_GPU();
+  CudaTuning t;
+  t.algo = "standard";
+  compare_training({36, 50, 2, 10, Task::Classification}, "sgd", 0.05f, 1.0, t, /*strict=*/true);
+}
+
+TEST(GpuTraining, Sgd100StepsRegression) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_training({5, 19, 1, 3, Task::Regression}, "sgd", 0.05f, 0.0);
+}
+
+TEST(GpuTraining, Adam100StepsClassification) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_training({36, 50, 1, 10, Task::Classification}, "adam", 3e-3f, 0.0);
+}
+
+TEST(GpuTraining, AdamW100StepsRegressionThreeLayers) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_training({5, 19, 3, 3, Task::Regression}, "adamw", 3e-3f, 0.5);
+}
+
+TEST(GpuBackend, InferMatchesCpu) {
+  RT_SKIP_WITHOUT_GPU();
+  const ModelShape shape{36, 50, 2, 10, Task::Classification};
+  CudaBackend gpu(shape, options("cuda", "adam"));
+  auto cpu = make_backend(shape, options("cpu", "adam"));
+  const std::vector<float> p = init_params(ParamLayout(shape), 3);
+  gpu.set_params(p);
+  cpu->set_params(p);
+  const Shard shard = make_shard(shape, {1, 5, 130, 64, 2}, 8);
+  const std::vector<float> a = gpu.infer(shard), b = cpu->infer(shard);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * (1.0 + std::fabs(b[i]))) << i;
+  EXPECT_EQ(gpu.params(), p) << "set_params/params round trip through the weight space";
+}
+
+TEST(GpuBackend, AutoPicksCudaWhenAGpuIsVisible) {
+  RT_SKIP_WITHOUT_GPU();
+  auto b = make_backend(ModelShape{4, 8, 1, 3, Task::Classification}, options("auto", "adam"));
+  EXPECT_EQ(b->name(), "cuda");
+}
+
+TEST(GpuBackend, PhaseTimesAreReported) {
+  RT_SKIP_WITHOUT_GPU();
+  const ModelShape shape{36, 50, 1, 10, Task::Classification};
+  CudaBackend gpu(shape, options("cuda", "adam"));
+  gpu.set_params(init_params(ParamLayout(shape), 1));
+  const Shard shard = make_shard(shape, {60, 95, 130}, 4);
+  gpu.set_train_shard(shard);
+  for (int s = 0; s < 6; ++s) {
+    gpu.forward_backward({s % 3});
+    gpu.allreduce();
+    gpu.update(1e-3f);
+  }
+  gpu.synchronize();
+  const auto phases = gpu.take_phase_seconds();
+  ASSERT_EQ(phases.size(), 4u);
+  EXPECT_GT(phases[0].second, 0.0);   // forward_backward
+  std::printf("[ agree    ] %s\n", gpu.describe().c_str());
+}

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# A private single-node Slurm (munged + slurmctld + slurmd on localhost) for the tests: every file it uses lives
+# in one temporary folder, every daemon it starts is stopped by pid. Source it, then `cluster_start DIR` and
+# `cluster_stop DIR` (idempotent; call it from an EXIT trap so a failing test still tears everything down).
+# Facts behind the configuration: /work/shared/slurm/README.md (Slurm 22.05 from Debian, no systemd, no cgroups).
+
+# Prints why a Slurm cluster cannot be started here, or nothing when it can.
+cluster_unavailable() {
+  local b
+  for b in munged mungekey slurmctld slurmd sbatch squeue scontrol sinfo srun; do
+    command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] || { echo "$b not installed (apt-get install slurm-wlm munge)"; return; }
+  done
+  [ "$(id -u)" -eq 0 ] || { echo "the test cluster runs its daemons as root; not root"; return; }
+  command -v mknod >/dev/null 2>&1 || { echo "mknod not available"; return; }
+}
+
+# Stops the process whose pid is in file $1 (SIGTERM, then SIGKILL after ~10 s) and waits for it to go.
+_cluster_stop_pidfile() {
+  local f=$1 pid i
+  [ -s "$f" ] || return 0
+  pid=$(cat "$f")
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || { rm -f "$f"; return 0; }
+  kill -TERM "$pid" 2>/dev/null
+  for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+  rm -f "$f"
+}
+
+# Starts munged, slurmctld and slurmd with state under DIR; exports SLURM_CONF. Returns non-zero (with the
+# daemons' logs on stderr) when the node does not become idle within ~20 s.
+cluster_start() {
+  local dir=$1 host i
+  host=$(hostname -s)
+  mkdir -p "$dir"/{state,spool,fakegpu,log}
+  # munged of our own on a private socket with a throw-away key: no system daemon is touched or required.
+  mungekey --create --keyfile="$dir/munge.key" --force 2>/dev/null || dd if=/dev/urandom of="$dir/munge.key" bs=1024 count=1 2>/dev/null
+  chmod 600 "$dir/munge.key"
+  munged --force --socket="$dir/munge.socket" --key-file="$dir/munge.key" --pid-file="$dir/munged.pid" \
+         --log-file="$dir/log/munged.log" --seed-file="$dir/munged.seed" || return 1
+  for i in 0 1 2 3; do [ -e "$dir/fakegpu/nvidia$i" ] || mknod "$dir/fakegpu/nvidia$i" c 1 3; done
+  cat > "$dir/slurm.conf" <<CONF
+ClusterName=ragtrain-test
+SlurmctldHost=$host(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$dir/munge.socket
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd.log
+SlurmctldPort=${RAGTRAIN_SLURMCTLD_PORT:-16817}
+SlurmdPort=${RAGTRAIN_SLURMD_PORT:-16818}
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SwitchType=switch/none
+MpiDefault=pmix
+ReturnToService=2
+EnforcePartLimits=ALL
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmdParameters=config_overrides
+GresTypes=gpu
+KillWait=10
+MinJobAge=300
+InactiveLimit=0
+Waittime=0
+NodeName=$host NodeAddr=127.0.0.1 CPUs=4 Boards=1 SocketsPerBoard=1 CoresPerSocket=4 ThreadsPerCore=1 RealMemory=8000 Gres=gpu:4 State=UNKNOWN
+PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE MaxNodes=1 State=UP OverSubscribe=NO
+CONF
+  cat > "$dir/gres.conf" <<CONF
+AutoDetect=off
+NodeName=$host Name=gpu File=$dir/fakegpu/nvidia[0-3]
+CONF
+  export SLURM_CONF="$dir/slurm.conf"
+  slurmctld -c -f "$SLURM_CONF" || { cat "$dir/log/slurmctld.log" >&2; return 1; }
+  slurmd -f "$SLURM_CONF" || { cat "$dir/log/slurmd.log" >&2; return 1; }
+  for i in $(seq 200); do
+    [ "$(sinfo -h -o %T 2>/dev/null)" = idle ] && return 0
+    sleep 0.1
+  done
+  echo "slurm node did not become idle; sinfo: $(sinfo -h -o '%T %E' 2>&1)" >&2
+  tail -20 "$dir/log/slurmctld.log" "$dir/log/slurmd.log" >&2
+  return 1
+}
+
+# Cancels what is left, stops slurmd, slurmctld and munged (in reverse order of start-up).
+cluster_stop() {
+  local dir=$1
+  [ -f "$dir/slurm.conf" ] && SLURM_CONF="$dir/slurm.conf" scancel --full --quiet --user="$(id -un)" 2>/dev/null
+  _cluster_stop_pidfile "$dir/slurmd.pid"
+  _cluster_stop_pidfile "$dir/slurmctld.pid"
+  _cluster_stop_pidfile "$dir/munged.pid"
+}
