@@ -13,12 +13,16 @@ BUILD     ?= build
 NP        ?= 2
 JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 
+# `make` alone builds the binary: rules for generated files come before `all` below.
+.DEFAULT_GOAL := all
+
 # ---- detection (each test can fail: it looks for the real header or library) ----
 have = $(if $(wildcard $(1)),1,0)
 HAVE_MPI   := $(call have,$(MPI_HOME)/include/mpi.h)
 HAVE_HDF5  := $(call have,$(HDF5_INC)/H5FDmpio.h)
 HAVE_BOOST := $(if $(wildcard /usr/include/boost/program_options.hpp $(BOOST_HOME)/include/boost/program_options.hpp),1,0)
 HAVE_GTEST := $(call have,/usr/include/gtest/gtest.h)
+HAVE_MINIZIP := $(call have,/usr/include/minizip/unzip.h)
 HAVE_NVCC  := $(call have,$(NVCC))
 HAVE_CUDNN := $(if $(wildcard $(CUDA_HOME)/include/cudnn.h /usr/include/cudnn.h /usr/include/x86_64-linux-gnu/cudnn.h),1,0)
 HAVE_NCCL  := $(if $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h),1,0)
@@ -27,7 +31,7 @@ WITH_CUDA  ?= $(if $(and $(filter 111,$(HAVE_NVCC)$(HAVE_CUDNN)$(HAVE_NCCL)),$(w
 mark = $(if $(filter 1,$(1)),✓,✗)
 ifeq ($(MAKELEVEL),0)
 ifeq ($(filter clean help deps,$(MAKECMDGOALS)),)
-$(info ragtrain build: $(call mark,$(HAVE_MPI)) Open MPI  $(call mark,$(HAVE_HDF5)) parallel HDF5  $(call mark,$(HAVE_BOOST)) Boost.PO  $(call mark,$(HAVE_GTEST)) GoogleTest  $(call mark,$(HAVE_NVCC)) CUDA  $(call mark,$(HAVE_CUDNN)) cuDNN  $(call mark,$(HAVE_NCCL)) NCCL  -> $(if $(filter 1,$(WITH_CUDA)),CPU + CUDA backends,CPU backend only))
+$(info ragtrain build: $(call mark,$(HAVE_MPI)) Open MPI  $(call mark,$(HAVE_HDF5)) parallel HDF5  $(call mark,$(HAVE_BOOST)) Boost.PO  $(call mark,$(HAVE_GTEST)) GoogleTest  $(call mark,$(HAVE_MINIZIP)) minizip  $(call mark,$(HAVE_NVCC)) CUDA  $(call mark,$(HAVE_CUDNN)) cuDNN  $(call mark,$(HAVE_NCCL)) NCCL  -> $(if $(filter 1,$(WITH_CUDA)),CPU + CUDA backends,CPU backend only))
 endif
 endif
 
@@ -40,11 +44,14 @@ MPI_LIBS := -L$(MPI_HOME)/lib -lmpi
 ifeq ($(PORTABLE),1)
 HDF5_LIBS  := /usr/lib/x86_64-linux-gnu/libhdf5_openmpi.a -lsz -laec -lz -ldl -lm
 BOOST_LIBS := -Wl,-Bstatic -lboost_program_options -Wl,-Bdynamic
+# minizip reads .npz archives (src/data/npz_import.cpp says why); static, as the GPU machine lacks it.
+ZIP_LIBS   := -Wl,-Bstatic -lminizip -Wl,-Bdynamic -lz
 else
 HDF5_LIBS  := -L$(HDF5_HOME)/lib -lhdf5
 BOOST_LIBS := -lboost_program_options
+ZIP_LIBS   := -lminizip -lz
 endif
-LDLIBS := $(HDF5_LIBS) $(BOOST_LIBS) $(MPI_LIBS) -lpthread
+LDLIBS := $(HDF5_LIBS) $(BOOST_LIBS) $(ZIP_LIBS) $(MPI_LIBS) -lpthread
 LDFLAGS := $(SAN) -Wl,-rpath,$(HDF5_HOME)/lib
 
 ifeq ($(WITH_CUDA),1)
@@ -64,6 +71,18 @@ LIB_OBJS  := $(LIB_SRCS:%.cpp=$(BUILD)/obj/%.o) $(CU_SRCS:%.cu=$(BUILD)/obj/%.cu
 LIB       := $(BUILD)/lib/libragtrain.a
 BIN       := $(BUILD)/bin/ragtrain
 
+# The git revision for provenance (summary.json, bench JSON): a generated header rewritten only when the
+# revision changes, so that only provenance.o rebuilds. Outside a git checkout (a tarball) it is "unknown".
+GIT_REV := $(shell git -C $(CURDIR) describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+GEN_REV := $(BUILD)/gen/git_revision.hpp
+$(GEN_REV): FORCE
+	@mkdir -p $(dir $@)
+	@echo '#define RAGTRAIN_GIT_REVISION "$(GIT_REV)"' > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+$(BUILD)/obj/src/metrics/provenance.o: $(GEN_REV)
+$(BUILD)/obj/src/metrics/provenance.o: CPPFLAGS += -I$(BUILD)/gen
+FORCE:
+
 TEST_MAIN := $(BUILD)/obj/tests/test_main.o
 UNIT_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/unit/*.cpp))
 MPI_OBJS  := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/mpi/*.cpp))
@@ -72,12 +91,12 @@ GPU_OBJS  := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/gpu/*.cpp))
 TEST_BINS := $(BUILD)/bin/unit_tests $(BUILD)/bin/mpi_tests $(BUILD)/bin/e2e_tests
 GTEST_LIBS := -lgtest
 
-.PHONY: all deps test test-gpu bench-gpu demo clean help
+.PHONY: all deps test test-gpu bench-gpu demo plot clean help FORCE
 all: $(BIN)
 
 help:
 	@sed -n '1,4p' Makefile
-	@echo "targets: all (default), deps, test, test-gpu, bench-gpu, demo, clean"
+	@echo "targets: all (default), deps, test, test-gpu, bench-gpu, demo, plot RUN=DIR, clean"
 
 deps:
 	@./scripts/install-deps.sh
@@ -133,6 +152,12 @@ test-gpu:
 demo: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN)
 	@./scripts/demo.sh $(BUILD) $(NP)
+
+# PNG figures of a run folder (train --out) or of a folder of bench JSON files: make plot RUN=runs/a
+plot:
+	@test -n "$(RUN)" || { echo "usage: make plot RUN=DIR   (a train --out folder or a folder of bench JSON files)"; exit 2; }
+	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN)
+	@$(BIN) plot $(RUN)
 
 clean:
 	rm -rf $(BUILD)

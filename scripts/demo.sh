@@ -9,6 +9,7 @@ mkdir -p "$DIR"
 "$BIN" gen --config inputs/demo.ini --out "$DIR/train.h5" --sequences 2000 --seed 1
 "$BIN" gen --config inputs/demo.ini --out "$DIR/val.h5" --sequences 500 --seed 2
 "$BIN" inspect "$DIR/train.h5"
+rm -rf "$DIR/run"   # a fresh run each time: train refuses a folder that holds another run's checkpoints
 mpirun --oversubscribe -np "$NP" "$BIN" train --config inputs/demo.ini \
   --data "$DIR/train.h5" --val "$DIR/val.h5" --out "$DIR/run"
 echo "demo: outputs in $DIR/run (metrics.jsonl, summary.json, checkpoint.h5)"

@@ -22,10 +22,11 @@ and `checkpoint.h5`.
 | 0 | success (for `inspect`: the file is valid) |
 | 2 | bad input: a missing or malformed file, dataset, attribute, offset, label or option. The message names the file, dataset, index or option, says what was expected, and gives a `hint:`. Every rank exits with 2, before any output is written. |
 | 3 | internal error: a library call failed or an invariant broke (message with file:line); the job is aborted with `MPI_Abort` |
+| 75 | `train` stopped by SIGTERM or SIGUSR1 (on any rank): every rank agreed at a step boundary, the checkpoint was saved, every rank exits with 75. Run the same command with `--resume OUT` to continue; `jobs/train.sbatch` requeues itself on this code (doc/hpc.md). A second signal ends the run at once; the last checkpoint stays intact. |
 
 HEAD
 echo '## `ragtrain --help`'
 echo; echo '```'; "$BIN" --help; echo '```'
-for cmd in gen convert inspect train eval predict bench; do
+for cmd in gen convert inspect train eval predict bench simulate plot; do
   echo; echo "## \`ragtrain $cmd\`"; echo; echo '```'; "$BIN" "$cmd" --help; echo '```'
 done

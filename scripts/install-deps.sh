@@ -7,7 +7,9 @@ PKGS=(build-essential make pkg-config
       openmpi-bin libopenmpi-dev
       libhdf5-openmpi-dev hdf5-tools
       libboost-program-options-dev
-      libgtest-dev nlohmann-json3-dev)
+      libminizip-dev zlib1g-dev
+      libgtest-dev nlohmann-json3-dev
+      slurm-wlm munge gnuplot-nox)   # the jobs/ tests run a real single-node Slurm; `ragtrain plot` draws with gnuplot
 
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
@@ -17,7 +19,8 @@ if command -v dpkg-query >/dev/null 2>&1; then
 else
   echo "ragtrain: not a Debian/Ubuntu system; install the equivalents of:" >&2
   printf '  %s\n' "${PKGS[@]}" >&2
-  echo "  (Open MPI, parallel HDF5 built against it, Boost.Program_options, GoogleTest, nlohmann-json)" >&2
+  echo "  (Open MPI, parallel HDF5 built against it, Boost.Program_options, minizip and zlib, GoogleTest, nlohmann-json;" >&2
+  echo "   Slurm with munge for the jobs/ tests, gnuplot for ragtrain plot)" >&2
   exit 1
 fi
 

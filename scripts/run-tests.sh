@@ -2,7 +2,9 @@
 # Runs every test suite and ends with one line "N passed, N failed, N skipped".
 # usage: scripts/run-tests.sh BUILD_DIR [gpu]
 # Suites: unit (one process), mpi (the same binary under mpirun -np 1..4 --oversubscribe), e2e (the ragtrain binary
-# driven as a user would, bad inputs on several ranks included), gpu (built with CUDA; skipped without a GPU).
+# driven as a user would, bad inputs on several ranks included), jobs (the jobs/ scripts: mpirun launcher, and
+# sbatch on a single-node Slurm the suite starts and stops; skipped with the reason where Slurm is missing),
+# gpu (built with CUDA; skipped without a GPU).
 set -u
 BUILD=${1:-build}
 ONLY=${2:-}
@@ -41,6 +43,32 @@ if [ "$ONLY" != gpu ]; then
     run_suite "mpi np=$np" $MPIRUN -np "$np" "$BUILD/bin/mpi_tests"
   done
   run_suite e2e "$BUILD/bin/e2e_tests"
+fi
+# A script suite prints "[  PASSED  ] name" / "[  FAILED  ] ..." / "[  SKIPPED ] ..." lines and ends with
+# "N passed, N failed, N skipped"; its counts are added as they are (a crash before that line counts as 1 failed).
+run_script_suite() {
+  local label=$1; shift
+  local log; log=$(mktemp)
+  echo "=== $label: $*"
+  local start=$SECONDS
+  "$@" >"$log" 2>&1
+  local rc=$?
+  local last p f s
+  last=$(tail -1 "$log")
+  p=$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1/p')
+  f=$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\2/p')
+  s=$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\3/p')
+  if [ -z "$p" ]; then p=0; f=1; s=0; fi
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+  grep -E '^\[  (FAILED|SKIPPED) +\]' "$log" | head -40
+  [ "$f" -gt 0 ] && { tail -60 "$log"; failures+=("$label"); }
+  echo "--- $label: $p passed, $f failed, $s skipped ($((SECONDS - start)) s)"
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+  rm -f "$log"
+}
+
+if [ "$ONLY" != gpu ]; then
+  run_script_suite jobs "$(dirname "$0")/../tests/slurm/test_jobs.sh" "$BUILD"
 fi
 if [ -x "$BUILD/bin/gpu_tests" ]; then
   run_suite gpu "$BUILD/bin/gpu_tests"

@@ -1,14 +1,19 @@
 // ragtrain: one binary, one subcommand per job; every rank parses, runs and exits with the same code.
 #include <cstdio>
 #include <iostream>
+#include <string>
 
 #include "ragtrain/cli/commands.hpp"
 #include "ragtrain/cli/options.hpp"
 #include "ragtrain/comm/context.hpp"
+#include "ragtrain/comm/signals.hpp"
 #include "ragtrain/core/error.hpp"
 
 int main(int argc, char** argv) {
   using namespace ragtrain;
+  // Only `train` turns SIGTERM/SIGUSR1 into "checkpoint and stop"; every other command keeps their default
+  // (terminate). Installed before MPI_Init, so that the MPI library starts up with them in place.
+  if (argc > 1 && std::string(argv[1]) == "train") install_stop_handlers();
   MpiEnvironment mpi(&argc, &argv);
   Context ctx;
   try {
@@ -17,6 +22,10 @@ int main(int argc, char** argv) {
     collective_phase(ctx, [&] { inv = parse_command_line(argc, argv); });
     if (inv.help) {
       if (ctx.is_root()) std::cout << inv.help_text;
+      return kExitOk;
+    }
+    if (inv.config.print_config) {   // validated like a run, so what it prints is a configuration that runs
+      if (ctx.is_root()) std::cout << inv.config.effective;
       return kExitOk;
     }
     const std::string& cmd = inv.config.command;
@@ -28,6 +37,7 @@ int main(int argc, char** argv) {
     if (cmd == "predict") return run_predict(ctx, inv.config);
     if (cmd == "bench") return run_bench(ctx, inv.config);
     if (cmd == "simulate") return run_simulate(ctx, inv.config);
+    if (cmd == "plot") return run_plot(ctx, inv.config);
     return kExitInternal;
   } catch (const RunAborted& a) {
     return a.code;   // every rank got here together; MpiEnvironment finalizes

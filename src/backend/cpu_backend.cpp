@@ -1,4 +1,4 @@
-// CPU backend and the backend factory.
+// CPU backend, the backend factory and the Backend interface's default restore of optimizer state.
 #include "cpu_backend.hpp"
 
 #include <algorithm>
@@ -67,6 +67,16 @@ std::vector<float> CpuBackend::infer(const Shard& shard) {
     std::copy(o, o + C, out.begin() + p * C);
   }
   return out;
+}
+
+void Backend::set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v, int64_t steps_taken) {
+  Optimizer& opt = optimizer();
+  RT_CHECK(m.size() == opt.m().size() && v.size() == opt.v().size(),
+           "optimizer state of " << m.size() << "+" << v.size() << " values for " << opt.m().size() << "+"
+                                 << opt.v().size());
+  opt.m() = m;
+  opt.v() = v;
+  opt.set_steps_taken(steps_taken);
 }
 
 std::unique_ptr<Backend> make_backend(const ModelShape& shape, const BackendOptions& opts) {

@@ -1,11 +1,13 @@
-// Checkpoint write (atomic, one rank) and validated read.
+// Checkpoint write (atomic, one rank) and validated read, with a CRC-32 per tensor.
 #include "ragtrain/checkpoint/checkpoint.hpp"
 
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 
+#include "ragtrain/checkpoint/checksum.hpp"
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/data/h5.hpp"
 #include "ragtrain/metrics/metrics.hpp"
@@ -14,22 +16,29 @@ namespace ragtrain {
 
 namespace {
 
+const char* const kDamaged = "the checkpoint is damaged or was written for another model; retrain or pick another file "
+                             "(checkpoint-step*.h5 beside it are older complete copies)";
+
+// A float32 tensor with its CRC-32 (of the little-endian bytes) as the dataset attribute "crc32".
 void write_floats(hid_t parent, const std::string& name, const std::vector<int64_t>& shape, const float* data) {
   std::vector<hsize_t> dims(shape.begin(), shape.end());
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
   H5Handle space = h5_space(H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
   H5Handle ds = h5_dataset(H5_CHECK(
       H5Dcreate2(parent, name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
   H5_CHECK(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+  write_int_attr(ds.get(), "crc32", static_cast<int64_t>(crc32_floats(data, count)));
 }
 
-// Reads a float32 dataset that must have exactly `shape`; UserError naming the file and dataset otherwise.
+// Reads a float32 dataset that must have exactly `shape`, and checks its CRC-32 when the file has one
+// (version >= 2). UserError naming the file and dataset otherwise.
 void read_floats(const std::string& path, hid_t file, const std::string& name, const std::vector<int64_t>& shape,
-                 float* out) {
-  const std::string hint = "the checkpoint is damaged or was written for another model; retrain or pick another file";
+                 float* out, bool require_crc) {
   USER_CHECK(H5Lexists(file, name.c_str(), H5P_DEFAULT) > 0, "checkpoint '" << path << "' has no dataset " << name,
-             hint);
+             kDamaged);
   H5Handle ds = h5_dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
-  USER_CHECK(ds, "checkpoint '" << path << "': cannot open " << name, hint);
+  USER_CHECK(ds, "checkpoint '" << path << "': cannot open " << name, kDamaged);
   H5Handle space = h5_space(H5Dget_space(ds.get()));
   const int rank = H5Sget_simple_extent_ndims(space.get());
   std::vector<hsize_t> dims(static_cast<size_t>(std::max(rank, 0)));
@@ -37,24 +46,128 @@ void read_floats(const std::string& path, hid_t file, const std::string& name, c
   bool same = rank == static_cast<int>(shape.size());
   for (size_t i = 0; same && i < shape.size(); ++i) same = static_cast<int64_t>(dims[i]) == shape[i];
   std::string want;
-  for (int64_t d : shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
-  USER_CHECK(same, "checkpoint '" << path << "': " << name << " does not have shape (" << want << ")", hint);
+  int64_t count = 1;
+  for (int64_t d : shape) {
+    want += (want.empty() ? "" : ", ") + std::to_string(d);
+    count *= d;
+  }
+  USER_CHECK(same, "checkpoint '" << path << "': " << name << " does not have shape (" << want << ")", kDamaged);
   H5Handle type = h5_type(H5Dget_type(ds.get()));
   USER_CHECK(H5Tget_class(type.get()) == H5T_FLOAT && H5Tget_size(type.get()) == 4,
-             "checkpoint '" << path << "': " << name << " is " << type_name(type.get()) << ", expected float32", hint);
+             "checkpoint '" << path << "': " << name << " is " << type_name(type.get()) << ", expected float32", kDamaged);
   USER_CHECK(H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0,
-             "checkpoint '" << path << "': reading " << name << " failed", hint);
+             "checkpoint '" << path << "': reading " << name << " failed", kDamaged);
+  const AttrShape crc_attr = attr_shape(ds.get(), "crc32");
+  if (crc_attr.kind == AttrKind::Missing && !require_crc) return;
+  USER_CHECK(crc_attr.kind == AttrKind::Integer && crc_attr.elements == 1,
+             "checkpoint '" << path << "': " << name << " has no integer attribute crc32", kDamaged);
+  const int64_t stored = read_int_attr(ds.get(), "crc32");
+  const uint32_t actual = crc32_floats(out, count);
+  USER_CHECK(stored == static_cast<int64_t>(actual),
+             "checkpoint '" << path << "': " << name << " fails its checksum (stored CRC-32 " << stored << ", data has "
+                            << actual << ")",
+             kDamaged);
 }
 
-int64_t positive_attr(const std::string& path, hid_t file, const char* name) {
-  const AttrShape s = attr_shape(file, name);
+int64_t positive_attr(const std::string& path, hid_t obj, const char* name) {
+  const AttrShape s = attr_shape(obj, name);
   USER_CHECK(s.kind == AttrKind::Integer && s.elements == 1,
              "checkpoint '" << path << "': attribute " << name << " is missing or not an integer",
              "the file was not written by ragtrain train, or is damaged");
-  const int64_t v = read_int_attr(file, name);
+  const int64_t v = read_int_attr(obj, name);
   USER_CHECK(v >= 0, "checkpoint '" << path << "': attribute " << name << " = " << v << " is negative",
              "the file is damaged");
   return v;
+}
+
+std::string string_attr(const std::string& path, hid_t obj, const char* name) {
+  USER_CHECK(attr_shape(obj, name).kind == AttrKind::String,
+             "checkpoint '" << path << "': attribute " << name << " is missing or not a string", kDamaged);
+  return read_string_attr(obj, name);
+}
+
+// float64 scalar attributes: the accumulators are sums of doubles and must come back bit for bit.
+void write_double_attr(hid_t obj, const char* name, double value) {
+  H5Handle space = h5_space(H5_CHECK(H5Screate(H5S_SCALAR)));
+  H5Handle attr = h5_attribute(
+      H5_CHECK(H5Acreate2(obj, name, H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT)));
+  H5_CHECK(H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, &value));
+}
+
+double double_attr(const std::string& path, hid_t obj, const char* name) {
+  const AttrShape s = attr_shape(obj, name);
+  USER_CHECK(s.kind == AttrKind::Float && s.elements == 1,
+             "checkpoint '" << path << "': attribute train_state/" << name << " is missing or not a float", kDamaged);
+  H5Handle attr = h5_attribute(H5_CHECK(H5Aopen(obj, name, H5P_DEFAULT)));
+  double v = 0;
+  H5_CHECK(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &v));
+  USER_CHECK(std::isfinite(v), "checkpoint '" << path << "': train_state/" << name << " = " << v, kDamaged);
+  return v;
+}
+
+void write_position(hid_t f, const Checkpoint& c) {
+  const RunPosition& p = c.position;
+  write_int_attr(f, "steps_per_epoch", p.steps_per_epoch);
+  write_int_attr(f, "global_batch", p.global_batch);
+  write_int_attr(f, "world_size", p.world_size);
+  write_int_attr(f, "batch_per_rank", p.batch_per_rank);
+  write_int_attr(f, "epochs", p.epochs);
+  write_string_attr(f, "rng", "counter-based: every draw is a function of (rng_seed, stream, index); no other state");
+  write_string_attr(f, "rng_seed", std::to_string(p.seed));   // a string: uint64 does not fit HDF5's int64 helpers
+  write_string_attr(f, "schedule", p.schedule);
+  write_int_attr(f, "data_sequences", p.data_sequences);
+  write_int_attr(f, "data_lengths_crc32", static_cast<int64_t>(p.data_lengths_crc32));
+  write_int_attr(f, "complete", p.complete ? 1 : 0);
+  H5Handle g(H5_CHECK(H5Gcreate2(f, "train_state", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)), H5Gclose);
+  const TrainAccumulators& a = c.accumulators;
+  write_double_attr(g.get(), "epoch_loss_sum", a.epoch_loss_sum);
+  write_double_attr(g.get(), "epoch_count", a.epoch_count);
+  write_double_attr(g.get(), "epoch_correct", a.epoch_correct);
+  write_double_attr(g.get(), "interval_loss_sum", a.interval_loss_sum);
+  write_double_attr(g.get(), "interval_count", a.interval_count);
+  write_double_attr(g.get(), "epoch_imbalance_sum", a.epoch_imbalance_sum);
+  write_double_attr(g.get(), "interval_imbalance_sum", a.interval_imbalance_sum);
+  write_double_attr(g.get(), "run_imbalance_sum", a.run_imbalance_sum);
+  write_double_attr(g.get(), "interval_steps", a.interval_steps);
+  write_double_attr(g.get(), "first_loss", a.first_loss);
+}
+
+void read_position(const std::string& path, hid_t f, Checkpoint& c) {
+  RunPosition& p = c.position;
+  p.steps_per_epoch = positive_attr(path, f, "steps_per_epoch");
+  p.global_batch = positive_attr(path, f, "global_batch");
+  p.world_size = positive_attr(path, f, "world_size");
+  p.batch_per_rank = positive_attr(path, f, "batch_per_rank");
+  p.epochs = positive_attr(path, f, "epochs");
+  const std::string seed = string_attr(path, f, "rng_seed");
+  std::istringstream in(seed);
+  USER_CHECK((in >> p.seed) && in.eof(), "checkpoint '" << path << "': attribute rng_seed = '" << seed << "'", kDamaged);
+  p.schedule = string_attr(path, f, "schedule");
+  p.data_sequences = positive_attr(path, f, "data_sequences");
+  p.data_lengths_crc32 = static_cast<uint32_t>(positive_attr(path, f, "data_lengths_crc32"));
+  p.complete = positive_attr(path, f, "complete") != 0;
+  USER_CHECK(p.steps_per_epoch > 0 && p.global_batch == p.world_size * p.batch_per_rank && p.world_size > 0 &&
+                 c.step <= p.epochs * p.steps_per_epoch && c.epoch == c.step / p.steps_per_epoch,
+             "checkpoint '" << path << "': inconsistent position (step " << c.step << ", epoch " << c.epoch
+                            << ", steps_per_epoch " << p.steps_per_epoch << ", global_batch " << p.global_batch << " = "
+                            << p.world_size << " x " << p.batch_per_rank << ")",
+             kDamaged);
+  USER_CHECK(H5Lexists(f, "train_state", H5P_DEFAULT) > 0, "checkpoint '" << path << "' has no group train_state",
+             kDamaged);
+  H5Handle g(H5Gopen2(f, "train_state", H5P_DEFAULT), H5Gclose);
+  USER_CHECK(g, "checkpoint '" << path << "': cannot open train_state", kDamaged);
+  TrainAccumulators& a = c.accumulators;
+  a.epoch_loss_sum = double_attr(path, g.get(), "epoch_loss_sum");
+  a.epoch_count = double_attr(path, g.get(), "epoch_count");
+  a.epoch_correct = double_attr(path, g.get(), "epoch_correct");
+  a.interval_loss_sum = double_attr(path, g.get(), "interval_loss_sum");
+  a.interval_count = double_attr(path, g.get(), "interval_count");
+  a.epoch_imbalance_sum = double_attr(path, g.get(), "epoch_imbalance_sum");
+  a.interval_imbalance_sum = double_attr(path, g.get(), "interval_imbalance_sum");
+  a.run_imbalance_sum = double_attr(path, g.get(), "run_imbalance_sum");
+  a.interval_steps = double_attr(path, g.get(), "interval_steps");
+  a.first_loss = double_attr(path, g.get(), "first_loss");
+  c.resumable = true;
 }
 
 }  // namespace
@@ -80,7 +193,9 @@ void write_checkpoint(const std::string& path, const Checkpoint& c) {
     write_string_attr(f, "config", c.config);
     write_string_attr(f, "optimizer", c.optimizer);
     write_int_attr(f, "optimizer_steps", c.optimizer_steps);
+    write_string_attr(f, "checksum", "crc32: every dataset's attribute crc32 = zlib.crc32 of its little-endian float32 bytes");
     if (!c.class_names.empty()) write_string_array_attr(f, "class_names", c.class_names);
+    if (c.resumable) write_position(f, c);
 
     // Parameters under PyTorch's state_dict names (lstm.weight_ih_l0, ..., fc.bias) and shapes.
     const hid_t g = H5_CHECK(H5Gcreate2(f, "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
@@ -109,18 +224,19 @@ Checkpoint read_checkpoint(const std::string& path) {
   H5QuietErrors quiet;
   const std::string hint = "pass a checkpoint.h5 written by `ragtrain train`";
   USER_CHECK(::access(path.c_str(), R_OK) == 0, "checkpoint '" << path << "' does not exist or is not readable", hint);
-  USER_CHECK(H5Fis_hdf5(path.c_str()) > 0, "checkpoint '" << path << "' is not an HDF5 file", hint);
+  USER_CHECK(H5Fis_hdf5(path.c_str()) > 0, "checkpoint '" << path << "' is not an HDF5 file (or is truncated)", hint);
   H5Handle file = h5_file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   USER_CHECK(file, "checkpoint '" << path << "' cannot be opened", hint);
   const hid_t f = file.get();
   USER_CHECK(attr_shape(f, "format").kind == AttrKind::String && read_string_attr(f, "format") == kCheckpointFormat,
              "'" << path << "' is not a ragtrain checkpoint (attribute format != " << kCheckpointFormat << ")", hint);
-  const int64_t version = positive_attr(path, f, "version");
-  USER_CHECK(version == kCheckpointVersion,
-             "checkpoint '" << path << "' has version " << version << ", this ragtrain reads version "
+  Checkpoint c;
+  c.version = positive_attr(path, f, "version");
+  USER_CHECK(c.version == 1 || c.version == kCheckpointVersion,
+             "checkpoint '" << path << "' has version " << c.version << ", this ragtrain reads versions 1 and "
                             << kCheckpointVersion,
              "use the ragtrain release that wrote it, or retrain");
-  Checkpoint c;
+  const bool v2 = c.version >= 2;
   const std::string task = attr_shape(f, "task").kind == AttrKind::String ? read_string_attr(f, "task") : "";
   USER_CHECK(task == "classification" || task == "regression",
              "checkpoint '" << path << "': attribute task is '" << task << "'", "the file is damaged");
@@ -137,29 +253,43 @@ Checkpoint read_checkpoint(const std::string& path) {
   if (attr_shape(f, "optimizer").kind == AttrKind::String) c.optimizer = read_string_attr(f, "optimizer");
   if (attr_shape(f, "optimizer_steps").kind == AttrKind::Integer) c.optimizer_steps = positive_attr(path, f, "optimizer_steps");
   if (attr_shape(f, "class_names").kind == AttrKind::String) c.class_names = read_string_array_attr(f, "class_names");
+  if (v2 && attr_shape(f, "steps_per_epoch").kind != AttrKind::Missing) read_position(path, f, c);
 
   const ParamLayout layout(c.shape);
   c.params.resize(static_cast<size_t>(layout.total()));
   for (const ParamTensor& t : layout.tensors())
-    read_floats(path, f, "params/" + t.name, t.shape, c.params.data() + t.offset);
+    read_floats(path, f, "params/" + t.name, t.shape, c.params.data() + t.offset, v2);
   if (H5Lexists(f, "optimizer", H5P_DEFAULT) > 0) {
     c.opt_m.resize(c.params.size());
-    read_floats(path, f, "optimizer/m", {layout.total()}, c.opt_m.data());
+    read_floats(path, f, "optimizer/m", {layout.total()}, c.opt_m.data(), v2);
     if (H5Lexists(f, "optimizer/v", H5P_DEFAULT) > 0) {
       c.opt_v.resize(c.params.size());
-      read_floats(path, f, "optimizer/v", {layout.total()}, c.opt_v.data());
+      read_floats(path, f, "optimizer/v", {layout.total()}, c.opt_v.data(), v2);
     }
   }
   if (H5Lexists(f, "normalization", H5P_DEFAULT) > 0) {
     c.feature_mean.resize(static_cast<size_t>(c.shape.input_size));
     c.feature_std.resize(static_cast<size_t>(c.shape.input_size));
-    read_floats(path, f, "normalization/mean", {c.shape.input_size}, c.feature_mean.data());
-    read_floats(path, f, "normalization/std", {c.shape.input_size}, c.feature_std.data());
+    read_floats(path, f, "normalization/mean", {c.shape.input_size}, c.feature_mean.data(), v2);
+    read_floats(path, f, "normalization/std", {c.shape.input_size}, c.feature_std.data(), v2);
     for (float v : c.feature_std)
       USER_CHECK(std::isfinite(v) && v > 0, "checkpoint '" << path << "': normalization/std holds " << v,
                  "the file is damaged; retrain");
   }
   return c;
+}
+
+std::vector<std::pair<std::string, std::string>> parse_effective_config(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t eq = line.find(" = ");
+    if (eq == std::string::npos) continue;
+    out.emplace_back(line.substr(0, eq), line.substr(eq + 3));
+  }
+  return out;
 }
 
 }  // namespace ragtrain

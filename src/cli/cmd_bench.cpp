@@ -1,5 +1,6 @@
 // `ragtrain bench`: a fixed number of timed training steps after a warm-up, on synthetic data in memory or a
 // file; prints a '#'-commented table and writes JSON. Same step code as `train`.
+#include <algorithm>
 #include <cstdio>
 
 #include "ragtrain/backend/backend.hpp"
@@ -8,11 +9,13 @@
 #include "ragtrain/data/dataset.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/metrics/metrics.hpp"
+#include "ragtrain/metrics/provenance.hpp"
 #include "ragtrain/train/step.hpp"
 
 namespace ragtrain {
 
 int run_bench(const Context& ctx, const RunConfig& cfg) {
+  const std::string started_at = utc_now();
   // Data: the rank's own columns of the schedule, from the file or from the same synthetic set on every rank.
   DatasetInfo info;
   RaggedData data;
@@ -58,6 +61,7 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
 
   // Steps walk the schedule epoch by epoch, exactly as training does.
   std::vector<int64_t> positions;
+  std::vector<double> losses;   // (warmup + steps) mean loss of every global step, for the validity flag
   int64_t epoch = 0, step_in_epoch = 0;
   Schedule::Epoch order = schedule.epoch(0);
   auto one_step = [&](RankCounters& c) {
@@ -66,7 +70,8 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
       step_in_epoch = 0;
     }
     index.positions(order, step_in_epoch++, ctx.rank, positions, c);
-    train_step(*backend, positions, static_cast<float>(cfg.lr), c);
+    const StepTotals t = train_step(*backend, positions, static_cast<float>(cfg.lr), c);
+    losses.push_back(t.loss_sum / t.count);   // host values the step returned anyway: no extra synchronisation
   };
 
   RankCounters warm;
@@ -84,6 +89,15 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
   double slowest = seconds;
   MPI_CHECK(MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, ctx.world));
   const std::vector<RankCounters> all = gather_counters(ctx, mine);
+  // Validity: the mean loss of the last tenth of the steps below that of the first tenth, all ranks identical.
+  const size_t window = std::max<size_t>(1, losses.size() / 10);
+  double first_loss = 0, last_loss = 0;
+  for (size_t i = 0; i < window; ++i) {
+    first_loss += losses[i] / static_cast<double>(window);
+    last_loss += losses[losses.size() - window + i] / static_cast<double>(window);
+  }
+  const Json validity = check_validity(ctx, backend->params(), first_loss, last_loss);
+  const Json provenance = collect_provenance(ctx, cfg, backend->name(), started_at);
 
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
@@ -132,7 +146,14 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
                 {"phase_us_per_step_rank0", phase_json},
                 {"timings", Json{{"compute_s", spread(all, &RankCounters::compute_s)},
                                  {"comm_s", spread(all, &RankCounters::comm_s)}}},
-                {"config", cfg.effective}};
+                {"valid", validity["valid"]},
+                {"validity", validity},
+                {"config", cfg.effective},
+                {"provenance", provenance}};
+    std::printf("# validity: %s (loss %.4f -> %.4f, finite %s, falling %s, ranks agree %s)\n",
+                validity["valid"].get<bool>() ? "OK" : "FAILED", first_loss, last_loss,
+                validity["loss_finite"].get<bool>() ? "yes" : "no", validity["loss_falling"].get<bool>() ? "yes" : "no",
+                validity["ranks_agree"].get<bool>() ? "yes" : "no");
     if (!cfg.out.empty()) write_json_atomic(cfg.out, result);
     std::fflush(stdout);
   });

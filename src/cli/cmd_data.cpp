@@ -1,10 +1,14 @@
 // `ragtrain gen`, `convert` and `inspect`: making and checking data files. Serial work, done by rank 0.
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "ragtrain/cli/commands.hpp"
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/data/dataset.hpp"
+#include "ragtrain/data/format.hpp"
 
 namespace ragtrain {
 
@@ -30,15 +34,86 @@ int run_gen(const Context& ctx, const RunConfig& cfg) {
   return kExitOk;
 }
 
+namespace {
+
+enum class InputKind { Ts, Npz, CsvFolder };
+
+// What `convert` reads, from the path alone: a folder is CSV files, otherwise the extension decides.
+InputKind input_kind(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return InputKind::CsvFolder;
+  std::string ext = std::filesystem::path(path).extension().string();
+  for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (ext == ".npz") return InputKind::Npz;
+  if (ext == ".ts") return InputKind::Ts;
+  USER_CHECK(std::filesystem::exists(path, ec), path << ": no such file or folder", "check the INPUT path");
+  throw UserError(RT_MSG(path << ": cannot tell what this is from its name; expected a .ts file, a .npz file or a "
+                                 "folder of CSV files"),
+                  "rename the file to end in .ts or .npz, or pass the folder that holds the CSV files");
+}
+
+std::string joined(const std::vector<std::string>& items, size_t max_items) {
+  std::string s;
+  for (size_t i = 0; i < items.size() && i < max_items; ++i) s += (i ? ", " : "") + items[i];
+  if (items.size() > max_items) s += ", ... (" + std::to_string(items.size() - max_items) + " more)";
+  return s;
+}
+
+}  // namespace
+
 int run_convert(const Context& ctx, const RunConfig& cfg) {
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
-    const RaggedData data = read_ts_file(cfg.input);
+    const InputKind kind = input_kind(cfg.input);
+    USER_CHECK(kind == InputKind::CsvFolder || cfg.labels.empty(),
+               "--labels " << cfg.labels << ": labels files are for a folder of CSV files; " << cfg.input
+                           << " holds its own labels",
+               "leave --labels out");
+    USER_CHECK(kind != InputKind::Ts || (!cfg.regression && cfg.class_names_from.empty()),
+               cfg.input << ": a .ts file declares its task and classes in its header (@classLabel, @targetLabel); "
+                            "--regression and --class-names-from do not apply",
+               "leave them out");
+    ImportOptions opts;
+    opts.regression = cfg.regression;
+    if (!cfg.class_names_from.empty()) {
+      // Only the header of the reference file is read (its attributes and offsets), on this rank alone.
+      const DatasetInfo ref = read_dataset_info(cfg.class_names_from, MPI_COMM_SELF);
+      USER_CHECK(ref.task == Task::Classification,
+                 "--class-names-from " << cfg.class_names_from << ": is a regression data set; it has no classes",
+                 "pass the converted training set of a classification task");
+      opts.class_names = ref.class_names;
+      for (int64_t c = static_cast<int64_t>(opts.class_names.size()); c < ref.num_outputs; ++c)
+        opts.class_names.push_back(std::to_string(c));   // a file without class_names: its classes are the ids
+      opts.class_names_source = cfg.class_names_from;
+    }
+
+    ImportLog log;
+    const RaggedData data = kind == InputKind::Ts    ? read_ts_file(cfg.input)
+                            : kind == InputKind::Npz ? read_npz_file(cfg.input, opts, &log)
+                                                     : read_csv_folder(cfg.input, cfg.labels, opts, &log);
+    if (cfg.verbose)
+      for (const std::string& r : log.read) std::printf("read %s\n", r.c_str());
+    if (!cfg.quiet && !log.ignored.empty())
+      std::printf("ignored %zu %s: %s\n", log.ignored.size(), kind == InputKind::Npz ? "array(s)" : "file(s)",
+                  joined(log.ignored, cfg.verbose ? log.ignored.size() : 5).c_str());
     write_dataset(cfg.output, data);
-    if (!cfg.quiet)
-      std::printf("wrote %s: %lld sequences, F=%lld, %lld classes\n", cfg.output.c_str(),
+    if (!cfg.quiet) {
+      int64_t shortest = data.offsets[1], longest = 0;
+      for (int64_t i = 0; i < data.num_sequences(); ++i) {
+        const int64_t n = data.offsets[static_cast<size_t>(i + 1)] - data.offsets[static_cast<size_t>(i)];
+        shortest = std::min(shortest, n);
+        longest = std::max(longest, n);
+      }
+      std::string task;
+      if (data.task == Task::Classification)
+        task = std::to_string(data.num_outputs) + " classes" +
+               (data.class_names.empty() ? "" : " (" + joined(data.class_names, 10) + ")");
+      else
+        task = "regression, " + std::to_string(data.num_outputs) + " target(s)";
+      std::printf("wrote %s: %lld sequences, F=%lld, lengths %lld..%lld, %s\n", cfg.output.c_str(),
                   static_cast<long long>(data.num_sequences()), static_cast<long long>(data.num_features),
-                  static_cast<long long>(data.num_outputs));
+                  static_cast<long long>(shortest), static_cast<long long>(longest), task.c_str());
+    }
   });
   return kExitOk;
 }

@@ -1,8 +1,10 @@
 // `ragtrain eval` and `ragtrain predict`: a checkpoint applied to a data set, each rank scoring a block of it.
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 
 #include "ragtrain/backend/backend.hpp"
 #include "ragtrain/backend/cpu_lstm.hpp"
@@ -11,8 +13,11 @@
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/normalization.hpp"
+#include "ragtrain/metrics/confusion.hpp"
 #include "ragtrain/metrics/evaluation.hpp"
 #include "ragtrain/metrics/metrics.hpp"
+#include "ragtrain/metrics/target_errors.hpp"
+#include "ragtrain/metrics/units.hpp"
 #include "ragtrain/schedule/schedule.hpp"
 
 namespace ragtrain {
@@ -24,6 +29,7 @@ struct Applied {
   DatasetInfo info;
   Shard shard;
   std::vector<float> outputs;   // (shard.size(), outputs)
+  std::string backend;          // its name, for --verbose
 };
 
 // Loads the checkpoint and this rank's block of the data, checks they fit, runs the model.
@@ -55,29 +61,91 @@ Applied apply_checkpoint(const Context& ctx, const RunConfig& cfg) {
   collective_phase(ctx, [&] { backend = make_backend(a.ckpt.shape, opts); });
   backend->set_params(a.ckpt.params);
   a.outputs = backend->infer(a.shard);
+  a.backend = backend->name();
   return a;
+}
+
+// --verbose: the model and how the sequences were spread over the ranks (collective: every rank calls it).
+void describe(const Context& ctx, const RunConfig& cfg, const Applied& a) {
+  if (!cfg.verbose) return;
+  const int64_t mine[2] = {a.shard.size(), a.shard.timesteps()};
+  std::vector<int64_t> all(ctx.is_root() ? 2 * static_cast<size_t>(ctx.size) : 0);
+  MPI_CHECK(MPI_Gather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, 0, ctx.world));
+  if (!ctx.is_root()) return;
+  const ModelShape& m = a.ckpt.shape;
+  std::printf("# model: LSTM(input %lld, hidden %lld, layers %lld) + Linear(%lld -> %lld), %s parameters, %s, "
+              "normalisation %s, backend %s\n",
+              static_cast<long long>(m.input_size), static_cast<long long>(m.hidden), static_cast<long long>(m.layers),
+              static_cast<long long>(m.hidden), static_cast<long long>(m.outputs),
+              si_number(static_cast<double>(a.ckpt.params.size())).c_str(), task_name(m.task),
+              a.ckpt.feature_mean.empty() ? "off" : "from the training set", a.backend.c_str());
+  for (int r = 0; r < ctx.size; ++r)
+    std::printf("# rank %d: %lld sequences, %lld timesteps\n", r, static_cast<long long>(all[2 * static_cast<size_t>(r)]),
+                static_cast<long long>(all[2 * static_cast<size_t>(r) + 1]));
+}
+
+// Sums an int64 array over the ranks in place, in pieces that fit MPI's int count.
+void allreduce_sum(std::vector<int64_t>& v, MPI_Comm comm) {
+  for (size_t at = 0; at < v.size(); at += INT_MAX / 2)
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data() + at, static_cast<int>(std::min<size_t>(INT_MAX / 2, v.size() - at)),
+                            MPI_INT64_T, MPI_SUM, comm));
 }
 
 }  // namespace
 
 int run_eval(const Context& ctx, const RunConfig& cfg) {
   const Applied a = apply_checkpoint(ctx, cfg);
+  if (ctx.is_root())
+    std::printf("# eval %s on %s (%lld sequences, %d rank%s)\n", cfg.checkpoint.c_str(), cfg.data.c_str(),
+                static_cast<long long>(a.info.num_sequences), ctx.size, ctx.size == 1 ? "" : "s");
+  describe(ctx, cfg, a);
   const EvalTotals t = allreduce(score(a.shard, a.outputs), ctx.world);
-  if (ctx.is_root()) {
-    std::printf("# eval %s on %s (%lld sequences, %d ranks)\n", cfg.checkpoint.c_str(), cfg.data.c_str(),
-                static_cast<long long>(t.count), ctx.size);
-    if (a.info.task == Task::Classification)
-      std::printf("loss %.6f\naccuracy %.4f (%lld/%lld)\n", t.loss(), t.accuracy(), static_cast<long long>(t.correct),
-                  static_cast<long long>(t.count));
+  const int64_t C = a.ckpt.shape.outputs;
+  const bool classification = a.info.task == Task::Classification;
+
+  // Per-class counts and per-target sums of this rank's block, added over all ranks.
+  ConfusionMatrix confusion(classification ? C : 1);
+  TargetErrors errors(classification ? 1 : C);
+  for (int64_t p = 0; p < a.shard.size(); ++p) {
+    const float* out = a.outputs.data() + p * C;
+    if (classification)
+      confusion.add(a.shard.labels[static_cast<size_t>(p)], argmax(out, C));
     else
-      std::printf("mse %.6f\nmae %.6f\n", t.loss(), t.mae());
-    std::fflush(stdout);
+      errors.add(out, a.shard.target(p));
   }
+  if (classification) {
+    allreduce_sum(confusion.counts(), ctx.world);
+  } else {
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, errors.sums().data(), static_cast<int>(errors.sums().size()), MPI_DOUBLE,
+                            MPI_SUM, ctx.world));
+  }
+
+  collective_phase(ctx, [&] {
+    if (!ctx.is_root()) return;
+    if (classification) {
+      std::printf("loss %.6f\naccuracy %.4f (%lld/%lld)\n", t.loss(), confusion.accuracy(),
+                  static_cast<long long>(confusion.correct()), static_cast<long long>(confusion.total()));
+      if (!cfg.quiet) std::printf("\n%s", format_classification_report(confusion, a.ckpt.class_names).c_str());
+    } else {
+      std::printf("mse %.6f\nmae %.6f\n", errors.mse(), errors.mae());
+      if (!cfg.quiet) std::printf("\n%s", format_regression_report(errors).c_str());
+    }
+    if (!cfg.out.empty()) {
+      Json j{{"checkpoint", cfg.checkpoint}, {"data", cfg.data},
+             {"task", task_name(a.info.task)}, {"sequences", static_cast<int64_t>(t.count)},
+             {"ranks", ctx.size},           {"loss", t.loss()}};
+      j.update(classification ? classification_json(confusion, a.ckpt.class_names) : regression_json(errors));
+      write_json_atomic(cfg.out, j);
+      if (!cfg.quiet) std::printf("\nwrote %s\n", cfg.out.c_str());
+    }
+    std::fflush(stdout);
+  });
   return kExitOk;
 }
 
 int run_predict(const Context& ctx, const RunConfig& cfg) {
   const Applied a = apply_checkpoint(ctx, cfg);
+  describe(ctx, cfg, a);
   const int64_t C = a.ckpt.shape.outputs;
 
   // Blocks are contiguous and in rank order, so gathering in rank order gives the file's order.

@@ -1,17 +1,25 @@
-// `ragtrain train`: read shards, train data-parallel, validate every epoch, write metrics, summary, checkpoint.
-// Reads top to bottom like the data path: config -> data -> schedule -> shards -> backend -> loop -> report.
+// `ragtrain train`: read shards, train data-parallel, validate every epoch, write metrics, checkpoints, summary.
+// Reads top to bottom like the data path: config -> data -> schedule -> (resume) -> shards -> backend -> loop
+// (step, log, epoch end, agreement on signals and checkpoints) -> report.
 #include <cstdio>
+#include <fstream>
+#include <filesystem>
 #include <iostream>
 
 #include "ragtrain/backend/backend.hpp"
 #include "ragtrain/checkpoint/checkpoint.hpp"
+#include "ragtrain/checkpoint/checksum.hpp"
+#include "ragtrain/checkpoint/resume.hpp"
+#include "ragtrain/checkpoint/rotation.hpp"
 #include "ragtrain/cli/commands.hpp"
+#include "ragtrain/comm/signals.hpp"
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/normalization.hpp"
 #include "ragtrain/data/shard.hpp"
 #include "ragtrain/metrics/evaluation.hpp"
 #include "ragtrain/metrics/metrics.hpp"
+#include "ragtrain/metrics/provenance.hpp"
 #include "ragtrain/schedule/schedule.hpp"
 #include "ragtrain/train/step.hpp"
 
@@ -51,10 +59,30 @@ void print_spread_row(const char* name, const Json& s) {
               s["max"].get<double>());
 }
 
+uint32_t lengths_crc32(const std::vector<int64_t>& lengths) {
+  return crc32(lengths.data(), lengths.size() * sizeof(int64_t));
+}
+
+// The step checkpoints already in --out must all be older than where this run starts (`step`, -1 for a fresh
+// run): newer ones belong to another run or to a continuation being abandoned, and rotation, which keeps the
+// highest step numbers, would delete the new checkpoints instead of them.
+void check_no_newer_checkpoints(const std::string& out, int64_t step) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(out, ec)) return;
+  for (const StepCheckpoint& s : list_step_checkpoints(out)) {
+    USER_CHECK(step >= 0, "--out " << out << " holds the checkpoints of an earlier run (" << s.path << ")",
+               "continue that run with --resume " << out << ", or start afresh in another (or an emptied) --out folder");
+    USER_CHECK(s.step <= step,
+               "--out " << out << " holds " << s.path << ", newer than the resume point (step " << step << ")",
+               "resume from the newest checkpoint (--resume " << out << "), or write to another --out folder");
+  }
+}
+
 }  // namespace
 
 int run_train(const Context& ctx, const RunConfig& cfg) {
   Stopwatch wall;
+  const std::string started_at = utc_now();
   const bool talk = ctx.is_root() && !cfg.quiet;
   if (talk) {
     std::printf("# effective configuration (%d ranks)\n%s", ctx.size, cfg.effective.c_str());
@@ -77,6 +105,55 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
   // Which sequences this rank owns for the whole run, then only those are read.
   const std::vector<int64_t> lengths = train_info.lengths();
   const Schedule schedule(lengths, ctx.size, cfg.batch_per_rank, cfg.seed, parse_schedule_kind(cfg.schedule));
+  const int64_t steps_per_epoch = schedule.steps_per_epoch();
+  const int64_t total_steps = cfg.epochs * steps_per_epoch;
+  const ModelShape shape{train_info.num_features, cfg.hidden, cfg.layers, train_info.num_outputs, train_info.task};
+
+  // Resume: every rank reads the checkpoint and checks that it continues this run (the same verdict everywhere).
+  const bool resuming = !cfg.resume.empty();
+  std::string resume_path;
+  Checkpoint from;
+  ResumePlan plan;
+  if (resuming) {
+    collective_phase(ctx, [&] {
+      resume_path = resolve_resume_path(cfg.resume);
+      from = read_checkpoint(resume_path);
+      ResumeTarget target;
+      target.shape = shape;
+      target.world_size = ctx.size;
+      target.batch_per_rank = cfg.batch_per_rank;
+      target.steps_per_epoch = steps_per_epoch;
+      target.epochs = cfg.epochs;
+      target.seed = cfg.seed;
+      target.schedule = cfg.schedule;
+      target.data_sequences = train_info.num_sequences;
+      target.data_lengths_crc32 = lengths_crc32(lengths);
+      target.effective_config = cfg.effective;
+      plan = plan_resume(resume_path, from, target);
+      USER_CHECK(!from.opt_m.empty(), "checkpoint '" << resume_path << "' holds no optimizer state",
+                 "the file is damaged; resume from another checkpoint");
+      USER_CHECK(!cfg.normalize || !from.feature_mean.empty(),
+                 "checkpoint '" << resume_path << "' holds no normalization, this run has --normalize",
+                 "resume with the options of the run that wrote it");
+      if (ctx.is_root() && !plan.finished) check_no_newer_checkpoints(cfg.out, plan.step);
+    });
+    if (talk) {
+      std::printf("%s\n", plan.message.c_str());
+      std::fflush(stdout);
+    }
+    if (plan.finished) {
+      if (talk)
+        std::printf("# nothing to train: the checkpoint is at the last step of --epochs %lld; raise --epochs to go on\n",
+                    static_cast<long long>(cfg.epochs));
+      return kExitOk;
+    }
+  }
+
+  if (!resuming)
+    collective_phase(ctx, [&] {
+      if (ctx.is_root()) check_no_newer_checkpoints(cfg.out, -1);
+    });
+
   Shard train, val;
   collective_phase(ctx, [&] { train = read_shard(train_info, schedule.rank_sequences(ctx.rank), ctx.world); });
   if (has_val)
@@ -85,23 +162,46 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
     });
   run.io_s += io.seconds();
 
-  // Standardisation uses training statistics only, over every rank's shard, so validation stays held out.
+  // Standardisation uses training statistics only, over every rank's shard, so validation stays held out. A
+  // resumed run keeps the statistics the model was trained with.
   FeatureScaling scaling;
   if (cfg.normalize) {
-    scaling = compute_scaling(train, ctx.world);
+    scaling = resuming ? FeatureScaling{from.feature_mean, from.feature_std} : compute_scaling(train, ctx.world);
     apply_scaling(scaling, train);
     apply_scaling(scaling, val);
   }
 
-  // Output folder only once the inputs are known to be good: a bad input leaves nothing behind.
+  // Output folder only once the inputs are known to be good: a bad input leaves nothing behind. A resumed run
+  // appends to the folder's metrics.jsonl, without the records of steps it is about to redo.
   JsonlWriter log;
+  std::ofstream order_csv;   // --write-order: epoch,step,slot,sequence of every trained slot (rank 0)
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
     ensure_output_dir(cfg.out);
-    log.open(cfg.out + "/metrics.jsonl");
+    const std::string path = cfg.out + "/metrics.jsonl";
+    if (cfg.write_order) {
+      order_csv.open(cfg.out + "/order.csv", resuming ? std::ios::app : std::ios::trunc);
+      USER_CHECK(order_csv.good(), "cannot create '" << cfg.out << "/order.csv'", "choose a writable --out folder");
+      if (!resuming) order_csv << "epoch,step,slot,sequence\n";
+    }
+    if (!resuming) {
+      log.open(path);
+      return;
+    }
+    const int64_t dropped = keep_records_through_step(path, plan.step);
+    log.open(path, /*append=*/true);
+    log.write(Json{{"event", "resume"},
+                   {"step", plan.step},
+                   {"epoch", plan.epoch + 1},
+                   {"checkpoint", resume_path},
+                   {"checkpoint_world_size", from.position.world_size},
+                   {"checkpoint_batch_per_rank", from.position.batch_per_rank},
+                   {"world_size", ctx.size},
+                   {"batch_per_rank", cfg.batch_per_rank},
+                   {"dropped_records", dropped},
+                   {"time", utc_now()}});
   });
 
-  const ModelShape shape{train_info.num_features, cfg.hidden, cfg.layers, train_info.num_outputs, train_info.task};
   const ParamLayout layout(shape);
   BackendOptions bopts;
   bopts.device = cfg.device;
@@ -110,13 +210,31 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
   bopts.local_rank = ctx.local_rank;
   std::unique_ptr<Backend> backend;
   collective_phase(ctx, [&] { backend = make_backend(shape, bopts); });
-  backend->set_params(init_params(layout, cfg.seed));
+  if (resuming) {
+    backend->set_params(from.params);
+    backend->set_optimizer_state(from.opt_m, from.opt_v, from.optimizer_steps);
+  } else if (!cfg.init_from.empty()) {
+    // Weights from elsewhere (e.g. PyTorch via tools/torch_interop.py); --resume, which restores the whole run,
+    // takes precedence over it.
+    Checkpoint init;
+    collective_phase(ctx, [&] {
+      init = read_checkpoint(cfg.init_from);
+      USER_CHECK(init.shape == shape,
+                 "--init-from '" << cfg.init_from << "' holds a model with input " << init.shape.input_size
+                                 << ", hidden " << init.shape.hidden << ", layers " << init.shape.layers << ", outputs "
+                                 << init.shape.outputs << "; this run needs input " << shape.input_size << ", hidden "
+                                 << shape.hidden << ", layers " << shape.layers << ", outputs " << shape.outputs,
+                 "match --hidden/--layers to the checkpoint, or train from scratch");
+    });
+    backend->set_params(init.params);
+  } else {
+    backend->set_params(init_params(layout, cfg.seed));
+  }
   backend->set_train_shard(train);
 
   const ShardIndex index(train);
 
-  const int64_t steps_per_epoch = schedule.steps_per_epoch();
-  LrSchedule lr_schedule{cfg.lr, cfg.warmup_steps, cfg.lr_decay, cfg.lr_final_fraction, cfg.epochs * steps_per_epoch};
+  LrSchedule lr_schedule{cfg.lr, cfg.warmup_steps, cfg.lr_decay, cfg.lr_final_fraction, total_steps};
   if (talk) {
     std::printf("# ragtrain train: %lld sequences (F=%lld, %s, %lld %s) on %d ranks x %lld per step = %lld steps/epoch, "
                 "backend %s, %lld parameters\n",
@@ -128,131 +246,203 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
     std::fflush(stdout);
   }
 
-  int64_t step = 0;
+  // Running sums; a resumed run starts from the checkpoint's, so its records equal an uninterrupted run's.
+  int64_t step = resuming ? plan.step : 0;
+  TrainAccumulators acc = resuming ? from.accumulators : TrainAccumulators{};
   double last_train_loss = 0, last_train_acc = 0;
   EvalTotals last_val;
   RankCounters interval;
-  double interval_loss = 0, interval_count = 0;
-  // Length imbalance 1 - mean/max of per-rank timesteps: a pure function of the schedule, so rank 0 computes it
-  // for every step without communication.
-  double interval_imbalance = 0, run_imbalance = 0;
-  int64_t interval_steps = 0;
-  Stopwatch interval_clock;
+  Stopwatch interval_clock, epoch_clock;
+  Stopwatch since_checkpoint;   // rank 0's clock for --checkpoint-minutes
   std::vector<int64_t> positions(static_cast<size_t>(cfg.batch_per_rank));
+  Schedule::Epoch order;
+  int64_t order_epoch = -1;
 
-  for (int64_t epoch = 0; epoch < cfg.epochs; ++epoch) {
-    const Schedule::Epoch order = schedule.epoch(epoch);
-    double epoch_loss = 0, epoch_count = 0, epoch_correct = 0, epoch_imbalance = 0;
-    Stopwatch epoch_clock;
-    for (int64_t s = 0; s < steps_per_epoch; ++s, ++step) {
-      index.positions(order, s, ctx.rank, positions, interval);
-      const float lr = static_cast<float>(lr_schedule.at(step));
-      const StepTotals tot = train_step(*backend, positions, lr, interval);
+  // Everything a checkpoint holds at the current step boundary (rank 0 only: other ranks hold the same).
+  auto snapshot = [&](bool complete) {
+    Checkpoint c;
+    c.shape = shape;
+    c.params = backend->params();
+    c.class_names = train_info.class_names;
+    c.epoch = step / steps_per_epoch;
+    c.step = step;
+    c.config = cfg.effective;
+    c.optimizer = cfg.optimizer;
+    Optimizer& opt = backend->optimizer();
+    c.optimizer_steps = opt.steps_taken();
+    c.opt_m = opt.m();
+    c.opt_v = opt.v();
+    c.feature_mean = scaling.mean;
+    c.feature_std = scaling.std;
+    c.resumable = true;
+    c.position.steps_per_epoch = steps_per_epoch;
+    c.position.global_batch = schedule.global_batch();
+    c.position.world_size = ctx.size;
+    c.position.batch_per_rank = cfg.batch_per_rank;
+    c.position.epochs = cfg.epochs;
+    c.position.seed = cfg.seed;
+    c.position.schedule = cfg.schedule;
+    c.position.data_sequences = train_info.num_sequences;
+    c.position.data_lengths_crc32 = lengths_crc32(lengths);
+    c.position.complete = complete;
+    c.accumulators = acc;
+    return c;
+  };
+  // Collective: rank 0 writes, every rank learns whether it worked (a full disk stops all ranks with code 2).
+  int64_t saved_step = resuming ? plan.step : -1;
+  std::string saved_path = resuming ? resume_path : "";
+  auto save = [&](const char* reason, bool complete) {
+    Stopwatch t;
+    collective_phase(ctx, [&] {
+      if (!ctx.is_root()) return;
+      saved_path = save_checkpoint(cfg.out, snapshot(complete), cfg.keep);
+      log.write(Json{{"event", "checkpoint"}, {"step", step}, {"reason", reason}, {"path", saved_path},
+                     {"seconds", t.seconds()}});
+    });
+    saved_step = step;
+    since_checkpoint.restart();
+    run.io_s += t.seconds();
+  };
 
-      epoch_loss += tot.loss_sum;
-      epoch_count += tot.count;
-      epoch_correct += tot.correct;
-      interval_loss += tot.loss_sum;
-      interval_count += tot.count;
-      if (ctx.is_root()) {
-        const double imbalance = step_imbalance(order, s, schedule, lengths);
-        interval_imbalance += imbalance;
-        epoch_imbalance += imbalance;
-        run_imbalance += imbalance;
-      }
-      ++interval_steps;
-
-      const bool last = s + 1 == steps_per_epoch;
-      if ((step + 1) % cfg.log_every == 0 || last) {
-        const double secs = interval_clock.seconds();
-        const std::vector<RankCounters> all = gather_counters(ctx, interval);
-        if (ctx.is_root()) {
-          RankCounters sum;
-          for (const auto& r : all) sum += r;
-          Json rec{{"event", "step"},          {"epoch", epoch + 1},
-                   {"step", step + 1},         {"lr", lr},
-                   {"loss", interval_loss / interval_count}, {"grad_norm", tot.grad_norm},
-                   {"length_imbalance", interval_imbalance / static_cast<double>(interval_steps)},
-                   {"comm_wait_fraction", spread_fraction(all)},
-                   {"sequences", sum.sequences}, {"timesteps", sum.timesteps},
-                   {"seconds", secs},          {"sequences_per_second", sum.sequences / secs},
-                   {"timesteps_per_second", sum.timesteps / secs},
-                   {"compute_s", spread(all, &RankCounters::compute_s)},
-                   {"comm_s", spread(all, &RankCounters::comm_s)}};
-          log.write(rec);
-          if (talk) {
-            std::printf("epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.2e  %.0f seq/s\n",
-                        static_cast<long long>(epoch + 1), static_cast<long long>(cfg.epochs),
-                        static_cast<long long>(s + 1), static_cast<long long>(steps_per_epoch),
-                        interval_loss / interval_count, lr, sum.sequences / secs);
-            std::fflush(stdout);
-          }
-        }
-        run += interval;
-        interval = RankCounters{};
-        interval_loss = interval_count = interval_imbalance = 0;
-        interval_steps = 0;
-        interval_clock.restart();
-      }
+  while (step < total_steps) {
+    const int64_t epoch = step / steps_per_epoch, s = step % steps_per_epoch;
+    if (epoch != order_epoch) {
+      order = schedule.epoch(epoch);
+      order_epoch = epoch;
     }
-
-    last_train_loss = epoch_loss / epoch_count;
-    last_train_acc = epoch_correct / epoch_count;
-    Json rec{{"event", "epoch"},
-             {"epoch", epoch + 1},
-             {"step", step},
-             {"train_loss", last_train_loss},
-             {"length_imbalance", epoch_imbalance / static_cast<double>(steps_per_epoch)},
-             {"seconds", epoch_clock.seconds()}};
-    if (shape.task == Task::Classification) rec["train_accuracy"] = last_train_acc;
-    if (has_val) {
-      Stopwatch t;
-      last_val = allreduce(score(val, backend->infer(val)), ctx.world);
-      run.compute_s += t.seconds();
-      rec["val_loss"] = last_val.loss();
-      if (shape.task == Task::Classification)
-        rec["val_accuracy"] = last_val.accuracy();
-      else
-        rec["val_mae"] = last_val.mae();
+    if (order_csv.is_open()) {
+      const std::vector<int64_t> slots = order.global_batch(s);
+      for (size_t j = 0; j < slots.size(); ++j)
+        if (slots[j] >= 0) order_csv << epoch << ',' << s << ',' << j << ',' << slots[j] << '\n';
     }
+    if (s == 0) {
+      acc.epoch_loss_sum = acc.epoch_count = acc.epoch_correct = acc.epoch_imbalance_sum = 0;
+      epoch_clock.restart();
+    }
+    index.positions(order, s, ctx.rank, positions, interval);
+    const float lr = static_cast<float>(lr_schedule.at(step));
+    const StepTotals tot = train_step(*backend, positions, lr, interval);
+    ++step;
+
+    acc.epoch_loss_sum += tot.loss_sum;
+    acc.epoch_count += tot.count;
+    acc.epoch_correct += tot.correct;
+    acc.interval_loss_sum += tot.loss_sum;
+    acc.interval_count += tot.count;
+    // Length imbalance 1 - mean/max of per-rank timesteps: a pure function of the schedule, so rank 0
+    // computes it for every step without communication.
     if (ctx.is_root()) {
-      log.write(rec);
-      if (talk) {
-        std::printf("epoch %lld/%lld done: train loss %.4f", static_cast<long long>(epoch + 1),
-                    static_cast<long long>(cfg.epochs), last_train_loss);
-        if (shape.task == Task::Classification) std::printf(" acc %.4f", last_train_acc);
-        if (has_val) {
-          std::printf("  val loss %.4f", last_val.loss());
-          if (shape.task == Task::Classification) std::printf(" acc %.4f", last_val.accuracy());
+      const double imbalance = step_imbalance(order, s, schedule, lengths);
+      acc.interval_imbalance_sum += imbalance;
+      acc.epoch_imbalance_sum += imbalance;
+      acc.run_imbalance_sum += imbalance;
+    }
+    acc.interval_steps += 1;
+
+    const bool last = s + 1 == steps_per_epoch;
+    if (step % cfg.log_every == 0 || last) {
+      const double secs = interval_clock.seconds();
+      const std::vector<RankCounters> all = gather_counters(ctx, interval);
+      const double loss = acc.interval_loss_sum / acc.interval_count;
+      if (acc.first_loss < 0) acc.first_loss = loss;
+      if (ctx.is_root()) {
+        RankCounters sum;
+        for (const auto& r : all) sum += r;
+        Json rec{{"event", "step"},          {"epoch", epoch + 1},
+                 {"step", step},             {"lr", lr},
+                 {"loss", loss},             {"grad_norm", tot.grad_norm},
+                 {"length_imbalance", acc.interval_imbalance_sum / acc.interval_steps},
+                 {"comm_wait_fraction", spread_fraction(all)},
+                 {"sequences", sum.sequences}, {"timesteps", sum.timesteps},
+                 {"seconds", secs},          {"sequences_per_second", sum.sequences / secs},
+                 {"timesteps_per_second", sum.timesteps / secs},
+                 {"compute_s", spread(all, &RankCounters::compute_s)},
+                 {"comm_s", spread(all, &RankCounters::comm_s)}};
+        log.write(rec);
+        if (talk) {
+          std::printf("epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.2e  %.0f seq/s\n",
+                      static_cast<long long>(epoch + 1), static_cast<long long>(cfg.epochs),
+                      static_cast<long long>(s + 1), static_cast<long long>(steps_per_epoch), loss, lr,
+                      sum.sequences / secs);
+          std::fflush(stdout);
         }
-        std::printf("  (%.2f s)\n", epoch_clock.seconds());
-        std::fflush(stdout);
       }
+      run += interval;
+      interval = RankCounters{};
+      acc.interval_loss_sum = acc.interval_count = acc.interval_imbalance_sum = acc.interval_steps = 0;
+      interval_clock.restart();
+    }
+
+    if (last) {
+      last_train_loss = acc.epoch_loss_sum / acc.epoch_count;
+      last_train_acc = acc.epoch_correct / acc.epoch_count;
+      Json rec{{"event", "epoch"},
+               {"epoch", epoch + 1},
+               {"step", step},
+               {"train_loss", last_train_loss},
+               {"length_imbalance", acc.epoch_imbalance_sum / static_cast<double>(steps_per_epoch)},
+               {"seconds", epoch_clock.seconds()}};
+      if (shape.task == Task::Classification) rec["train_accuracy"] = last_train_acc;
+      if (has_val) {
+        Stopwatch t;
+        last_val = allreduce(score(val, backend->infer(val)), ctx.world);
+        run.compute_s += t.seconds();
+        rec["val_loss"] = last_val.loss();
+        if (shape.task == Task::Classification)
+          rec["val_accuracy"] = last_val.accuracy();
+        else
+          rec["val_mae"] = last_val.mae();
+      }
+      if (ctx.is_root()) {
+        log.write(rec);
+        if (talk) {
+          std::printf("epoch %lld/%lld done: train loss %.4f", static_cast<long long>(epoch + 1),
+                      static_cast<long long>(cfg.epochs), last_train_loss);
+          if (shape.task == Task::Classification) std::printf(" acc %.4f", last_train_acc);
+          if (has_val) {
+            std::printf("  val loss %.4f", last_val.loss());
+            if (shape.task == Task::Classification) std::printf(" acc %.4f", last_val.accuracy());
+          }
+          std::printf("  (%.2f s)\n", epoch_clock.seconds());
+          std::fflush(stdout);
+        }
+      }
+      interval_clock.restart();   // validation is not training: keep it out of the next interval's throughput
+    }
+
+    // Step boundary: every --signal-check-every steps all ranks decide together whether to stop and whether
+    // rank 0's clock asks for a checkpoint (one tiny all-reduce; doc/hpc.md has its cost). --checkpoint-every
+    // needs no agreement: every rank counts the same steps. The last step needs neither: the run ends anyway.
+    if (step == total_steps) break;
+    StepAgreement agreed;
+    if (step % cfg.signal_check_every == 0) {
+      const bool clock_due = cfg.checkpoint_minutes > 0 && since_checkpoint.seconds() >= 60.0 * cfg.checkpoint_minutes;
+      agreed = agree_at_step_boundary(ctx, clock_due);
+    }
+    const bool every_due = cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0;
+    if (agreed.stop_signal != 0 || agreed.timed_checkpoint || every_due)
+      save(agreed.stop_signal ? "signal" : every_due ? "every" : "minutes", false);
+    if (agreed.stop_signal != 0) {
+      collective_phase(ctx, [&] {
+        if (!ctx.is_root()) return;
+        log.write(Json{{"event", "stop"}, {"step", step}, {"signal", signal_name(agreed.stop_signal)},
+                       {"checkpoint", saved_path}, {"time", utc_now()}});
+        std::printf("# stopped by %s at step %lld of %lld: checkpoint %s; continue with --resume %s (exit code %d)\n",
+                    signal_name(agreed.stop_signal), static_cast<long long>(step),
+                    static_cast<long long>(total_steps), saved_path.c_str(), cfg.out.c_str(), kExitCheckpointed);
+        std::fflush(stdout);
+      });
+      return kExitCheckpointed;
     }
   }
 
-  // Final record: every rank holds identical parameters, rank 0 writes them.
-  Checkpoint ckpt;
-  ckpt.shape = shape;
-  ckpt.params = backend->params();
-  ckpt.class_names = train_info.class_names;
-  ckpt.epoch = cfg.epochs;
-  ckpt.step = step;
-  ckpt.config = cfg.effective;
-  ckpt.optimizer = cfg.optimizer;
-  ckpt.optimizer_steps = backend->optimizer().steps_taken();
-  ckpt.opt_m = backend->optimizer().m();
-  ckpt.opt_v = backend->optimizer().v();
-  ckpt.feature_mean = scaling.mean;
-  ckpt.feature_std = scaling.std;
-  Stopwatch write_clock;
-  collective_phase(ctx, [&] {
-    if (ctx.is_root()) write_checkpoint(cfg.out + "/checkpoint.h5", ckpt);
-  });
-  run.io_s += write_clock.seconds();
+  // Final record: every rank holds identical parameters (checked below), rank 0 writes them.
+  if (saved_step != step) save("end", true);
 
   const double wall_s = wall.seconds();
   const std::vector<RankCounters> all = gather_counters(ctx, run);
+  const Json provenance = collect_provenance(ctx, cfg, backend->name(), started_at);
+  const Json validity = check_validity(ctx, backend->params(), acc.first_loss, last_train_loss);
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
     RankCounters sum;
@@ -275,10 +465,12 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
     } else {
       summary["val_loss"] = nullptr;
     }
+    summary["valid"] = validity["valid"];
+    summary["validity"] = validity;
     summary["sequences_per_second"] = sum.sequences / wall_s;
     summary["timesteps_per_second"] = sum.timesteps / wall_s;
     summary["schedule"] = cfg.schedule;
-    summary["length_imbalance"] = step > 0 ? run_imbalance / static_cast<double>(step) : 0.0;
+    summary["length_imbalance"] = step > 0 ? acc.run_imbalance_sum / static_cast<double>(step) : 0.0;
     double wait = 0;
     for (const auto& r : all) wait += wait_fraction(r);
     summary["comm_wait_fraction"] = wait / static_cast<double>(all.size());
@@ -289,7 +481,25 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
                               {"comm_wait_fraction", spread_fraction(all)},
                               {"sequences", spread(all, &RankCounters::sequences)},
                               {"timesteps", spread(all, &RankCounters::timesteps)}};
+    // Per rank, for the compute/wait plot; timings, throughput and wall time cover this invocation only.
+    Json per_rank = Json::array();
+    for (size_t r = 0; r < all.size(); ++r)
+      per_rank.push_back(Json{{"rank", r},
+                              {"host", provenance["layout"]["ranks"][r]["host"]},
+                              {"compute_s", all[r].compute_s},
+                              {"comm_s", all[r].comm_s},
+                              {"io_s", all[r].io_s},
+                              {"sequences", all[r].sequences},
+                              {"timesteps", all[r].timesteps}});
+    summary["per_rank"] = per_rank;
+    summary["checkpoint"] = saved_path;
+    if (resuming)
+      summary["resumed_from"] = Json{{"checkpoint", resume_path},
+                                     {"step", plan.step},
+                                     {"world_size", from.position.world_size},
+                                     {"batch_per_rank", from.position.batch_per_rank}};
     summary["config"] = cfg.effective;
+    summary["provenance"] = provenance;
     write_json_atomic(cfg.out + "/summary.json", summary);
 
     if (!cfg.quiet) {
@@ -304,6 +514,9 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
       print_spread_row("compute", summary["timings"]["compute_s"]);
       print_spread_row("comm wait", summary["timings"]["comm_s"]);
       print_spread_row("io", summary["timings"]["io_s"]);
+      std::printf("# validity: %s (loss finite %s, falling %s, ranks agree %s)\n",
+                  validity["valid"].get<bool>() ? "OK" : "FAILED", validity["loss_finite"].get<bool>() ? "yes" : "no",
+                  validity["loss_falling"].get<bool>() ? "yes" : "no", validity["ranks_agree"].get<bool>() ? "yes" : "no");
       std::printf("# outputs: %s/{metrics.jsonl,summary.json,checkpoint.h5}\n", cfg.out.c_str());
     }
     if (has_val && shape.task == Task::Classification)

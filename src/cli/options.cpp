@@ -25,13 +25,15 @@ struct CommandInfo {
 const std::vector<CommandInfo>& command_infos() {
   static const std::vector<CommandInfo> infos = {
       {"gen", "ragtrain gen --out FILE.h5 [options]", "write a synthetic, learnable ragged data set", {}},
-      {"convert", "ragtrain convert INPUT.ts OUTPUT.h5", "convert a UEA/sktime .ts file to format v1",
+      {"convert", "ragtrain convert INPUT.ts|INPUT.npz OUTPUT.h5  |  ragtrain convert CSV_DIR --labels LABELS.csv OUTPUT.h5",
+       "convert a UEA/sktime .ts file, a NumPy .npz file or a folder of CSV files to format v1",
        {"input", "output"}},
       {"inspect", "ragtrain inspect FILE.h5", "validate a data file and summarise it (exit 0 valid, 2 not)",
        {"data"}},
       {"train", "ragtrain train --data TRAIN.h5 [--val VAL.h5] --out DIR [options]",
        "train one LSTM + Linear model data-parallel over all ranks", {}},
-      {"eval", "ragtrain eval --checkpoint CKPT.h5 --data FILE.h5", "loss and accuracy of a checkpoint on a data set",
+      {"eval", "ragtrain eval --checkpoint CKPT.h5 --data FILE.h5 [--out METRICS.json]",
+       "loss, accuracy, per-class precision/recall/F1 and confusion matrix (or MSE/MAE per target) of a checkpoint",
        {}},
       {"predict", "ragtrain predict --checkpoint CKPT.h5 --data FILE.h5 --out PRED.csv",
        "write per-sequence predictions as CSV", {}},
@@ -39,6 +41,8 @@ const std::vector<CommandInfo>& command_infos() {
        "time training steps (synthetic data in memory, or a file) and print a table", {}},
       {"simulate", "ragtrain simulate --ranks 8,64,1024 [--lengths uniform:60:130 | --data FILE.h5] [--out R.json]",
        "length imbalance of the balanced and random schedules for any rank count, without training", {}},
+      {"plot", "ragtrain plot RUN_DIR [--out PLOT_DIR]",
+       "PNG plots (gnuplot) of a train run folder, or of a folder of bench JSON files (scaling)", {"run"}},
   };
   return infos;
 }
@@ -66,7 +70,8 @@ Table build_table(RunConfig& c) {
   auto add = [&](const char* name, po::value_semantic* v, const char* help, std::set<std::string> cmds) {
     t.rows.emplace_back(boost::make_shared<po::option_description>(name, v, help), std::move(cmds));
   };
-  const std::set<std::string> all = {"gen", "convert", "inspect", "train", "eval", "predict", "bench", "simulate"};
+  const std::set<std::string> all = {"gen",   "convert", "inspect",  "train", "eval",
+                                     "predict", "bench", "simulate", "plot"};
   const std::set<std::string> learn = {"train", "bench"};
   const std::set<std::string> synth = {"gen", "bench"};
   const std::set<std::string> use_model = {"eval", "predict"};
@@ -74,16 +79,36 @@ Table build_table(RunConfig& c) {
   add("config", po::value(&c.config_file)->value_name("FILE.ini"),
       "read options from an INI file (same names as the command line; the command line wins)", all);
   add("quiet", po::bool_switch(&c.quiet), "print only errors and the final result", all);
+  add("verbose", po::bool_switch(&c.verbose),
+      "print more: every file or array convert reads, the model and per-rank sequence counts of eval and predict",
+      all);
+  add("print-config", po::bool_switch(&c.print_config),
+      "print the effective configuration in config-file form (usable with --config) and exit", all);
 
   add("data", po::value(&c.data)->value_name("FILE.h5"), "data set in format v1 (train: training set)",
       {"inspect", "train", "eval", "predict", "bench", "simulate"});
   add("val", po::value(&c.val)->value_name("FILE.h5"), "validation set, evaluated after every epoch", learn);
   add("out", po::value(&c.out)->value_name("PATH"),
-      "output: gen FILE.h5, train DIR (metrics.jsonl, summary.json, checkpoint.h5), predict FILE.csv, bench FILE.json",
-      {"gen", "train", "predict", "bench", "simulate"});
+      "output: gen FILE.h5, train DIR (metrics.jsonl, summary.json, checkpoint.h5), eval FILE.json, predict FILE.csv, "
+      "bench FILE.json, "
+      "plot DIR (default RUN_DIR/plots)",
+      {"gen", "train", "eval", "predict", "bench", "simulate", "plot"});
+  add("run", po::value(&c.run)->value_name("DIR"),
+      "what to plot: a train --out folder, or a folder of bench --out JSON files (e.g. from jobs/scaling.sbatch)",
+      {"plot"});
   add("checkpoint", po::value(&c.checkpoint)->value_name("CKPT.h5"), "checkpoint written by train", use_model);
-  add("input", po::value(&c.input)->value_name("INPUT.ts"), "UEA/sktime .ts file to convert", {"convert"});
+  add("input", po::value(&c.input)->value_name("INPUT"),
+      "what to convert: a UEA/sktime .ts file, a NumPy .npz file, or a folder of CSV files (one per sequence)",
+      {"convert"});
   add("output", po::value(&c.output)->value_name("OUTPUT.h5"), "format v1 file to write", {"convert"});
+  add("labels", po::value(&c.labels)->value_name("LABELS.csv"),
+      "labels of a CSV folder: a header row, then FILE,LABEL per sequence (FILE,Y1,..,YK with --regression)",
+      {"convert"});
+  add("regression", po::bool_switch(&c.regression),
+      "the labels are regression targets (CSV: numbers; .npz: integer labels too; float .npz labels always are)",
+      {"convert"});
+  add("class-names-from", po::value(&c.class_names_from)->value_name("TRAIN.h5"),
+      "number the classes as this converted file does (convert the test set like the training set)", {"convert"});
 
   add("sequences", po::value(&c.sequences)->default_value(c.sequences), "number of sequences", synth);
   add("features", po::value(&c.features)->default_value(c.features), "features per timestep (F)", synth);
@@ -101,6 +126,13 @@ Table build_table(RunConfig& c) {
       "standardise every feature with the training set's mean and std (stored in the checkpoint, applied by "
       "eval and predict)",
       learn);
+  add("init-from", po::value(&c.init_from)->value_name("CKPT.h5"),
+      "start from these weights (a ragtrain checkpoint, e.g. exported from PyTorch by tools/torch_interop.py) "
+      "instead of a random initialisation",
+      {"train"});
+  add("write-order", po::bool_switch(&c.write_order),
+      "write DIR/order.csv: the sequence trained in every slot of every step (to replay the run elsewhere)",
+      {"train"});
   add("layers", po::value(&c.layers)->default_value(c.layers), "LSTM layers", learn);
   add("hidden", po::value(&c.hidden)->default_value(c.hidden), "LSTM hidden size", learn);
   add("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set",
@@ -132,9 +164,39 @@ Table build_table(RunConfig& c) {
       "final learning rate as a fraction of --lr (with --lr-decay)", learn);
   add("log-every", po::value(&c.log_every)->default_value(c.log_every),
       "steps between progress lines and metrics.jsonl records", learn);
+  add("resume", po::value(&c.resume)->value_name("CKPT.h5|DIR"),
+      "continue the run saved in a checkpoint, or in the newest checkpoint of a run folder; needs the same "
+      "options and global batch (ranks x batch-per-rank), any rank count",
+      {"train"});
+  add("checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
+      "also save a checkpoint every N steps (0: only at the end and when stopped by SIGTERM/SIGUSR1)", {"train"});
+  add("checkpoint-minutes",
+      po::value(&c.checkpoint_minutes)->default_value(c.checkpoint_minutes, short_number(c.checkpoint_minutes)),
+      "also save a checkpoint when this many minutes passed since the last one (rank 0's clock; 0: off)", {"train"});
+  add("signal-check-every", po::value(&c.signal_check_every)->default_value(c.signal_check_every),
+      "steps between the all-ranks check for SIGTERM/SIGUSR1 and a due --checkpoint-minutes (one tiny "
+      "all-reduce; doc/hpc.md has its cost)",
+      {"train"});
+  add("keep", po::value(&c.keep)->default_value(c.keep),
+      "step checkpoints (OUT/checkpoint-stepNNNNNNNNN.h5) to keep; OUT/checkpoint.h5 is always the newest", {"train"});
   add("device", po::value(&c.device)->default_value(c.device), "cpu, or with a CUDA build cuda | auto",
       {"train", "eval", "predict", "bench"});
   return t;
+}
+
+// argv as one line a shell would split back into the same words ('...' around anything unusual).
+std::string quote_command_line(int argc, const char* const* argv) {
+  std::string line;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                         "0123456789-_./=:,+@%") == std::string::npos;
+    std::string q = "'";
+    for (char ch : a) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    q += "'";
+    line += (i ? " " : "") + (plain ? a : q);
+  }
+  return line;
 }
 
 std::string any_to_string(const boost::any& v) {
@@ -175,8 +237,10 @@ void validate(const RunConfig& c) {
       require(c.classes >= 2, "classes", "must be >= 2, got " + std::to_string(c.classes), help);
     positive(c.outputs, "outputs");
   } else if (cmd == "convert") {
-    require(!c.input.empty() && !c.output.empty(), "input", "convert needs INPUT.ts and OUTPUT.h5",
-            "usage: ragtrain convert INPUT.ts OUTPUT.h5");
+    require(!c.input.empty() && !c.output.empty(), "input", "convert needs INPUT and OUTPUT.h5",
+            "usage: ragtrain convert INPUT.ts|INPUT.npz|CSV_DIR [--labels LABELS.csv] OUTPUT.h5");
+    require(!(c.regression && !c.class_names_from.empty()), "class-names-from",
+            "names classes, but --regression says the labels are targets", "leave one of the two out");
   } else if (cmd == "inspect") {
     require(!c.data.empty(), "data", "inspect needs a file", "usage: ragtrain inspect FILE.h5");
   } else if (cmd == "train") {
@@ -203,10 +267,16 @@ void validate(const RunConfig& c) {
     require(c.lr_final_fraction >= 0 && c.lr_final_fraction <= 1, "lr-final-fraction", "must be in [0, 1]", help);
     require(c.val.empty() || c.val != c.data, "val", "is the same file as --data",
             "validate on held-out data, or leave --val out");
+    require(c.checkpoint_every >= 0, "checkpoint-every", "must be >= 0 (0 turns step checkpoints off)", help);
+    require(c.checkpoint_minutes >= 0, "checkpoint-minutes", "must be >= 0 (0 turns timed checkpoints off)", help);
+    require(c.keep >= 1, "keep", "must be >= 1, got " + std::to_string(c.keep), help);
+    positive(c.signal_check_every, "signal-check-every");
   } else if (cmd == "eval" || cmd == "predict") {
     require(!c.checkpoint.empty(), "checkpoint", "is required", help);
     require(!c.data.empty(), "data", "is required", help);
     if (cmd == "predict") require(!c.out.empty(), "out", "is required (the CSV file to write)", help);
+  } else if (cmd == "plot") {
+    require(!c.run.empty(), "run", "plot needs a folder", "usage: ragtrain plot RUN_DIR");
   } else if (cmd == "simulate") {
     positive(c.sequences_per_rank, "sequences-per-rank");
     positive(c.epochs, "epochs");
@@ -222,6 +292,7 @@ void validate(const RunConfig& c) {
     positive(c.min_length, "min-length");
     require(c.max_length >= c.min_length, "max-length", "must be >= --min-length", help);
   }
+  require(!(c.quiet && c.verbose), "verbose", "contradicts --quiet", "leave one of the two out");
   if (cmd == "train" || cmd == "bench" || cmd == "simulate")
     require(c.schedule == "balanced" || c.schedule == "random", "schedule",
             "must be balanced or random, got '" + c.schedule + "'", help);
@@ -253,7 +324,8 @@ std::string program_help() {
   s << "ragtrain — data-parallel LSTM training on ragged time series (one model, all ranks)\n\n"
     << "usage: ragtrain COMMAND [options]     (ragtrain COMMAND --help for its options)\n\ncommands:\n";
   for (const auto& c : command_infos()) s << "  " << c.name << std::string(10 - c.name.size(), ' ') << c.summary << "\n";
-  s << "\nexit codes: 0 success, 2 bad input or options (every rank), 3 internal or library error\n";
+  s << "\nexit codes: 0 success, 2 bad input or options (every rank), 3 internal or library error,\n"
+    << "            75 train stopped by SIGTERM/SIGUSR1 after saving a checkpoint (continue with --resume OUT)\n";
   return s.str();
 }
 
@@ -267,9 +339,10 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     return inv;
   }
   const CommandInfo* cmd = find_command(first);
-  if (!cmd) throw UserError("unknown command '" + first + "'", "commands: gen convert inspect train eval predict; "
-                                                                "see `ragtrain --help`");
+  if (!cmd) throw UserError("unknown command '" + first + "'", "commands: gen convert inspect train eval predict "
+                                                                "bench simulate plot; see `ragtrain --help`");
   cfg.command = cmd->name;
+  cfg.command_line = quote_command_line(argc, argv);
 
   Table table = build_table(cfg);
   po::options_description mine("options of `ragtrain " + cmd->name + "`", 110, 55), everything;
@@ -322,7 +395,7 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   eff << "# ragtrain " << cmd->name << "\n";
   for (const auto& opt : mine.options()) {
     const std::string& name = opt->long_name();
-    if (name == "help" || name == "config" || !vm.count(name)) continue;
+    if (name == "help" || name == "config" || name == "print-config" || !vm.count(name)) continue;
     eff << name << " = " << any_to_string(vm[name].value()) << "\n";
   }
   cfg.effective = eff.str();

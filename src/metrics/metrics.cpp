@@ -57,11 +57,37 @@ Json spread_fraction(const std::vector<RankCounters>& all) {
   return min_median_max(std::move(v));
 }
 
-void JsonlWriter::open(const std::string& path) {
+void JsonlWriter::open(const std::string& path, bool append) {
   path_ = path;
-  out_.open(path, std::ios::out | std::ios::trunc);
-  USER_CHECK(out_.good(), "cannot create '" << path << "': " << std::strerror(errno),
+  out_.open(path, std::ios::out | (append ? std::ios::app : std::ios::trunc));
+  USER_CHECK(out_.good(), "cannot " << (append ? "append to" : "create") << " '" << path << "': " << std::strerror(errno),
              "choose a writable --out folder");
+}
+
+int64_t keep_records_through_step(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return 0;
+  std::string kept, line;
+  int64_t dropped = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const Json rec = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (rec.is_object() && rec.contains("step") && rec["step"].is_number_integer() && rec["step"].get<int64_t>() <= step)
+      kept += line + '\n';
+    else
+      ++dropped;
+  }
+  in.close();
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::out | std::ios::trunc);
+    USER_CHECK(out.good(), "cannot create '" << tmp << "': " << std::strerror(errno), "choose a writable --out folder");
+    out << kept;
+    out.flush();
+    USER_CHECK(out.good(), "writing '" << tmp << "' failed (disk full?)", "free space in the output folder");
+  }
+  commit_file(tmp, path);
+  return dropped;
 }
 
 void JsonlWriter::write(const Json& record) {

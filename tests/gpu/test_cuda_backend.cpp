@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include "../../src/backend/cuda/cuda_backend.hpp"
+#include "agreement.hpp"
 #include "gpu_test_util.hpp"
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/data/dataset.hpp"
@@ -19,64 +20,6 @@ using namespace ragtrain;
 using namespace ragtrain::gputest;
 
 namespace {
-
-constexpr double kGradRtol = 1e-5;
-constexpr double kGradAtolScale = 1e-5;   // atol = 1e-5 * max |ref| of the tensor (near-zero entries)
-
-BackendOptions options(const std::string& device, const std::string& optimizer) {
-  BackendOptions o;
-  o.device = device;
-  o.optimizer.kind = optimizer;
-  o.comm = MPI_COMM_SELF;
-  o.local_rank = 0;
-  return o;
-}
-
-// Checks the GPU's fused buffer for `batch` against the float reference (and reports the double one); then the
-// StepTotals of update(lr = 0) against the CPU backend's.
-void check_batch(CudaBackend& gpu, Backend& cpu, const ParamLayout& layout, const std::vector<float>& params,
-                 const Shard& shard, const std::vector<int64_t>& batch, const std::string& label,
-                 double atol_scale) {
-  const int64_t P = layout.total();
-  gpu.forward_backward(batch);
-  const std::vector<float> got = gpu.fused_buffer();
-  const std::vector<double> ref = reference_fused<float>(layout, params, shard, batch);
-  const std::vector<double> truth = reference_fused<double>(layout, params, shard, batch);
-
-  const Agreement a = compare_params(layout, got, ref, kGradRtol, atol_scale);
-  const Agreement t = compare_params(layout, got, truth, kGradRtol, atol_scale);
-  const Agreement cpu_vs_truth = [&] {
-    std::vector<float> cpu_f(ref.begin(), ref.begin() + P);
-    return compare_params(layout, cpu_f, truth, kGradRtol, atol_scale);
-  }();
-  std::printf("[ agree    ] %-46s grads: worst %.3f of tol (%s), max rel %.1e (%.1e on |g| >= 0.1 max); vs f64: "
-              "gpu %.1e (%.1e), cpu %.1e (%.1e); nonzero %lld/%lld; loss rel %.1e\n",
-              label.c_str(), a.worst_ratio, a.worst_tensor.c_str(), a.max_rel, a.max_rel_large, t.max_rel,
-              t.max_rel_large, cpu_vs_truth.max_rel, cpu_vs_truth.max_rel_large,
-              static_cast<long long>(a.nonzero), static_cast<long long>(a.total),
-              rel(got[static_cast<size_t>(P)], ref[static_cast<size_t>(P)]));
-  EXPECT_TRUE(a.ok) << label << ": " << a.first_failure << " (worst ratio " << a.worst_ratio << " in "
-                    << a.worst_tensor << ")";
-  // Not trivially passing: the reference gradient is substantially nonzero (with T = 1 every weight_hh gradient
-  // is exactly zero, h_0 being zero) and the GPU filled in every entry the reference has.
-  EXPECT_GT(a.ref_nonzero, a.total / 10) << label;
-  EXPECT_EQ(a.missing, 0) << label;
-  EXPECT_LE(rel(got[static_cast<size_t>(P)], ref[static_cast<size_t>(P)]), 1e-5) << label << ": loss";
-  EXPECT_EQ(got[static_cast<size_t>(P + 1)], ref[static_cast<size_t>(P + 1)]) << label << ": count";
-  EXPECT_EQ(got[static_cast<size_t>(P + 2)], ref[static_cast<size_t>(P + 2)]) << label << ": correct";
-
-  // The same step through the Backend interface on both sides; lr = 0 keeps the parameters.
-  gpu.allreduce();
-  const StepTotals tg = gpu.update(0.0f);
-  cpu.forward_backward(batch);
-  cpu.allreduce();
-  const StepTotals tc = cpu.update(0.0f);
-  EXPECT_LE(rel(tg.loss_sum, tc.loss_sum), 1e-5) << label;
-  EXPECT_EQ(tg.count, tc.count) << label;
-  EXPECT_EQ(tg.correct, tc.correct) << label;
-  EXPECT_LE(rel(tg.grad_norm, tc.grad_norm), 1e-5) << label << ": grad norm " << tg.grad_norm << " vs " << tc.grad_norm;
-  EXPECT_GT(tc.grad_norm, 0.0) << label;
-}
 
 struct ShapeCase {
   int64_t F, H, L, C;
@@ -179,7 +122,7 @@ TEST(GpuAgreement, WithoutGraphs) {
 
 namespace {
 
-// Trains both backends for `steps` steps of two sequences each on the same data and schedule.
+// Trains both backends for `steps` steps of `per_step` sequences each on the same data and schedule.
 struct Trajectory {
   std::vector<double> losses, norms;
   std::vector<float> params;
@@ -187,13 +130,15 @@ struct Trajectory {
   int64_t steps_taken = 0;
 };
 
-Trajectory train(Backend& b, const ModelShape& shape, const Shard& shard, int steps, float lr) {
+Trajectory train(Backend& b, const ModelShape& shape, const Shard& shard, int steps, float lr, int per_step) {
   Trajectory t;
   b.set_params(init_params(ParamLayout(shape), 42));
   b.set_train_shard(shard);
   const int64_t n = shard.size();
   for (int s = 0; s < steps; ++s) {
-    b.forward_backward({(2 * s) % n, (2 * s + 1) % n});
+    std::vector<int64_t> batch;
+    for (int k = 0; k < per_step; ++k) batch.push_back((static_cast<int64_t>(per_step) * s + k) % n);
+    b.forward_backward(batch);
     b.allreduce();
     const StepTotals tot = b.update(lr);
     t.losses.push_back(tot.loss_sum / tot.count);
@@ -224,15 +169,15 @@ Shard synthetic_shard(const ModelShape& shape, int64_t n, int64_t max_length) {
 // SGD: parameters within 1e-4 of the CPU's. strict: elementwise |a - b| <= 1e-4 |b| + 1e-6 (the standard
 // algorithm); otherwise per tensor, max |a - b| <= 1e-4 max |b| (the persistent kernels' rounding, above).
 void compare_training(const ModelShape& shape, const std::string& optimizer, float lr, double clip,
-                      const CudaTuning& tuning = {}, bool strict = false) {
+                      const CudaTuning& tuning = {}, bool strict = false, int per_step = 2) {
   BackendOptions g = options("cuda", optimizer), c = options("cpu", optimizer);
   g.optimizer.clip = c.optimizer.clip = clip;
   g.optimizer.weight_decay = c.optimizer.weight_decay = 1e-3;
   const Shard shard = synthetic_shard(shape, 40, 60);
   CudaBackend gpu(shape, g, tuning);
   auto cpu = make_backend(shape, c);
-  const Trajectory tg = train(gpu, shape, shard, 100, lr);
-  const Trajectory tc = train(*cpu, shape, shard, 100, lr);
+  const Trajectory tg = train(gpu, shape, shard, 100, lr, per_step);
+  const Trajectory tc = train(*cpu, shape, shard, 100, lr, per_step);
   double worst_loss = 0, worst_param = 0;
   for (size_t i = 0; i < tg.losses.size(); ++i) worst_loss = std::max(worst_loss, rel(tg.losses[i], tc.losses[i]));
   for (size_t i = 0; i < tg.params.size(); ++i)
@@ -240,9 +185,9 @@ void compare_training(const ModelShape& shape, const std::string& optimizer, flo
   const ParamLayout layout(shape);
   std::vector<double> ref(tc.params.begin(), tc.params.end());
   const Agreement normwise = compare_params(layout, tg.params, ref, 0.0, 1e-4);
-  std::printf("[ agree    ] 100 %s steps (%s L%lld H%lld, clip %.1f, %s): loss %.4f -> %.4f, max loss rel %.2e, "
+  std::printf("[ agree    ] 100 %s steps of K=%d (%s L%lld H%lld, clip %.1f, %s): loss %.4f -> %.4f, max loss rel %.2e, "
               "max param diff %.2e (rel to 1e-2+|p|), per-tensor max|diff|/max|p| %.2e\n",
-              optimizer.c_str(), task_name(shape.task), static_cast<long long>(shape.layers),
+              optimizer.c_str(), per_step, task_name(shape.task), static_cast<long long>(shape.layers),
               static_cast<long long>(shape.hidden), clip, rnn_algo_name(gpu.algorithm()), tc.losses.front(),
               tc.losses.back(), worst_loss, worst_param, 1e-4 * normwise.worst_ratio);
   EXPECT_EQ(tg.steps_taken, tc.steps_taken);
@@ -287,6 +232,12 @@ TEST(GpuTraining, Sgd100StepsClassificationStandardAlgorithmStrict) {
 TEST(GpuTraining, Sgd100StepsRegression) {
   RT_SKIP_WITHOUT_GPU();
   compare_training({5, 19, 1, 3, Task::Regression}, "sgd", 0.05f, 0.0);
+}
+
+// K = 16 sequences of lengths 1..60 per step in one cuDNN call (padded layout, graphs per padded length).
+TEST(GpuTraining, Sgd100StepsBatch16Classification) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_training({36, 50, 1, 10, Task::Classification}, "sgd", 0.05f, 1.0, {}, false, 16);
 }
 
 TEST(GpuTraining, Adam100StepsClassification) {

@@ -26,12 +26,21 @@ _cluster_stop_pidfile() {
   rm -f "$f"
 }
 
+# True when nothing accepts connections on 127.0.0.1:$1.
+_cluster_port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
 # Starts munged, slurmctld and slurmd with state under DIR; exports SLURM_CONF. Returns non-zero (with the
-# daemons' logs on stderr) when the node does not become idle within ~20 s.
+# daemons' logs on stderr) when the node does not become idle within ~20 s. Ports and job ids are drawn at
+# random, so that two test runs on one machine (two build folders) do not meet.
 cluster_start() {
-  local dir=$1 host i
+  local dir=$1 host i ctld_port slurmd_port
   host=$(hostname -s)
-  mkdir -p "$dir"/{state,spool,fakegpu,log}
+  mkdir -p "$dir"/{state,spool,fakegpu,log,tmp}
+  for i in $(seq 50); do
+    ctld_port=${RAGTRAIN_SLURMCTLD_PORT:-$((20000 + (RANDOM % 20000) * 2))}
+    slurmd_port=$((ctld_port + 1))
+    _cluster_port_free "$ctld_port" && _cluster_port_free "$slurmd_port" && break
+  done
   # munged of our own on a private socket with a throw-away key: no system daemon is touched or required.
   mungekey --create --keyfile="$dir/munge.key" --force 2>/dev/null || dd if=/dev/urandom of="$dir/munge.key" bs=1024 count=1 2>/dev/null
   chmod 600 "$dir/munge.key"
@@ -52,8 +61,10 @@ SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd.log
-SlurmctldPort=${RAGTRAIN_SLURMCTLD_PORT:-16817}
-SlurmdPort=${RAGTRAIN_SLURMD_PORT:-16818}
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+FirstJobId=$((1000 + RANDOM * 16))
+TmpFS=$dir/tmp
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -74,6 +85,8 @@ Waittime=0
 NodeName=$host NodeAddr=127.0.0.1 CPUs=4 Boards=1 SocketsPerBoard=1 CoresPerSocket=4 ThreadsPerCore=1 RealMemory=8000 Gres=gpu:4 State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE MaxNodes=1 State=UP OverSubscribe=NO
 CONF
+  # PMIx puts per-step folders under this base (by default /tmp, shared with every other cluster).
+  echo "PMIxCliTmpDirBase=$dir/tmp" > "$dir/mpi.conf"
   cat > "$dir/gres.conf" <<CONF
 AutoDetect=off
 NodeName=$host Name=gpu File=$dir/fakegpu/nvidia[0-3]

@@ -36,6 +36,12 @@ class Backend {
   virtual std::vector<float> params() const = 0;
   virtual Optimizer& optimizer() = 0;                               // state for checkpoints
 
+  // Restores the optimizer state of a checkpoint (moments flat in PyTorch layout like params; v empty for
+  // SGD; the step count drives Adam's bias correction). The default goes through optimizer(): the CPU backend
+  // uses that Optimizer directly, and a backend that mirrors it on a device copies the host state back
+  // before its next update (the contract of optimizer()). A device backend may override it to upload at once.
+  virtual void set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v, int64_t steps_taken);
+
   // The rank's training shard; kept (on the device for GPUs) for the whole run.
   virtual void set_train_shard(const Shard& shard) = 0;
 

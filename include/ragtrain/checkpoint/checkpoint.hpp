@@ -1,9 +1,11 @@
-// Model checkpoints in HDF5: parameters under PyTorch names and shapes, the model shape, optimizer state and
-// the configuration that produced them. Written atomically by one rank; read by eval, predict and resume.
+// Model checkpoints in HDF5: parameters under PyTorch names and shapes, the model shape, optimizer state, where
+// the run stands, the configuration that produced them, and a CRC-32 per tensor. Written atomically by one rank;
+// read (and verified) by eval, predict and train --resume.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ragtrain/model/model.hpp"
@@ -11,7 +13,36 @@
 namespace ragtrain {
 
 inline constexpr const char* kCheckpointFormat = "ragtrain-checkpoint";
-inline constexpr int64_t kCheckpointVersion = 1;
+// 1: parameters, optimizer moments, normalisation. 2: + run position, training accumulators, per-tensor CRC-32.
+// Version 1 files still load for eval and predict; only version 2 files can be resumed.
+inline constexpr int64_t kCheckpointVersion = 2;
+
+// Where a run stands, enough to continue it exactly. The schedule is a pure function of (training-set lengths,
+// seed, epoch, global batch G, kind) and every random draw of ragtrain is counter-based (Rng(seed, stream) at a
+// position), so the RNG state is the seed alone and the schedule position is (step / steps_per_epoch,
+// step % steps_per_epoch): nothing else is hidden.
+struct RunPosition {
+  int64_t steps_per_epoch = 0;      // of the schedule that wrote the checkpoint
+  int64_t global_batch = 0;         // G = world_size x batch_per_rank
+  int64_t world_size = 0;           // ranks of the run that wrote it
+  int64_t batch_per_rank = 0;
+  int64_t epochs = 0;               // --epochs of that run
+  uint64_t seed = 0;                // the whole RNG state
+  std::string schedule;             // balanced | random
+  int64_t data_sequences = 0;       // N of the training set
+  uint32_t data_lengths_crc32 = 0;  // CRC-32 of the training set's lengths (int64): "the same data set"
+  bool complete = false;            // written after the last step of the run
+};
+
+// Running sums of the current epoch and logging interval, so that a resumed run reports the same epoch loss
+// and log records as an uninterrupted one even when it stopped mid-epoch.
+struct TrainAccumulators {
+  double epoch_loss_sum = 0, epoch_count = 0, epoch_correct = 0;
+  double interval_loss_sum = 0, interval_count = 0;
+  double epoch_imbalance_sum = 0, interval_imbalance_sum = 0, run_imbalance_sum = 0;   // rank 0's length imbalance
+  double interval_steps = 0;
+  double first_loss = -1;   // the run's first logged loss (for the validity check); -1 before the first record
+};
 
 struct Checkpoint {
   ModelShape shape;
@@ -25,12 +56,23 @@ struct Checkpoint {
   std::vector<float> opt_m, opt_v;        // momentum / Adam moments, flat like params (v empty for sgd)
   std::vector<float> feature_mean;        // (F) with --normalize; empty otherwise
   std::vector<float> feature_std;         // (F)
+
+  int64_t version = kCheckpointVersion;   // as read; written files always get kCheckpointVersion
+  bool resumable = false;                 // position and accumulators present (version >= 2)
+  RunPosition position;
+  TrainAccumulators accumulators;
 };
 
-// Writes `ckpt` to `path`: temporary file, fsync, rename. Throws UserError if the folder is not writable.
+// Writes `ckpt` to `path`: temporary file in the same folder, fsync, rename, so a reader (or a run killed
+// mid-write) only ever sees the previous complete file or the new one. Throws UserError if the folder is not
+// writable or the disk is full.
 void write_checkpoint(const std::string& path, const Checkpoint& ckpt);
 
-// Reads and validates a checkpoint (format, version, every tensor's name and shape). Throws UserError.
+// Reads and validates a checkpoint: format, version, every tensor's name, shape, dtype and CRC-32. Throws
+// UserError naming the file and the damaged part.
 Checkpoint read_checkpoint(const std::string& path);
+
+// The effective configuration stored in a checkpoint as name -> value ("# ..." lines skipped).
+std::vector<std::pair<std::string, std::string>> parse_effective_config(const std::string& text);
 
 }  // namespace ragtrain

@@ -14,5 +14,6 @@ int run_eval(const Context& ctx, const RunConfig& cfg);
 int run_predict(const Context& ctx, const RunConfig& cfg);
 int run_bench(const Context& ctx, const RunConfig& cfg);
 int run_simulate(const Context& ctx, const RunConfig& cfg);
+int run_plot(const Context& ctx, const RunConfig& cfg);
 
 }  // namespace ragtrain

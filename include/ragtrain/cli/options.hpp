@@ -10,8 +10,9 @@ namespace ragtrain {
 
 // Every option of every subcommand; names match the command line (dashes become underscores here only).
 struct RunConfig {
-  std::string command;          // gen | convert | inspect | train | eval | predict | bench | simulate
+  std::string command;          // gen | convert | inspect | train | eval | predict | bench | simulate | plot
   std::string config_file;      // --config
+  std::string command_line;     // argv as typed, shell-quoted (provenance)
 
   // files
   std::string data, val, out, checkpoint, input, output;
@@ -23,6 +24,8 @@ struct RunConfig {
   // model
   int64_t layers = 1, hidden = 50;
   bool normalize = false;
+  std::string init_from;   // train: initial weights from a checkpoint
+  bool write_order = false;
 
   // training
   int64_t epochs = 10, batch_per_rank = 1, warmup_steps = 0, log_every = 100;
@@ -31,6 +34,21 @@ struct RunConfig {
          lr_final_fraction = 0.0;
   uint64_t seed = 1;
   bool quiet = false;
+  bool verbose = false;         // --verbose: more detail (files read by convert, per-rank counts in eval)
+  bool print_config = false;    // --print-config: print `effective` and exit 0
+
+  // convert: labels of CSV folders and .npz files
+  std::string labels;             // --labels LABELS.csv (a folder of CSV files)
+  std::string class_names_from;   // --class-names-from TRAIN.h5: number the classes as that file does
+  bool regression = false;        // --regression: the labels are regression targets
+
+  // checkpoints and resume (train)
+  std::string resume;           // --resume CKPT.h5 | DIR
+  int64_t checkpoint_every = 0, keep = 3, signal_check_every = 10;
+  double checkpoint_minutes = 0.0;
+
+  // plot
+  std::string run;              // the folder to plot
 
   // bench
   int64_t steps = 200, warmup = 20;

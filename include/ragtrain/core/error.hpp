@@ -12,6 +12,10 @@ enum ExitCode : int {
   kExitOk = 0,
   kExitUserError = 2,    // bad input: file, dataset, attribute, option; message names it and gives a hint
   kExitInternal = 3,     // a library call failed or a bug: message has file:line and the library's error
+  // train stopped by SIGTERM/SIGUSR1 after every rank agreed and the checkpoint was saved: "run me again with
+  // --resume". 75 is EX_TEMPFAIL of sysexits.h (a temporary failure; retrying later will work), distinct from
+  // every code MPI launchers and shells use (1, 2, 126-127, 128+signal); jobs/train.sbatch requeues on it.
+  kExitCheckpointed = 75,
 };
 
 // A mistake the user can fix: names what and where, what was expected, and how to fix it.

@@ -46,6 +46,31 @@ RaggedData make_synthetic(const SyntheticSpec& spec);
 // with the file, line number and what was wrong.
 RaggedData read_ts_file(const std::string& path);
 
+// How `convert` reads the labels of CSV and .npz inputs (a .ts file declares its own task and classes).
+struct ImportOptions {
+  bool regression = false;                // the labels are regression targets (numbers), not classes
+  std::vector<std::string> class_names;   // fixed class order (--class-names-from); empty: sorted distinct labels
+  std::string class_names_source;         // where class_names came from, for messages
+};
+
+// What an import read, for `convert --verbose`: one line per file or array used, and what it skipped.
+struct ImportLog {
+  std::vector<std::string> read;
+  std::vector<std::string> ignored;
+};
+
+// A folder of CSV files, one sequence each (rows = timesteps, columns = features, an optional header row of
+// column names), and a labels CSV (a header row, then FILE,LABEL per sequence, or FILE,Y1,..,YK for regression).
+// Sequence i is the file on row i of the labels file; every *.csv file of the folder (except the labels file)
+// must have a row. Throws UserError naming the file and line (doc/data-format.md, "Bring your own data").
+RaggedData read_csv_folder(const std::string& dir, const std::string& labels_csv, const ImportOptions& opts,
+                           ImportLog* log = nullptr);
+
+// A NumPy .npz file (numpy.savez or savez_compressed) holding either seq_0, seq_1, ... (each (T_i, F)) or
+// values (total_T, F) + lengths (N), plus labels (N) or (N, K), and optionally class_names (C). Integer or
+// string labels are classes, float labels regression targets. Throws UserError naming the file and entry.
+RaggedData read_npz_file(const std::string& path, const ImportOptions& opts, ImportLog* log = nullptr);
+
 // Full validation of a file for `inspect`: everything read_dataset_info checks, plus every label and feature.
 struct DatasetReport {
   std::string path;

@@ -52,7 +52,8 @@ Json spread_fraction(const std::vector<RankCounters>& all);
 class JsonlWriter {
  public:
   JsonlWriter() = default;
-  void open(const std::string& path);   // truncates; throws UserError if it cannot be created
+  // Truncates, or with `append` continues the file (a resumed run); throws UserError if it cannot be opened.
+  void open(const std::string& path, bool append = false);
   bool is_open() const { return out_.is_open(); }
   void write(const Json& record);
 
@@ -60,6 +61,11 @@ class JsonlWriter {
   std::ofstream out_;
   std::string path_;
 };
+
+// Rewrites the JSONL file `path` atomically, keeping the records whose "step" is <= `step`: when a run resumes
+// from the checkpoint of step `step`, later records describe work that is being redone. A torn last line (a
+// write killed half-way) is dropped too. Returns the number of lines dropped; 0 when the file does not exist.
+int64_t keep_records_through_step(const std::string& path, int64_t step);
 
 // Writes `value` to `path` atomically (temporary file in the same folder, fsync, rename).
 void write_json_atomic(const std::string& path, const Json& value);

@@ -1,5 +1,5 @@
-// The CUDA backend: set-up (GPU, NCCL, cuDNN algorithm), the per-sequence work and its CUDA graphs, the
-// all-reduce, the fused optimizer step, inference, and the phase timings.
+// The CUDA backend: set-up (GPU, NCCL, cuDNN algorithm), the batched step and its CUDA graphs, the all-reduce,
+// the fused optimizer step, inference, and the phase timings.
 #include "cuda_backend.hpp"
 
 #include <algorithm>
@@ -62,16 +62,25 @@ CudaTuning CudaTuning::from_environment() {
                "use 1 (default) or 0");
     t.graphs = std::string(g) == "1";
   }
+  if (const char* l = std::getenv("RAGTRAIN_CUDA_BATCH_LAYOUT"); l && *l) {
+    USER_CHECK(parse_batch_layout(l).has_value(), "RAGTRAIN_CUDA_BATCH_LAYOUT='" << l << "'",
+               "use padded (default: equal-length batches, CUDA graphs) or ragged (per-sequence lengths in cuDNN)");
+    t.layout = l;
+  }
   return t;
 }
 
 CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, const CudaTuning& tuning)
     : shape_(shape), layout_(shape), comm_(opts.comm), opt_(opts.optimizer, layout_.total()),
-      graphs_on_(tuning.graphs), probe_length_(tuning.probe_length) {
+      auto_algo_(tuning.algo == "auto"), graphs_on_(tuning.graphs), probe_length_(tuning.probe_length) {
+  USER_CHECK(parse_batch_layout(tuning.layout).has_value(), "batch layout '" << tuning.layout << "'",
+             "use padded or ragged");
+  batch_layout_ = *parse_batch_layout(tuning.layout);
   RT_CHECK(shape.hidden <= INT32_MAX && shape.outputs <= INT32_MAX, "model too large for the CUDA kernels");
   // Both collectives first, every rank reaching them (bind_gpu turns local failures into a shared verdict).
   gpu_ = bind_gpu(opts.local_rank, opts.comm);
   nccl_ = std::make_unique<NcclComm>(opts.comm);
+  single_rank_ = nccl_->size() == 1;
   compute_ = Stream::create();
   comm_stream_ = Stream::create();
   cudnn_ = CudnnHandle::create(compute_.get());
@@ -99,10 +108,9 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
   barrier_.zero_async(compute_.get());
   readback_ = PinnedBuffer<double>(5, /*mapped=*/true);
   readback_[4] = -1.0;   // no step's totals yet
+  slot_lengths_.resize_discard(1);
   label_slot_.resize_discard(1);
-  label_slot_.zero_async(compute_.get());
   target_slot_.resize_discard(static_cast<size_t>(C));
-  target_slot_.zero_async(compute_.get());
   for (StepEvents& e : ring_) {
     e.fb_start = Event::create(true);
     e.fb_end = Event::create(true);
@@ -128,7 +136,8 @@ void CudaBackend::choose_algorithm(const CudaTuning& tuning) {
     candidates = {parse_rnn_algo(tuning.algo).value_or(CUDNN_RNN_ALGO_STANDARD)};
   // measure_algorithms never throws, so every rank reaches the broadcast below.
   timings_ = measure_algorithms(cudnn_.get(), compute_.get(), shape_.input_size, shape_.hidden, shape_.layers,
-                                tuning.probe_length, candidates);
+                                tuning.probe_length, 1, candidates);
+  timed_batch_ = 1;
   std::stable_sort(timings_.begin(), timings_.end(), [](const AlgoTiming& a, const AlgoTiming& b) {
     if (a.usable != b.usable) return a.usable;
     return a.usable && a.us < b.us;
@@ -149,7 +158,7 @@ void CudaBackend::choose_algorithm(const CudaTuning& tuning) {
                                                                            << why));
   }
   lstm_ = std::make_unique<CudnnLstm>(cudnn_.get(), compute_.get(), shape_.input_size, shape_.hidden, shape_.layers,
-                                      static_cast<cudnnRNNAlgo_t>(chosen));
+                                      static_cast<cudnnRNNAlgo_t>(chosen), batch_layout_);
 }
 
 void CudaBackend::build_index() {
@@ -226,7 +235,7 @@ void CudaBackend::switch_algorithm(cudnnRNNAlgo_t algo) {
   to_pytorch_layout(download(m_.get(), static_cast<size_t>(N_), compute_.get()), m.data());
   if (v_.size()) to_pytorch_layout(download(v_.get(), static_cast<size_t>(N_), compute_.get()), v.data());
   auto next = std::make_unique<CudnnLstm>(cudnn_.get(), compute_.get(), shape_.input_size, shape_.hidden,
-                                          shape_.layers, algo);
+                                          shape_.layers, algo, batch_layout_);
   RT_CHECK(next->weight_floats() == W_, "weight space of " << rnn_algo_name(algo) << " differs in size");
   lstm_ = std::move(next);
   build_index();
@@ -243,39 +252,57 @@ void CudaBackend::switch_algorithm(cudnnRNNAlgo_t algo) {
   seen_.clear();
 }
 
-void CudaBackend::validate_lengths(const std::vector<int64_t>& lengths) {
-  // A dry run of forward + backward at the extreme lengths into scratch gradients: an algorithm that measured
-  // well at the probe length may still reject some lengths; then the next fastest takes over.
+void CudaBackend::validate(const std::vector<std::pair<int64_t, int64_t>>& shapes) {
+  // A dry run of forward + backward at the extreme shapes into scratch gradients: an algorithm that measured well
+  // at the probe shape may still reject some lengths (or, with the ragged layout, unequal lengths); then the next
+  // fastest takes over.
   DeviceBuffer<float> scratch(static_cast<size_t>(W_));
-  for (size_t attempt = 0;; ++attempt) {
+  const cudaStream_t s = compute_.get();
+  for (;;) {
     try {
-      for (int64_t T : lengths) {
-        lstm_->prepare(T);
-        scratch.zero_async(compute_.get());
-        launch_fill_uniform(lstm_->x_staging(), T * shape_.input_size, 21, -1.0f, 1.0f, compute_.get());
-        launch_fill_uniform(lstm_->d_h_last(), shape_.hidden, 22, -0.1f, 0.1f, compute_.get());
-        lstm_->forward(T, lstm_->x_staging(), params_.get());
-        lstm_->backward(T, lstm_->x_staging(), params_.get(), scratch.get());
-        CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
+      for (const auto& [B, T] : shapes) {
+        const bool ragged = batch_layout_ == BatchLayout::Ragged && B > 1 && T > 1;
+        std::vector<int32_t> lengths(static_cast<size_t>(B), ragged ? 1 : static_cast<int32_t>(T));
+        lengths[0] = static_cast<int32_t>(T);
+        const CudnnLstm::Batch& b = ragged ? lstm_->prepare_ragged(lengths) : lstm_->prepare(B, T);
+        CUDA_CHECK(cudaMemcpyAsync(lstm_->device_lengths(), lengths.data(), lengths.size() * sizeof(int32_t),
+                                   cudaMemcpyHostToDevice, s));
+        scratch.zero_async(s);
+        launch_fill_uniform(lstm_->x_staging(), B * T * shape_.input_size, 21, -1.0f, 1.0f, s);
+        launch_fill_uniform(lstm_->dy(), B * T * shape_.hidden, 22, -0.1f, 0.1f, s);
+        lstm_->forward(b, lstm_->x_staging(), params_.get());
+        lstm_->backward(b, lstm_->x_staging(), params_.get(), scratch.get());
+        CUDA_CHECK(cudaStreamSynchronize(s));   // also: `lengths` is pageable and about to go away
       }
+      return;
+    } catch (const InternalError& e) {
+      cudaStreamSynchronize(s);
+      cudaGetLastError();
+      fall_back(e);
+    }
+  }
+}
+
+void CudaBackend::fall_back(const std::exception& why) {
+  // The next usable algorithm after the current one in the measured order (one whose construction cuDNN also
+  // refuses is skipped).
+  auto cur = std::find_if(timings_.begin(), timings_.end(), [&](const AlgoTiming& t) { return t.algo == lstm_->algo(); });
+  for (auto next = cur == timings_.end() ? timings_.end() : std::next(cur); next != timings_.end(); ++next) {
+    if (!next->usable) break;
+    std::fprintf(stderr, "ragtrain: cuDNN algorithm %s fails on this shard's batches (%s); trying %s\n",
+                 rnn_algo_name(lstm_->algo()), why.what(), rnn_algo_name(next->algo));
+    try {
+      switch_algorithm(next->algo);
       return;
     } catch (const InternalError& e) {
       cudaStreamSynchronize(compute_.get());
       cudaGetLastError();
-      // Next usable algorithm after the current one in the measured order.
-      auto cur = std::find_if(timings_.begin(), timings_.end(),
-                              [&](const AlgoTiming& t) { return t.algo == lstm_->algo(); });
-      auto next = cur == timings_.end() ? timings_.end() : std::next(cur);
-      if (next == timings_.end() || !next->usable)
-        throw InternalError(RT_MSG("cuDNN algorithm " << rnn_algo_name(lstm_->algo())
-                                                      << " fails on this shard's sequence lengths and no other "
-                                                         "algorithm is left: "
-                                                      << e.what()));
-      std::fprintf(stderr, "ragtrain: cuDNN algorithm %s fails on this shard's lengths (%s); using %s\n",
-                   rnn_algo_name(lstm_->algo()), e.what(), rnn_algo_name(next->algo));
-      switch_algorithm(next->algo);
+      std::fprintf(stderr, "ragtrain: cuDNN algorithm %s refused too (%s)\n", rnn_algo_name(next->algo), e.what());
     }
   }
+  throw InternalError(RT_MSG("cuDNN algorithm " << rnn_algo_name(lstm_->algo())
+                                                << " fails on this shard's batches and no other algorithm is left: "
+                                                << why.what()));
 }
 
 void CudaBackend::set_train_shard(const Shard& shard) {
@@ -302,41 +329,104 @@ void CudaBackend::set_train_shard(const Shard& shard) {
     hi = std::max(hi, shard.length(p));
   }
   RT_CHECK(lo >= 1, "a sequence of length 0 in the training shard");
-  validate_lengths(lo == hi ? std::vector<int64_t>{hi} : std::vector<int64_t>{hi, lo});
+  RT_CHECK(hi <= INT32_MAX, "a sequence of " << hi << " timesteps");
+  shard_min_len_ = lo;
+  shard_max_len_ = hi;
+  std::vector<std::pair<int64_t, int64_t>> shapes = {{1, hi}};
+  if (lo != hi) shapes.push_back({1, lo});
+  if (batch_ > 1) shapes.push_back({batch_, hi});
+  validate(shapes);
 }
 
-void CudaBackend::enqueue_sequence(int64_t T, const float* x, const int32_t* label, const float* target) {
+void CudaBackend::adopt_batch(int64_t K) {
+  // The first step with K slots: measure the algorithms again at this batch width (the fastest at batch one need
+  // not be the fastest at 128), rank 0's choice for everyone, then size every buffer for K sequences of the
+  // shard's longest length once (later steps never grow them, so captured graphs stay valid).
+  RT_CHECK(K <= kMaxGatherSlots, "--batch-per-rank " << K << " exceeds the CUDA backend's " << kMaxGatherSlots);
+  batch_ = K;
+  if (auto_algo_ && K != timed_batch_) {
+    std::vector<cudnnRNNAlgo_t> candidates;
+    for (const AlgoTiming& t : timings_)
+      if (t.usable) candidates.push_back(t.algo);
+    std::vector<AlgoTiming> timed = measure_algorithms(cudnn_.get(), compute_.get(), shape_.input_size, shape_.hidden,
+                                                       shape_.layers, probe_length_, K, candidates);
+    for (const AlgoTiming& t : timings_)
+      if (!t.usable) timed.push_back(t);
+    std::stable_sort(timed.begin(), timed.end(), [](const AlgoTiming& a, const AlgoTiming& b) {
+      if (a.usable != b.usable) return a.usable;
+      return a.usable && a.us < b.us;
+    });
+    int chosen = timed.front().usable ? static_cast<int>(timed.front().algo) : static_cast<int>(lstm_->algo());
+    MPI_CHECK(MPI_Bcast(&chosen, 1, MPI_INT, 0, comm_));
+    timings_ = std::move(timed);
+    timed_batch_ = K;
+    if (static_cast<cudnnRNNAlgo_t>(chosen) != lstm_->algo()) switch_algorithm(static_cast<cudnnRNNAlgo_t>(chosen));
+    int rank = 0;
+    MPI_CHECK(MPI_Comm_rank(comm_, &rank));
+    if (rank == 0) std::fprintf(stderr, "ragtrain: %lld sequences per step: %s\n", static_cast<long long>(K),
+                                describe().c_str());
+  }
+  slot_lengths_.reserve_discard(static_cast<size_t>(K));
+  label_slot_.reserve_discard(static_cast<size_t>(K));
+  target_slot_.reserve_discard(static_cast<size_t>(K * shape_.outputs));
+  graphs_.clear();   // they captured the slot buffers' old addresses
+  seen_.clear();
+  if (have_shard_ && shard_max_len_ > 0) validate({{K, shard_max_len_}});
+}
+
+GatherArgs CudaBackend::gather_args(const CudnnLstm::Batch& b) const {
+  const bool cls = shape_.task == Task::Classification;
+  GatherArgs a;
+  a.x = lstm_->x_staging();
+  a.features = features_.get();
+  a.dy = lstm_->dy();
+  a.cudnn_lengths = lstm_->device_lengths();
+  a.lengths = slot_lengths_.get();
+  a.label = cls ? label_slot_.get() : nullptr;
+  a.labels = cls ? labels_.get() : nullptr;
+  a.target = cls ? nullptr : target_slot_.get();
+  a.targets = cls ? nullptr : targets_.get();
+  a.B = static_cast<int32_t>(b.B);
+  a.T = static_cast<int32_t>(b.T);
+  a.F = static_cast<int32_t>(shape_.input_size);
+  a.H = static_cast<int32_t>(shape_.hidden);
+  a.C = static_cast<int32_t>(shape_.outputs);
+  a.ragged = lstm_->layout() == BatchLayout::Ragged;
+  return a;
+}
+
+void CudaBackend::enqueue_batch(const CudnnLstm::Batch& b) {
   const cudaStream_t s = compute_.get();
   const int64_t H = shape_.hidden, C = shape_.outputs;
-  lstm_->forward(T, x, params_.get());
+  const bool cls = shape_.task == Task::Classification;
+  lstm_->forward(b, lstm_->x_staging(), params_.get());
   HeadArgs a;
-  a.h = lstm_->h_last();
+  a.y = lstm_->y();
+  a.dy = lstm_->dy();
+  a.lengths = slot_lengths_.get();
+  a.batch = static_cast<int32_t>(b.B);
   a.weight = params_.get() + W_;
   a.bias = params_.get() + W_ + C * H;
   a.hidden = static_cast<int32_t>(H);
   a.outputs = static_cast<int32_t>(C);
-  a.classification = shape_.task == Task::Classification;
-  a.label = label;
-  a.target = target;
+  a.classification = cls;
+  a.labels = cls ? label_slot_.get() : nullptr;
+  a.targets = cls ? nullptr : target_slot_.get();
   a.d_weight = fused_.get() + W_;
   a.d_bias = fused_.get() + W_ + C * H;
-  a.d_h = lstm_->d_h_last();
   a.extras = fused_.get() + N_;
   launch_head_loss_grad(a, s);
-  lstm_->backward(T, x, params_.get(), fused_.get());
+  lstm_->backward(b, lstm_->x_staging(), params_.get(), fused_.get());
 }
 
-bool CudaBackend::capture_graph(int64_t T, const float* x, const int32_t* label, const float* target) {
+bool CudaBackend::capture_graph(const CudnnLstm::Batch& b, const GatherArgs& ga) {
   const cudaStream_t s = compute_.get();
-  const bool cls = shape_.task == Task::Classification;
-  const int64_t C = shape_.outputs;
   std::string why;
   CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   try {
-    // The gather is the graph's first node; later launches repoint it at their sequence (update_gather_node).
-    launch_gather_sequence(lstm_->x_staging(), x, T * shape_.input_size, label_slot_.get(), label,
-                           target_slot_.get(), target, target ? C : 0, s);
-    enqueue_sequence(T, lstm_->x_staging(), cls ? label_slot_.get() : nullptr, cls ? nullptr : target_slot_.get());
+    // The gather is the graph's first node; later launches repoint it at their batch (update_gather_node).
+    launch_gather_batch(ga, slots_, s);
+    enqueue_batch(b);
   } catch (const std::exception& e) {
     why = e.what();
   }
@@ -348,7 +438,7 @@ bool CudaBackend::capture_graph(int64_t T, const float* x, const int32_t* label,
     const cudaGraphNode_t gather = find_gather_node(graph.get());
     const cudaError_t inst = gather ? cudaGraphInstantiate(&exec, graph.get(), 0) : cudaErrorInvalidValue;
     if (inst == cudaSuccess) {
-      graphs_.emplace(T, LengthGraph{std::move(graph), GraphExec(exec), gather});
+      graphs_.emplace(std::make_pair(b.B, b.T), ShapeGraph{std::move(graph), GraphExec(exec), gather});
       return true;
     }
     why = gather ? RT_MSG("cudaGraphInstantiate: " << cudaGetErrorString(inst)) : "no gather node in the graph";
@@ -358,45 +448,62 @@ bool CudaBackend::capture_graph(int64_t T, const float* x, const int32_t* label,
   cudaGetLastError();   // capture errors are not sticky; the stream works normally again
   graphs_on_ = false;
   graphs_off_reason_ = "off (capture failed: " + why + ")";
-  std::fprintf(stderr, "ragtrain: CUDA graph capture failed for length %lld, running without graphs: %s\n",
-               static_cast<long long>(T), why.c_str());
+  std::fprintf(stderr, "ragtrain: CUDA graph capture failed for %lld sequences of length %lld, running without "
+               "graphs: %s\n", static_cast<long long>(b.B), static_cast<long long>(b.T), why.c_str());
   return false;
 }
 
-void CudaBackend::run_sequence(int64_t T, const float* x, const int32_t* label, const float* target) {
-  lstm_->prepare(T);   // host-side unless a buffer must grow (then it waits for the stream)
+void CudaBackend::run_batch(int64_t T) {
+  const cudaStream_t s = compute_.get();
+  const int64_t B = static_cast<int64_t>(slots_.size());
+  // Ragged layout with unequal lengths: the lengths are baked into cuDNN's launches, so plain launches.
+  bool equal = true;
+  for (const GatherSlot& g : slots_) equal = equal && g.length == T;
+  if (lstm_->layout() == BatchLayout::Ragged && !equal) {
+    std::vector<int32_t> lengths;
+    for (const GatherSlot& g : slots_) lengths.push_back(g.length);
+    const CudnnLstm::Batch& b = lstm_->prepare_ragged(lengths);
+    if (lstm_->generation() != graph_generation_) {
+      graphs_.clear();
+      graph_generation_ = lstm_->generation();
+    }
+    launch_gather_batch(gather_args(b), slots_, s);
+    enqueue_batch(b);
+    return;
+  }
+  const CudnnLstm::Batch& b = lstm_->prepare(B, T);   // host-side unless a buffer must grow (then it waits)
   if (lstm_->generation() != graph_generation_) {
     graphs_.clear();   // they captured buffer addresses that moved
     graph_generation_ = lstm_->generation();
   }
+  const GatherArgs ga = gather_args(b);
   if (!graphs_on_) {
-    enqueue_sequence(T, x, label, target);
+    launch_gather_batch(ga, slots_, s);
+    enqueue_batch(b);
     return;
   }
-  const cudaStream_t s = compute_.get();
-  const int64_t C = shape_.outputs;
-  auto it = graphs_.find(T);
+  const std::pair<int64_t, int64_t> key{B, T};
+  auto it = graphs_.find(key);
   if (it != graphs_.end()) {
-    // Replay: the graph's gather node now reads this sequence (a host-side update, no extra launch).
-    update_gather_node(it->second.exec.get(), it->second.gather, lstm_->x_staging(), x, T * shape_.input_size,
-                       label_slot_.get(), label, target_slot_.get(), target, target ? C : 0);
+    // Replay: the graph's gather node now reads this batch (a host-side update, no extra launch).
+    update_gather_node(it->second.exec.get(), it->second.gather, ga, slots_);
     CUDA_CHECK(cudaGraphLaunch(it->second.exec.get(), s));
     return;
   }
-  // Second time at this length: capture (gather included) and launch.
-  if (!seen_.insert(T).second && capture_graph(T, x, label, target)) {
-    CUDA_CHECK(cudaGraphLaunch(graphs_.at(T).exec.get(), s));
+  // Second time at this shape: capture (gather included) and launch.
+  if (!seen_.insert(key).second && capture_graph(b, ga)) {
+    CUDA_CHECK(cudaGraphLaunch(graphs_.at(key).exec.get(), s));
     return;
   }
-  // First time at this length (cuDNN's lazy set-up happens outside any capture), or capture impossible.
-  const bool cls = shape_.task == Task::Classification;
-  launch_gather_sequence(lstm_->x_staging(), x, T * shape_.input_size, label_slot_.get(), label, target_slot_.get(),
-                         target, target ? C : 0, s);
-  enqueue_sequence(T, lstm_->x_staging(), cls ? label_slot_.get() : nullptr, cls ? nullptr : target_slot_.get());
+  // First time at this shape (cuDNN's lazy set-up happens outside any capture), or capture impossible.
+  launch_gather_batch(ga, slots_, s);
+  enqueue_batch(b);
 }
 
 void CudaBackend::forward_backward(const std::vector<int64_t>& positions) {
   RT_CHECK(have_shard_, "set_train_shard first");
+  const int64_t K = static_cast<int64_t>(positions.size());
+  if (K > batch_) adopt_batch(K);   // before this step's events: it measures and synchronises
   const cudaStream_t s = compute_.get();
   StepEvents& ev = current();
   ev.step = step_;
@@ -407,19 +514,30 @@ void CudaBackend::forward_backward(const std::vector<int64_t>& positions) {
   fused_clean_ = false;
   CUDA_CHECK(cudaEventRecord(ev.fb_start.get(), s));
   const int64_t n = static_cast<int64_t>(offsets_.size()) - 1;
-  const bool cls = shape_.task == Task::Classification;
+  slots_.clear();
+  int64_t T = 0;
+  // The step's sequences, empty slots (-1: the uneven last step) left out: B <= K sequences, T the longest.
   for (int64_t pos : positions) {
     if (pos < 0) continue;
     RT_CHECK(pos < n, "shard position " << pos << " outside [0, " << n << ")");
-    const int64_t begin = offsets_[static_cast<size_t>(pos)], T = offsets_[static_cast<size_t>(pos + 1)] - begin;
-    run_sequence(T, features_.get() + begin * shape_.input_size, cls ? labels_.get() + pos : nullptr,
-                 cls ? nullptr : targets_.get() + pos * shape_.outputs);
+    const int64_t begin = offsets_[static_cast<size_t>(pos)], len = offsets_[static_cast<size_t>(pos + 1)] - begin;
+    slots_.push_back(GatherSlot{begin, static_cast<int32_t>(len), static_cast<int32_t>(pos)});
+    T = std::max(T, len);
   }
+  if (!slots_.empty()) run_batch(T);
   CUDA_CHECK(cudaEventRecord(ev.fb_end.get(), s));
 }
 
 void CudaBackend::allreduce() {
   StepEvents& ev = current();
+  if (single_rank_) {
+    // The sum over one rank is the buffer itself: no NCCL call and no hop to and from its stream (identical to
+    // NCCL's one-rank result). The event stays: it splits the phases (seen on the H200: 1.3 us between it and
+    // fb_end, with nothing in between).
+    CUDA_CHECK(cudaEventRecord(ev.ar_end.get(), compute_.get()));
+    ev.allreduced = true;
+    return;
+  }
   // NCCL runs on its own stream, after the gradients are complete and before the update reads them.
   CUDA_CHECK(cudaStreamWaitEvent(comm_stream_.get(), ev.fb_end.get(), 0));
   nccl_->allreduce_sum(fused_.get(), N_ + kFusedExtras, comm_stream_.get());
@@ -432,7 +550,7 @@ StepTotals CudaBackend::update(float lr) {
   const cudaStream_t s = compute_.get();
   StepEvents& ev = current();
   if (!ev.allreduced) CUDA_CHECK(cudaEventRecord(ev.ar_end.get(), s));   // single-process use without allreduce()
-  CUDA_CHECK(cudaStreamWaitEvent(s, ev.ar_end.get(), 0));
+  if (!single_rank_) CUDA_CHECK(cudaStreamWaitEvent(s, ev.ar_end.get(), 0));   // else recorded on this stream
 
   // Step-dependent scalars exactly as the CPU optimizer computes them (float from double).
   const OptimizerConfig& c = opt_.config();
@@ -550,9 +668,10 @@ std::vector<float> CudaBackend::infer(const Shard& shard) {
   for (int64_t p = 0; p < n; ++p) {
     const int64_t T = shard.length(p);
     RT_CHECK(T >= 1, "sequence " << p << " has length 0");
-    lstm_->prepare(T);
-    lstm_->forward(T, infer_x_.get() + shard.offsets[static_cast<size_t>(p)] * F, params_.get());
-    launch_head_forward(lstm_->h_last(), params_.get() + W_, params_.get() + W_ + C * shape_.hidden,
+    const CudnnLstm::Batch& b = lstm_->prepare(1, T);
+    lstm_->set_equal_lengths(1, T);
+    lstm_->forward(b, infer_x_.get() + shard.offsets[static_cast<size_t>(p)] * F, params_.get());
+    launch_head_forward(lstm_->y() + (T - 1) * shape_.hidden, params_.get() + W_, params_.get() + W_ + C * shape_.hidden,
                         static_cast<int32_t>(shape_.hidden), static_cast<int32_t>(C), infer_out_.get() + p * C, s);
   }
   return download(infer_out_.get(), static_cast<size_t>(n * C), s);
@@ -567,8 +686,15 @@ std::string CudaBackend::describe() const {
   }
   return RT_MSG("cuda backend on GPU " << gpu_.device << " (" << gpu_.name << ", " << gpu_.uuid << "), cuDNN "
                                        << cudnnGetVersion() << ", LSTM algorithm " << rnn_algo_name(lstm_->algo())
-                                       << (timings_.size() > 1 ? RT_MSG(" (measured at T=" << probe_length_ << ": " << m << ")") : std::string())
-                                       << ", CUDA graphs " << (graphs_on_ ? "on" : graphs_off_reason_));
+                                       << (timings_.size() > 1 ? RT_MSG(" (measured at T=" << probe_length_ << ", batch "
+                                                                                           << timed_batch_ << ": " << m << ")")
+                                                               : std::string())
+                                       << ", batch layout " << batch_layout_name(lstm_->layout()) << ", CUDA graphs "
+                                       << (graphs_on_ ? (lstm_->layout() == BatchLayout::Ragged
+                                                             ? "on for equal-length batches"
+                                                             : "on")
+                                                      : graphs_off_reason_)
+                                       << (single_rank_ ? ", one rank (no NCCL call)" : ""));
 }
 
 }  // namespace ragtrain

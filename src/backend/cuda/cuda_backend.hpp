@@ -1,18 +1,19 @@
-// The CUDA backend: cuDNN LSTM + Linear head/loss kernels per sequence (replayed from a CUDA graph per length),
-// one NCCL all-reduce of the fused gradient buffer per step, and one fused optimizer kernel, all on the device;
-// the host waits once per step, for the step's totals only.
+// The CUDA backend: the rank's K sequences of a step in one cuDNN LSTM call per direction plus one batched
+// head/loss kernel (replayed from a CUDA graph per batch shape), one NCCL all-reduce of the fused gradient buffer
+// per step, and one fused optimizer kernel, all on the device; the host waits once per step, for the step's totals.
 #pragma once
 
 #include <mpi.h>
 
 #include <array>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "batch_gather.hpp"
 #include "cuda_raii.hpp"
 #include "cudnn_lstm.hpp"
 #include "gpu_binding.hpp"
@@ -25,17 +26,22 @@ namespace ragtrain {
 struct CudaTuning {
   std::string algo = "auto";    // auto (measure at start-up) | standard | persist_static | persist_static_small_h |
                                 // persist_dynamic
-  bool graphs = true;           // replay each length's cuDNN + head work from a CUDA graph (after its first run)
+  bool graphs = true;           // replay each batch shape's cuDNN + head work from a CUDA graph (after its first run)
+  std::string layout = "padded";   // padded | ragged: how K > 1 sequences of different lengths reach cuDNN
+                                   // (BatchLayout in cudnn_lstm.hpp; ragged runs without graphs)
   int64_t probe_length = 100;   // sequence length at which the algorithms are measured
 
-  // RAGTRAIN_CUDNN_ALGO (one of the names above) and RAGTRAIN_CUDA_GRAPHS (0 = off). UserError on a bad value.
+  // RAGTRAIN_CUDNN_ALGO (one of the names above), RAGTRAIN_CUDA_GRAPHS (0 = off) and RAGTRAIN_CUDA_BATCH_LAYOUT
+  // (padded | ragged). UserError on a bad value.
   static CudaTuning from_environment();
 };
 
 class CudaBackend final : public Backend {
  public:
   // Collective over opts.comm: binds the GPU (duplicate check), creates the NCCL communicator, measures the
-  // cuDNN algorithms (rank 0's choice is used by every rank, so all ranks run the same arithmetic).
+  // cuDNN algorithms at batch one (rank 0's choice is used by every rank, so all ranks run the same arithmetic).
+  // The first forward_backward with K > 1 slots measures them again at batch K (a collective: every rank calls
+  // forward_backward with the same number of slots).
   CudaBackend(const ModelShape& shape, const BackendOptions& opts, const CudaTuning& tuning = {});
   ~CudaBackend() override;
 
@@ -56,9 +62,10 @@ class CudaBackend final : public Backend {
   // The fused buffer in the PyTorch layout: (P) gradient sums, then loss_sum, count, correct. Waits for the GPU.
   std::vector<float> fused_buffer() const;
   cudnnRNNAlgo_t algorithm() const { return lstm_->algo(); }
+  BatchLayout batch_layout() const { return lstm_->layout(); }
   const std::vector<AlgoTiming>& algorithm_timings() const { return timings_; }
   bool graphs_active() const { return graphs_on_; }
-  std::string describe() const;   // one line: GPU, cuDNN algorithm and its measurement, graphs
+  std::string describe() const;   // one line: GPU, cuDNN algorithm and its measurement, layout, graphs
 
  private:
   // The events of one step: GPU timestamps that split it into phases (read one step later, off the critical path).
@@ -73,10 +80,15 @@ class CudaBackend final : public Backend {
   void choose_algorithm(const CudaTuning& tuning);
   void build_index();
   void switch_algorithm(cudnnRNNAlgo_t algo);
-  void validate_lengths(const std::vector<int64_t>& lengths);
-  void run_sequence(int64_t T, const float* x, const int32_t* label, const float* target);
-  void enqueue_sequence(int64_t T, const float* x, const int32_t* label, const float* target);
-  bool capture_graph(int64_t T, const float* x, const int32_t* label, const float* target);
+  void fall_back(const std::exception& why);
+  // Dry runs of forward + backward for these (B, T) shapes (B > 1 with the ragged layout: lengths T, 1, 1, ...);
+  // an algorithm cuDNN rejects for one of them is replaced by the next fastest.
+  void validate(const std::vector<std::pair<int64_t, int64_t>>& shapes);
+  void adopt_batch(int64_t K);
+  void run_batch(int64_t T);
+  void enqueue_batch(const CudnnLstm::Batch& b);
+  GatherArgs gather_args(const CudnnLstm::Batch& b) const;
+  bool capture_graph(const CudnnLstm::Batch& b, const GatherArgs& ga);
   bool harvest(int64_t step);
   void wait_for_totals(const StepEvents& ev, double tag);
   void push_optimizer_state();
@@ -93,8 +105,12 @@ class CudaBackend final : public Backend {
   std::unique_ptr<NcclComm> nccl_;
   Stream compute_, comm_stream_;          // compute; NCCL on its own stream, ordered with events
   CudnnHandle cudnn_;
-  std::vector<AlgoTiming> timings_;       // start-up measurement, fastest usable first
+  std::vector<AlgoTiming> timings_;       // the latest measurement, fastest usable first
+  int64_t timed_batch_ = 1;               // the batch width of that measurement
+  bool auto_algo_ = true;                 // RAGTRAIN_CUDNN_ALGO=auto: measure again for a new batch width
+  BatchLayout batch_layout_ = BatchLayout::Padded;
   std::unique_ptr<CudnnLstm> lstm_;
+  bool single_rank_ = false;              // the communicator has one rank: the all-reduce is the identity
 
   int64_t W_ = 0;                         // cuDNN weight space, floats
   int64_t N_ = 0;                         // device parameters: weight space + fc.weight (C, H) + fc.bias (C)
@@ -115,21 +131,25 @@ class CudaBackend final : public Backend {
   DeviceBuffer<float> targets_;           // (n, C) regression
   std::vector<int64_t> offsets_;          // (n + 1) host copy: row offsets of each sequence
   bool have_shard_ = false;
+  int64_t shard_min_len_ = 0, shard_max_len_ = 0;
+  int64_t batch_ = 1;                     // K: slots per step seen so far (buffers and algorithm adopted for it)
 
-  // CUDA graphs: one per sequence length, capturing forward, head + loss, backward data, backward weights on
-  // fixed-address inputs (x staging, label and target slots) that a gather kernel fills before each replay.
+  // CUDA graphs: one per batch shape (B sequences, padded length T), capturing gather, forward, head + loss,
+  // backward data, backward weights on fixed-address buffers; the gather node is repointed at each new batch.
   bool graphs_on_ = true;
   std::string graphs_off_reason_;
   int64_t probe_length_ = 100;
-  DeviceBuffer<int32_t> label_slot_;      // (1)
-  DeviceBuffer<float> target_slot_;       // (C)
-  struct LengthGraph {
+  std::vector<GatherSlot> slots_;         // (B) this step's sequences (reused, no allocation per step)
+  DeviceBuffer<int32_t> slot_lengths_;    // (K) true lengths of the step's sequences
+  DeviceBuffer<int32_t> label_slot_;      // (K) their labels
+  DeviceBuffer<float> target_slot_;       // (K, C) their targets
+  struct ShapeGraph {
     Graph graph;                          // kept: its gather node is updated in the executable each launch
     GraphExec exec;
     cudaGraphNode_t gather = nullptr;
   };
-  std::unordered_map<int64_t, LengthGraph> graphs_;
-  std::unordered_set<int64_t> seen_;      // lengths run once without a graph (cuDNN's lazy set-up happens there)
+  std::map<std::pair<int64_t, int64_t>, ShapeGraph> graphs_;   // (B, T) -> graph
+  std::set<std::pair<int64_t, int64_t>> seen_;   // shapes run once without a graph (cuDNN's lazy set-up is there)
   uint64_t graph_generation_ = 0;
 
   // Inference buffers (grow only).

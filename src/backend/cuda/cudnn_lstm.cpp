@@ -1,4 +1,5 @@
-// cuDNN LSTM: descriptors, buffers, the three RNN calls, the weight-space map and the algorithm measurement.
+// cuDNN LSTM over a batch: descriptors, buffers, the three RNN calls, the weight-space map and the algorithm
+// measurement.
 #include "cudnn_lstm.hpp"
 
 #include <algorithm>
@@ -26,9 +27,17 @@ std::optional<cudnnRNNAlgo_t> parse_rnn_algo(const std::string& name) {
   return std::nullopt;
 }
 
+const char* batch_layout_name(BatchLayout layout) { return layout == BatchLayout::Padded ? "padded" : "ragged"; }
+
+std::optional<BatchLayout> parse_batch_layout(const std::string& name) {
+  if (name == "padded") return BatchLayout::Padded;
+  if (name == "ragged") return BatchLayout::Ragged;
+  return std::nullopt;
+}
+
 CudnnLstm::CudnnLstm(cudnnHandle_t handle, cudaStream_t stream, int64_t input_size, int64_t hidden, int64_t layers,
-                     cudnnRNNAlgo_t algo)
-    : handle_(handle), stream_(stream), F_(input_size), H_(hidden), L_(layers), algo_(algo) {
+                     cudnnRNNAlgo_t algo, BatchLayout layout)
+    : handle_(handle), stream_(stream), F_(input_size), H_(hidden), L_(layers), algo_(algo), layout_(layout) {
   RT_CHECK(F_ > 0 && H_ > 0 && L_ > 0 && F_ <= INT32_MAX && H_ <= INT32_MAX && L_ <= INT32_MAX,
            "LSTM shape F=" << F_ << " H=" << H_ << " L=" << L_);
   dropout_ = DropoutDesc::create();
@@ -37,19 +46,14 @@ CudnnLstm::CudnnLstm(cudnnHandle_t handle, cudaStream_t stream, int64_t input_si
   rnn_ = RnnDesc::create();
   // FP32 storage and math with CUDNN_FMA_MATH: FMA kernels only, no TF32 tensor-op conversion, so results agree
   // with the CPU reference to float rounding. projSize == H means no projection. DOUBLE_BIAS maps b_ih and b_hh.
+  // Padded I/O only for the ragged layout (unpacked data with per-sequence lengths needs it).
+  const uint32_t aux = layout_ == BatchLayout::Ragged ? CUDNN_RNN_PADDED_IO_ENABLED : CUDNN_RNN_PADDED_IO_DISABLED;
   CUDNN_CHECK(cudnnSetRNNDescriptor_v8(rnn_.get(), algo_, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS, CUDNN_UNIDIRECTIONAL,
                                        CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH,
                                        static_cast<int32_t>(F_), static_cast<int32_t>(H_), static_cast<int32_t>(H_),
-                                       static_cast<int32_t>(L_), dropout_.get(), CUDNN_RNN_PADDED_IO_DISABLED));
+                                       static_cast<int32_t>(L_), dropout_.get(), aux));
   if (algo_ == CUDNN_RNN_ALGO_PERSIST_DYNAMIC) CUDNN_CHECK(cudnnBuildRNNDynamic(handle_, rnn_.get(), 1));
   CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(handle_, rnn_.get(), &weight_bytes_));
-  h_desc_ = TensorDesc::create();
-  const int dims[3] = {static_cast<int>(L_), 1, static_cast<int>(H_)};
-  const int strides[3] = {static_cast<int>(H_), static_cast<int>(H_), 1};
-  CUDNN_CHECK(cudnnSetTensorNdDescriptor(h_desc_.get(), CUDNN_DATA_FLOAT, 3, dims, strides));
-  hy_.resize_discard(static_cast<size_t>(L_ * H_));
-  dhy_.resize_discard(static_cast<size_t>(L_ * H_));
-  dhy_.zero_async(stream_);
 }
 
 std::vector<int64_t> CudnnLstm::pytorch_to_weight_space(const ParamLayout& layout, const float* weights) const {
@@ -103,70 +107,110 @@ std::vector<int64_t> CudnnLstm::pytorch_to_weight_space(const ParamLayout& layou
   return map;
 }
 
-const CudnnLstm::LengthDescs& CudnnLstm::descs(int64_t T) {
-  auto it = by_length_.find(T);
-  if (it != by_length_.end()) return it->second;
-  LengthDescs d{RnnDataDesc::create(), RnnDataDesc::create()};
-  const int len = static_cast<int>(T);
-  CUDNN_CHECK(cudnnSetRNNDataDescriptor(d.x.get(), CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, len, 1,
-                                        static_cast<int>(F_), &len, nullptr));
-  CUDNN_CHECK(cudnnSetRNNDataDescriptor(d.y.get(), CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, len, 1,
-                                        static_cast<int>(H_), &len, nullptr));
+void CudnnLstm::make_batch(Batch& d, const std::vector<int32_t>& lengths, int64_t T) const {
+  const int B = static_cast<int>(lengths.size());
+  d.B = B;
+  d.T = T;
+  d.x = RnnDataDesc::create();
+  d.y = RnnDataDesc::create();
+  d.h = TensorDesc::create();
+  const cudnnRNNDataLayout_t lay =
+      layout_ == BatchLayout::Ragged ? CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED;
+  float fill = 0.0f;   // y is written as zeros past each sequence's end (ragged layout)
+  CUDNN_CHECK(cudnnSetRNNDataDescriptor(d.x.get(), CUDNN_DATA_FLOAT, lay, static_cast<int>(T), B, static_cast<int>(F_),
+                                        lengths.data(), layout_ == BatchLayout::Ragged ? &fill : nullptr));
+  CUDNN_CHECK(cudnnSetRNNDataDescriptor(d.y.get(), CUDNN_DATA_FLOAT, lay, static_cast<int>(T), B, static_cast<int>(H_),
+                                        lengths.data(), layout_ == BatchLayout::Ragged ? &fill : nullptr));
+  const int dims[3] = {static_cast<int>(L_), B, static_cast<int>(H_)};
+  const int strides[3] = {B * static_cast<int>(H_), static_cast<int>(H_), 1};
+  CUDNN_CHECK(cudnnSetTensorNdDescriptor(d.h.get(), CUDNN_DATA_FLOAT, 3, dims, strides));
   CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle_, rnn_.get(), CUDNN_FWD_MODE_TRAINING, d.x.get(), &d.work, &d.reserve));
-  return by_length_.emplace(T, std::move(d)).first->second;
 }
 
-void CudnnLstm::prepare(int64_t T) {
-  RT_CHECK(T >= 1 && T <= INT32_MAX, "sequence length " << T);
-  const LengthDescs& d = descs(T);   // the per-step fast path: one hash lookup
-  const size_t work = d.work, reserve = d.reserve;
-  const bool longer = T > max_T_;
-  if (!longer && work <= work_.size() && reserve <= reserve_.size()) return;
+void CudnnLstm::grow(int64_t B, int64_t T, size_t work, size_t reserve) {
+  const int64_t rows = B * T;
+  if (rows <= cap_rows_ && B <= cap_B_ && work <= work_.size() && reserve <= reserve_.size()) return;
   // Work queued on the stream may still use the old buffers: let it finish before they are freed.
   CUDA_CHECK(cudaStreamSynchronize(stream_));
-  if (longer) {
-    max_T_ = T;
-    const size_t n = static_cast<size_t>(T);
-    std::vector<int32_t> lengths(n + 1);
-    for (size_t i = 0; i <= n; ++i) lengths[i] = static_cast<int32_t>(i);
-    seq_lengths_.resize_discard(n + 1);
-    CUDA_CHECK(cudaMemcpyAsync(seq_lengths_.get(), lengths.data(), (n + 1) * sizeof(int32_t), cudaMemcpyHostToDevice,
-                               stream_));
+  if (B > cap_B_) {
+    cap_B_ = B;
+    lengths_.resize_discard(static_cast<size_t>(B));
+  }
+  if (rows > cap_rows_) {
+    cap_rows_ = rows;
+    const size_t n = static_cast<size_t>(rows);
     x_stage_.resize_discard(n * static_cast<size_t>(F_));
+    x_stage_.zero_async(stream_);
     y_.resize_discard(n * static_cast<size_t>(H_));
     dy_.resize_discard(n * static_cast<size_t>(H_));
     dy_.zero_async(stream_);
     dx_.resize_discard(n * static_cast<size_t>(F_));
-    CUDA_CHECK(cudaStreamSynchronize(stream_));   // `lengths` is pageable host memory that goes out of scope
   }
   work_.reserve_discard(std::max<size_t>(work, 1));
   reserve_.reserve_discard(std::max<size_t>(reserve, 1));
   ++generation_;
 }
 
-void CudnnLstm::forward(int64_t T, const float* x, const float* weights) {
-  RT_CHECK(T >= 1 && T <= max_T_, "sequence length " << T << " not prepared (max " << max_T_ << ")");
-  const LengthDescs& d = descs(T);
-  CUDNN_CHECK(cudnnRNNForward(handle_, rnn_.get(), CUDNN_FWD_MODE_TRAINING, seq_lengths_.get() + T, d.x.get(), x,
-                              d.y.get(), y_.get(), h_desc_.get(), nullptr, hy_.get(), h_desc_.get(), nullptr, nullptr,
-                              weight_bytes_, weights, work_.bytes(), work_.get(), reserve_.bytes(), reserve_.get()));
+const CudnnLstm::Batch& CudnnLstm::prepare(int64_t B, int64_t T) {
+  RT_CHECK(B >= 1 && T >= 1 && B <= INT32_MAX && T <= INT32_MAX && B * T <= INT32_MAX,
+           "batch of " << B << " sequences of length " << T);
+  auto it = by_shape_.find({B, T});   // the per-step fast path: one lookup
+  if (it == by_shape_.end()) {
+    auto d = std::make_unique<Batch>();
+    make_batch(*d, std::vector<int32_t>(static_cast<size_t>(B), static_cast<int32_t>(T)), T);
+    it = by_shape_.emplace(std::make_pair(B, T), std::move(d)).first;
+  }
+  grow(B, T, it->second->work, it->second->reserve);
+  return *it->second;
 }
 
-void CudnnLstm::backward(int64_t T, const float* x, const float* weights, float* d_weights) {
-  RT_CHECK(T >= 1 && T <= max_T_, "sequence length " << T << " not prepared (max " << max_T_ << ")");
-  const LengthDescs& d = descs(T);
-  // Zero initial states (hx = cx = null) as in PyTorch; dhx/dcx are not needed, dcy is zero (null).
-  CUDNN_CHECK(cudnnRNNBackwardData_v8(handle_, rnn_.get(), seq_lengths_.get() + T, d.y.get(), y_.get(), dy_.get(),
-                                      d.x.get(), dx_.get(), h_desc_.get(), nullptr, dhy_.get(), nullptr,
-                                      h_desc_.get(), nullptr, nullptr, nullptr, weight_bytes_, weights, work_.bytes(),
-                                      work_.get(), reserve_.bytes(), reserve_.get()));
-  CUDNN_CHECK(cudnnRNNBackwardWeights_v8(handle_, rnn_.get(), CUDNN_WGRAD_MODE_ADD, seq_lengths_.get() + T,
-                                         d.x.get(), x, h_desc_.get(), nullptr, d.y.get(), y_.get(), weight_bytes_,
-                                         d_weights, work_.bytes(), work_.get(), reserve_.bytes(), reserve_.get()));
+const CudnnLstm::Batch& CudnnLstm::prepare_ragged(const std::vector<int32_t>& lengths) {
+  RT_CHECK(layout_ == BatchLayout::Ragged, "prepare_ragged on an LSTM of the padded layout");
+  RT_CHECK(!lengths.empty(), "a batch without sequences");
+  int32_t T = 0;
+  for (int32_t l : lengths) {
+    RT_CHECK(l >= 1, "sequence length " << l);
+    T = std::max(T, l);
+  }
+  const int64_t B = static_cast<int64_t>(lengths.size());
+  RT_CHECK(B * T <= INT32_MAX, "batch of " << B << " sequences of length " << T);
+  if (!ragged_) ragged_ = std::make_unique<Batch>();
+  make_batch(*ragged_, lengths, T);
+  grow(B, T, ragged_->work, ragged_->reserve);
+  return *ragged_;
+}
+
+void CudnnLstm::set_equal_lengths(int64_t B, int64_t T) {
+  RT_CHECK(B >= 1 && B <= cap_B_, "lengths of " << B << " sequences (capacity " << cap_B_ << ")");
+  launch_fill_int(lengths_.get(), B, static_cast<int32_t>(T), stream_);
+}
+
+void CudnnLstm::forward(const Batch& b, const float* x, const float* weights, const int32_t* lengths) {
+  RT_CHECK(b.B * b.T <= cap_rows_ && b.B <= cap_B_, "batch (" << b.B << ", " << b.T << ") not prepared");
+  // Zero initial states (hx = cx = null) as in PyTorch; the final states are not needed (hy = cy = null): the head
+  // reads each sequence's last step from y.
+  const int32_t* len = lengths ? lengths : lengths_.get();
+  CUDNN_CHECK(cudnnRNNForward(handle_, rnn_.get(), CUDNN_FWD_MODE_TRAINING, len, b.x.get(), x, b.y.get(),
+                              y_.get(), b.h.get(), nullptr, nullptr, b.h.get(), nullptr, nullptr, weight_bytes_,
+                              weights, work_.bytes(), work_.get(), reserve_.bytes(), reserve_.get()));
+}
+
+void CudnnLstm::backward(const Batch& b, const float* x, const float* weights, float* d_weights,
+                         const int32_t* lengths) {
+  RT_CHECK(b.B * b.T <= cap_rows_ && b.B <= cap_B_, "batch (" << b.B << ", " << b.T << ") not prepared");
+  // dhy = dcy = null (zero): the loss enters through dy; dhx/dcx are not needed.
+  const int32_t* len = lengths ? lengths : lengths_.get();
+  CUDNN_CHECK(cudnnRNNBackwardData_v8(handle_, rnn_.get(), len, b.y.get(), y_.get(), dy_.get(), b.x.get(),
+                                      dx_.get(), b.h.get(), nullptr, nullptr, nullptr, b.h.get(), nullptr, nullptr,
+                                      nullptr, weight_bytes_, weights, work_.bytes(), work_.get(), reserve_.bytes(),
+                                      reserve_.get()));
+  CUDNN_CHECK(cudnnRNNBackwardWeights_v8(handle_, rnn_.get(), CUDNN_WGRAD_MODE_ADD, len, b.x.get(), x,
+                                         b.h.get(), nullptr, b.y.get(), y_.get(), weight_bytes_, d_weights,
+                                         work_.bytes(), work_.get(), reserve_.bytes(), reserve_.get()));
 }
 
 std::vector<AlgoTiming> measure_algorithms(cudnnHandle_t handle, cudaStream_t stream, int64_t input_size,
-                                           int64_t hidden, int64_t layers, int64_t T,
+                                           int64_t hidden, int64_t layers, int64_t T, int64_t B,
                                            const std::vector<cudnnRNNAlgo_t>& candidates) {
   std::vector<AlgoTiming> out;
   for (cudnnRNNAlgo_t algo : candidates) {
@@ -174,16 +218,17 @@ std::vector<AlgoTiming> measure_algorithms(cudnnHandle_t handle, cudaStream_t st
     t.algo = algo;
     try {
       CudnnLstm lstm(handle, stream, input_size, hidden, layers, algo);
-      lstm.prepare(T);
+      const CudnnLstm::Batch& b = lstm.prepare(B, T);
+      lstm.set_equal_lengths(B, T);
       DeviceBuffer<float> w(static_cast<size_t>(lstm.weight_floats())), dw(static_cast<size_t>(lstm.weight_floats()));
       const float bound = 1.0f / std::sqrt(static_cast<float>(hidden));
       launch_fill_uniform(w.get(), lstm.weight_floats(), 11, -bound, bound, stream);
-      launch_fill_uniform(lstm.x_staging(), T * input_size, 12, -1.0f, 1.0f, stream);
-      launch_fill_uniform(lstm.d_h_last(), hidden, 13, -0.1f, 0.1f, stream);
+      launch_fill_uniform(lstm.x_staging(), B * T * input_size, 12, -1.0f, 1.0f, stream);
+      launch_fill_uniform(lstm.dy(), B * T * hidden, 13, -0.1f, 0.1f, stream);
       dw.zero_async(stream);
       auto once = [&] {
-        lstm.forward(T, lstm.x_staging(), w.get());
-        lstm.backward(T, lstm.x_staging(), w.get(), dw.get());
+        lstm.forward(b, lstm.x_staging(), w.get());
+        lstm.backward(b, lstm.x_staging(), w.get(), dw.get());
       };
       once();   // warm-up: module loading, cuDNN's first-call set-up
       CUDA_CHECK(cudaStreamSynchronize(stream));

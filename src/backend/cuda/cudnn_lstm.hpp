@@ -1,15 +1,17 @@
-// A cuDNN v9 LSTM of (F -> H, L layers), batch one: the RNN descriptor, per-length data descriptors, the buffers
-// one sequence needs (reused across steps), forward in training mode and the two backward passes, the map from
-// PyTorch's parameter layout to cuDNN's weight space, and the start-up measurement of the algorithms.
+// A cuDNN v9 LSTM of (F -> H, L layers) over a batch of B sequences in one call per direction: the RNN descriptor,
+// per-shape data descriptors, the buffers a batch needs (reused across steps), forward in training mode and the two
+// backward passes, the map from PyTorch's parameter layout to cuDNN's weight space, and the algorithm measurement.
 #pragma once
 
 #include <cudnn.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cuda_raii.hpp"
@@ -20,14 +22,36 @@ namespace ragtrain {
 const char* rnn_algo_name(cudnnRNNAlgo_t algo);                  // "standard", "persist_static", ...
 std::optional<cudnnRNNAlgo_t> parse_rnn_algo(const std::string& name);
 
+// How a batch of sequences of different lengths is handed to cuDNN. Both use the time-major padded buffers
+// x (T, B, F), y and dy (T, B, H), T = the batch's longest length; sequence b's step t lives at row t * B + b.
+//  padded: every sequence is zero-padded AT THE END to T and cuDNN sees B equal lengths (SEQ_MAJOR_PACKED with
+//          all lengths T, padded I/O off). Exact for our loss: the LSTM is causal and the head reads h at each
+//          sequence's own last step t = len - 1, where its gradient enters as dy; dy is zero everywhere else, so
+//          the states after len get zero gradient and add exact zeros to dW. Every algorithm accepts it, and one
+//          captured CUDA graph serves every batch of the same (B, T).
+//  ragged: per-sequence lengths in the descriptor (SEQ_MAJOR_UNPACKED, padded I/O on): no work on padding, but
+//          the lengths are baked into the launches, so no graph can be reused across batches.
+enum class BatchLayout { Padded, Ragged };
+const char* batch_layout_name(BatchLayout layout);               // "padded" | "ragged"
+std::optional<BatchLayout> parse_batch_layout(const std::string& name);
+
 class CudnnLstm {
  public:
+  // Descriptors of one batch shape; obtained from prepare() / prepare_ragged(), passed to forward()/backward().
+  struct Batch {
+    int64_t B = 0, T = 0;      // sequences, longest length (the padded time extent of x, y, dy)
+    RnnDataDesc x, y;
+    TensorDesc h;              // (L, B, H) for the (absent) initial and final states
+    size_t work = 0, reserve = 0;   // bytes cuDNN needs for this batch (training mode)
+  };
+
   // Sets the descriptor (FP32 data and math, CUDNN_FMA_MATH: no TF32, double bias like PyTorch, no dropout).
   // Throws InternalError carrying cuDNN's status when the algorithm is not supported for this shape.
   CudnnLstm(cudnnHandle_t handle, cudaStream_t stream, int64_t input_size, int64_t hidden, int64_t layers,
-            cudnnRNNAlgo_t algo);
+            cudnnRNNAlgo_t algo, BatchLayout layout = BatchLayout::Padded);
 
   cudnnRNNAlgo_t algo() const { return algo_; }
+  BatchLayout layout() const { return layout_; }
   int64_t input_size() const { return F_; }
   int64_t hidden() const { return H_; }
   int64_t layers() const { return L_; }
@@ -39,47 +63,54 @@ class CudnnLstm {
   // its index in the weight space, from cudnnGetRNNWeightParams on a weight space starting at `weights`.
   std::vector<int64_t> pytorch_to_weight_space(const ParamLayout& layout, const float* weights) const;
 
-  // Makes sequences of length T runnable: data descriptors and buffers big enough. Buffers only grow; when one
-  // moves, generation() changes (CUDA graphs that captured the old addresses must be dropped). Waits for the
-  // stream before freeing a buffer. Never call it while the stream is being captured.
-  void prepare(int64_t T);
+  // Padded layout: B sequences of (padded) length T. Ragged layout: B sequences of length T, all equal (the
+  // caller fills device_lengths() with T). Buffers only grow; when one moves, generation() changes (CUDA graphs
+  // that captured the old addresses must be dropped). Waits for the stream before freeing a buffer. Never call it
+  // while the stream is being captured. The reference stays valid for the object's lifetime.
+  const Batch& prepare(int64_t B, int64_t T);
+  // Ragged layout only: one sequence per entry of `lengths` (each >= 1), T = the longest. The returned descriptors
+  // are rebuilt by the next prepare_ragged call.
+  const Batch& prepare_ragged(const std::vector<int32_t>& lengths);
   uint64_t generation() const { return generation_; }
-  int64_t max_length() const { return max_T_; }
 
-  // Forward in training mode over x (T, F); y (T, H) and the final states stay in the object's buffers.
-  void forward(int64_t T, const float* x, const float* weights);
-  // Backward data from dhy (set through d_hy_last(); dy is zero) then backward weights, ADDED into d_weights.
-  void backward(int64_t T, const float* x, const float* weights, float* d_weights);
+  // Forward in training mode over x (T, B, F); y (T, B, H) stays in the object's buffer. cuDNN reads the B
+  // lengths (all T for the padded layout, the true lengths for the ragged one) from `lengths`, by default
+  // device_lengths().
+  void forward(const Batch& b, const float* x, const float* weights, const int32_t* lengths = nullptr);
+  // Backward data from dy (the loss enters only there: dhy = dcy = 0), then backward weights ADDED into d_weights.
+  void backward(const Batch& b, const float* x, const float* weights, float* d_weights,
+                const int32_t* lengths = nullptr);
 
-  float* x_staging() const { return x_stage_.get(); }          // (max_length, F) fixed-address input
-  const float* h_last() const { return hy_.get() + (L_ - 1) * H_; }   // (H) last layer, last timestep
-  float* d_h_last() const { return dhy_.get() + (L_ - 1) * H_; }      // (H) seed of the backward pass
+  // Fills device_lengths()[0..B) with T on the stream (callers that do not gather, e.g. measurements).
+  void set_equal_lengths(int64_t B, int64_t T);
+
+  float* x_staging() const { return x_stage_.get(); }          // (T, B, F) fixed-address input
+  float* y() const { return y_.get(); }                         // (T, B, H) last layer's outputs
+  float* dy() const { return dy_.get(); }                       // (T, B, H) d loss / d y, zero but for the heads
+  int32_t* device_lengths() const { return lengths_.get(); }    // (B) what cuDNN reads as devSeqLengths
+  int64_t capacity() const { return cap_rows_; }                // rows (T * B) the buffers hold
 
  private:
-  struct LengthDescs {
-    RnnDataDesc x, y;
-    size_t work = 0, reserve = 0;   // bytes cuDNN needs at this length (training mode)
-  };
-  const LengthDescs& descs(int64_t T);
+  void make_batch(Batch& d, const std::vector<int32_t>& lengths, int64_t T) const;
+  void grow(int64_t B, int64_t T, size_t work, size_t reserve);
 
   cudnnHandle_t handle_;
   cudaStream_t stream_;
   int64_t F_, H_, L_;
   cudnnRNNAlgo_t algo_;
+  BatchLayout layout_;
   DropoutDesc dropout_;
   RnnDesc rnn_;
-  TensorDesc h_desc_;            // (L, 1, H) for hx/hy/dhy (and c)
   size_t weight_bytes_ = 0;
-  std::unordered_map<int64_t, LengthDescs> by_length_;
-  int64_t max_T_ = 0;
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Batch>> by_shape_;   // padded: (B, T) -> descriptors
+  std::unique_ptr<Batch> ragged_;                                             // ragged: the last batch's
+  int64_t cap_rows_ = 0, cap_B_ = 0;
   uint64_t generation_ = 0;
-  DeviceBuffer<int32_t> seq_lengths_;   // (max_T + 1) seq_lengths_[T] == T: cuDNN's device copy of the lengths
-  DeviceBuffer<float> x_stage_;         // (max_T, F)
-  DeviceBuffer<float> y_;               // (max_T, H) last layer's outputs
-  DeviceBuffer<float> dy_;              // (max_T, H) zeros: the loss reaches the LSTM only through dhy
-  DeviceBuffer<float> dx_;              // (max_T, F) d loss / d x, unused but cuDNN writes it
-  DeviceBuffer<float> hy_;              // (L, H) final hidden states
-  DeviceBuffer<float> dhy_;             // (L, H) zeros except the last layer's row
+  DeviceBuffer<int32_t> lengths_;       // (cap_B) devSeqLengths
+  DeviceBuffer<float> x_stage_;         // (cap_rows, F)
+  DeviceBuffer<float> y_;               // (cap_rows, H)
+  DeviceBuffer<float> dy_;              // (cap_rows, H)
+  DeviceBuffer<float> dx_;              // (cap_rows, F) d loss / d x, unused but cuDNN writes it
   DeviceBuffer<unsigned char> work_;    // cuDNN workspace
   DeviceBuffer<unsigned char> reserve_; // cuDNN reserve space (forward -> backward)
 };
@@ -88,14 +119,14 @@ class CudnnLstm {
 struct AlgoTiming {
   cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
   bool usable = false;
-  double us = 0;            // median forward + backward data + backward weights, one sequence of the probe length
+  double us = 0;            // median forward + backward data + backward weights of one batch of the probe shape
   std::string why;          // why not usable
 };
 
-// Runs forward + both backward passes for each candidate on random weights and input of length T and returns
-// the timings; algorithms cuDNN rejects are marked unusable with its message.
+// Runs forward + both backward passes for each candidate on random weights and input, B sequences of length T
+// (padded layout), and returns the timings; algorithms cuDNN rejects are marked unusable with its message.
 std::vector<AlgoTiming> measure_algorithms(cudnnHandle_t handle, cudaStream_t stream, int64_t input_size,
-                                           int64_t hidden, int64_t layers, int64_t T,
+                                           int64_t hidden, int64_t layers, int64_t T, int64_t B,
                                            const std::vector<cudnnRNNAlgo_t>& candidates);
 
 }  // namespace ragtrain

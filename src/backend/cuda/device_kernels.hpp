@@ -1,5 +1,5 @@
-// Host-callable launchers of the backend's own kernels: the input gather, the Linear head with its loss and
-// gradients, the global gradient norm and the fused optimizer. Kept free of device code so .cpp files can call them.
+// Host-callable launchers of the backend's own kernels: fills, the Linear head with its loss and gradients, the
+// global gradient norm and the fused optimizer. Kept free of device code so .cpp files can call them.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -11,33 +11,26 @@ namespace ragtrain {
 // Fills p[0..n) with a fixed pseudo-random pattern in [lo, hi) (timing probes must not run on zeros).
 void launch_fill_uniform(float* p, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t s);
 
-// Copies one sequence into fixed-address slots, so that a CUDA graph captured for its length can replay it:
-// x_dst (T*F) <- x_src; label_dst <- *label_src (classification) or target_dst (K) <- target_src (regression).
-void launch_gather_sequence(float* x_dst, const float* x_src, int64_t n_x, int32_t* label_dst,
-                            const int32_t* label_src, float* target_dst, const float* target_src, int64_t n_target,
-                            cudaStream_t s);
+// Fills p[0..n) with v.
+void launch_fill_int(int32_t* p, int64_t n, int32_t v, cudaStream_t s);
 
-// The gather inside a captured CUDA graph: finds its kernel node, and points it at another sequence before the next
-// launch (cudaGraphExecKernelNodeSetParams affects later launches only, so launches already queued keep theirs).
-cudaGraphNode_t find_gather_node(cudaGraph_t graph);   // null when the graph has none
-void update_gather_node(cudaGraphExec_t exec, cudaGraphNode_t node, float* x_dst, const float* x_src, int64_t n_x,
-                        int32_t* label_dst, const int32_t* label_src, float* target_dst, const float* target_src,
-                        int64_t n_target);
-
-// The Linear head on the last layer's final hidden state, the per-sequence loss and the gradients, for one
-// sequence. One thread block: fixed summation order, so results are deterministic.
+// The Linear head on each sequence's own last step, the per-sequence losses and the gradients, for a batch of B
+// sequences in one launch. One thread block (fixed summation order, so results are deterministic); sequences are
+// taken in chunks that fit in shared memory.
 struct HeadArgs {
-  const float* h = nullptr;          // (H) last layer's hidden state at the last timestep
+  const float* y = nullptr;          // (T, B, H) last layer's outputs, time-major: step t of sequence b at row t*B + b
+  float* dy = nullptr;               // (T, B, H) zero but at each sequence's last step, where d loss / d h is WRITTEN
+  const int32_t* lengths = nullptr;  // (B) true lengths: sequence b's head reads row (lengths[b] - 1) * B + b
+  int32_t batch = 0;                 // B
   const float* weight = nullptr;     // (C, H) fc.weight
   const float* bias = nullptr;       // (C) fc.bias
   int32_t hidden = 0, outputs = 0;   // H, C
   bool classification = true;
-  const int32_t* label = nullptr;    // (1) class id, classification
-  const float* target = nullptr;     // (C) targets, regression
-  float* d_weight = nullptr;         // (C, H) += d loss / d fc.weight
+  const int32_t* labels = nullptr;   // (B) class ids, classification
+  const float* targets = nullptr;    // (B, C) targets, regression
+  float* d_weight = nullptr;         // (C, H) += d loss / d fc.weight, summed over the batch
   float* d_bias = nullptr;           // (C) += d loss / d fc.bias
-  float* d_h = nullptr;              // (H) = d loss / d h (written, not added: it seeds cuDNN's backward as dhy)
-  float* extras = nullptr;           // (3) += loss, 1, correct (the fused buffer's tail)
+  float* extras = nullptr;           // (3) += loss sum, B, correct (the fused buffer's tail)
 };
 void launch_head_loss_grad(const HeadArgs& a, cudaStream_t s);
 

@@ -1,7 +1,8 @@
-// The Linear head, the per-sequence loss (cross-entropy or mean squared error) and their gradients on the GPU,
-// plus the small copy kernels that feed a sequence to a replayed CUDA graph.
+// The Linear head, the per-sequence losses (cross-entropy or mean squared error) and their gradients on the GPU for
+// a batch of sequences, the inference head, and the small fill kernels.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "device_kernels.hpp"
@@ -10,15 +11,11 @@
 namespace ragtrain {
 namespace {
 
-constexpr int kHeadThreads = 256;
+constexpr int kHeadThreads = 512;
 constexpr int kWarps = kHeadThreads / 32;
 
 __device__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
   return v;
 }
 
@@ -34,77 +31,111 @@ __device__ void head_logits(const float* h_s, const float* __restrict__ w, const
   }
 }
 
-// w_in_shared: fc.weight is staged in shared memory together with h (one memory round trip instead of two on this
-// latency-bound single-block kernel); large heads read it from global memory.
-__global__ void __launch_bounds__(kHeadThreads) head_loss_grad_kernel(HeadArgs a, bool w_in_shared) {
+// The batched head. Shared memory per chunk of up to `chunk` sequences: their last hidden states, their logits
+// (turned into d loss / d logits in place), losses and hits; fc.weight too when w_in_shared (one memory round trip
+// instead of C*chunk on this latency-bound single-block kernel).
+__global__ void __launch_bounds__(kHeadThreads) head_loss_grad_kernel(HeadArgs a, int chunk, bool w_in_shared) {
   extern __shared__ float smem[];
-  const int H = a.hidden, C = a.outputs;
+  const int H = a.hidden, C = a.outputs, B = a.batch;
   const int64_t CH = static_cast<int64_t>(C) * H;
-  float* h_s = smem;          // (H)
-  float* out_s = h_s + H;     // (C) head outputs
-  float* d_s = out_s + C;     // (C) d loss / d outputs
-  float* w_s = d_s + C;       // (C, H) fc.weight when w_in_shared
+  float* h_s = smem;                      // (chunk, H)
+  float* d_s = h_s + chunk * H;           // (chunk, C) logits, then d loss / d logits
+  float* loss_s = d_s + chunk * C;        // (chunk)
+  float* hit_s = loss_s + chunk;          // (chunk)
+  float* w_s = hit_s + chunk;             // (C, H) when w_in_shared
   const int tid = static_cast<int>(threadIdx.x);
-  for (int j = tid; j < H; j += kHeadThreads) h_s[j] = a.h[j];
   if (w_in_shared)
     for (int64_t i = tid; i < CH; i += kHeadThreads) w_s[i] = a.weight[i];
   const float* w = w_in_shared ? w_s : a.weight;
-  __syncthreads();
-  head_logits(h_s, w, a.bias, H, C, out_s);
-  __syncthreads();
+  float loss_total = 0.0f, hit_total = 0.0f;   // thread 0's running sums over chunks (fixed order)
 
-  // Loss and d loss / d outputs: warp 0, lanes stride over C (the reference's formulas, shifted log-softmax).
-  if (tid < 32) {
-    const int lane = tid;
-    float loss = 0.0f, correct = 0.0f;
-    if (a.classification) {
-      int label = *a.label;
-      label = label < 0 ? 0 : (label >= C ? C - 1 : label);   // validated on the host; never index out of bounds
-      float m = -INFINITY;
-      int best = C;   // argmax, ties to the lowest index as in the reference
-      float best_v = -INFINITY;
-      for (int k = lane; k < C; k += 32) {
-        m = fmaxf(m, out_s[k]);
-        if (out_s[k] > best_v) best_v = out_s[k], best = k;
+  for (int b0 = 0; b0 < B; b0 += chunk) {
+    const int n = min(chunk, B - b0);
+    // The last step of each sequence: row (len - 1) * B + b of y.
+    for (int i = tid; i < n * H; i += kHeadThreads) {
+      const int k = i / H, j = i % H, b = b0 + k;
+      h_s[i] = a.y[(static_cast<int64_t>(a.lengths[b] - 1) * B + b) * H + j];
+    }
+    __syncthreads();
+    // Logits. Few of them (batch one): a warp each, lanes striding over H (short dependency chains); many: a
+    // thread each, summing over H in order.
+    if (n * C <= kWarps) {
+      const int warp = tid / 32, lane = tid % 32;
+      if (warp < n * C) {
+        const int k = warp / C, c = warp % C;
+        float s = 0.0f;
+        for (int j = lane; j < H; j += 32) s += w[static_cast<int64_t>(c) * H + j] * h_s[k * H + j];
+        s = warp_sum(s);
+        if (lane == 0) d_s[warp] = s + a.bias[c];
       }
-      m = warp_max(m);
-      for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_down_sync(0xffffffffu, best_v, o);
-        const int oi = __shfl_down_sync(0xffffffffu, best, o);
-        if (ov > best_v || (ov == best_v && oi < best)) best_v = ov, best = oi;
-      }
-      m = __shfl_sync(0xffffffffu, m, 0);
-      float sum = 0.0f;
-      for (int k = lane; k < C; k += 32) sum += expf(out_s[k] - m);
-      sum = __shfl_sync(0xffffffffu, warp_sum(sum), 0);
-      for (int k = lane; k < C; k += 32) d_s[k] = expf(out_s[k] - m) / sum - (k == label ? 1.0f : 0.0f);
-      loss = m + logf(sum) - out_s[label];
-      correct = best == label ? 1.0f : 0.0f;
     } else {
-      const float inv_k = 1.0f / static_cast<float>(C);
-      float sq = 0.0f;
-      for (int k = lane; k < C; k += 32) {
-        const float diff = out_s[k] - a.target[k];
-        sq += diff * diff;
-        d_s[k] = 2.0f * diff * inv_k;
+      for (int i = tid; i < n * C; i += kHeadThreads) {
+        const int k = i / C, c = i % C;
+        float s = 0.0f;
+        for (int j = 0; j < H; ++j) s += w[static_cast<int64_t>(c) * H + j] * h_s[k * H + j];
+        d_s[i] = s + a.bias[c];
       }
-      loss = warp_sum(sq) * inv_k;
     }
-    if (lane == 0) {
-      a.extras[0] += loss;
-      a.extras[1] += 1.0f;
-      a.extras[2] += correct;
+    __syncthreads();
+    // Loss and d loss / d logits: one thread per sequence (the reference's formulas, shifted log-softmax).
+    for (int k = tid; k < n; k += kHeadThreads) {
+      float* o = d_s + k * C;
+      const int b = b0 + k;
+      float loss = 0.0f, hit = 0.0f;
+      if (a.classification) {
+        int label = a.labels[b];
+        label = label < 0 ? 0 : (label >= C ? C - 1 : label);   // validated on the host; never index out of bounds
+        float m = -INFINITY;
+        int best = 0;   // argmax, ties to the lowest index as in the reference
+        for (int c = 0; c < C; ++c)
+          if (o[c] > m) m = o[c], best = c;
+        float sum = 0.0f;
+        for (int c = 0; c < C; ++c) sum += expf(o[c] - m);
+        loss = m + logf(sum) - o[label];
+        hit = best == label ? 1.0f : 0.0f;
+        for (int c = 0; c < C; ++c) o[c] = expf(o[c] - m) / sum - (c == label ? 1.0f : 0.0f);
+      } else {
+        const float inv_k = 1.0f / static_cast<float>(C);
+        const float* t = a.targets + static_cast<int64_t>(b) * C;
+        float sq = 0.0f;
+        for (int c = 0; c < C; ++c) {
+          const float diff = o[c] - t[c];
+          sq += diff * diff;
+          o[c] = 2.0f * diff * inv_k;
+        }
+        loss = sq * inv_k;
+      }
+      loss_s[k] = loss;
+      hit_s[k] = hit;
     }
+    __syncthreads();
+    // d h = W^T d, WRITTEN into dy at each sequence's last step (the seed of cuDNN's backward pass).
+    for (int i = tid; i < n * H; i += kHeadThreads) {
+      const int k = i / H, j = i % H, b = b0 + k;
+      float s = 0.0f;
+      for (int c = 0; c < C; ++c) s += w[static_cast<int64_t>(c) * H + j] * d_s[k * C + c];
+      a.dy[(static_cast<int64_t>(a.lengths[b] - 1) * B + b) * H + j] = s;
+    }
+    // fc.weight += sum over the chunk of d h^T, fc.bias += sum of d (this block is the only writer).
+    for (int64_t i = tid; i < CH; i += kHeadThreads) {
+      const int c = static_cast<int>(i / H), j = static_cast<int>(i % H);
+      float s = 0.0f;
+      for (int k = 0; k < n; ++k) s += d_s[k * C + c] * h_s[k * H + j];
+      a.d_weight[i] += s;
+    }
+    for (int c = tid; c < C; c += kHeadThreads) {
+      float s = 0.0f;
+      for (int k = 0; k < n; ++k) s += d_s[k * C + c];
+      a.d_bias[c] += s;
+    }
+    if (tid == 0)
+      for (int k = 0; k < n; ++k) loss_total += loss_s[k], hit_total += hit_s[k];
+    __syncthreads();   // the next chunk overwrites the shared arrays
   }
-  __syncthreads();
-
-  // Gradients: fc.weight += d h^T, fc.bias += d, dh = W^T d (the seed of the LSTM's backward pass).
-  for (int64_t i = tid; i < CH; i += kHeadThreads) a.d_weight[i] += d_s[i / H] * h_s[i % H];
-  for (int c = tid; c < C; c += kHeadThreads) a.d_bias[c] += d_s[c];
-  for (int j = tid; j < H; j += kHeadThreads) {
-    float s = 0.0f;
-    for (int c = 0; c < C; ++c) s += w[static_cast<int64_t>(c) * H + j] * d_s[c];
-    a.d_h[j] = s;
+  if (tid == 0) {
+    a.extras[0] += loss_total;
+    a.extras[1] += static_cast<float>(B);
+    a.extras[2] += hit_total;
   }
 }
 
@@ -118,19 +149,6 @@ __global__ void __launch_bounds__(kHeadThreads)
   head_logits(h_s, w, b, H, C, out_s);
   __syncthreads();
   for (int c = static_cast<int>(threadIdx.x); c < C; c += kHeadThreads) out[c] = out_s[c];
-}
-
-__global__ void gather_kernel(float* __restrict__ x_dst, const float* __restrict__ x_src, int64_t n_x,
-                              int32_t* label_dst, const int32_t* label_src, float* target_dst,
-                              const float* target_src, int64_t n_target) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n_x; i += stride)
-    x_dst[i] = x_src[i];
-  if (blockIdx.x == 0) {
-    if (label_src && threadIdx.x == 0) *label_dst = *label_src;
-    if (target_src)
-      for (int64_t k = threadIdx.x; k < n_target; k += blockDim.x) target_dst[k] = target_src[k];
-  }
 }
 
 __device__ uint64_t mix64(uint64_t z) {
@@ -148,6 +166,11 @@ __global__ void fill_uniform_kernel(float* p, int64_t n, uint64_t seed, float lo
   }
 }
 
+__global__ void fill_int_kernel(int32_t* p, int64_t n, int32_t v) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) p[i] = v;
+}
+
 int grid_for(int64_t n, int threads) {
   const int64_t blocks = (n + threads - 1) / threads;
   return static_cast<int>(blocks < 1 ? 1 : (blocks > 1024 ? 1024 : blocks));
@@ -156,11 +179,19 @@ int grid_for(int64_t n, int threads) {
 }  // namespace
 
 void launch_head_loss_grad(const HeadArgs& a, cudaStream_t s) {
-  const size_t base = sizeof(float) * (static_cast<size_t>(a.hidden) + 2 * static_cast<size_t>(a.outputs));
-  const size_t with_w = base + sizeof(float) * static_cast<size_t>(a.hidden) * static_cast<size_t>(a.outputs);
-  RT_CHECK(base <= 48 * 1024, "head of H=" << a.hidden << ", C=" << a.outputs << " exceeds the kernel's shared memory");
-  const bool w_in_shared = with_w <= 48 * 1024;
-  head_loss_grad_kernel<<<1, kHeadThreads, w_in_shared ? with_w : base, s>>>(a, w_in_shared);
+  RT_CHECK(a.batch >= 1, "head of an empty batch");
+  // Shared memory: as many sequences per chunk as fit in the default 48 KiB, with fc.weight staged when it leaves
+  // room for at least 8 sequences (or the whole batch).
+  constexpr size_t kShared = 48 * 1024;
+  const size_t per_seq = sizeof(float) * (static_cast<size_t>(a.hidden) + static_cast<size_t>(a.outputs) + 2);
+  const size_t w_bytes = sizeof(float) * static_cast<size_t>(a.hidden) * static_cast<size_t>(a.outputs);
+  const size_t want = std::min<size_t>(static_cast<size_t>(a.batch), 8);
+  const bool w_in_shared = w_bytes + want * per_seq <= kShared;
+  const size_t room = kShared - (w_in_shared ? w_bytes : 0);
+  RT_CHECK(per_seq <= room, "head of H=" << a.hidden << ", C=" << a.outputs << " exceeds the kernel's shared memory");
+  const int chunk = static_cast<int>(std::min<size_t>(static_cast<size_t>(a.batch), room / per_seq));
+  const size_t bytes = static_cast<size_t>(chunk) * per_seq + (w_in_shared ? w_bytes : 0);
+  head_loss_grad_kernel<<<1, kHeadThreads, bytes, s>>>(a, chunk, w_in_shared);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -172,45 +203,10 @@ void launch_head_forward(const float* h, const float* weight, const float* bias,
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_gather_sequence(float* x_dst, const float* x_src, int64_t n_x, int32_t* label_dst,
-                            const int32_t* label_src, float* target_dst, const float* target_src, int64_t n_target,
-                            cudaStream_t s) {
-  gather_kernel<<<grid_for(n_x, 256), 256, 0, s>>>(x_dst, x_src, n_x, label_dst, label_src, target_dst, target_src,
-                                                   n_target);
+void launch_fill_int(int32_t* p, int64_t n, int32_t v, cudaStream_t s) {
+  if (n <= 0) return;
+  fill_int_kernel<<<grid_for(n, 256), 256, 0, s>>>(p, n, v);
   CUDA_CHECK_LAUNCH();
-}
-
-cudaGraphNode_t find_gather_node(cudaGraph_t graph) {
-  size_t n = 0;
-  CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
-  std::vector<cudaGraphNode_t> nodes(n);
-  CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
-  for (cudaGraphNode_t node : nodes) {
-    cudaGraphNodeType type;
-    CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-    if (type != cudaGraphNodeTypeKernel) continue;
-    cudaKernelNodeParams p{};
-    if (cudaGraphKernelNodeGetParams(node, &p) != cudaSuccess) {   // a library's node we cannot read: not ours
-      cudaGetLastError();
-      continue;
-    }
-    if (p.func == reinterpret_cast<void*>(gather_kernel)) return node;
-  }
-  return nullptr;
-}
-
-void update_gather_node(cudaGraphExec_t exec, cudaGraphNode_t node, float* x_dst, const float* x_src, int64_t n_x,
-                        int32_t* label_dst, const int32_t* label_src, float* target_dst, const float* target_src,
-                        int64_t n_target) {
-  void* args[] = {&x_dst, &x_src, &n_x, &label_dst, &label_src, &target_dst, &target_src, &n_target};
-  cudaKernelNodeParams p{};
-  p.func = reinterpret_cast<void*>(gather_kernel);
-  p.gridDim = dim3(static_cast<unsigned>(grid_for(n_x, 256)));   // as launch_gather_sequence: same length, same grid
-  p.blockDim = dim3(256);
-  p.sharedMemBytes = 0;
-  p.kernelParams = args;
-  p.extra = nullptr;
-  CUDA_CHECK(cudaGraphExecKernelNodeSetParams(exec, node, &p));
 }
 
 void launch_fill_uniform(float* p, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t s) {

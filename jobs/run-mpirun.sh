@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# ragtrain training with mpirun, for machines without Slurm (a workstation, a cloud VM with several GPUs): the
+# same settings as jobs/train.sbatch, a resume from the newest checkpoint when the run folder has one, and a
+# checkpointed stop of every rank when this script gets SIGTERM, SIGINT (Ctrl-C) or SIGUSR1. Exits with
+# ragtrain's code: 0 done, 75 checkpointed (run the script again to continue), 2 bad input. doc/hpc.md.
+# usage: DATA=train.h5 VAL=val.h5 NP=4 jobs/run-mpirun.sh [more ragtrain train options]
+
+# ---- settings ---------------------------------------------------------------------------------------------
+RAGTRAIN=${RAGTRAIN:-build/bin/ragtrain}
+DEVICE=${DEVICE:-cuda}                     # cuda | cpu
+NP=${NP:-}                                 # ranks; default: the GPUs nvidia-smi lists (cuda), or 2 (cpu)
+MPIRUN=${MPIRUN:-mpirun}
+MPIRUN_ARGS=${MPIRUN_ARGS:-}               # e.g. "--oversubscribe" for more ranks than cores, "--hostfile hosts"
+DATA=${DATA:-}                             # training set, format v1 (required)
+VAL=${VAL:-}
+CONFIG=${CONFIG:-}
+OUT=${OUT:-runs/ragtrain}
+CHECKPOINT_MINUTES=${CHECKPOINT_MINUTES:-30}
+CHECKPOINT_EVERY=${CHECKPOINT_EVERY:-0}
+KEEP=${KEEP:-3}
+# -----------------------------------------------------------------------------------------------------------
+
+[ -n "$DATA" ] || { echo "run-mpirun.sh: set DATA=TRAIN.h5" >&2; exit 2; }
+if [ -z "$NP" ]; then
+  if [ "$DEVICE" = cuda ]; then NP=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); fi
+  [ "${NP:-0}" -gt 0 ] 2>/dev/null || NP=2
+fi
+
+args=(train --data "$DATA" --out "$OUT" --device "$DEVICE" --keep "$KEEP"
+      --checkpoint-minutes "$CHECKPOINT_MINUTES" --checkpoint-every "$CHECKPOINT_EVERY")
+[ -n "$VAL" ] && args+=(--val "$VAL")
+[ -n "$CONFIG" ] && args+=(--config "$CONFIG")
+args+=("$@")
+if [ -e "$OUT/checkpoint.h5" ]; then args+=(--resume "$OUT"); fi
+echo "run-mpirun.sh: $NP ranks, $([ -e "$OUT/checkpoint.h5" ] && echo "resuming from $OUT" || echo "fresh start")"
+
+# mpirun in a session of its own, so that Ctrl-C reaches only this script, which turns it into one SIGUSR1:
+# mpirun relays SIGUSR1 to every rank, and the ranks agree to checkpoint and stop at the next step boundary.
+# shellcheck disable=SC2086   # MPIRUN_ARGS is a list of words on purpose
+setsid "$MPIRUN" -np "$NP" $MPIRUN_ARGS "$RAGTRAIN" "${args[@]}" &
+launcher=$!
+interrupted=0
+trap 'interrupted=1; kill -USR1 "$launcher" 2>/dev/null' USR1 TERM INT
+while :; do
+  interrupted=0
+  wait "$launcher"
+  rc=$?
+  [ "$interrupted" = 1 ] || break
+done
+[ "$rc" -eq 75 ] && echo "run-mpirun.sh: checkpointed in $OUT; run the same command again to continue"
+exit "$rc"

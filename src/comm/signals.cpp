@@ -1,0 +1,67 @@
+// Signal handlers that only set a flag, and the per-step agreement of all ranks on stopping and checkpointing.
+#include "ragtrain/comm/signals.hpp"
+
+#include <signal.h>
+
+#include <csignal>
+
+#include "ragtrain/core/error.hpp"
+
+namespace ragtrain {
+
+namespace {
+
+// The one piece of global mutable state in ragtrain, and unavoidable: a signal handler can reach nothing else.
+// Written only by the handler, read at step boundaries. 0 = no request.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+void restore_default(int sig) {
+  struct sigaction sa {};
+  sa.sa_handler = SIG_DFL;
+  sigemptyset(&sa.sa_mask);
+  sigaction(sig, &sa, nullptr);   // async-signal-safe
+}
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop_signal == 0) g_stop_signal = sig;
+  // From now on SIGTERM and SIGUSR1 do what they do by default (terminate): the second one ends the run.
+  restore_default(SIGTERM);
+  restore_default(SIGUSR1);
+}
+
+}  // namespace
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGTERM);   // one handler at a time: the two signals cannot interleave
+  sigaddset(&sa.sa_mask, SIGUSR1);
+  sa.sa_flags = SA_RESTART;          // system calls in progress (file writes, MPI progress) carry on
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
+}
+
+int pending_stop_signal() { return g_stop_signal; }
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGINT: return "SIGINT";
+    default: return "signal";
+  }
+}
+
+StepAgreement agree_at_step_boundary(const Context& ctx, bool root_clock_due) {
+  int mine[2] = {static_cast<int>(g_stop_signal), ctx.is_root() && root_clock_due ? 1 : 0};
+  int all[2] = {0, 0};
+  MPI_CHECK(MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, ctx.world));
+  StepAgreement a;
+  a.stop_signal = all[0];
+  a.timed_checkpoint = all[1] != 0;
+  return a;
+}
+
+}  // namespace ragtrain

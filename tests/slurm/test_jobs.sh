@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# The jobs/ scripts as users run them: jobs/run-mpirun.sh with a SIGTERM half-way, then jobs/train.sbatch and
+# jobs/scaling.sbatch submitted with sbatch to a real single-node Slurm that this script starts (munged,
+# slurmctld, slurmd; tests/slurm/cluster.sh) and stops again on every exit path. Preemption by
+# `scontrol requeue` and the time-limit warning (SIGUSR1 to the batch shell, as --signal=B:USR1@120 sends it)
+# must each end with the same final loss, bit for bit, as the uninterrupted run.
+# usage: tests/slurm/test_jobs.sh BUILD_DIR      last line: "N passed, N failed, N skipped" (scripts/run-tests.sh)
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=$(cd "${1:-build}" && pwd)
+BIN=$BUILD/bin/ragtrain
+# shellcheck source=cluster.sh
+source "$ROOT/tests/slurm/cluster.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+passed=0 failed=0 skipped=0
+pass() { echo "[  PASSED  ] $1"; passed=$((passed + 1)); }
+fail() { echo "[  FAILED  ] $1: $2"; failed=$((failed + 1)); }
+skip() { echo "[  SKIPPED ] $1: $2"; skipped=$((skipped + 1)); }
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ragtrain-jobs.XXXXXX")
+cleanup() {
+  cluster_stop "$TMP/cluster" 2>/dev/null
+  if [ -n "${RAGTRAIN_KEEP_TEST_DIR:-}" ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM   # through the EXIT trap: daemons are stopped on every path
+cd "$TMP" || exit 1
+
+# A JSON number of summary.json (written with two-space indentation: one key per line).
+json_value() { sed -n "s/^ *\"$2\": \([^,]*\),\{0,1\}$/\1/p" "$1" | head -1; }
+# The final result of a run, as text compared for equality: losses and the CRC-32 of the final parameters.
+result_of() { [ -f "$1/summary.json" ] && echo "train_loss=$(json_value "$1/summary.json" train_loss)" \
+  "val_loss=$(json_value "$1/summary.json" val_loss) params_crc32=$(json_value "$1/summary.json" params_crc32)"; }
+
+# One small data set and one training configuration for every test: ~60 steps per epoch, a few seconds.
+"$BIN" gen --out train.h5 --sequences 240 --features 6 --min-length 5 --max-length 40 --classes 3 --seed 1 >/dev/null &&
+  "$BIN" gen --out val.h5 --sequences 60 --features 6 --min-length 5 --max-length 40 --classes 3 --seed 2 >/dev/null ||
+  { echo "cannot generate data"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+TRAIN_ARGS="--hidden 32 --epochs 50 --lr 0.01 --clip 1 --batch-per-rank 2 --log-every 20 --quiet"
+
+# Waits until file $1 exists (at most $2 seconds).
+wait_for_file() {
+  local _
+  for _ in $(seq $(($2 * 50))); do [ -e "$1" ] && return 0; sleep 0.02; done
+  return 1
+}
+
+# ---- jobs/run-mpirun.sh (no Slurm needed) -----------------------------------------------------------------
+reference() {   # the uninterrupted run every interrupted one must reproduce
+  DATA=train.h5 VAL=val.h5 OUT=ref DEVICE=cpu NP=2 RAGTRAIN=$BIN MPIRUN_ARGS=--oversubscribe \
+    "$ROOT/jobs/run-mpirun.sh" $TRAIN_ARGS >ref.log 2>&1
+}
+start=$SECONDS
+if reference && [ -n "$(result_of ref)" ]; then
+  REF=$(result_of ref)
+  echo "reference ($((SECONDS - start)) s): $REF"
+else
+  echo "the reference run failed:"; tail -20 ref.log
+  echo "0 passed, 1 failed, 0 skipped"; exit 1
+fi
+
+test_mpirun_sigterm() {
+  local name="run-mpirun.sh: SIGTERM checkpoints (exit 75), running it again resumes to the same result"
+  export DATA=train.h5 VAL=val.h5 OUT=mp DEVICE=cpu NP=2 RAGTRAIN=$BIN MPIRUN_ARGS=--oversubscribe CHECKPOINT_EVERY=500
+  "$ROOT/jobs/run-mpirun.sh" $TRAIN_ARGS >mp1.log 2>&1 &
+  local pid=$! rc
+  # metrics.jsonl appears once the inputs are read, after the ranks installed their signal handlers: signalled
+  # then, the run has hardly begun, however fast the machine is.
+  wait_for_file mp/metrics.jsonl 30
+  kill -TERM "$pid"
+  wait "$pid"; rc=$?
+  "$ROOT/jobs/run-mpirun.sh" $TRAIN_ARGS >mp2.log 2>&1
+  local rc2=$? got
+  got=$(result_of mp)
+  unset DATA VAL OUT DEVICE NP RAGTRAIN MPIRUN_ARGS CHECKPOINT_EVERY
+  if [ "$rc" -ne 75 ]; then fail "$name" "first run exited with $rc, expected 75"; tail -5 mp1.log
+  elif ! grep -q '"event":"stop"' mp/metrics.jsonl; then fail "$name" "no stop record in metrics.jsonl"
+  elif [ "$rc2" -ne 0 ]; then fail "$name" "the resumed run exited with $rc2"; tail -5 mp2.log
+  elif [ "$got" != "$REF" ]; then fail "$name" "resumed: $got, uninterrupted: $REF"
+  else pass "$name"; fi
+}
+test_mpirun_sigterm
+
+# ---- Slurm -----------------------------------------------------------------------------------------------
+SLURM_TESTS=4
+why=$(cluster_unavailable)
+if [ -n "$why" ]; then
+  for _ in $(seq $SLURM_TESTS); do skip "slurm" "$why"; done
+  echo "$passed passed, $failed failed, $skipped skipped"
+  [ "$failed" -eq 0 ]; exit
+fi
+start=$SECONDS
+if ! cluster_start "$TMP/cluster"; then
+  for _ in $(seq $SLURM_TESTS); do fail "slurm" "the test cluster did not start (logs above)"; done
+  echo "$passed passed, $failed failed, $skipped skipped"; exit 1
+fi
+echo "slurm cluster up in $((SECONDS - start)) s (SLURM_CONF=$SLURM_CONF)"
+
+job_field() { scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+# Waits (at most $2 s) until job $1 has left the queue or is in state $3; prints the state.
+wait_job() {
+  local _ st
+  for _ in $(seq $(($2 * 5))); do
+    st=$(job_field "$1" JobState)
+    case "$st" in COMPLETED|FAILED|CANCELLED|TIMEOUT|OUT_OF_MEMORY|NODE_FAIL|"") echo "$st"; return;; esac
+    [ -n "${3:-}" ] && [ "$st" = "$3" ] && { echo "$st"; return; }
+    sleep 0.2
+  done
+  echo "TIMEOUT_WAITING($st)"
+}
+# A requeued job waits ~2 minutes (Slurm's BeginTime after a requeue); the test lets it start as soon as the
+# previous instance's step daemons are gone (a new step of the same id cannot bind its PMIx socket before).
+release_requeued() {
+  local _
+  for _ in $(seq 150); do
+    if [ "$(job_field "$1" JobState)" = PENDING ] && [ "$(job_field "$1" Restarts)" -ge 1 ] 2>/dev/null &&
+       ! pgrep -f "slurmstepd: \[$1\." >/dev/null; then
+      scontrol update JobId="$1" StartTime=now && return 0
+    fi
+    sleep 0.2
+  done
+  return 1
+}
+submit_train() {   # $1 = run folder; more sbatch options after it
+  local out=$1; shift
+  DATA=train.h5 VAL=val.h5 OUT=$out DEVICE=cpu RAGTRAIN=$BIN CHECKPOINT_EVERY=500 EXTRA_ARGS="$TRAIN_ARGS" \
+    sbatch --parsable --ntasks-per-node=2 --cpus-per-task=1 --time=10 -o "$TMP/$out-%j.out" "$@" \
+    "$ROOT/jobs/train.sbatch"
+}
+
+test_sbatch_train() {
+  local name="train.sbatch: 2 tasks, srun --mpi=pmix, --gpus-per-task=1, same result as mpirun"
+  local jid st
+  jid=$(submit_train sb) || { fail "$name" "sbatch refused the script"; return; }
+  st=$(wait_job "$jid" 60)
+  local got; got=$(result_of sb)
+  if [ "$st" != COMPLETED ]; then fail "$name" "job $jid ended $st"; cat "$TMP"/sb-*.out
+  elif [ "$got" != "$REF" ]; then fail "$name" "sbatch: $got, mpirun: $REF"
+  elif ! grep -q '"SLURM_JOB_ID": "'"$jid"'"' sb/summary.json; then fail "$name" "summary.json lacks the Slurm provenance"
+  elif ! grep -q '"cuda_visible_devices": "[01]"' sb/summary.json; then fail "$name" "ranks did not get one (fake) GPU each"
+  else pass "$name"; fi
+}
+
+test_sbatch_preempted() {
+  local name="train.sbatch: scontrol requeue (preemption) -> SIGTERM checkpoint -> requeued job resumes, same final loss"
+  local jid st
+  jid=$(submit_train pre) || { fail "$name" "sbatch refused the script"; return; }
+  wait_for_file pre/metrics.jsonl 60 || { fail "$name" "the run did not start"; scancel "$jid"; return; }
+  scontrol requeue "$jid"
+  release_requeued "$jid" || { fail "$name" "job $jid did not come back pending"; cat "$TMP"/pre-*.out; scancel "$jid"; return; }
+  st=$(wait_job "$jid" 90)
+  local got; got=$(result_of pre)
+  if [ "$st" != COMPLETED ]; then fail "$name" "job $jid ended $st"; cat "$TMP"/pre-*.out
+  elif [ "$(job_field "$jid" Restarts)" != 1 ]; then fail "$name" "Restarts=$(job_field "$jid" Restarts), expected 1"
+  elif ! grep -q '"event":"stop".*"signal":"SIGTERM"' pre/metrics.jsonl; then
+    fail "$name" "no SIGTERM stop in metrics.jsonl (was it interrupted mid-run?)"; cat "$TMP"/pre-*.out
+  elif ! grep -q '"event":"resume"' pre/metrics.jsonl; then fail "$name" "no resume record in metrics.jsonl"
+  elif [ "$got" != "$REF" ]; then fail "$name" "preempted: $got, uninterrupted: $REF"
+  else pass "$name"; fi
+}
+
+test_sbatch_time_limit_warning() {
+  local name="train.sbatch: SIGUSR1 to the batch shell (--signal=B:USR1) -> exit 75 -> script requeues itself -> same final loss"
+  local jid st
+  jid=$(submit_train usr) || { fail "$name" "sbatch refused the script"; return; }
+  wait_for_file usr/metrics.jsonl 60 || { fail "$name" "the run did not start"; scancel "$jid"; return; }
+  scancel --batch --signal=USR1 "$jid"
+  release_requeued "$jid" || { fail "$name" "job $jid was not requeued"; cat "$TMP"/usr-*.out; scancel "$jid"; return; }
+  st=$(wait_job "$jid" 90)
+  local got; got=$(result_of usr)
+  if [ "$st" != COMPLETED ]; then fail "$name" "job $jid ended $st"; cat "$TMP"/usr-*.out
+  elif ! grep -q '"event":"stop".*"signal":"SIGUSR1"' usr/metrics.jsonl; then
+    fail "$name" "no SIGUSR1 stop in metrics.jsonl"; cat "$TMP"/usr-*.out
+  elif ! grep -q "requeueing job $jid" "$TMP"/usr-*.out; then fail "$name" "the script did not requeue itself"
+  elif [ "$got" != "$REF" ]; then fail "$name" "interrupted: $got, uninterrupted: $REF"
+  else pass "$name"; fi
+}
+
+test_sbatch_scaling() {
+  local name="scaling.sbatch: bench on 1 and 2 ranks -> scaling.txt with efficiency, scaling.png, provenance"
+  local jid st
+  jid=$(RANKS="1 2" DEVICE=cpu RAGTRAIN=$BIN OUT=scaling HIDDEN=16 STEPS=100 WARMUP=10 \
+        sbatch --parsable --ntasks-per-node=2 --cpus-per-task=1 --time=10 -o "$TMP/scaling-%j.out" \
+        "$ROOT/jobs/scaling.sbatch") || { fail "$name" "sbatch refused the script"; return; }
+  st=$(wait_job "$jid" 60)
+  if [ "$st" != COMPLETED ]; then fail "$name" "job $jid ended $st"; cat "$TMP"/scaling-*.out
+  elif [ "$(grep -c '^ *[12] ' scaling/scaling.txt 2>/dev/null)" != 2 ]; then
+    fail "$name" "scaling.txt lacks its two rows"; cat scaling/scaling.txt "$TMP"/scaling-*.out
+  elif ! grep -q '"git_revision"' scaling/bench-np002.json || ! grep -q '"hdf5"' scaling/bench-np002.json; then
+    fail "$name" "bench JSON lacks provenance"
+  elif ! command -v gnuplot >/dev/null; then pass "$name (no gnuplot: table only)"
+  elif [ "$(head -c 4 scaling/scaling.png | od -An -c | tr -d ' ')" != "211PNG" ]; then fail "$name" "scaling.png is not a PNG"
+  else pass "$name"; fi
+}
+
+for t in test_sbatch_train test_sbatch_preempted test_sbatch_time_limit_warning test_sbatch_scaling; do
+  start=$SECONDS
+  $t
+  echo "    ($((SECONDS - start)) s)"
+done
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
