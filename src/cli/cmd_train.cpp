@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <fstream>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
+#include <sstream>
 
 #include "ragtrain/backend/backend.hpp"
 #include "ragtrain/checkpoint/checkpoint.hpp"
@@ -19,6 +21,8 @@
 #include "ragtrain/data/shard.hpp"
 #include "ragtrain/metrics/evaluation.hpp"
 #include "ragtrain/metrics/metrics.hpp"
+#include "ragtrain/metrics/progress.hpp"
+#include "ragtrain/metrics/units.hpp"
 #include "ragtrain/metrics/provenance.hpp"
 #include "ragtrain/schedule/schedule.hpp"
 #include "ragtrain/train/step.hpp"
@@ -304,6 +308,9 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
     run.io_s += t.seconds();
   };
 
+  // A bar with rate and ETA on a terminal; one plain line per --log-every interval in a log file (rank 0 only).
+  Progress progress(stdout, talk ? progress_mode_for(stdout, cfg.quiet, cfg.verbose) : ProgressMode::Off,
+                    total_steps, "step", step);
   while (step < total_steps) {
     const int64_t epoch = step / steps_per_epoch, s = step % steps_per_epoch;
     if (epoch != order_epoch) {
@@ -323,6 +330,7 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
     const float lr = static_cast<float>(lr_schedule.at(step));
     const StepTotals tot = train_step(*backend, positions, lr, interval);
     ++step;
+    progress.tick(step);
 
     acc.epoch_loss_sum += tot.loss_sum;
     acc.epoch_count += tot.count;
@@ -359,13 +367,12 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
                  {"compute_s", spread(all, &RankCounters::compute_s)},
                  {"comm_s", spread(all, &RankCounters::comm_s)}};
         log.write(rec);
-        if (talk) {
-          std::printf("epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.2e  %.0f seq/s\n",
+        char status[200];
+        std::snprintf(status, sizeof status, "epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.2e  %s",
                       static_cast<long long>(epoch + 1), static_cast<long long>(cfg.epochs),
                       static_cast<long long>(s + 1), static_cast<long long>(steps_per_epoch), loss, lr,
-                      sum.sequences / secs);
-          std::fflush(stdout);
-        }
+                      with_unit(sum.sequences / secs, "seq/s").c_str());
+        progress.report(step, status);
       }
       run += interval;
       interval = RankCounters{};
@@ -395,17 +402,16 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
       }
       if (ctx.is_root()) {
         log.write(rec);
-        if (talk) {
-          std::printf("epoch %lld/%lld done: train loss %.4f", static_cast<long long>(epoch + 1),
-                      static_cast<long long>(cfg.epochs), last_train_loss);
-          if (shape.task == Task::Classification) std::printf(" acc %.4f", last_train_acc);
-          if (has_val) {
-            std::printf("  val loss %.4f", last_val.loss());
-            if (shape.task == Task::Classification) std::printf(" acc %.4f", last_val.accuracy());
-          }
-          std::printf("  (%.2f s)\n", epoch_clock.seconds());
-          std::fflush(stdout);
+        std::ostringstream line;
+        line << std::fixed << std::setprecision(4) << "epoch " << epoch + 1 << "/" << cfg.epochs
+             << " done: train loss " << last_train_loss;
+        if (shape.task == Task::Classification) line << " acc " << last_train_acc;
+        if (has_val) {
+          line << "  val loss " << last_val.loss();
+          if (shape.task == Task::Classification) line << " acc " << last_val.accuracy();
         }
+        line << "  (" << human_duration(epoch_clock.seconds()) << ")";
+        progress.println(line.str());
       }
       interval_clock.restart();   // validation is not training: keep it out of the next interval's throughput
     }
@@ -423,6 +429,7 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
     if (agreed.stop_signal != 0 || agreed.timed_checkpoint || every_due)
       save(agreed.stop_signal ? "signal" : every_due ? "every" : "minutes", false);
     if (agreed.stop_signal != 0) {
+      progress.finish();
       collective_phase(ctx, [&] {
         if (!ctx.is_root()) return;
         log.write(Json{{"event", "stop"}, {"step", step}, {"signal", signal_name(agreed.stop_signal)},
@@ -436,6 +443,7 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
     }
   }
 
+  progress.finish();
   // Final record: every rank holds identical parameters (checked below), rank 0 writes them.
   if (saved_step != step) save("end", true);
 
