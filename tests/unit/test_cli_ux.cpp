@@ -5,28 +5,11 @@
 
 #include "ragtrain/cli/options.hpp"
 #include "ragtrain/core/error.hpp"
+#include "options_test_util.hpp"
 
 using namespace ragtrain;
-
-namespace {
-
-Invocation parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "ragtrain");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  return parse_command_line(static_cast<int>(argv.size()), argv.data());
-}
-
-std::string user_error_of(std::vector<std::string> args) {
-  try {
-    parse(std::move(args));
-  } catch (const UserError& e) {
-    return std::string(e.what()) + " | hint: " + e.hint();
-  }
-  return "";
-}
-
-}  // namespace
+using ragtrain::test::parse;
+using ragtrain::test::user_error_of;
 
 TEST(CliUx, PrintConfigIsAConfigFileThatGivesTheSameConfiguration) {
   const RunConfig c = parse({"train", "--data", "a.h5", "--out", "d", "--hidden", "64", "--lr", "0.01",

@@ -5,32 +5,19 @@
 
 #include "ragtrain/cli/options.hpp"
 #include "ragtrain/core/error.hpp"
+#include "options_test_util.hpp"
 
 using namespace ragtrain;
+using ragtrain::test::parse;
+using ragtrain::test::user_error_of;
 
 namespace {
-
-Invocation parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "ragtrain");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  return parse_command_line(static_cast<int>(argv.size()), argv.data());
-}
 
 std::string write_ini(const std::string& text) {
   const std::string path = "/tmp/ragtrain_options_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
                            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".ini";
   std::ofstream(path) << text;
   return path;
-}
-
-std::string user_error_of(std::vector<std::string> args) {
-  try {
-    parse(std::move(args));
-  } catch (const UserError& e) {
-    return std::string(e.what()) + " | hint: " + e.hint();
-  }
-  return "";
 }
 
 }  // namespace
