@@ -92,7 +92,7 @@ def main():
         for opt_name, lr, tol in (("sgd", 0.05, 1e-4), ("adam", 0.003, 1e-3)):
             run = os.path.join(work, f"{device}_{opt_name}")
             sh(["mpirun", "-np", "1", args.bin, "train", "--data", train, "--init-from", init_ckpt, "--out", run,
-                "--device", device, "--optimizer", opt_name, "--lr", str(lr), "--momentum", "0.9", "--epochs", "1",
+                "--device", device, "--hidden", "16", "--layers", "2", "--optimizer", opt_name, "--lr", str(lr), "--momentum", "0.9", "--epochs", "1",
                 "--batch-per-rank", "1", "--log-every", "1", "--write-order", "--schedule", "random", "--quiet"])
             order = [int(r["sequence"]) for r in csv.DictReader(open(os.path.join(run, "order.csv")))]
             steps = [r for r in map(json.loads, open(os.path.join(run, "metrics.jsonl"))) if r["event"] == "step"]
