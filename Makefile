@@ -9,7 +9,8 @@ HDF5_INC  ?= /usr/include/hdf5/openmpi
 CUDA_ARCH ?= sm_90
 CXX       := g++
 NVCC      := $(CUDA_HOME)/bin/nvcc
-BUILD     ?= build
+# A sanitizer build goes to its own folder, so that `make test SANITIZE=address,undefined` never mixes objects.
+BUILD     ?= $(if $(SANITIZE),build-san,build)
 NP        ?= 2
 JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 
@@ -91,12 +92,12 @@ GPU_OBJS  := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/gpu/*.cpp))
 TEST_BINS := $(BUILD)/bin/unit_tests $(BUILD)/bin/mpi_tests $(BUILD)/bin/e2e_tests
 GTEST_LIBS := -lgtest
 
-.PHONY: all deps test test-gpu bench-gpu demo plot clean help FORCE
+.PHONY: all deps test test-gpu bench-gpu demo plot clean help fuzz FORCE
 all: $(BIN)
 
 help:
 	@sed -n '1,4p' Makefile
-	@echo "targets: all (default), deps, test, test-gpu, bench-gpu, demo, plot RUN=DIR, clean"
+	@echo "targets: all (default), deps, test, test-gpu, bench-gpu, demo, plot RUN=DIR, fuzz [FUZZ_SECONDS=60], clean"
 
 deps:
 	@./scripts/install-deps.sh
@@ -142,8 +143,39 @@ bench-gpu:
 
 # The test command of the README. Installs what is missing, builds, runs every suite, ends with "N passed, N failed".
 test: deps
-	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN) $(TEST_BINS) $(if $(filter 1,$(WITH_CUDA)),$(BUILD)/bin/gpu_tests,)
-	@./scripts/run-tests.sh $(BUILD)
+	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN) $(TEST_BINS) $(if $(filter 1,$(WITH_CUDA)),$(BUILD)/bin/gpu_tests,) \
+	  $(if $(filter 1,$(HAVE_FUZZ)),$(FUZZ_BINS),)
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/run-tests.sh $(BUILD)
+
+# ---- fuzzing (tests/fuzz): libFuzzer targets built with clang, ASan and UBSan, in $(BUILD)/fuzz ----
+# `make fuzz` runs each for FUZZ_SECONDS and fails on any crash; `make test` builds them (where clang and
+# libclang_rt.fuzzer exist) and scripts/run-tests.sh runs them as the suite "fuzz".
+FUZZ_SECONDS ?= 60
+FUZZ_CXX  ?= $(firstword $(shell command -v clang++-14 clang++ 2>/dev/null))
+HAVE_FUZZ := $(if $(FUZZ_CXX),$(if $(wildcard $(shell $(FUZZ_CXX) -print-resource-dir 2>/dev/null)/lib/linux/libclang_rt.fuzzer-x86_64.a),1,0),0)
+FUZZ_DIR  := $(BUILD)/fuzz
+FUZZ_SAN  := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CXXFLAGS := -std=c++17 -O1 -g -Wall -Wextra $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+# Only what each target reaches: the .ts parser, and the v1 validation with its HDF5 helpers.
+FUZZ_TS_SRCS := tests/fuzz/fuzz_ts.cpp src/data/ts_import.cpp src/core/error.cpp
+FUZZ_H5_SRCS := tests/fuzz/fuzz_h5.cpp src/data/format.cpp src/data/h5.cpp src/data/checks.cpp src/core/error.cpp \
+                src/core/memory.cpp
+FUZZ_BINS := $(FUZZ_DIR)/bin/fuzz_ts $(FUZZ_DIR)/bin/fuzz_h5
+
+$(FUZZ_DIR)/obj/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) $(CPPFLAGS) $(FUZZ_CXXFLAGS) -c $< -o $@
+$(FUZZ_DIR)/bin/fuzz_ts: $(FUZZ_TS_SRCS:%.cpp=$(FUZZ_DIR)/obj/%.o)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) $(FUZZ_SAN) -fsanitize=fuzzer $^ $(MPI_LIBS) -o $@
+$(FUZZ_DIR)/bin/fuzz_h5: $(FUZZ_H5_SRCS:%.cpp=$(FUZZ_DIR)/obj/%.o)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) $(FUZZ_SAN) -fsanitize=fuzzer $^ -Wl,-rpath,$(HDF5_HOME)/lib -L$(HDF5_HOME)/lib -lhdf5 $(MPI_LIBS) -o $@
+
+fuzz: deps
+	@test "$(HAVE_FUZZ)" = 1 || { echo "make fuzz needs clang++ with libFuzzer (apt-get install clang libclang-rt-14-dev)"; exit 2; }
+	@$(MAKE) --no-print-directory -j$(JOBS) $(FUZZ_BINS)
+	@./tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
 
 test-gpu:
 	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN) $(BUILD)/bin/gpu_tests
@@ -162,4 +194,4 @@ plot:
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(FUZZ_DIR)/obj -name '*.d' 2>/dev/null)

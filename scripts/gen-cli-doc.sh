@@ -20,9 +20,10 @@ and `checkpoint.h5`.
 | code | meaning |
 |---|---|
 | 0 | success (for `inspect`: the file is valid) |
-| 2 | bad input: a missing or malformed file, dataset, attribute, offset, label or option. The message names the file, dataset, index or option, says what was expected, and gives a `hint:`. Every rank exits with 2, before any output is written. |
+| 2 | bad input: a missing or malformed file, dataset, attribute, offset, label or option. The message names the file, dataset, index or option, says what was expected, and gives a `hint:`. Every rank exits with 2, before any output is written. Also `train` when a checkpoint cannot be written (a full disk: `cannot write checkpoint 'OUT/checkpoint-step….h5': no space left on device`; the temporary file is removed, the previous checkpoint stays intact, continue with `--resume OUT` once there is space) and, with `--on-nonfinite stop` (the default), when a step's loss or gradient is NaN or Inf (`step S: non-finite loss on rank R, sequence I`; the update is not applied and no checkpoint is written from that state). |
 | 3 | internal error: a library call failed or an invariant broke (message with file:line); the job is aborted with `MPI_Abort` |
 | 75 | `train` stopped by SIGTERM or SIGUSR1 (on any rank): every rank agreed at a step boundary, the checkpoint was saved, every rank exits with 75. Run the same command with `--resume OUT` to continue; `jobs/train.sbatch` requeues itself on this code (doc/hpc.md). A second signal ends the run at once; the last checkpoint stays intact. |
+| 76 | `train` ended because a rank died or got stuck: it did not reach a collective of the training loop within `--comm-timeout` seconds and did not answer its neighbour. The rank that found it prints `rank N (on HOST) did not reach ... within S s and does not answer: it died or is stuck` and ends the job with `MPI_Abort` (mpirun exits with 76). The newest checkpoint is intact: continue with `--resume OUT` once the cause is fixed. A rank killed outright is reported by the launcher instead (mpirun: `process rank N ... exited on signal 9`, exit code 137). See doc/troubleshooting.md. |
 
 HEAD
 echo '## `ragtrain --help`'

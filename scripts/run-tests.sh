@@ -4,13 +4,20 @@
 # Suites: unit (one process), mpi (the same binary under mpirun -np 1..4 --oversubscribe), e2e (the ragtrain binary
 # driven as a user would, bad inputs on several ranks included), jobs (the jobs/ scripts: mpirun launcher, and
 # sbatch on a single-node Slurm the suite starts and stops; skipped with the reason where Slurm is missing),
-# gpu (built with CUDA; skipped without a GPU).
+# fuzz (the libFuzzer targets of tests/fuzz, FUZZ_SECONDS each), gpu (built with CUDA; skipped without a GPU).
 set -u
 BUILD=${1:-build}
 ONLY=${2:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 export RAGTRAIN_BIN="$BUILD/bin/ragtrain" GTEST_COLOR=no
+# For sanitizer builds (make test SANITIZE=address,undefined; harmless otherwise): undefined behaviour fails the
+# test that hit it, and leaks fail it too, except Open MPI's and HDF5's own, suppressed by library name. Open MPI
+# unloads its plugins at MPI_Finalize: only the slow unwinder finds the libmpi frames above their allocations.
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:fast_unwind_on_malloc=0}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 MPIRUN="mpirun --oversubscribe"
 
 passed=0; failed=0; skipped=0
@@ -69,6 +76,9 @@ run_script_suite() {
 
 if [ "$ONLY" != gpu ]; then
   run_script_suite jobs "$(dirname "$0")/../tests/slurm/test_jobs.sh" "$BUILD"
+  # libFuzzer targets (tests/fuzz; `make test` builds them where clang has libFuzzer): FUZZ_SECONDS each,
+  # default 60; a target that is not built is skipped with the reason.
+  run_script_suite fuzz "$(dirname "$0")/../tests/fuzz/run.sh" "$BUILD/fuzz" "${FUZZ_SECONDS:-60}"
 fi
 if [ -x "$BUILD/bin/gpu_tests" ]; then
   run_suite gpu "$BUILD/bin/gpu_tests"

@@ -2,6 +2,7 @@
 #include "cpu_backend.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "ragtrain/comm/gradient_comm.hpp"
 #include "ragtrain/core/error.hpp"
@@ -13,7 +14,7 @@
 namespace ragtrain {
 
 CpuBackend::CpuBackend(const ModelShape& shape, const BackendOptions& opts)
-    : layout_(shape), comm_(opts.comm), opt_(opts.optimizer, layout_.total()),
+    : layout_(shape), comm_(opts.comm), watchdog_(opts.watchdog), opt_(opts.optimizer, layout_.total()),
       params_(static_cast<size_t>(layout_.total()), 0.0f),
       fused_(static_cast<size_t>(layout_.total() + kFusedExtras), 0.0),
       seq_grad_(static_cast<size_t>(layout_.total())), mean_grad_(static_cast<size_t>(layout_.total())),
@@ -45,7 +46,9 @@ void CpuBackend::forward_backward(const std::vector<int64_t>& positions) {
   }
 }
 
-void CpuBackend::allreduce() { mpi_allreduce_sum(fused_.data(), static_cast<int64_t>(fused_.size()), comm_); }
+void CpuBackend::allreduce() {
+  mpi_allreduce_sum(fused_.data(), static_cast<int64_t>(fused_.size()), comm_, watchdog_);
+}
 
 StepTotals CpuBackend::update(float lr) {
   const int64_t P = layout_.total();
@@ -55,8 +58,29 @@ StepTotals CpuBackend::update(float lr) {
   t.correct = fused_[static_cast<size_t>(P + 2)];
   RT_CHECK(t.count > 0, "a global step without sequences");
   for (int64_t i = 0; i < P; ++i) mean_grad_[static_cast<size_t>(i)] = static_cast<float>(fused_[static_cast<size_t>(i)] / t.count);
-  t.grad_norm = opt_.step(params_.data(), mean_grad_.data(), lr);
+  // The norm is computed for clipping anyway and is non-finite exactly when some element is (a float squared
+  // fits a double), so the check costs nothing. Every rank holds the same sums: the same verdict everywhere.
+  t.grad_norm = global_norm(mean_grad_.data(), P);
+  t.finite = std::isfinite(t.loss_sum) && std::isfinite(t.grad_norm);
+  if (t.finite) opt_.step(params_.data(), mean_grad_.data(), lr, t.grad_norm);
   return t;
+}
+
+LocalNonfinite CpuBackend::first_nonfinite(const std::vector<int64_t>& positions) {
+  const size_t P = static_cast<size_t>(layout_.total());
+  for (size_t k = 0; k < positions.size(); ++k) {
+    if (positions[k] < 0) continue;
+    forward_backward({positions[k]});
+    LocalNonfinite r;
+    r.loss = !std::isfinite(fused_[P]);
+    bool bad = r.loss;
+    for (size_t i = 0; i < P && !bad; ++i) bad = !std::isfinite(fused_[i]);
+    if (bad) {
+      r.slot = static_cast<int64_t>(k);
+      return r;
+    }
+  }
+  return {};
 }
 
 std::vector<float> CpuBackend::infer(const Shard& shard) {

@@ -18,11 +18,13 @@ class CpuBackend final : public Backend {
   void forward_backward(const std::vector<int64_t>& positions) override;
   void allreduce() override;
   StepTotals update(float lr) override;
+  LocalNonfinite first_nonfinite(const std::vector<int64_t>& positions) override;
   std::vector<float> infer(const Shard& shard) override;
 
  private:
   ParamLayout layout_;
   MPI_Comm comm_;
+  CommWatchdog* watchdog_;   // may be null
   Optimizer opt_;
   const Shard* shard_ = nullptr;
   std::vector<float> params_;   // (P) PyTorch layout

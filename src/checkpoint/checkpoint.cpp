@@ -1,14 +1,21 @@
 // Checkpoint write (atomic, one rank) and validated read, with a CRC-32 per tensor.
 #include "ragtrain/checkpoint/checkpoint.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "ragtrain/checkpoint/checksum.hpp"
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/core/memory.hpp"
 #include "ragtrain/data/h5.hpp"
 #include "ragtrain/metrics/metrics.hpp"
 
@@ -130,6 +137,7 @@ void write_position(hid_t f, const Checkpoint& c) {
   write_double_attr(g.get(), "run_imbalance_sum", a.run_imbalance_sum);
   write_double_attr(g.get(), "interval_steps", a.interval_steps);
   write_double_attr(g.get(), "first_loss", a.first_loss);
+  write_double_attr(g.get(), "skipped_steps", a.skipped_steps);
 }
 
 void read_position(const std::string& path, hid_t f, Checkpoint& c) {
@@ -167,19 +175,35 @@ void read_position(const std::string& path, hid_t f, Checkpoint& c) {
   a.run_imbalance_sum = double_attr(path, g.get(), "run_imbalance_sum");
   a.interval_steps = double_attr(path, g.get(), "interval_steps");
   a.first_loss = double_attr(path, g.get(), "first_loss");
+  if (attr_shape(g.get(), "skipped_steps").kind != AttrKind::Missing)   // written since --on-nonfinite
+    a.skipped_steps = double_attr(path, g.get(), "skipped_steps");
   c.resumable = true;
 }
 
-}  // namespace
+// A failed write of `path`, errno `err`, as the user sees it: the file, what failed, the system's reason, and
+// what to do. A full disk (or quota) is the common case on a cluster and gets its own hint.
+UserError io_error(const std::string& path, const std::string& what, int err) {
+  std::string why = std::strerror(err);
+  if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+  const bool full = err == ENOSPC || err == EDQUOT;
+  return UserError(RT_MSG("cannot write checkpoint '" << path << "': " << why << " (" << what << ")"),
+                   full ? "free space on the file system of the output folder (df -h), or write to another --out; "
+                          "the partial file was removed and the checkpoints written before are intact"
+                        : "check that the output folder is writable and its file system healthy; the partial file "
+                          "was removed and the checkpoints written before are intact");
+}
 
-void write_checkpoint(const std::string& path, const Checkpoint& c) {
+// The whole checkpoint as the bytes of an HDF5 file, built in memory (HDF5's core driver, no backing store), so
+// that HDF5 never touches the disk: every byte reaches it through write_image, where each write() and the fsync
+// are checked. Writing through HDF5's sec2 driver instead, a full disk surfaces as a failed H5Fclose that leaves
+// the file open inside HDF5 and crashes the process at exit (HDF5 1.10, measured on a full tmpfs), and a
+// delayed-allocation file system reports it only to fsync. Costs one copy of the checkpoint in memory.
+std::vector<char> build_image(const Checkpoint& c) {
   const ParamLayout layout(c.shape);
-  RT_CHECK(static_cast<int64_t>(c.params.size()) == layout.total(), "checkpoint parameter count");
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  H5Handle fapl = h5_plist(H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
+  H5_CHECK(H5Pset_fapl_core(fapl.get(), 1 << 20, /*backing_store=*/0));
+  H5Handle file = h5_file(H5_CHECK(H5Fcreate("ragtrain-checkpoint-image.h5", H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get())));
   {
-    H5QuietErrors quiet;
-    H5Handle file = h5_file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-    USER_CHECK(file, "cannot create checkpoint '" << tmp << "'", "check that the output folder is writable");
     const hid_t f = file.get();
     write_string_attr(f, "format", kCheckpointFormat);
     write_int_attr(f, "version", kCheckpointVersion);
@@ -212,12 +236,73 @@ void write_checkpoint(const std::string& path, const Checkpoint& c) {
       write_floats(norm.get(), "std", {c.shape.input_size}, c.feature_std.data());
     }
     group.reset();
-    if (file.close() < 0) {
-      std::remove(tmp.c_str());
-      throw UserError("writing checkpoint '" + tmp + "' failed (disk full?)", "free space in the output folder");
-    }
   }
-  commit_file(tmp, path);
+  H5_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL));
+  const ssize_t bytes = H5_CHECK(H5Fget_file_image(file.get(), nullptr, 0));
+  std::vector<char> image(static_cast<size_t>(bytes));
+  RT_CHECK(H5Fget_file_image(file.get(), image.data(), image.size()) == bytes, "H5Fget_file_image");
+  RT_CHECK(file.close() >= 0, "H5Fclose of the in-memory checkpoint");
+  return image;
+}
+
+// Writes `image` to `tmp` and makes it durable (fsync): every call checked, so a full disk or an I/O error is
+// reported here and `tmp` removed, before anything is renamed over the previous checkpoint.
+void write_image(const std::string& path, const std::string& tmp, const std::vector<char>& image, int64_t step) {
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw io_error(path, "cannot create '" + tmp + "'", errno);
+  auto fail = [&](const std::string& what) {
+    const int err = errno;
+    ::close(fd);
+    std::remove(tmp.c_str());
+    return io_error(path, what, err);
+  };
+  // The test hook pauses half-way, so that a kill finds a torn temporary file on disk.
+  const size_t half = image.size() / 2;
+  size_t done = 0;
+  while (done < image.size()) {
+    if (done == half) checkpoint_test_pause("write", step);
+    const size_t chunk = std::min(image.size() - done, done < half ? half - done : image.size() - done);
+    const ssize_t n = ::write(fd, image.data() + done, chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      throw fail(RT_MSG("wrote " << done << " of " << image.size() << " bytes of '" << tmp << "'"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) throw fail("fsync of '" + tmp + "'");
+  if (::close(fd) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw io_error(path, "closing '" + tmp + "'", err);
+  }
+}
+
+}  // namespace
+
+void write_checkpoint(const std::string& path, const Checkpoint& c) {
+  const ParamLayout layout(c.shape);
+  RT_CHECK(static_cast<int64_t>(c.params.size()) == layout.total(), "checkpoint parameter count");
+  const std::vector<char> image = build_image(c);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  write_image(path, tmp, image, c.step);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw io_error(path, "renaming '" + tmp + "' to it failed", err);
+  }
+}
+
+void checkpoint_test_pause(const char* point, int64_t step) {
+  const char* knob = std::getenv(kCheckpointPauseEnv);
+  if (knob == nullptr) return;
+  const std::string want = RT_MSG(step << ":" << point);
+  if (want != knob) return;
+  std::fprintf(stderr, "ragtrain: test hook %s=%s: pid %d paused in the %s of the step %lld checkpoint\n",
+               kCheckpointPauseEnv, knob, static_cast<int>(::getpid()), point, static_cast<long long>(step));
+  std::fflush(stderr);
+  // Long enough for any test to kill the process; bounded, so a forgotten variable cannot hang a run for ever.
+  for (int i = 0; i < 600; ++i) ::usleep(100000);
 }
 
 Checkpoint read_checkpoint(const std::string& path) {
@@ -226,7 +311,7 @@ Checkpoint read_checkpoint(const std::string& path) {
   USER_CHECK(::access(path.c_str(), R_OK) == 0, "checkpoint '" << path << "' does not exist or is not readable", hint);
   USER_CHECK(H5Fis_hdf5(path.c_str()) > 0, "checkpoint '" << path << "' is not an HDF5 file (or is truncated)", hint);
   H5Handle file = h5_file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  USER_CHECK(file, "checkpoint '" << path << "' cannot be opened", hint);
+  USER_CHECK(file, "checkpoint '" << path << "' cannot be opened by HDF5: the file is truncated or damaged", kDamaged);
   const hid_t f = file.get();
   USER_CHECK(attr_shape(f, "format").kind == AttrKind::String && read_string_attr(f, "format") == kCheckpointFormat,
              "'" << path << "' is not a ragtrain checkpoint (attribute format != " << kCheckpointFormat << ")", hint);
@@ -247,6 +332,18 @@ Checkpoint read_checkpoint(const std::string& path) {
   c.shape.outputs = positive_attr(path, f, "outputs");
   USER_CHECK(c.shape.input_size > 0 && c.shape.hidden > 0 && c.shape.layers > 0 && c.shape.outputs > 0,
              "checkpoint '" << path << "': model sizes must be positive", "the file is damaged");
+  {
+    // The sizes come from the file: bound the parameter count (in double: no overflow) by this machine's memory
+    // before ParamLayout or any allocation uses them, so a damaged header is a message, not std::bad_alloc.
+    const double in = static_cast<double>(c.shape.input_size), h = static_cast<double>(c.shape.hidden);
+    const double count = static_cast<double>(c.shape.layers) * 4 * h * (in + h + 2) + h * c.shape.outputs + c.shape.outputs;
+    const double bytes = 3 * 4 * count;   // parameters and two optimizer moments, float32
+    USER_CHECK(bytes < static_cast<double>(memory_budget("auto", 1)),
+               "checkpoint '" << path << "': declares a model (input " << c.shape.input_size << ", hidden "
+                              << c.shape.hidden << ", layers " << c.shape.layers << ", outputs " << c.shape.outputs
+                              << ") of " << count << " parameters, more than this machine's memory holds",
+               kDamaged);
+  }
   c.epoch = positive_attr(path, f, "epoch");
   c.step = positive_attr(path, f, "step");
   if (attr_shape(f, "config").kind == AttrKind::String) c.config = read_string_attr(f, "config");

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/data/h5.hpp"
 #include "ragtrain/metrics/metrics.hpp"
 
 namespace fs = std::filesystem;
@@ -51,6 +52,18 @@ void remove_stale_temporaries(const std::string& dir) {
   }
 }
 
+// The attribute "step" of a checkpoint, or -1 when the file cannot be read (read_checkpoint reports why).
+int64_t peek_step(const std::string& path) {
+  H5QuietErrors quiet;
+  try {
+    H5Handle file = h5_file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    if (!file || attr_shape(file.get(), "step").kind != AttrKind::Integer) return -1;
+    return read_int_attr(file.get(), "step");
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
 }  // namespace
 
 std::string step_checkpoint_name(int64_t step) {
@@ -75,6 +88,7 @@ std::string save_checkpoint(const std::string& dir, const Checkpoint& ckpt, int6
   remove_stale_temporaries(dir);
   const std::string step_path = (fs::path(dir) / step_checkpoint_name(ckpt.step)).string();
   write_checkpoint(step_path, ckpt);
+  checkpoint_test_pause("link", ckpt.step);
 
   // checkpoint.h5 becomes the new file in one rename: readers never see a missing or partial "latest".
   const std::string latest = (fs::path(dir) / kLatestCheckpointName).string();
@@ -89,7 +103,11 @@ std::string save_checkpoint(const std::string& dir, const Checkpoint& ckpt, int6
   } else {
     std::error_code ec;   // a file system without hard links: a second, identical file
     fs::copy_file(step_path, tmp, fs::copy_options::overwrite_existing, ec);
-    USER_CHECK(!ec, "cannot write '" << tmp << "': " << ec.message(), "check that the output folder is writable");
+    if (ec) {
+      std::remove(tmp.c_str());   // a partial copy (a full disk) must not stay behind
+      throw UserError("cannot write '" + tmp + "': " + ec.message(),
+                      "check that the output folder is writable and has free space; " + step_path + " is complete");
+    }
     commit_file(tmp, latest);
   }
 
@@ -103,8 +121,16 @@ std::string resolve_resume_path(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) return path;   // read_checkpoint says what is wrong with a file
   const std::string latest = (fs::path(path) / kLatestCheckpointName).string();
-  if (fs::exists(latest, ec)) return latest;
   const std::vector<StepCheckpoint> all = list_step_checkpoints(path);
+  if (fs::exists(latest, ec)) {
+    // A run killed between the rename of a new step file and the switch of checkpoint.h5 leaves checkpoint.h5 one
+    // checkpoint behind; the step file is complete (it is renamed only after fsync), so it is the newest.
+    if (!all.empty() && !fs::equivalent(latest, all.back().path, ec)) {
+      const int64_t latest_step = peek_step(latest);
+      if (latest_step >= 0 && all.back().step > latest_step) return all.back().path;
+    }
+    return latest;   // also when it is unreadable: read_checkpoint names the damage
+  }
   USER_CHECK(!all.empty(), "--resume " << path << ": the folder holds no checkpoint.h5 and no checkpoint-step*.h5",
              "pass the --out folder of an earlier run, or one of its checkpoint files");
   return all.back().path;

@@ -121,7 +121,7 @@ int run_convert(const Context& ctx, const RunConfig& cfg) {
 int run_inspect(const Context& ctx, const RunConfig& cfg) {
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
-    const DatasetReport report = inspect_dataset(cfg.data);
+    const DatasetReport report = inspect_dataset(cfg.data, MemoryBudget::of(cfg.max_memory, ctx.local_size));
     print_report(report, std::cout);
     std::cout << "valid: yes\n";
     std::cout.flush();

@@ -37,7 +37,7 @@ Applied apply_checkpoint(const Context& ctx, const RunConfig& cfg) {
   Applied a;
   collective_phase(ctx, [&] {
     a.ckpt = read_checkpoint(cfg.checkpoint);
-    a.info = read_dataset_info(cfg.data, ctx.world);
+    a.info = read_dataset_info(cfg.data, ctx.world, MemoryBudget::of(cfg.max_memory, ctx.local_size));
     const ModelShape& m = a.ckpt.shape;
     USER_CHECK(a.info.num_features == m.input_size,
                "data file '" << cfg.data << "' has " << a.info.num_features << " features per timestep, the model in '"
@@ -50,7 +50,8 @@ Applied apply_checkpoint(const Context& ctx, const RunConfig& cfg) {
                "use the checkpoint trained for this data");
   });
   collective_phase(ctx, [&] {
-    a.shard = read_shard(a.info, block_indices(a.info.num_sequences, ctx.size, ctx.rank), ctx.world);
+    a.shard = read_shard(a.info, block_indices(a.info.num_sequences, ctx.size, ctx.rank), ctx.world,
+                         MemoryBudget::of(cfg.max_memory, ctx.local_size));
   });
   apply_scaling(FeatureScaling{a.ckpt.feature_mean, a.ckpt.feature_std}, a.shard);
   BackendOptions opts;

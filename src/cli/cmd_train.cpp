@@ -15,6 +15,7 @@
 #include "ragtrain/checkpoint/rotation.hpp"
 #include "ragtrain/cli/commands.hpp"
 #include "ragtrain/comm/signals.hpp"
+#include "ragtrain/comm/watchdog.hpp"
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/normalization.hpp"
@@ -25,6 +26,7 @@
 #include "ragtrain/metrics/units.hpp"
 #include "ragtrain/metrics/provenance.hpp"
 #include "ragtrain/schedule/schedule.hpp"
+#include "ragtrain/train/nonfinite.hpp"
 #include "ragtrain/train/step.hpp"
 
 namespace ragtrain {
@@ -84,7 +86,11 @@ void check_no_newer_checkpoints(const std::string& out, int64_t step) {
 
 }  // namespace
 
-int run_train(const Context& ctx, const RunConfig& cfg) {
+int run_train(const Context& launched, const RunConfig& cfg) {
+  // Dead or stuck ranks: once the loop starts (watchdog.arm() below), every collective that takes `ctx` waits at
+  // most --comm-timeout, then names the rank that did not come and ends the job (comm/watchdog.hpp).
+  CommWatchdog watchdog(launched, cfg.comm_timeout);
+  const Context ctx = launched.with_watchdog(&watchdog);
   Stopwatch wall;
   const std::string started_at = utc_now();
   const bool talk = ctx.is_root() && !cfg.quiet;
@@ -98,12 +104,21 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
   Stopwatch io;
   DatasetInfo train_info, val_info;
   const bool has_val = !cfg.val.empty();
+  MemoryBudget budget;   // --max-memory: what each read below may allocate, checked before it does
   collective_phase(ctx, [&] {
-    train_info = read_dataset_info(cfg.data, ctx.world);
+    budget = MemoryBudget::of(cfg.max_memory, ctx.local_size);
+    train_info = read_dataset_info(cfg.data, ctx.world, budget);
     if (has_val) {
-      val_info = read_dataset_info(cfg.val, ctx.world);
+      val_info = read_dataset_info(cfg.val, ctx.world, budget);
       check_compatible(train_info, val_info);
     }
+    // A rank without a single training sequence would only ever contribute empty gradients: almost certainly
+    // a launch mistake (-np too large, or the wrong --data), and its device would sit idle for the whole run.
+    USER_CHECK(train_info.num_sequences >= ctx.size,
+               "--data " << cfg.data << " holds " << train_info.num_sequences << " sequence(s) but the job has "
+                         << ctx.size << " ranks; every rank must train on at least one sequence",
+               "use at most " << train_info.num_sequences << " rank(s) (mpirun -np " << train_info.num_sequences
+                              << "), or train on a larger data set");
   });
 
   // Which sequences this rank owns for the whole run, then only those are read.
@@ -159,10 +174,10 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
     });
 
   Shard train, val;
-  collective_phase(ctx, [&] { train = read_shard(train_info, schedule.rank_sequences(ctx.rank), ctx.world); });
+  collective_phase(ctx, [&] { train = read_shard(train_info, schedule.rank_sequences(ctx.rank), ctx.world, budget); });
   if (has_val)
     collective_phase(ctx, [&] {
-      val = read_shard(val_info, block_indices(val_info.num_sequences, ctx.size, ctx.rank), ctx.world);
+      val = read_shard(val_info, block_indices(val_info.num_sequences, ctx.size, ctx.rank), ctx.world, budget);
     });
   run.io_s += io.seconds();
 
@@ -175,8 +190,38 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
     apply_scaling(scaling, val);
   }
 
-  // Output folder only once the inputs are known to be good: a bad input leaves nothing behind. A resumed run
-  // appends to the folder's metrics.jsonl, without the records of steps it is about to redo.
+  const ParamLayout layout(shape);
+  BackendOptions bopts;
+  bopts.device = cfg.device;
+  bopts.optimizer = optimizer_config(cfg);
+  bopts.comm = ctx.world;
+  bopts.local_rank = ctx.local_rank;
+  bopts.watchdog = &watchdog;
+  std::unique_ptr<Backend> backend;
+  collective_phase(ctx, [&] { backend = make_backend(shape, bopts); });
+  if (resuming) {
+    backend->set_params(from.params);
+    backend->set_optimizer_state(from.opt_m, from.opt_v, from.optimizer_steps);
+  } else if (!cfg.init_from.empty()) {
+    // Weights from elsewhere (e.g. PyTorch via tools/torch_interop.py); --resume, which restores the whole run,
+    // takes precedence over it.
+    Checkpoint init;
+    collective_phase(ctx, [&] {
+      init = read_checkpoint(cfg.init_from);
+      USER_CHECK(init.shape == shape,
+                 "--init-from '" << cfg.init_from << "' holds a model with input " << init.shape.input_size
+                                 << ", hidden " << init.shape.hidden << ", layers " << init.shape.layers << ", outputs "
+                                 << init.shape.outputs << "; this run needs input " << shape.input_size << ", hidden "
+                                 << shape.hidden << ", layers " << shape.layers << ", outputs " << shape.outputs,
+                 "match --hidden/--layers to the checkpoint, or train from scratch");
+    });
+    backend->set_params(init.params);
+  } else {
+    backend->set_params(init_params(layout, cfg.seed));
+  }
+  // Output folder only once the inputs (data, checkpoints, --init-from) and the backend are known to be good:
+  // a bad input leaves nothing behind. A resumed run appends to the folder's metrics.jsonl, without the records
+  // of steps it is about to redo.
   JsonlWriter log;
   std::ofstream order_csv;   // --write-order: epoch,step,slot,sequence of every trained slot (rank 0)
   collective_phase(ctx, [&] {
@@ -206,34 +251,6 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
                    {"time", utc_now()}});
   });
 
-  const ParamLayout layout(shape);
-  BackendOptions bopts;
-  bopts.device = cfg.device;
-  bopts.optimizer = optimizer_config(cfg);
-  bopts.comm = ctx.world;
-  bopts.local_rank = ctx.local_rank;
-  std::unique_ptr<Backend> backend;
-  collective_phase(ctx, [&] { backend = make_backend(shape, bopts); });
-  if (resuming) {
-    backend->set_params(from.params);
-    backend->set_optimizer_state(from.opt_m, from.opt_v, from.optimizer_steps);
-  } else if (!cfg.init_from.empty()) {
-    // Weights from elsewhere (e.g. PyTorch via tools/torch_interop.py); --resume, which restores the whole run,
-    // takes precedence over it.
-    Checkpoint init;
-    collective_phase(ctx, [&] {
-      init = read_checkpoint(cfg.init_from);
-      USER_CHECK(init.shape == shape,
-                 "--init-from '" << cfg.init_from << "' holds a model with input " << init.shape.input_size
-                                 << ", hidden " << init.shape.hidden << ", layers " << init.shape.layers << ", outputs "
-                                 << init.shape.outputs << "; this run needs input " << shape.input_size << ", hidden "
-                                 << shape.hidden << ", layers " << shape.layers << ", outputs " << shape.outputs,
-                 "match --hidden/--layers to the checkpoint, or train from scratch");
-    });
-    backend->set_params(init.params);
-  } else {
-    backend->set_params(init_params(layout, cfg.seed));
-  }
   backend->set_train_shard(train);
 
   const ShardIndex index(train);
@@ -299,7 +316,14 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
     Stopwatch t;
     collective_phase(ctx, [&] {
       if (!ctx.is_root()) return;
-      saved_path = save_checkpoint(cfg.out, snapshot(complete), cfg.keep);
+      try {
+        saved_path = save_checkpoint(cfg.out, snapshot(complete), cfg.keep);
+      } catch (const UserError& e) {   // a full disk: say which checkpoint survives and how to go on from it
+        throw UserError(e.what(), e.hint() + (saved_step >= 0 ? "; the last complete one is " + saved_path +
+                                                                    " (step " + std::to_string(saved_step) +
+                                                                    "): continue it with --resume " + cfg.out
+                                                              : std::string()));
+      }
       log.write(Json{{"event", "checkpoint"}, {"step", step}, {"reason", reason}, {"path", saved_path},
                      {"seconds", t.seconds()}});
     });
@@ -311,8 +335,48 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
   // A bar with rate and ETA on a terminal; one plain line per --log-every interval in a log file (rank 0 only).
   Progress progress(stdout, talk ? progress_mode_for(stdout, cfg.quiet, cfg.verbose) : ProgressMode::Off,
                     total_steps, "step", step);
+  // A NaN/Inf in the summed loss or gradient (StepTotals::finite, the same on every rank; the update was not
+  // applied): find the rank and sequence, record it, then stop every rank with exit code 2 and the last good
+  // checkpoint untouched (--on-nonfinite stop), or count the step as skipped and go on (skip).
+  bool warned_skip = false;
+  auto on_nonfinite = [&](const StepTotals& tot) {
+    const NonfiniteStep bad = locate_nonfinite(ctx, *backend, positions, train, tot, step + 1);
+    const std::string what = describe(bad, cfg.data);
+    const bool stop = cfg.on_nonfinite == "stop";
+    if (ctx.is_root())
+      log.write(Json{{"event", "nonfinite"}, {"step", bad.step}, {"rank", bad.rank}, {"sequence", bad.sequence},
+                     {"what", bad.what()}, {"action", stop ? "stop" : "skip"}, {"time", utc_now()}});
+    if (stop) {
+      progress.finish();
+      const bool have_good = saved_step >= 0;
+      const std::string good = resuming && saved_step == plan.step ? resume_path
+                                                                     : cfg.out + "/" + kLatestCheckpointName;
+      collective_phase(ctx, [&] {
+        if (ctx.rank != std::max(bad.rank, 0)) return;   // the guilty rank reports (rank 0 if none is alone)
+        throw UserError(
+            what + "; the run stopped before applying it, on every rank",
+            RT_MSG("lower --lr, set --clip (e.g. --clip 1), or check the data"
+                   << (bad.rank >= 0 ? RT_MSG(" (sequence " << bad.sequence << ": extreme features or targets?)")
+                                     : std::string())
+                   << "; --on-nonfinite skip drops such steps instead. "
+                   << (have_good ? RT_MSG("The last good checkpoint, " << good << " (step " << saved_step
+                                                                       << "), is kept: --init-from " << good
+                                                                       << " starts a new run from its weights")
+                                 : std::string("No checkpoint was written before this step"))));
+      });
+    }
+    acc.skipped_steps += 1;
+    if (ctx.is_root() && !warned_skip) {
+      std::fprintf(stderr, "ragtrain: warning: %s: step skipped on every rank (--on-nonfinite skip); further skipped "
+                           "steps are counted in metrics.jsonl and summary.json without a warning\n", what.c_str());
+      std::fflush(stderr);
+    }
+    warned_skip = true;
+  };
+  watchdog.arm();   // set-up is done: from here on no rank waits on another longer than --comm-timeout
   while (step < total_steps) {
     const int64_t epoch = step / steps_per_epoch, s = step % steps_per_epoch;
+    watchdog.set_step(step + 1);
     if (epoch != order_epoch) {
       order = schedule.epoch(epoch);
       order_epoch = epoch;
@@ -329,14 +393,17 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
     index.positions(order, s, ctx.rank, positions, interval);
     const float lr = static_cast<float>(lr_schedule.at(step));
     const StepTotals tot = train_step(*backend, positions, lr, interval);
+    if (!tot.finite) on_nonfinite(tot);   // stops the run, or counts the skipped step
     ++step;
     progress.tick(step);
 
-    acc.epoch_loss_sum += tot.loss_sum;
-    acc.epoch_count += tot.count;
-    acc.epoch_correct += tot.correct;
-    acc.interval_loss_sum += tot.loss_sum;
-    acc.interval_count += tot.count;
+    if (tot.finite) {   // a skipped step adds nothing: its loss is NaN or Inf
+      acc.epoch_loss_sum += tot.loss_sum;
+      acc.epoch_count += tot.count;
+      acc.epoch_correct += tot.correct;
+      acc.interval_loss_sum += tot.loss_sum;
+      acc.interval_count += tot.count;
+    }
     // Length imbalance 1 - mean/max of per-rank timesteps: a pure function of the schedule, so rank 0
     // computes it for every step without communication.
     if (ctx.is_root()) {
@@ -351,8 +418,8 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
     if (step % cfg.log_every == 0 || last) {
       const double secs = interval_clock.seconds();
       const std::vector<RankCounters> all = gather_counters(ctx, interval);
-      const double loss = acc.interval_loss_sum / acc.interval_count;
-      if (acc.first_loss < 0) acc.first_loss = loss;
+      const double loss = acc.interval_loss_sum / acc.interval_count;   // NaN (null in JSON) if all were skipped
+      if (acc.first_loss < 0 && acc.interval_count > 0) acc.first_loss = loss;
       if (ctx.is_root()) {
         RankCounters sum;
         for (const auto& r : all) sum += r;
@@ -365,7 +432,8 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
                  {"seconds", secs},          {"sequences_per_second", sum.sequences / secs},
                  {"timesteps_per_second", sum.timesteps / secs},
                  {"compute_s", spread(all, &RankCounters::compute_s)},
-                 {"comm_s", spread(all, &RankCounters::comm_s)}};
+                 {"comm_s", spread(all, &RankCounters::comm_s)},
+                 {"skipped_steps", static_cast<int64_t>(acc.skipped_steps)}};
         log.write(rec);
         char status[200];
         std::snprintf(status, sizeof status, "epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.2e  %s",
@@ -392,7 +460,7 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
       if (shape.task == Task::Classification) rec["train_accuracy"] = last_train_acc;
       if (has_val) {
         Stopwatch t;
-        last_val = allreduce(score(val, backend->infer(val)), ctx.world);
+        last_val = allreduce(score(val, backend->infer(val)), ctx);
         run.compute_s += t.seconds();
         rec["val_loss"] = last_val.loss();
         if (shape.task == Task::Classification)
@@ -501,6 +569,7 @@ int run_train(const Context& ctx, const RunConfig& cfg) {
                               {"timesteps", all[r].timesteps}});
     summary["per_rank"] = per_rank;
     summary["checkpoint"] = saved_path;
+    summary["skipped_steps"] = static_cast<int64_t>(acc.skipped_steps);   // --on-nonfinite skip
     if (resuming)
       summary["resumed_from"] = Json{{"checkpoint", resume_path},
                                      {"step", plan.step},

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/core/memory.hpp"
 
 namespace po = boost::program_options;
 
@@ -181,6 +182,18 @@ Table build_table(RunConfig& c) {
       "step checkpoints (OUT/checkpoint-stepNNNNNNNNN.h5) to keep; OUT/checkpoint.h5 is always the newest", {"train"});
   add("device", po::value(&c.device)->default_value(c.device), "cpu, or with a CUDA build cuda | auto",
       {"train", "eval", "predict", "bench"});
+  add("max-memory", po::value(&c.max_memory)->default_value(c.max_memory)->value_name("SIZE"),
+      "most memory one rank may allocate for its data, e.g. 512M, 8G (auto: physical memory / ranks on the "
+      "node); sizes declared in a file are checked against it before anything is read",
+      {"inspect", "train", "eval", "predict"});
+  add("comm-timeout", po::value(&c.comm_timeout)->default_value(c.comm_timeout, short_number(c.comm_timeout)),
+      "seconds a rank waits for the others in a collective before it names the rank that stopped and ends the "
+      "job (0: wait forever); watches the training loop, not the start-up",
+      {"train"});
+  add("on-nonfinite", po::value(&c.on_nonfinite)->default_value(c.on_nonfinite),
+      "a NaN/Inf loss or gradient: stop (keep the last good checkpoint, exit 2) | skip (drop that step on every "
+      "rank)",
+      {"train"});
   return t;
 }
 
@@ -271,6 +284,8 @@ void validate(const RunConfig& c) {
     require(c.checkpoint_minutes >= 0, "checkpoint-minutes", "must be >= 0 (0 turns timed checkpoints off)", help);
     require(c.keep >= 1, "keep", "must be >= 1, got " + std::to_string(c.keep), help);
     positive(c.signal_check_every, "signal-check-every");
+    require(c.on_nonfinite == "stop" || c.on_nonfinite == "skip", "on-nonfinite",
+            "must be stop or skip, got '" + c.on_nonfinite + "'", help);
   } else if (cmd == "eval" || cmd == "predict") {
     require(!c.checkpoint.empty(), "checkpoint", "is required", help);
     require(!c.data.empty(), "data", "is required", help);
@@ -292,6 +307,11 @@ void validate(const RunConfig& c) {
     positive(c.min_length, "min-length");
     require(c.max_length >= c.min_length, "max-length", "must be >= --min-length", help);
   }
+  if (cmd == "train")
+    require(c.comm_timeout >= 0, "comm-timeout", "must be >= 0 seconds (0 waits forever)", help);
+  if (cmd == "inspect" || cmd == "train" || cmd == "eval" || cmd == "predict")
+    require(c.max_memory == "auto" || parse_size(c.max_memory) > 0, "max-memory",
+            "must be auto or a size such as 512M or 8G, got '" + c.max_memory + "'", help);
   require(!(c.quiet && c.verbose), "verbose", "contradicts --quiet", "leave one of the two out");
   if (cmd == "train" || cmd == "bench" || cmd == "simulate")
     require(c.schedule == "balanced" || c.schedule == "random", "schedule",
@@ -324,8 +344,10 @@ std::string program_help() {
   s << "ragtrain — data-parallel LSTM training on ragged time series (one model, all ranks)\n\n"
     << "usage: ragtrain COMMAND [options]     (ragtrain COMMAND --help for its options)\n\ncommands:\n";
   for (const auto& c : command_infos()) s << "  " << c.name << std::string(10 - c.name.size(), ' ') << c.summary << "\n";
-  s << "\nexit codes: 0 success, 2 bad input or options (every rank), 3 internal or library error,\n"
-    << "            75 train stopped by SIGTERM/SIGUSR1 after saving a checkpoint (continue with --resume OUT)\n";
+  s << "\nexit codes: 0 success, 2 bad input or options, a full disk, a NaN/Inf loss with --on-nonfinite stop\n"
+    << "            (every rank), 3 internal or library error,\n"
+    << "            75 train stopped by SIGTERM/SIGUSR1 after saving a checkpoint (continue with --resume OUT),\n"
+    << "            76 train ended because a rank died or got stuck (--comm-timeout; the message names it)\n";
   return s.str();
 }
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "ragtrain/comm/watchdog.hpp"
 #include "ragtrain/core/error.hpp"
 
 namespace ragtrain {
@@ -73,10 +74,10 @@ void agree_on_errors(const Context& ctx, std::exception_ptr local) {
   int worst = 0;
   int first = local ? ctx.rank : ctx.size;
   // Both reductions are plain collectives every rank reaches: the phase before them never blocks.
-  MPI_CHECK(MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, ctx.world));
+  watched_allreduce(ctx, &code, &worst, 1, MPI_INT, MPI_MAX, "the agreement that closes a phase (checkpoint, log)");
   if (worst == 0) return;
   int lowest = 0;
-  MPI_CHECK(MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, ctx.world));
+  watched_allreduce(ctx, &first, &lowest, 1, MPI_INT, MPI_MIN, "the agreement that closes a phase (checkpoint, log)");
   if (ctx.rank == lowest) {
     bool already_printed = false;
     try {

@@ -5,6 +5,7 @@
 
 #include <csignal>
 
+#include "ragtrain/comm/watchdog.hpp"
 #include "ragtrain/core/error.hpp"
 
 namespace ragtrain {
@@ -57,7 +58,7 @@ const char* signal_name(int sig) {
 StepAgreement agree_at_step_boundary(const Context& ctx, bool root_clock_due) {
   int mine[2] = {static_cast<int>(g_stop_signal), ctx.is_root() && root_clock_due ? 1 : 0};
   int all[2] = {0, 0};
-  MPI_CHECK(MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, ctx.world));
+  watched_allreduce(ctx, mine, all, 2, MPI_INT, MPI_MAX, "the step-boundary agreement");
   StepAgreement a;
   a.stop_signal = all[0];
   a.timed_checkpoint = all[1] != 0;

@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 #include <optional>
 
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/core/memory.hpp"
 #include "ragtrain/data/checks.hpp"
 #include "ragtrain/data/h5.hpp"
 
@@ -64,6 +66,8 @@ std::optional<UserError> open_problem(const std::string& path) {
   return std::nullopt;
 }
 
+}  // namespace
+
 // The ranks must agree before a collective call: the lowest rank that found a problem sends it to the
 // others, so every rank throws the same UserError instead of some entering H5Fopen and waiting forever.
 void throw_if_any_rank_failed(MPI_Comm comm, const std::optional<UserError>& local) {
@@ -83,6 +87,12 @@ void throw_if_any_rank_failed(MPI_Comm comm, const std::optional<UserError>& loc
   throw UserError(packed.substr(0, split) + " (seen by rank " + std::to_string(first) + ")",
                   split == std::string::npos ? std::string() : packed.substr(split + 1));
 }
+
+MemoryBudget MemoryBudget::of(const std::string& max_memory, int ranks_on_node) {
+  return MemoryBudget{memory_budget(max_memory, ranks_on_node), max_memory};
+}
+
+namespace {
 
 // A root attribute holding one value of the expected kind; nullopt when absent and not required.
 std::optional<AttrShape> root_attr(hid_t file, const std::string& path, const char* name, AttrKind kind,
@@ -131,11 +141,13 @@ OpenDataset open_dataset(hid_t file, const std::string& path, const char* name, 
   d.dset = h5_dataset(H5Dopen2(file, name, H5P_DEFAULT));
   USER_CHECK(d.dset, path << ": " << name << " is not a dataset (a group or a broken link?); expected " << expected,
              kWriteHint);
-  d.type = h5_type(H5_CHECK(H5Dget_type(d.dset.get())));
-  H5Handle space = h5_space(H5_CHECK(H5Dget_space(d.dset.get())));
-  const int rank = H5_CHECK(H5Sget_simple_extent_ndims(space.get()));
+  // Failures from here on are the file's (a damaged header), not bugs: UserError naming the dataset.
+  const std::string what = RT_MSG("dataset " << name);
+  d.type = h5_type(h5_read_check(H5Dget_type(d.dset.get()), file, what));
+  H5Handle space = h5_space(h5_read_check(H5Dget_space(d.dset.get()), file, what));
+  const int rank = h5_read_check(H5Sget_simple_extent_ndims(space.get()), file, what);
   d.dims.resize(static_cast<size_t>(rank));
-  if (rank > 0) H5_CHECK(H5Sget_simple_extent_dims(space.get(), d.dims.data(), nullptr));
+  if (rank > 0) h5_read_check(H5Sget_simple_extent_dims(space.get(), d.dims.data(), nullptr), file, what);
   return d;
 }
 
@@ -160,7 +172,7 @@ void expect_rank(const std::string& path, const char* name, const OpenDataset& d
 }
 
 // Everything read_dataset_info promises, on an opened file. Every rank runs it on the same bytes.
-DatasetInfo validate(hid_t file, const std::string& path) {
+DatasetInfo validate(hid_t file, const std::string& path, const MemoryBudget& budget) {
   DatasetInfo info;
   info.path = path;
 
@@ -239,6 +251,25 @@ DatasetInfo validate(hid_t file, const std::string& path) {
                inspect_hint(path));
   }
 
+  // Checked arithmetic on the declared sizes: a header may claim anything up to 2^64 rows, and every later
+  // computation (bytes of a shard, lengths) relies on rows x F x 4 fitting an int64.
+  const int64_t max_rows = std::numeric_limits<int64_t>::max() / 4 / info.num_features;
+  USER_CHECK(features.dims[0] <= static_cast<hsize_t>(max_rows) && offsets.dims[0] <= static_cast<hsize_t>(max_rows),
+             path << ": dataset /features has shape " << shape_string(features.dims) << " and /offsets "
+                  << shape_string(offsets.dims) << "; more than 2^63 bytes, which no machine can hold",
+             "the header is damaged or was written with wrong sizes; " << inspect_hint(path));
+  // /offsets is the one dataset read whole, by every rank: its size is checked before it is allocated. More
+  // ranks do not help here (check_fits's usual advice), so the hint says what does.
+  try {
+    check_fits(static_cast<int64_t>(offsets.dims[0]) * 8, budget.bytes,
+               RT_MSG(path << ": reading dataset /offsets (" << offsets.dims[0] << " int64 entries, N + 1)"),
+               budget.max_memory);
+  } catch (const UserError& e) {
+    throw UserError(e.what(), RT_MSG("every rank reads /offsets whole; if the file really holds "
+                                     << info.num_sequences << " sequences, raise --max-memory or split it into "
+                                        "several files; otherwise its header is damaged: "
+                                     << inspect_hint(path)));
+  }
   info.offsets.resize(offsets.dims[0]);
   USER_CHECK(H5Dread(offsets.dset.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, info.offsets.data()) >= 0,
              path << ": dataset /offsets could not be read", "the file may be truncated or damaged; " << inspect_hint(path));
@@ -249,14 +280,19 @@ DatasetInfo validate(hid_t file, const std::string& path) {
 
 }  // namespace
 
-DatasetInfo read_dataset_info(const std::string& path, MPI_Comm comm) {
+DatasetInfo read_dataset_info(const std::string& path, MPI_Comm comm, const MemoryBudget& budget) {
   H5QuietErrors quiet;
   throw_if_any_rank_failed(comm, open_problem(path));
   H5Handle file = open_file_parallel(path, comm);
   USER_CHECK(file, path << ": HDF5 could not open the file through MPI-IO",
              "the file may be truncated or damaged (try `h5dump -H " << path
                  << "`); if the file system does not support file locking, set HDF5_USE_FILE_LOCKING=FALSE");
-  return validate(file.get(), path);
+  return validate(file.get(), path, budget);
+}
+
+DatasetInfo validate_dataset(int64_t file, const std::string& path, const MemoryBudget& budget) {
+  H5QuietErrors quiet;
+  return validate(static_cast<hid_t>(file), path, budget);
 }
 
 }  // namespace ragtrain

@@ -20,8 +20,11 @@ constexpr int64_t kBlockValues = int64_t{1} << 24;
 
 // The header checks are read_dataset_info's and the value checks read_shard's, run on this process alone
 // (MPI_COMM_SELF), so inspect accepts exactly what a training run accepts.
-DatasetReport inspect_dataset(const std::string& path) {
-  const DatasetInfo info = read_dataset_info(path, MPI_COMM_SELF);
+DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budget) {
+  const DatasetInfo info = read_dataset_info(path, MPI_COMM_SELF, budget);
+  // A block is read whole and scattered (twice its size at the peak, see read_shard): keep it within the
+  // budget, so inspect checks a file of any size in bounded memory. One sequence larger than that fails there.
+  const int64_t block_values = std::max<int64_t>(1, std::min(kBlockValues, budget.bytes / 16));
   DatasetReport r;
   r.path = path;
   r.task = info.task;
@@ -40,8 +43,8 @@ DatasetReport inspect_dataset(const std::string& path) {
     do {
       values += info.length(i) * info.num_features;
       block.push_back(i++);
-    } while (i < info.num_sequences && values + info.length(i) * info.num_features <= kBlockValues);
-    const Shard shard = read_shard(info, block, MPI_COMM_SELF);
+    } while (i < info.num_sequences && values + info.length(i) * info.num_features <= block_values);
+    const Shard shard = read_shard(info, block, MPI_COMM_SELF, budget);
     for (int32_t label : shard.labels) ++r.class_counts[static_cast<size_t>(label)];
   }
   return r;

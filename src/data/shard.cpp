@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <optional>
 
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/core/memory.hpp"
 #include "ragtrain/data/checks.hpp"
 #include "ragtrain/data/h5.hpp"
 
@@ -18,6 +20,16 @@ namespace {
 struct Run {
   hsize_t first = 0, count = 0;
 };
+
+// Saturating int64 arithmetic for byte counts: a count past 2^63 only has to compare larger than any budget.
+int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+int64_t sat_mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
 
 // Appends a run, merging it into the previous one when they touch: fewer hyperslabs to combine.
 void append_run(std::vector<Run>& runs, hsize_t first, hsize_t count) {
@@ -100,7 +112,8 @@ std::optional<std::string> sort_and_check(const std::vector<int64_t>& indices, i
 
 }  // namespace
 
-Shard read_shard(const DatasetInfo& info, const std::vector<int64_t>& indices, MPI_Comm comm) {
+Shard read_shard(const DatasetInfo& info, const std::vector<int64_t>& indices, MPI_Comm comm,
+                 const MemoryBudget& budget) {
   H5QuietErrors quiet;
   const std::string& path = info.path;
   const int64_t F = info.num_features, K = info.num_outputs;
@@ -110,13 +123,33 @@ Shard read_shard(const DatasetInfo& info, const std::vector<int64_t>& indices, M
   std::vector<size_t> order;
   const std::optional<std::string> bad_request = sort_and_check(indices, info.num_sequences, order);
   std::vector<Run> seq_runs, row_runs;
+  int64_t shard_rows = 0;
   if (!bad_request)
     for (size_t p : order) {
       const int64_t g = indices[p];
       append_run(seq_runs, static_cast<hsize_t>(g), 1);
       append_run(row_runs, static_cast<hsize_t>(info.offsets[static_cast<size_t>(g)]),
                  static_cast<hsize_t>(info.length(g)));
+      shard_rows += info.length(g);   // <= offsets[N]: distinct sequences of validated offsets
     }
+
+  // What this rank is about to allocate, checked before it does: the rows arrive in file order and are then
+  // scattered into the requested order, so features and labels are held twice at the peak. The shard sizes
+  // differ between ranks, so they agree first: a rank leaving now would leave the others in H5Fopen.
+  // read_dataset_info bounded offsets[N] x F x 4 by 2^63; the sums saturate, as more than 2^63 bytes fits no budget.
+  const auto n_req = static_cast<int64_t>(indices.size());
+  const int64_t values_bytes = sat_add(shard_rows * F * 4, sat_mul(n_req, classification ? 4 : sat_mul(K, 4)));
+  const int64_t need = sat_add(sat_mul(2, values_bytes), sat_mul(n_req, 3 * 8));
+  std::optional<UserError> too_big;
+  try {
+    check_fits(need, budget.bytes,
+               RT_MSG(path << ": reading this rank's shard (" << n_req << " sequence(s), " << shard_rows
+                           << " timesteps x " << F << " features of /features)"),
+               budget.max_memory);
+  } catch (const UserError& e) {
+    too_big = e;
+  }
+  throw_if_any_rank_failed(comm, too_big);
 
   std::vector<float> rows;        // (sum of lengths, F) in file order
   std::vector<int32_t> labels;    // (n) in file order, classification

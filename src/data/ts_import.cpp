@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/data/dataset.hpp"
@@ -51,13 +52,15 @@ std::string lower(std::string s) {
   return s;
 }
 
-// A finite decimal number filling the whole token, or nothing.
+// A decimal number filling the whole token, or nothing. It must be finite as a float32, the type the data set
+// stores: 1e300 is a finite double but would become inf on the way into /features.
 bool parse_number(const std::string& token, double& value) {
   const char* begin = token.data();
   const char* end = token.data() + token.size();
   if (begin != end && *begin == '+') ++begin;
   const auto [ptr, ec] = std::from_chars(begin, end, value);
-  return ec == std::errc() && ptr == end && begin != end && std::isfinite(value);
+  return ec == std::errc() && ptr == end && begin != end && std::isfinite(value) &&
+         std::fabs(value) <= std::numeric_limits<float>::max();
 }
 
 // Parses the header (until @data) and the series, one line at a time.
@@ -91,8 +94,12 @@ void TsParser::header(const std::string& text, int64_t line) {
                "export the series without time stamps (values only)");
   } else if (key == "@dimensions") {
     double dims = 0;
-    USER_CHECK(w.size() == 2 && parse_number(w[1], dims) && dims >= 1 && dims == std::floor(dims),
-               at(line) << "@dimensions expects a positive integer; found \"" << text << "\"", kTsHint);
+    // The upper bound keeps the conversion to int64 defined; no real file has that many channels.
+    USER_CHECK(w.size() == 2 && parse_number(w[1], dims) && dims >= 1 && dims <= INT32_MAX &&
+                   dims == std::floor(dims),
+               at(line) << "@dimensions expects a positive integer (at most " << INT32_MAX << "); found \"" << text
+                        << "\"",
+               kTsHint);
     dimensions_ = static_cast<int64_t>(dims);
   } else if (key == "@classlabel") {
     if (value == "true") {
@@ -151,7 +158,8 @@ void TsParser::series(const std::string& text, int64_t line) {
                  "export the series without time stamps (values only)");
       double v = 0;
       USER_CHECK(parse_number(token, v),
-                 at(line) << "channel " << c << " has the non-numeric value \"" << token << "\"; expected a finite number",
+                 at(line) << "channel " << c << " has the value \"" << token
+                          << "\"; expected a finite number within float32 range (|x| <= 3.4e38)",
                  kTsHint);
       values[static_cast<size_t>(c)].push_back(static_cast<float>(v));
     }
@@ -175,7 +183,8 @@ void TsParser::series(const std::string& text, int64_t line) {
     d_.labels.push_back(static_cast<int32_t>(it - class_labels_.begin()));
   } else {
     double y = 0;
-    USER_CHECK(parse_number(label, y), at(line) << "the target \"" << label << "\" is not a finite number", kTsHint);
+    USER_CHECK(parse_number(label, y), at(line) << "the target \"" << label
+                                                 << "\" is not a finite number within float32 range (|x| <= 3.4e38)", kTsHint);
     d_.targets.push_back(static_cast<float>(y));
   }
 }
@@ -208,7 +217,9 @@ RaggedData read_ts_file(const std::string& path) {
              "check the path of the .ts file");
   std::ifstream in(path);
   USER_CHECK(in, path << ": cannot be read", "check the file's permissions");
-  return TsParser(path).run(in);
+  return parse_ts(in, path);
 }
+
+RaggedData parse_ts(std::istream& in, const std::string& name) { return TsParser(name).run(in); }
 
 }  // namespace ragtrain

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ragtrain/backend/cpu_lstm.hpp"
+#include "ragtrain/comm/watchdog.hpp"
 #include "ragtrain/core/error.hpp"
 
 namespace ragtrain {
@@ -33,6 +34,12 @@ EvalTotals score(const Shard& shard, const std::vector<float>& outputs) {
 EvalTotals allreduce(const EvalTotals& local, MPI_Comm comm) {
   double in[4] = {local.loss_sum, local.abs_sum, local.correct, local.count}, sum[4];
   MPI_CHECK(MPI_Allreduce(in, sum, 4, MPI_DOUBLE, MPI_SUM, comm));
+  return EvalTotals{sum[0], sum[1], sum[2], sum[3]};
+}
+
+EvalTotals allreduce(const EvalTotals& local, const Context& ctx) {
+  double in[4] = {local.loss_sum, local.abs_sum, local.correct, local.count}, sum[4];
+  watched_allreduce(ctx, in, sum, 4, MPI_DOUBLE, MPI_SUM, "the sum of the validation scores");
   return EvalTotals{sum[0], sum[1], sum[2], sum[3]};
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "ragtrain/comm/watchdog.hpp"
 #include "ragtrain/core/error.hpp"
 
 namespace ragtrain {
@@ -26,7 +27,7 @@ RankCounters& RankCounters::operator+=(const RankCounters& o) {
 std::vector<RankCounters> gather_counters(const Context& ctx, const RankCounters& mine) {
   static_assert(sizeof(RankCounters) == 5 * sizeof(double), "RankCounters must be 5 packed doubles");
   std::vector<RankCounters> all(ctx.is_root() ? static_cast<size_t>(ctx.size) : 0);
-  MPI_CHECK(MPI_Gather(&mine, 5, MPI_DOUBLE, all.data(), 5, MPI_DOUBLE, 0, ctx.world));
+  watched_gather(ctx, &mine, 5, MPI_DOUBLE, all.data(), 0, "the gathering of the step counters");
   return all;
 }
 

@@ -19,8 +19,9 @@ double global_norm(const float* g, int64_t n) {
   return std::sqrt(s);
 }
 
-double Optimizer::step(float* p, float* g, float lr) {
-  const double norm = global_norm(g, n_);
+double Optimizer::step(float* p, float* g, float lr) { return step(p, g, lr, global_norm(g, n_)); }
+
+double Optimizer::step(float* p, float* g, float lr, double norm) {
   if (cfg_.clip > 0 && norm > cfg_.clip) {
     // Same rule as torch.nn.utils.clip_grad_norm_: scale by clip / (norm + 1e-6).
     const float scale = static_cast<float>(cfg_.clip / (norm + 1e-6));

@@ -5,7 +5,9 @@
 #include <hdf5.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -190,6 +192,10 @@ TEST(Checkpoints, BadResumesExitTwoOnEveryRank) {
     io.seekp(static_cast<std::streamoff>(off) + 100);
     io.put('\x7f');
   }
+  fs::copy_file(ckpt, d / "truncated.h5");
+  fs::resize_file(d / "truncated.h5", fs::file_size(d / "truncated.h5") * 2 / 3);
+  fs::create_directories(d / "damaged_dir");   // a run folder whose checkpoint.h5 is the damaged file
+  fs::copy_file(d / "damaged.h5", d / "damaged_dir/checkpoint.h5");
   fs::create_directories(d / "blocked/checkpoint-step000000050.h5");   // a folder where a checkpoint must go
 
   struct Case {
@@ -201,6 +207,10 @@ TEST(Checkpoints, BadResumesExitTwoOnEveryRank) {
   const std::vector<Case> cases = {
       {"damaged tensor", 2, train(d, "o1", "--batch-per-rank 2 --resume " + d / "damaged.h5"),
        {"damaged.h5", "params/lstm.weight_hh_l0", "checksum", "hint:"}},
+      {"truncated file", 2, train(d, "o2", "--batch-per-rank 2 --resume " + d / "truncated.h5"),
+       {"truncated.h5", "truncated", "hint:"}},
+      {"run folder with a damaged checkpoint.h5", 2, train(d, "o5", "--batch-per-rank 2 --resume " + d / "damaged_dir"),
+       {"damaged_dir/checkpoint.h5", "checksum", "hint:"}},
       {"other global batch", 3, train(d, "o3", "--batch-per-rank 1 --resume " + ckpt),
        {"global batch of 4", "--batch-per-rank", "hint:"}},
       {"other learning rate", 2, train(d, "o4", "--batch-per-rank 2 --lr 0.02 --resume " + ckpt), {"--lr", "hint:"}},
@@ -381,4 +391,166 @@ TEST(Plot, RunFolderAndBenchFolderBecomePngs) {
   const Result none = run(0, "plot " + d.str() + " --quiet");
   EXPECT_EQ(none.rc, 2) << none.output;
   EXPECT_TRUE(contains(none.output, "no metrics.jsonl")) << none.output;
+}
+
+namespace {
+
+// The step attribute of a checkpoint (-1 if it cannot be read).
+int64_t step_of(const std::string& path) {
+  int64_t step = -1;
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) return -1;
+  const hid_t a = H5Aopen(f, "step", H5P_DEFAULT);
+  if (a >= 0) {
+    H5Aread(a, H5T_NATIVE_INT64, &step);
+    H5Aclose(a);
+  }
+  H5Fclose(f);
+  return step;
+}
+
+// Names in `dir` that contain ".tmp." (temporary files of a write).
+std::vector<std::string> temporaries(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (contains(e.path().filename().string(), ".tmp.")) out.push_back(e.path().filename().string());
+  return out;
+}
+
+// Sets the test hook of the checkpoint writer (checkpoint.hpp) for the runs started while it lives: mpirun's
+// local ranks inherit the environment.
+class PauseHook {
+ public:
+  explicit PauseHook(const std::string& value) { ::setenv("RAGTRAIN_TEST_CHECKPOINT_PAUSE", value.c_str(), 1); }
+  ~PauseHook() { ::unsetenv("RAGTRAIN_TEST_CHECKPOINT_PAUSE"); }
+};
+
+// A tmpfs of `size` mounted on `dir` for the guard's lifetime (root only); skipped() says why it is not.
+class Tmpfs {
+ public:
+  Tmpfs(const std::string& dir, const std::string& size) : dir_(dir) {
+    fs::create_directories(dir);
+    const std::string cmd = "mount -t tmpfs -o size=" + size + " tmpfs " + dir + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    char buf[512];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) why_.append(buf, n);
+    mounted_ = pclose(p) == 0;
+    if (!mounted_) why_ = "cannot mount a tmpfs (needs root): " + cmd + ": " + why_;
+  }
+  ~Tmpfs() {
+    if (mounted_) {
+      EXPECT_EQ(std::system(("umount " + dir_).c_str()), 0) << "umount " << dir_;
+    }
+  }
+  bool mounted() const { return mounted_; }
+  const std::string& why() const { return why_; }
+
+ private:
+  std::string dir_, why_;
+  bool mounted_ = false;
+};
+
+}  // namespace
+
+// A SIGKILL that really lands inside a checkpoint write, twice, made deterministic by the writer's test hook
+// (RAGTRAIN_TEST_CHECKPOINT_PAUSE): first half-way through the temporary file of step 50, then between the rename
+// of the complete step-100 file and the switch of checkpoint.h5. Each time the previous checkpoint loads, and
+// --resume of the folder continues from the newest complete one to the very result of an uninterrupted run.
+TEST(Signals, SigkillInsideACheckpointWriteKeepsThePreviousOneAndResumeFinishesTheSameRun) {
+  Scratch d;
+  data(d);
+  const std::string args = "--batch-per-rank 2 --checkpoint-every 10 --keep 20";   // 240 steps
+  ASSERT_EQ(run(2, train(d, "ref", args)).rc, 0);
+  std::vector<int> rcs;
+  {
+    PauseHook hook("50:write");
+    Background killed(d, 2, train(d, "run", args), "write");
+    ASSERT_TRUE(wait_for_text(d / "write/output.log", "paused in the write of the step 50 checkpoint", 1, 60))
+        << killed.output();
+    const std::vector<std::string> torn = temporaries(d / "run");
+    ASSERT_EQ(torn.size(), 1u) << "the half-written temporary file of step 50";
+    EXPECT_EQ(torn[0].rfind("checkpoint-step000000050.h5.tmp.", 0), 0u) << torn[0];
+    killed.signal(0, SIGKILL);
+    EXPECT_NE(killed.wait(rcs), 0) << killed.output();
+  }
+  EXPECT_FALSE(fs::exists(d / "run/checkpoint-step000000050.h5"));
+  EXPECT_EQ(step_of(d / "run/checkpoint.h5"), 40);
+  Result e = run(1, "eval --checkpoint " + d / "run/checkpoint.h5" + " --data " + d / "val.h5");
+  EXPECT_EQ(e.rc, 0) << e.output;
+  {
+    PauseHook hook("100:link");
+    Background killed(d, 2, train(d, "run", args + " --resume " + d / "run"), "link");
+    ASSERT_TRUE(wait_for_text(d / "link/output.log", "paused in the link of the step 100 checkpoint", 1, 60))
+        << killed.output();
+    killed.signal(0, SIGKILL);
+    EXPECT_NE(killed.wait(rcs), 0) << killed.output();
+  }
+  EXPECT_EQ(step_of(d / "run/checkpoint.h5"), 90) << "checkpoint.h5 was not switched yet";
+  EXPECT_EQ(step_of(d / "run/checkpoint-step000000100.h5"), 100) << "the step file is complete";
+  e = run(1, "eval --checkpoint " + d / "run/checkpoint.h5" + " --data " + d / "val.h5");
+  EXPECT_EQ(e.rc, 0) << e.output;
+
+  const Result done = run(2, train(d, "run", args + " --resume " + d / "run"));
+  ASSERT_EQ(done.rc, 0) << done.output;
+  nlohmann::json resumed;
+  for (const auto& rec : read_jsonl(d / "run/metrics.jsonl"))
+    if (rec["event"] == "resume") resumed = rec;
+  EXPECT_EQ(resumed["step"], 100) << "resumed from the newest complete checkpoint: " << resumed;
+  EXPECT_EQ(resumed["checkpoint"], d / "run/checkpoint-step000000100.h5");
+  EXPECT_EQ(result(d / "run"), result(d / "ref"));
+  EXPECT_TRUE(temporaries(d / "run").empty()) << "leftovers of the killed writes are removed by the next save";
+}
+
+// A full disk during a checkpoint write: --out on a small tmpfs that holds a few checkpoints but not all of them.
+// Every rank exits 2 with a message naming the file and "no space left on device"; the previous checkpoint is
+// intact and loads; no temporary file is left; with space freed, --resume finishes the same run.
+TEST(Checkpoints, FullDiskStopsEveryRankKeepsThePreviousCheckpointAndLeavesNoTemporaryFile) {
+  Scratch d;
+  data(d);
+  // A checkpoint of this model is ~35 KB (9 pages); 160 KiB hold four of them and metrics.jsonl, not a fifth.
+  const Tmpfs disk(d / "disk", "160k");
+  if (!disk.mounted()) GTEST_SKIP() << disk.why();
+  const std::string out = d / "disk/run";
+  const std::string args = "--batch-per-rank 2 --checkpoint-every 10";
+  const std::string cmd = "train --data " + d / "train.h5" + " --val " + d / "val.h5" + " --out " + out + kArgs +
+                          " --epochs 4 " + args;
+  const Result r = run(2, cmd + " --keep 100");
+  SCOPED_TRACE(r.output);
+  EXPECT_EQ(r.rc, 2);
+  for (size_t k = 0; k < r.rank_rcs.size(); ++k) EXPECT_EQ(r.rank_rcs[k], 2) << "rank " << k;
+  const std::vector<std::string> names = [&] {
+    std::vector<std::string> v;
+    for (const auto& e : fs::directory_iterator(out)) v.push_back(e.path().filename().string());
+    return v;
+  }();
+  SCOPED_TRACE(::testing::PrintToString(names));
+  EXPECT_TRUE(temporaries(out).empty()) << "the partial file was not removed";
+  EXPECT_TRUE(contains(r.output, "no space left on device")) << "message lacks the reason";
+  EXPECT_TRUE(contains(r.output, "hint: free space")) << "message lacks the hint";
+  EXPECT_FALSE(fs::exists(out + "/summary.json"));
+
+  // The file it could not write is named, and is the step after the newest complete one.
+  std::vector<std::pair<int64_t, std::string>> steps;
+  for (const auto& n : names)
+    if (n.rfind("checkpoint-step", 0) == 0) steps.emplace_back(std::stoll(n.substr(15, 9)), out + "/" + n);
+  std::sort(steps.begin(), steps.end());
+  ASSERT_GE(steps.size(), 1u) << "the tmpfs is too small for even one checkpoint";
+  const int64_t last = steps.back().first;
+  char failed[64];
+  std::snprintf(failed, sizeof failed, "checkpoint-step%09lld.h5", static_cast<long long>(last + 10));
+  EXPECT_TRUE(contains(r.output, failed)) << "message does not name " << failed;
+  EXPECT_TRUE(contains(r.output, "the last complete one is " + steps.back().second + " (step " + std::to_string(last)))
+      << "the hint names the checkpoint that survived";
+  EXPECT_EQ(step_of(out + "/checkpoint.h5"), last);
+  const Result e = run(1, "eval --checkpoint " + out + "/checkpoint.h5 --data " + d / "val.h5");
+  EXPECT_EQ(e.rc, 0) << e.output;
+
+  // Space freed (all but the newest step file, which checkpoint.h5 shares), --resume finishes the same run as
+  // one on an ample disk.
+  for (size_t i = 0; i + 1 < steps.size(); ++i) fs::remove(steps[i].second);
+  const Result resumed = run(2, cmd + " --keep 1 --resume " + out);
+  ASSERT_EQ(resumed.rc, 0) << resumed.output;
+  ASSERT_EQ(run(2, train(d, "ref", args)).rc, 0);
+  EXPECT_EQ(result(out), result(d / "ref"));
 }

@@ -4,6 +4,7 @@
 #include <hdf5.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -82,6 +83,7 @@ Checkpoint sample(int64_t step = 30) {
   c.accumulators.interval_loss_sum = std::nextafter(2.0, 3.0);
   c.accumulators.interval_count = 4;
   c.accumulators.first_loss = 1.0986;
+  c.accumulators.skipped_steps = 2;
   return c;
 }
 
@@ -182,6 +184,47 @@ TEST(Rotation, KeepsTheNewestAndLatestNameIsTheNewest) {
   std::ofstream(d / "checkpoint-step000000060.h5.tmp.12345") << "partial";
   save_checkpoint(d.str(), sample(60), 2);
   EXPECT_FALSE(fs::exists(d / "checkpoint-step000000060.h5.tmp.12345"));
+}
+
+// A run killed between the rename of the step file and the switch of checkpoint.h5: the step file is complete
+// and newer, so --resume of the folder takes it.
+TEST(Rotation, AStepFileNewerThanCheckpointH5IsTheResumePoint) {
+  TempDir d;
+  save_checkpoint(d.str(), sample(10), 3);
+  write_checkpoint(d / step_checkpoint_name(20), sample(20));   // as save_checkpoint leaves it when killed there
+  EXPECT_EQ(read_checkpoint(d / kLatestCheckpointName).step, 10);
+  EXPECT_EQ(resolve_resume_path(d.str()), d / step_checkpoint_name(20));
+  save_checkpoint(d.str(), sample(30), 3);
+  EXPECT_EQ(resolve_resume_path(d.str()), d / kLatestCheckpointName) << "the usual case: checkpoint.h5 is the newest";
+}
+
+// The writer under a full disk: a tmpfs too small for the checkpoint (root only; skipped otherwise).
+TEST(Checkpoint, FullDiskIsAUserErrorAndLeavesTheOldFileAndNoTemporary) {
+  TempDir d;
+  const std::string mnt = d / "small";
+  fs::create_directories(mnt);
+  if (std::system(("mount -t tmpfs -o size=48k tmpfs " + mnt + " 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs on " << mnt << " (needs root)";
+  struct Unmount {
+    std::string dir;
+    ~Unmount() { EXPECT_EQ(std::system(("umount " + dir).c_str()), 0); }
+  } unmount{mnt};
+  Checkpoint small = sample(10);
+  write_checkpoint(mnt + "/c.h5", small);
+  Checkpoint big = sample(20);   // H=64: about 3 x 17,000 floats, more than the space left
+  big.shape.hidden = 64;
+  const int64_t P = ParamLayout(big.shape).total();
+  big.params.assign(static_cast<size_t>(P), 0.5f);
+  big.opt_m.assign(static_cast<size_t>(P), 0.25f);
+  big.opt_v.assign(static_cast<size_t>(P), 0.125f);
+  const std::string msg = user_error_of([&] { write_checkpoint(mnt + "/c.h5", big); });
+  EXPECT_NE(msg.find("no space left on device"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(mnt + "/c.h5"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("hint: free space"), std::string::npos) << msg;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(mnt)) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"c.h5"}) << "the temporary file was not removed";
+  EXPECT_EQ(read_checkpoint(mnt + "/c.h5").params, small.params) << "the previous file is intact";
 }
 
 TEST(Rotation, EmptyFolderIsAUserError) {

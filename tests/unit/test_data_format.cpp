@@ -328,6 +328,15 @@ TEST(DataFormat, RejectsFilesThatAreNotThere) {
   expect_user_error([&] { read_dataset_info(tmp.path().string(), MPI_COMM_SELF); }, {"folder"});
 }
 
+// Found by tests/fuzz: an HDF5 file whose global heap (where the string attributes live) is damaged made
+// H5Aread fail, which was an InternalError (exit 3); it is the file's fault: UserError (exit 2) naming it.
+TEST(DataFormat, DamagedAttributeIsAUserError) {
+  const std::string path = "tests/fuzz/corpus/h5/regress_internal_error_attr_read.h5";   // from the repo root
+  for (const auto& read : std::vector<std::function<void()>>{[&] { read_dataset_info(path, MPI_COMM_SELF); },
+                                                             [&] { inspect_dataset(path); }})
+    expect_user_error(read, {path, "attribute 'format' could not be read", "global heap"});
+}
+
 TEST(DataFormat, WriterIsAtomicAndChecksItsInput) {
   TempDir tmp;
   const std::string path = tmp.file("out.h5");
@@ -511,6 +520,9 @@ TEST(DataTs, RejectsBadFiles) {
       {"time stamps", "@timeStamps true\n@classLabel true a b\n@data\n", {":1:", "time stamps"}},
       {"no class labels", "@problemName Toy\n@data\n1,2:a\n", {"@classLabel"}},
       {"wrong channel count", header + "@data\n1,2:a\n", {":6:", "1 channel", "expected 2"}},
+      // Found by tests/fuzz: finite as double, inf as the float32 stored; and a count beyond int64.
+      {"value beyond float32", header + "@data\n1e300,2:3,4:a\n", {":6:", "channel 0", "\"1e300\"", "float32"}},
+      {"huge @dimensions", "@dimensions 1e300\n@classLabel true a b\n@data\n", {":1:", "@dimensions"}},
   };
   TempDir tmp;
   for (const Case& c : cases) {

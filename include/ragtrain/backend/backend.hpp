@@ -22,6 +22,16 @@ struct StepTotals {
   double count = 0;       // sequences in the global step
   double correct = 0;     // classification: sequences whose argmax equals the label
   double grad_norm = 0;   // global gradient norm of the averaged gradient, before clipping
+  // The summed loss and the averaged gradient (its norm) are finite. Decided from the all-reduced buffer, so every
+  // rank reaches the same verdict without communicating; when false the update was NOT applied (parameters,
+  // optimizer moments and step count unchanged) and the caller stops or skips the step (--on-nonfinite).
+  bool finite = true;
+};
+
+// Which of a rank's own sequences made a step non-finite (Backend::first_nonfinite).
+struct LocalNonfinite {
+  int64_t slot = -1;        // index into the step's positions; -1: every sequence of this rank is finite alone
+  bool loss = false;        // its loss is non-finite (else only its gradient)
 };
 
 // Fused buffer layout shared by every backend: [ P gradient sums | loss_sum | count | correct ].
@@ -52,8 +62,14 @@ class Backend {
   // Sums the fused buffer over all ranks (the step's only collective).
   virtual void allreduce() = 0;
 
-  // Divides by the global count, clips, updates the parameters with learning rate `lr`; returns the totals.
+  // Divides by the global count, clips, updates the parameters with learning rate `lr`; returns the totals. A
+  // non-finite summed loss or gradient skips the update (StepTotals::finite), at no extra cost per step.
   virtual StepTotals update(float lr) = 0;
+
+  // Only after a non-finite step (the failure path, never per step): recomputes this rank's sequences of that step
+  // one by one and says which is the first with a non-finite loss or gradient of its own. Overwrites the fused
+  // buffer; the next forward_backward starts afresh.
+  virtual LocalNonfinite first_nonfinite(const std::vector<int64_t>& positions) = 0;
 
   // Head outputs (n, outputs) of every sequence of `shard` with the current parameters (no gradients).
   virtual std::vector<float> infer(const Shard& shard) = 0;
@@ -66,11 +82,14 @@ class Backend {
   virtual void synchronize() {}
 };
 
+class CommWatchdog;   // comm/watchdog.hpp
+
 struct BackendOptions {
   std::string device = "cpu";   // cpu | cuda | auto
   OptimizerConfig optimizer;
   MPI_Comm comm = MPI_COMM_WORLD;
   int local_rank = 0;           // picks the GPU
+  CommWatchdog* watchdog = nullptr;   // train's: allreduce() waits under --comm-timeout once it is armed
 };
 
 // Creates the backend named by opts.device for `shape`. Throws UserError when the device is unavailable.

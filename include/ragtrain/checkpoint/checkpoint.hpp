@@ -42,6 +42,7 @@ struct TrainAccumulators {
   double epoch_imbalance_sum = 0, interval_imbalance_sum = 0, run_imbalance_sum = 0;   // rank 0's length imbalance
   double interval_steps = 0;
   double first_loss = -1;   // the run's first logged loss (for the validity check); -1 before the first record
+  double skipped_steps = 0; // steps dropped by --on-nonfinite skip (absent in older files: 0)
 };
 
 struct Checkpoint {
@@ -63,10 +64,18 @@ struct Checkpoint {
   TrainAccumulators accumulators;
 };
 
-// Writes `ckpt` to `path`: temporary file in the same folder, fsync, rename, so a reader (or a run killed
-// mid-write) only ever sees the previous complete file or the new one. Throws UserError if the folder is not
-// writable or the disk is full.
+// Writes `ckpt` to `path`: the file is built in memory, written to a temporary file in the same folder with every
+// write checked, fsync'ed, then renamed over `path`, so a reader (or a run killed mid-write) only ever sees the
+// previous complete file or the new one. A full disk or an I/O error throws UserError naming `path` and the
+// system's reason ("no space left on device") and removes the temporary file; `path` is left as it was.
 void write_checkpoint(const std::string& path, const Checkpoint& ckpt);
+
+// Test hook, for the tests that kill a run inside a checkpoint write (tests/e2e/test_checkpoint_e2e.cpp): with
+// RAGTRAIN_TEST_CHECKPOINT_PAUSE=STEP:POINT in the environment, the writer of the step STEP checkpoint prints
+// "ragtrain: test hook ... paused" to stderr and sleeps (at most 60 s) at POINT: "write" (half of the temporary
+// file written) or "link" (the step file complete, checkpoint.h5 not yet switched to it). Does nothing otherwise.
+inline constexpr const char* kCheckpointPauseEnv = "RAGTRAIN_TEST_CHECKPOINT_PAUSE";
+void checkpoint_test_pause(const char* point, int64_t step);
 
 // Reads and validates a checkpoint: format, version, every tensor's name, shape, dtype and CRC-32. Throws
 // UserError naming the file and the damaged part.

@@ -30,7 +30,8 @@ std::vector<StepCheckpoint> list_step_checkpoints(const std::string& dir);
 std::string save_checkpoint(const std::string& dir, const Checkpoint& ckpt, int64_t keep);
 
 // The file `--resume PATH` means: PATH itself, or for a run folder its checkpoint.h5 (the newest), falling
-// back to its newest step file. Throws UserError when there is none.
+// back to its newest step file; a step file newer than checkpoint.h5 (a run killed between the two renames of
+// save_checkpoint) wins. Throws UserError when there is none.
 std::string resolve_resume_path(const std::string& path);
 
 }  // namespace ragtrain

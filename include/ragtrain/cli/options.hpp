@@ -47,6 +47,11 @@ struct RunConfig {
   int64_t checkpoint_every = 0, keep = 3, signal_check_every = 10;
   double checkpoint_minutes = 0.0;
 
+  // reliability (doc/reliability.md)
+  std::string max_memory = "auto";   // --max-memory: bytes one rank may allocate for its data ("auto": RAM/ranks per node)
+  double comm_timeout = 20.0;        // --comm-timeout: seconds a rank waits on the others before declaring one dead
+  std::string on_nonfinite = "stop"; // --on-nonfinite: stop | skip (a NaN/Inf loss or gradient)
+
   // plot
   std::string run;              // the folder to plot
 

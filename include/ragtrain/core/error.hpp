@@ -10,12 +10,21 @@ namespace ragtrain {
 // Documented process exit codes (doc/cli.md). Every rank exits with the same code.
 enum ExitCode : int {
   kExitOk = 0,
-  kExitUserError = 2,    // bad input: file, dataset, attribute, option; message names it and gives a hint
+  kExitUserError = 2,    // bad input: file, dataset, attribute, option; message names it and gives a hint.
+                         // Also what the user fixes the same way, on every rank: a checkpoint that cannot be
+                         // written (full disk: "no space left on device"; the previous checkpoint stays intact)
+                         // and a NaN/Inf loss or gradient under --on-nonfinite stop (step, rank and sequence
+                         // named; nothing written from the bad state). Not requeued by jobs/train.sbatch.
   kExitInternal = 3,     // a library call failed or a bug: message has file:line and the library's error
   // train stopped by SIGTERM/SIGUSR1 after every rank agreed and the checkpoint was saved: "run me again with
   // --resume". 75 is EX_TEMPFAIL of sysexits.h (a temporary failure; retrying later will work), distinct from
   // every code MPI launchers and shells use (1, 2, 126-127, 128+signal); jobs/train.sbatch requeues on it.
   kExitCheckpointed = 75,
+  // train ended because a rank died or got stuck: it did not reach a collective within --comm-timeout and did
+  // not answer (comm/watchdog.hpp); the message names it and its host. The rank that found it calls MPI_Abort
+  // with this code (mpirun exits with it). 76 is EX_PROTOCOL of sysexits.h ("the remote side failed us").
+  // Distinct from 75 on purpose: a stuck rank may be a bug, so jobs/train.sbatch does not requeue on it.
+  kExitPeerFailure = 76,
 };
 
 // A mistake the user can fix: names what and where, what was expected, and how to fix it.

@@ -3,9 +3,11 @@
 
 #include <cstdint>
 #include <map>
+#include <istream>
 #include <string>
 #include <vector>
 
+#include "ragtrain/data/format.hpp"
 #include "ragtrain/model/model.hpp"
 
 namespace ragtrain {
@@ -45,6 +47,8 @@ RaggedData make_synthetic(const SyntheticSpec& spec);
 // 0..C-1 in the order of the @classLabel header; class_names keeps the original strings. Throws UserError
 // with the file, line number and what was wrong.
 RaggedData read_ts_file(const std::string& path);
+// The same parser on a stream; `name` stands for the file in messages (the fuzzer feeds it bytes).
+RaggedData parse_ts(std::istream& in, const std::string& name);
 
 // How `convert` reads the labels of CSV and .npz inputs (a .ts file declares its own task and classes).
 struct ImportOptions {
@@ -80,7 +84,8 @@ struct DatasetReport {
   std::vector<int64_t> class_counts;       // (classes), classification only
   std::vector<std::string> class_names;    // optional
 };
-DatasetReport inspect_dataset(const std::string& path);   // serial; throws UserError when invalid
+// Serial; throws UserError when invalid. Reads the values in blocks that fit `budget` (--max-memory).
+DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budget = MemoryBudget::machine());
 void print_report(const DatasetReport& report, std::ostream& out);  // N, F, task, class counts, length stats, histogram
 
 }  // namespace ragtrain

@@ -4,9 +4,11 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "ragtrain/core/error.hpp"
 #include "ragtrain/model/model.hpp"
 
 namespace ragtrain {
@@ -30,10 +32,35 @@ struct DatasetInfo {
   std::vector<int64_t> lengths() const;
 };
 
+// How much one rank may allocate for the data it reads (--max-memory). The readers compare the bytes a file's
+// declared sizes would make them allocate against it *before* allocating, so a file that declares 10^12 rows
+// (or a damaged header) gets a message naming the dataset instead of std::bad_alloc or the OOM killer.
+struct MemoryBudget {
+  int64_t bytes = 0;
+  std::string max_memory = "auto";   // --max-memory as given, for messages
+
+  // memory_budget(max_memory, ranks_on_node) of core/memory.hpp; UserError if max_memory is not a size.
+  static MemoryBudget of(const std::string& max_memory, int ranks_on_node);
+  // What this machine has, for one process: the default of callers without a --max-memory option.
+  static MemoryBudget machine() { return of("auto", 1); }
+};
+
 // Opens `path` on every rank of `comm` (collective; parallel HDF5 over MPI-IO), validates the root attributes,
 // the three datasets' dtypes and shapes, and every offset (0 first, strictly increasing, last == rows).
-// Reads only the attributes, the dataspace shapes and /offsets. Throws UserError naming the file, the
-// dataset/attribute and the index, with a hint. Same result (or same error) on every rank.
-DatasetInfo read_dataset_info(const std::string& path, MPI_Comm comm);
+// Reads only the attributes, the dataspace shapes and /offsets, and /offsets only once its size has been
+// checked against `budget`. Throws UserError naming the file, the dataset/attribute and the index, with a hint.
+// Same result (or same error) on every rank.
+DatasetInfo read_dataset_info(const std::string& path, MPI_Comm comm,
+                              const MemoryBudget& budget = MemoryBudget::machine());
+
+// The checks of read_dataset_info on a file already open (any driver: the fuzzer opens file images in
+// memory). `path` names the file in messages. Serial; throws UserError like read_dataset_info.
+DatasetInfo validate_dataset(int64_t file, const std::string& path,
+                             const MemoryBudget& budget = MemoryBudget::machine());
+
+// Collective over `comm`: if any rank has a problem (`local` set), every rank throws the UserError of the
+// lowest such rank (the others' copy says which rank saw it). For checks whose outcome may differ between
+// ranks, made before a collective call that a rank leaving early would leave the others waiting in.
+void throw_if_any_rank_failed(MPI_Comm comm, const std::optional<UserError>& local);
 
 }  // namespace ragtrain

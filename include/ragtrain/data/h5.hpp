@@ -68,7 +68,8 @@ struct AttrShape {
 AttrShape attr_shape(hid_t obj, const char* name);
 
 // Readers for attributes whose AttrShape the caller has checked. Integers of any width and sign are
-// converted to int64; strings may be fixed or variable length. An HDF5 failure throws InternalError.
+// converted to int64; strings may be fixed or variable length. These read a user's file, so an HDF5 failure
+// (a damaged or hostile file) throws UserError naming the file and attribute, like h5_read_check.
 int64_t read_int_attr(hid_t obj, const char* name);
 std::string read_string_attr(hid_t obj, const char* name);
 std::vector<std::string> read_string_array_attr(hid_t obj, const char* name);
@@ -77,6 +78,16 @@ std::vector<std::string> read_string_array_attr(hid_t obj, const char* name);
 void write_int_attr(hid_t obj, const char* name, int64_t value);
 void write_string_attr(hid_t obj, const char* name, const std::string& value);
 void write_string_array_attr(hid_t obj, const char* name, const std::vector<std::string>& values);
+
+// For HDF5 calls that read a user's file (attribute, dataspace and datatype queries, reads): failure means the
+// file is damaged or was not written by a conforming writer, not a bug, so it throws UserError naming the file
+// of `obj`, `what` ("attribute 'format'", "dataset /offsets") and HDF5's innermost error, with a hint.
+[[noreturn]] void throw_damaged(hid_t obj, const std::string& what);
+template <typename T>
+T h5_read_check(T rc, hid_t obj, const std::string& what) {
+  if (rc < 0) throw_damaged(obj, what);
+  return rc;
+}
 
 // A short name for a datatype in messages: "float32", "int64", "uint8", "string", "compound", ...
 std::string type_name(hid_t type);

@@ -32,7 +32,9 @@ struct Shard {
 // Collective over `comm`: every rank calls it, a rank with no indices joins with an empty selection.
 // Validates what it reads: labels in [0, classes) for classification, all features and targets finite;
 // a violation throws UserError naming the file, dataset and global sequence index (after the collective
-// reads, so no rank is left waiting in one).
-Shard read_shard(const DatasetInfo& info, const std::vector<int64_t>& indices, MPI_Comm comm);
+// reads, so no rank is left waiting in one). The bytes the shard needs are checked against `budget` before
+// anything is allocated or read; if any rank's shard does not fit, every rank throws that rank's UserError.
+Shard read_shard(const DatasetInfo& info, const std::vector<int64_t>& indices, MPI_Comm comm,
+                 const MemoryBudget& budget = MemoryBudget::machine());
 
 }  // namespace ragtrain

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ragtrain/comm/context.hpp"
 #include "ragtrain/data/shard.hpp"
 
 namespace ragtrain {
@@ -26,6 +27,8 @@ EvalTotals score(const Shard& shard, const std::vector<float>& outputs);
 
 // Sums totals over `comm` (collective).
 EvalTotals allreduce(const EvalTotals& local, MPI_Comm comm);
+// The same over ctx.world, under ctx's watchdog (train's validation: a rank that never arrives is named).
+EvalTotals allreduce(const EvalTotals& local, const Context& ctx);
 
 // Row-wise softmax of (n, C) logits, in double for stable probabilities.
 std::vector<double> softmax_rows(const std::vector<float>& logits, int64_t classes);

@@ -23,6 +23,8 @@ class Optimizer {
   // One update with the averaged gradient `grad` (modified: clipping scales it). Returns the gradient's global
   // norm before clipping. Every rank calls it with identical inputs, so every rank stays identical.
   double step(float* params, float* grad, float lr);
+  // The same with the norm global_norm(grad) already computed (the caller checked it for NaN/Inf first).
+  double step(float* params, float* grad, float lr, double norm);
 
   int64_t steps_taken() const { return t_; }
   const OptimizerConfig& config() const { return cfg_; }

@@ -79,7 +79,7 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
   RT_CHECK(shape.hidden <= INT32_MAX && shape.outputs <= INT32_MAX, "model too large for the CUDA kernels");
   // Both collectives first, every rank reaching them (bind_gpu turns local failures into a shared verdict).
   gpu_ = bind_gpu(opts.local_rank, opts.comm);
-  nccl_ = std::make_unique<NcclComm>(opts.comm);
+  nccl_ = std::make_unique<NcclComm>(opts.comm, opts.watchdog);
   single_rank_ = nccl_->size() == 1;
   compute_ = Stream::create();
   comm_stream_ = Stream::create();
@@ -598,19 +598,46 @@ StepTotals CudaBackend::update(float lr) {
   tot.correct = readback_[2];
   tot.grad_norm = readback_[3];
   RT_CHECK(tot.count > 0, "a global step without sequences");
-  opt_.set_steps_taken(t);
+  // The kernel skipped the update on exactly these values (fused_optimizer.cu): no extra wait or transfer.
+  tot.finite = std::isfinite(tot.loss_sum) && std::isfinite(tot.grad_norm);
+  if (tot.finite) opt_.set_steps_taken(t);
   ++step_;
   return tot;
 }
 
+LocalNonfinite CudaBackend::first_nonfinite(const std::vector<int64_t>& positions) {
+  // The failure path only: one sequence at a time, each read back (a host wait per sequence is fine here).
+  for (size_t k = 0; k < positions.size(); ++k) {
+    if (positions[k] < 0) continue;
+    forward_backward({positions[k]});
+    const std::vector<float> f = fused_buffer();
+    LocalNonfinite r;
+    r.loss = !std::isfinite(f[static_cast<size_t>(layout_.total())]);
+    bool bad = r.loss;
+    for (int64_t i = 0; i < layout_.total() && !bad; ++i) bad = !std::isfinite(f[static_cast<size_t>(i)]);
+    if (bad) {
+      r.slot = static_cast<int64_t>(k);
+      return r;
+    }
+  }
+  return {};
+}
+
 void CudaBackend::wait_for_totals(const StepEvents& ev, double tag) {
   const volatile double* tag_word = readback_.get() + 4;
+  // With other ranks the step's work includes NCCL's all-reduce, which a peer that died or stopped never lets
+  // finish: then this loop would spin forever. So it also watches the communicator's errors and the deadline
+  // (--comm-timeout); either ends the job naming the missing rank (NcclComm::check, comm/watchdog.hpp).
+  const Deadline deadline = single_rank_ ? Deadline::never() : nccl_->deadline();
   for (uint64_t spins = 1;; ++spins) {
     if (*tag_word == tag) break;
     // Now and then: did the stream finish (or fail) without the tag? Then report instead of spinning forever.
     if (spins % 256 == 0) {
       const cudaError_t q = cudaEventQuery(ev.opt_end.get());
-      if (q == cudaErrorNotReady) continue;
+      if (q == cudaErrorNotReady) {
+        if (!single_rank_) nccl_->check(deadline, "the NCCL gradient all-reduce");
+        continue;
+      }
       CUDA_CHECK(q);
       RT_CHECK(*tag_word == tag, "the optimizer kernel finished without publishing the step's totals");
       break;

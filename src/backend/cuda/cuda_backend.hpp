@@ -54,6 +54,7 @@ class CudaBackend final : public Backend {
   void forward_backward(const std::vector<int64_t>& positions) override;
   void allreduce() override;
   StepTotals update(float lr) override;
+  LocalNonfinite first_nonfinite(const std::vector<int64_t>& positions) override;
   std::vector<float> infer(const Shard& shard) override;
   std::vector<std::pair<std::string, double>> take_phase_seconds() override;
   void synchronize() override;

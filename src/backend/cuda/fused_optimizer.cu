@@ -45,8 +45,9 @@ __device__ void grid_barrier(unsigned long long* counter, unsigned long long tar
 __global__ void __launch_bounds__(kThreads) fused_optimizer(OptimizerArgs a) {
   // Phase 1: partials[block] = sum over the block's elements of (g / count)^2, in double like the CPU's global_norm.
   const float count = a.extras[1];
-  float loss = 0.0f, correct = 0.0f;
-  if (blockIdx.x == 0 && threadIdx.x == 0) loss = a.extras[0], correct = a.extras[2];
+  const float loss = a.extras[0];   // every block reads it before the barrier (block 0 zeroes it after)
+  float correct = 0.0f;
+  if (blockIdx.x == 0 && threadIdx.x == 0) correct = a.extras[2];
   const bool any = count > 0.0f;
   const float inv = any ? __fdiv_rn(1.0f, count) : 0.0f;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
@@ -80,6 +81,13 @@ __global__ void __launch_bounds__(kThreads) fused_optimizer(OptimizerArgs a) {
     for (int k = 0; k < 3; ++k) a.extras[k] = 0.0f;   // every block read count before the barrier
   }
   if (!any) return;   // a step without sequences: the host reports it; gradients are all zero already
+  // A NaN/Inf anywhere in the summed gradient makes the norm non-finite. Every block sees the same norm and loss
+  // (and so does the host, from readback), so every block and every rank skips the update together: the
+  // parameters and moments stay as they were, only the buffer is zeroed for the next step.
+  if (!isfinite(norm) || !isfinite(loss)) {
+    for (int64_t i = first; i < a.n; i += stride) a.grads[i] = 0.0f;
+    return;
+  }
   // torch.nn.utils.clip_grad_norm_: scale by clip / (norm + 1e-6) when the norm exceeds clip.
   const bool clipping = a.clip > 0.0 && norm > a.clip;
   const float scale = clipping ? static_cast<float>(a.clip / (norm + 1e-6)) : 1.0f;

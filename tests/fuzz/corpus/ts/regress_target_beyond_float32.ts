@@ -1,0 +1,3 @@
+@targetLabel true
+@data
+1,2:3.5e38

@@ -1,0 +1,4 @@
+@classLabel true a b
+@data
+1e300,2:a
+1,2:b
