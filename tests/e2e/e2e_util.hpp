@@ -23,6 +23,14 @@ inline std::string bin() {
 
 inline std::string repo_path(const std::string& rel) { return std::filesystem::absolute(rel).string(); }
 
+// How much slower than a plain build this one runs: scripts/run-tests.sh sets RAGTRAIN_TEST_TIME_SCALE for
+// sanitizer builds (ASan and LSan make every process several times slower), and time bounds scale with it.
+inline double time_scale() {
+  const char* s = std::getenv("RAGTRAIN_TEST_TIME_SCALE");
+  const double v = s != nullptr ? std::atof(s) : 1.0;
+  return v > 1.0 ? v : 1.0;
+}
+
 struct Result {
   int rc = -1;                 // mpirun's (or the shell's) exit status
   std::vector<int> rank_rcs;   // every rank's own exit code, in rank order

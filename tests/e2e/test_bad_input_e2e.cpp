@@ -521,7 +521,7 @@ void check_case(const Case& c, int np, const std::string& args, const Result& r,
   EXPECT_EQ(r.rc, 2);
   EXPECT_EQ(static_cast<int>(r.rank_rcs.size()), np);
   for (size_t k = 0; k < r.rank_rcs.size(); ++k) EXPECT_EQ(r.rank_rcs[k], 2) << "rank " << k;
-  EXPECT_LT(r.seconds, 10.0);
+  EXPECT_LT(r.seconds, 10.0 * e2e::time_scale());
   EXPECT_TRUE(contains(r.output, "ragtrain: error")) << "no error line";
   EXPECT_TRUE(contains(r.output, "hint:")) << "message lacks a hint";
   for (const std::string& s : c.expect) EXPECT_TRUE(contains(r.output, s)) << "message lacks '" << s << "'";
