@@ -25,9 +25,8 @@ void allreduce_sum(T* buf, int64_t count, MPI_Comm comm, CommWatchdog* watchdog)
       MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf + done, n, mpi_type<T>(), MPI_SUM, comm));
     } else {
       MPI_Request req;
-      const int rc = MPI_Iallreduce(MPI_IN_PLACE, buf + done, n, mpi_type<T>(), MPI_SUM, comm, &req);
-      if (rc != MPI_SUCCESS) watchdog->fail("the gradient all-reduce", "MPI reported: " + mpi_error_string(rc));
-      watchdog->wait(req, "the gradient all-reduce");
+      watchdog->complete(MPI_Iallreduce(MPI_IN_PLACE, buf + done, n, mpi_type<T>(), MPI_SUM, comm, &req), req,
+                         "the gradient all-reduce");
     }
     done += n;
   }

@@ -118,6 +118,11 @@ void CommWatchdog::wait(MPI_Request& req, const char* what) {
   }
 }
 
+void CommWatchdog::complete(int posted, MPI_Request& req, const char* what) {
+  if (posted != MPI_SUCCESS) fail(what, "MPI reported: " + mpi_error_string(posted));
+  wait(req, what);
+}
+
 std::string CommWatchdog::where(const std::string& what) const {
   return step_ > 0 ? what + " in step " + std::to_string(step_) : what;
 }
@@ -194,9 +199,7 @@ void watched_allreduce(const Context& ctx, const void* send, void* recv, int cou
     return;
   }
   MPI_Request req;
-  const int rc = MPI_Iallreduce(send, recv, count, type, op, ctx.world, &req);
-  if (rc != MPI_SUCCESS) w->fail(what, "MPI reported: " + mpi_error_string(rc));
-  w->wait(req, what);
+  w->complete(MPI_Iallreduce(send, recv, count, type, op, ctx.world, &req), req, what);
 }
 
 void watched_gather(const Context& ctx, const void* send, int count, MPI_Datatype type, void* recv, int root,
@@ -207,9 +210,7 @@ void watched_gather(const Context& ctx, const void* send, int count, MPI_Datatyp
     return;
   }
   MPI_Request req;
-  const int rc = MPI_Igather(send, count, type, recv, count, type, root, ctx.world, &req);
-  if (rc != MPI_SUCCESS) w->fail(what, "MPI reported: " + mpi_error_string(rc));
-  w->wait(req, what);
+  w->complete(MPI_Igather(send, count, type, recv, count, type, root, ctx.world, &req), req, what);
 }
 
 void watched_gatherv(const Context& ctx, const void* send, int count, MPI_Datatype type, void* recv,
@@ -220,9 +221,7 @@ void watched_gatherv(const Context& ctx, const void* send, int count, MPI_Dataty
     return;
   }
   MPI_Request req;
-  const int rc = MPI_Igatherv(send, count, type, recv, counts, displs, type, root, ctx.world, &req);
-  if (rc != MPI_SUCCESS) w->fail(what, "MPI reported: " + mpi_error_string(rc));
-  w->wait(req, what);
+  w->complete(MPI_Igatherv(send, count, type, recv, counts, displs, type, root, ctx.world, &req), req, what);
 }
 
 }  // namespace ragtrain

@@ -82,6 +82,9 @@ class CommWatchdog {
   // ("the gradient all-reduce").
   void wait(MPI_Request& req, const char* what);
 
+  // A non-blocking collective was just posted and returned `posted`: fail() if posting failed, else wait().
+  void complete(int posted, MPI_Request& req, const char* what);
+
   // For host waits that are not an MPI request (the GPU's event polling): answers the right neighbour's
   // "are you alive?" if it asked. Cheap (one MPI_Test); call it every few hundred microseconds while waiting.
   void keep_alive();
