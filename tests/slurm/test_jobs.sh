@@ -83,7 +83,7 @@ test_mpirun_sigterm() {
 test_mpirun_sigterm
 
 # ---- Slurm -----------------------------------------------------------------------------------------------
-SLURM_TESTS=4
+SLURM_TESTS=5
 why=$(cluster_unavailable)
 if [ -n "$why" ]; then
   for _ in $(seq $SLURM_TESTS); do skip "slurm" "$why"; done
@@ -116,6 +116,9 @@ release_requeued() {
   for _ in $(seq 150); do
     if [ "$(job_field "$1" JobState)" = PENDING ] && [ "$(job_field "$1" Restarts)" -ge 1 ] 2>/dev/null &&
        ! pgrep -f "slurmstepd: \[$1\." >/dev/null; then
+      # slurmd refuses a job's new credential issued in the same second as the old one's revocation ("Job
+      # credential revoked", seen when the previous instance took until its KillWait to end): start a bit later.
+      sleep 2
       scontrol update JobId="$1" StartTime=now && return 0
     fi
     sleep 0.2
@@ -177,6 +180,30 @@ test_sbatch_time_limit_warning() {
   else pass "$name"; fi
 }
 
+test_sbatch_late_exit() {
+  local name="train.sbatch: rank 0 still exiting when rank 1 exits 75 -> srun kills it (--kill-on-bad-exit) -> still requeued, same final loss"
+  local jid st wrapper=$TMP/ragtrain-late-exit
+  # The race seen under ASan, made certain: rank 0 takes 30 s longer than rank 1 to exit after a checkpointed stop.
+  # The wrapper shell ignores the stop signals that Slurm sends to every process of the step (ragtrain installs its
+  # own handlers), so that only --kill-on-bad-exit can end it early.
+  printf '#!/bin/sh\ntrap "" USR1 TERM\n"%s" "$@"; rc=$?\n[ "$rc" = 75 ] && [ "$SLURM_PROCID" = 0 ] && sleep 30\nexit $rc\n' \
+    "$BIN" >"$wrapper"
+  chmod +x "$wrapper"
+  jid=$(DATA=train.h5 VAL=val.h5 OUT=late DEVICE=cpu RAGTRAIN=$wrapper CHECKPOINT_EVERY=500 EXTRA_ARGS="$TRAIN_ARGS" \
+        sbatch --parsable --ntasks-per-node=2 --cpus-per-task=1 --time=10 -o "$TMP/late-%j.out" \
+        "$ROOT/jobs/train.sbatch") || { fail "$name" "sbatch refused the script"; return; }
+  wait_for_file late/metrics.jsonl 60 || { fail "$name" "the run did not start"; scancel "$jid"; return; }
+  scancel --batch --signal=USR1 "$jid"
+  release_requeued "$jid" || { fail "$name" "job $jid was not requeued"; cat "$TMP"/late-*.out; scancel "$jid"; return; }
+  st=$(wait_job "$jid" 90)
+  local got; got=$(result_of late)
+  if [ "$st" != COMPLETED ]; then fail "$name" "job $jid ended $st"; cat "$TMP"/late-*.out
+  elif ! grep -q "killed by --kill-on-bad-exit" "$TMP"/late-*.out; then
+    fail "$name" "srun reported 75 itself: the race was not reproduced"; cat "$TMP"/late-*.out
+  elif [ "$got" != "$REF" ]; then fail "$name" "interrupted: $got, uninterrupted: $REF"
+  else pass "$name"; fi
+}
+
 test_sbatch_scaling() {
   local name="scaling.sbatch: bench on 1 and 2 ranks -> scaling.txt with efficiency, scaling.png, provenance"
   local jid st
@@ -194,7 +221,8 @@ test_sbatch_scaling() {
   else pass "$name"; fi
 }
 
-for t in test_sbatch_train test_sbatch_preempted test_sbatch_time_limit_warning test_sbatch_scaling; do
+for t in test_sbatch_train test_sbatch_preempted test_sbatch_time_limit_warning test_sbatch_late_exit \
+         test_sbatch_scaling; do
   start=$SECONDS
   $t
   echo "    ($((SECONDS - start)) s)"
