@@ -4,10 +4,9 @@ and random schedules against PyTorch DDP, plus the correctness comparisons and t
 
 Per P: sequences/s, weak-scaling efficiency seq/s(P) / (P x seq/s(1)) (of the same program and schedule), the wait
 fraction, the length imbalance `ragtrain simulate` predicts for the schedule, and ragtrain balanced / DDP.
-Wait fraction: ragtrain: rank 0's "allreduce" phase (GPU events from the end of its backward to the end of NCCL's
-all-reduce, i.e. waiting for the slowest rank plus the transfer) over its whole step; the bench JSON holds rank 0's
-phases only. DDP: each rank's time in the all-reduce hook (the same span, from ddp_reference.py) over its timed
-seconds, median (min..max) over ranks.
+Wait fraction, median (min..max) over ranks: ragtrain: a rank's "allreduce" phase (GPU events from the end of its
+backward to the end of NCCL's all-reduce, i.e. waiting for the slowest rank plus the transfer) over its whole step.
+DDP: each rank's time in the all-reduce hook (the same span, from ddp_reference.py) over its timed seconds.
 Targets: balanced efficiency >= 95% at every P >= 2; ragtrain balanced >= 10x DDP throughput at every P.
 usage: summarize_scaling.py WORK_DIR [SUMMARY.json]"""
 import glob
@@ -45,17 +44,30 @@ def seq_s(r):
     return r["sequences_per_second"] if r else NAN
 
 
+def spread(values):
+    v = sorted(x for x in values if math.isfinite(x))
+    if not v:
+        return {}
+    n = len(v)
+    return {"min": v[0], "median": v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2]), "max": v[-1]}
+
+
 def ragtrain_wait(r):
-    """Rank 0's all-reduce phase over its step (GPU events); NaN without phases (CPU backend: host timings)."""
+    """Each rank's all-reduce phase over its step (GPU events), min/median/max over ranks; older JSON files hold
+    rank 0's phases only; the CPU backend has no phases (host timings instead)."""
     if not r:
-        return NAN
-    ph = r.get("phase_us_per_step_rank0") or {}
-    total = sum(ph.values())
-    if total > 0 and "allreduce" in ph:
-        return ph["allreduce"] / total
-    t = r.get("timings", {})   # CPU backend: host clock, median rank
-    c, m = t.get("compute_s", {}).get("median"), t.get("comm_s", {}).get("median")
-    return m / (c + m) if c is not None and m is not None and c + m > 0 else NAN
+        return {}
+    by_rank = r.get("phase_us_per_step_by_rank") or {k: [v] for k, v in (r.get("phase_us_per_step_rank0") or {}).items()}
+    if "allreduce" in by_rank:
+        n = len(by_rank["allreduce"])
+        totals = [sum(v[i] for v in by_rank.values()) for i in range(n)]
+        return spread(by_rank["allreduce"][i] / totals[i] for i in range(n) if totals[i] > 0)
+    return r.get("timings", {}).get("wait_fraction") or {}   # CPU backend: host clock, comm / (compute + comm)
+
+
+def wait_text(w):
+    return (f"{fmt(w.get('median', NAN), '.3f')} ({fmt(w.get('min', NAN), '.3f')}..{fmt(w.get('max', NAN), '.3f')})"
+            if w else "-")
 
 
 def fmt(x, spec):
@@ -73,10 +85,11 @@ def main():
 
     rows = []
     print("# issue 8: weak scaling at batch one per GPU, H=50, F=36, 10 classes, lengths 60..130, Adam; efficiency = "
-          "seq/s(P) / (P x seq/s(1)); wait = all-reduce share of the step (ragtrain: rank 0, GPU events; DDP: median "
-          "rank, min..max); imb = length imbalance `ragtrain simulate` predicts")
-    print(f"# {'P':>2} | {'balanced seq/s':>14} {'us/step':>8} {'eff':>6} {'wait':>6} {'imb':>6} | {'random seq/s':>12}"
-          f" {'eff':>6} {'wait':>6} {'imb':>6} | {'DDP seq/s':>9} {'eff':>6} {'wait (min..max)':>19} | {'bal/DDP':>7}")
+          "seq/s(P) / (P x seq/s(1)); wait = all-reduce share of the step, median rank (min..max) "
+          "(ragtrain: GPU events; DDP: hook time); imb = length imbalance `ragtrain simulate` predicts")
+    print(f"# {'P':>2} | {'balanced seq/s':>14} {'us/step':>8} {'eff':>6} {'wait (min..max)':>19} {'imb':>6}"
+          f" | {'random seq/s':>12} {'eff':>6} {'wait (min..max)':>19} {'imb':>6}"
+          f" | {'DDP seq/s':>9} {'eff':>6} {'wait (min..max)':>19} | {'bal/DDP':>7}")
     for p in ps:
         b = load(os.path.join(work, f"ragtrain_balanced_p{p}.json"))
         r = load(os.path.join(work, f"ragtrain_random_p{p}.json"))
@@ -84,7 +97,7 @@ def main():
         row = {"ranks": p}
         for name, res in (("balanced", b), ("random", r)):
             row[name] = {"sequences_per_second": seq_s(res), "us_per_step": res["us_per_step"] if res else NAN,
-                         "efficiency": seq_s(res) / (p * base[name]), "wait_fraction_rank0": ragtrain_wait(res),
+                         "efficiency": seq_s(res) / (p * base[name]), "wait_fraction": ragtrain_wait(res) or None,
                          "predicted_imbalance": imbalance.get(p, {}).get(f"{name}_imbalance", NAN),
                          "valid": res.get("valid") if res else None,
                          "phase_us_per_step_rank0": res.get("phase_us_per_step_rank0") if res else None}
@@ -96,13 +109,11 @@ def main():
         row["ratio_balanced_to_ddp"] = seq_s(b) / seq_s(d)
         rows.append(row)
         B, R, D = row["balanced"], row["random"], row["ddp"]
-        dws = (f"{fmt(dw.get('median', NAN), '.3f')} ({fmt(dw.get('min', NAN), '.3f')}..{fmt(dw.get('max', NAN), '.3f')})"
-               if dw else "-")
         print(f"  {p:>2} | {fmt(B['sequences_per_second'], '14.1f')} {fmt(B['us_per_step'], '8.1f')}"
-              f" {fmt(B['efficiency'], '6.3f')} {fmt(B['wait_fraction_rank0'], '6.3f')} {fmt(B['predicted_imbalance'], '6.3f')}"
+              f" {fmt(B['efficiency'], '6.3f')} {wait_text(B['wait_fraction']):>19} {fmt(B['predicted_imbalance'], '6.3f')}"
               f" | {fmt(R['sequences_per_second'], '12.1f')} {fmt(R['efficiency'], '6.3f')}"
-              f" {fmt(R['wait_fraction_rank0'], '6.3f')} {fmt(R['predicted_imbalance'], '6.3f')}"
-              f" | {fmt(D['sequences_per_second'], '9.1f')} {fmt(D['efficiency'], '6.3f')} {dws:>19}"
+              f" {wait_text(R['wait_fraction']):>19} {fmt(R['predicted_imbalance'], '6.3f')}"
+              f" | {fmt(D['sequences_per_second'], '9.1f')} {fmt(D['efficiency'], '6.3f')} {wait_text(dw):>19}"
               f" | {fmt(row['ratio_balanced_to_ddp'], '6.1f')}x")
         for name in ("balanced", "random"):
             ph = row[name]["phase_us_per_step_rank0"]
@@ -133,7 +144,7 @@ def main():
 
     # Correctness.
     corr = []
-    for path in sorted(glob.glob(os.path.join(work, "corr_p*_*.json"))):
+    for path in sorted(glob.glob(os.path.join(work, "corr_p*_*.json")) + glob.glob(os.path.join(work, "cross_p*.json"))):
         c = load(path)
         if not c:
             continue

@@ -89,6 +89,13 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
   double slowest = seconds;
   MPI_CHECK(MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, ctx.world));
   const std::vector<RankCounters> all = gather_counters(ctx, mine);
+  // Every rank's phases (GPU events), not only rank 0's: the all-reduce phase is where a rank waits for the
+  // slowest one, so its spread over ranks is the per-rank wait. Same backend everywhere: same names, same order.
+  std::vector<double> my_phases, all_phases(phases.size() * static_cast<size_t>(ctx.size));
+  for (const auto& p : phases) my_phases.push_back(1e6 * p.second / static_cast<double>(cfg.steps));
+  if (!phases.empty())
+    MPI_CHECK(MPI_Gather(my_phases.data(), static_cast<int>(my_phases.size()), MPI_DOUBLE, all_phases.data(),
+                         static_cast<int>(my_phases.size()), MPI_DOUBLE, 0, ctx.world));
   // Validity: the mean loss of the last tenth of the steps below that of the first tenth, all ranks identical.
   const size_t window = std::max<size_t>(1, losses.size() / 10);
   double first_loss = 0, last_loss = 0;
@@ -117,12 +124,16 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
     std::printf("  %-8s %6d %6lld %6lld %6lld %12.1f %14.1f %12.1f %14.1f\n", backend->name().c_str(), ctx.size,
                 static_cast<long long>(cfg.batch_per_rank), static_cast<long long>(shape.hidden),
                 static_cast<long long>(shape.layers), seq_s, ts_s, us_step, seq_s / ctx.size);
-    Json phase_json = Json::object();
+    Json phase_json = Json::object(), by_rank = Json::object();
     if (!phases.empty()) {
-      std::printf("# phase (rank 0)       us/step\n");
-      for (const auto& [name, secs] : phases) {
-        std::printf("  %-20s %8.1f\n", name.c_str(), 1e6 * secs / static_cast<double>(cfg.steps));
-        phase_json[name] = 1e6 * secs / static_cast<double>(cfg.steps);
+      std::printf("# phase                rank 0 us/step   min..max over ranks\n");
+      for (size_t k = 0; k < phases.size(); ++k) {
+        std::vector<double> v;
+        for (int r = 0; r < ctx.size; ++r) v.push_back(all_phases[static_cast<size_t>(r) * phases.size() + k]);
+        std::printf("  %-20s %14.1f   %.1f..%.1f\n", phases[k].first.c_str(), v[0],
+                    *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
+        phase_json[phases[k].first] = v[0];
+        by_rank[phases[k].first] = v;
       }
     }
     Json result{{"benchmark", "train_step"},
@@ -144,8 +155,10 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
                 {"timesteps_per_second", ts_s},
                 {"us_per_step", us_step},
                 {"phase_us_per_step_rank0", phase_json},
+                {"phase_us_per_step_by_rank", by_rank},
                 {"timings", Json{{"compute_s", spread(all, &RankCounters::compute_s)},
-                                 {"comm_s", spread(all, &RankCounters::comm_s)}}},
+                                 {"comm_s", spread(all, &RankCounters::comm_s)},
+                                 {"wait_fraction", spread_fraction(all)}}},
                 {"valid", validity["valid"]},
                 {"validity", validity},
                 {"config", cfg.effective},

@@ -2,6 +2,7 @@
 #include "ragtrain/data/checks.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "ragtrain/core/error.hpp"
 
@@ -11,6 +12,10 @@ namespace {
 const char* const kOffsetsHint =
     "offsets must start at 0, increase strictly (every sequence has at least one timestep) and end at the "
     "number of rows of /features; see doc/data-format.md";
+}
+
+bool finite_as_float32(double v) {
+  return std::isfinite(v) && std::fabs(v) <= static_cast<double>(std::numeric_limits<float>::max());
 }
 
 void check_offsets(const std::string& path, const std::vector<int64_t>& offsets, int64_t rows) {

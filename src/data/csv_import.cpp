@@ -8,6 +8,7 @@
 #include <map>
 
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/data/checks.hpp"
 #include "ragtrain/data/class_labels.hpp"
 #include "ragtrain/data/dataset.hpp"
 
@@ -50,13 +51,13 @@ std::vector<std::string> fields_of(const std::string& line) {
   return out;
 }
 
-// A finite decimal number filling the whole field.
+// A decimal number filling the whole field, finite as a float32 (the type the data set stores).
 bool parse_number(const std::string& field, double& v) {
   const char* b = field.data();
   const char* e = field.data() + field.size();
   if (b != e && *b == '+') ++b;
   const auto [p, ec] = std::from_chars(b, e, v);
-  return ec == std::errc() && p == e && b != e && std::isfinite(v);
+  return ec == std::errc() && p == e && b != e && finite_as_float32(v);
 }
 
 // Whether `field` is written as a number, finite or not ("1e-3", "NaN", "inf"): such a first row is data.
@@ -74,7 +75,8 @@ std::string not_a_number(const std::string& field) {
   const char* b = field.data() + (field[0] == '+' ? 1 : 0);
   const auto [p, ec] = std::from_chars(b, field.data() + field.size(), v);
   if (ec == std::errc() && p == field.data() + field.size())
-    return "the non-finite value \"" + field + "\" (NaN and infinity are not supported)";
+    return std::isfinite(v) ? "\"" + field + "\", beyond float32 range (|x| <= 3.4e38)"
+                            : "the non-finite value \"" + field + "\" (NaN and infinity are not supported)";
   return "\"" + field + "\", which is not a number";
 }
 

@@ -17,6 +17,7 @@
 #include <set>
 
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/data/checks.hpp"
 #include "ragtrain/data/class_labels.hpp"
 #include "ragtrain/data/dataset.hpp"
 #include "ragtrain/data/npy.hpp"
@@ -116,9 +117,9 @@ void append_rows(const NpyArray& a, const std::string& where, RaggedData& d, int
   const int64_t n = a.size();
   for (int64_t i = 0; i < n; ++i) {
     const double v = npy_number(a, i);
-    USER_CHECK(std::isfinite(v),
+    USER_CHECK(finite_as_float32(v),
                where << ": row " << features_from_row + i / f << ", column " << i % f << " is " << v
-                     << "; expected finite numbers",
+                     << "; expected finite numbers within float32 range (|x| <= 3.4e38)",
                "impute or drop missing values (NaN) and infinities before saving");
     d.features.push_back(static_cast<float>(v));
   }
@@ -280,8 +281,8 @@ RaggedData read_npz_file(const std::string& path, const ImportOptions& opts, Imp
     USER_CHECK(d.num_outputs >= 1, where("labels") << ": has shape " << y.shape_string() << ", no targets", kNpzHint);
     for (int64_t i = 0; i < y.size(); ++i) {
       const double v = npy_number(y, i);
-      USER_CHECK(std::isfinite(v), where("labels") << ": sequence " << i / d.num_outputs << " has the target " << v
-                                                   << "; expected finite numbers",
+      USER_CHECK(finite_as_float32(v), where("labels") << ": sequence " << i / d.num_outputs << " has the target "
+                                                       << v << "; expected finite numbers within float32 range",
                  "impute or drop missing targets before saving");
       d.targets.push_back(static_cast<float>(v));
     }

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/data/checks.hpp"
 #include "ragtrain/data/dataset.hpp"
 
 namespace ragtrain {
@@ -59,8 +59,7 @@ bool parse_number(const std::string& token, double& value) {
   const char* end = token.data() + token.size();
   if (begin != end && *begin == '+') ++begin;
   const auto [ptr, ec] = std::from_chars(begin, end, value);
-  return ec == std::errc() && ptr == end && begin != end && std::isfinite(value) &&
-         std::fabs(value) <= std::numeric_limits<float>::max();
+  return ec == std::errc() && ptr == end && begin != end && finite_as_float32(value);
 }
 
 // Parses the header (until @data) and the series, one line at a time.

@@ -7,6 +7,10 @@
 
 namespace ragtrain {
 
+// Whether a number read from text or another file type survives the trip into /features or /labels (float32):
+// finite, and finite still as a float (1e300 is a finite double but would be stored as inf).
+bool finite_as_float32(double v);
+
 // offsets (N + 1): offsets[0] == 0, strictly increasing (no empty sequence), offsets[N] == rows of /features.
 // Throws UserError naming `path`, /offsets and the first bad index.
 void check_offsets(const std::string& path, const std::vector<int64_t>& offsets, int64_t rows);
