@@ -157,7 +157,7 @@ FUZZ_DIR  := $(BUILD)/fuzz
 FUZZ_SAN  := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CXXFLAGS := -std=c++17 -O1 -g -Wall -Wextra $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 # Only what each target reaches: the .ts parser, and the v1 validation with its HDF5 helpers.
-FUZZ_TS_SRCS := tests/fuzz/fuzz_ts.cpp src/data/ts_import.cpp src/core/error.cpp
+FUZZ_TS_SRCS := tests/fuzz/fuzz_ts.cpp src/data/ts_import.cpp src/data/checks.cpp src/core/error.cpp
 FUZZ_H5_SRCS := tests/fuzz/fuzz_h5.cpp src/data/format.cpp src/data/h5.cpp src/data/checks.cpp src/core/error.cpp \
                 src/core/memory.cpp
 FUZZ_BINS := $(FUZZ_DIR)/bin/fuzz_ts $(FUZZ_DIR)/bin/fuzz_h5

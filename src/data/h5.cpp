@@ -131,8 +131,12 @@ std::vector<std::string> read_strings(hid_t obj, const char* name) {
   if (n > stored || (!variable && (file_width == 0 || n > stored / file_width)))
     throw_damaged(obj, RT_MSG(what << " (" << n << " strings of " << (variable ? "variable" : "fixed") << " width "
                                    << file_width << " in " << stored << " stored bytes)"));
+  // HDF5 knows two character sets; a damaged type message may carry any 4-bit value, which H5Tset_cset refuses.
+  const H5T_cset_t cset = H5Tget_cset(file_type.get());
+  if (cset != H5T_CSET_ASCII && cset != H5T_CSET_UTF8)
+    throw_damaged(obj, RT_MSG(what << " (character set " << static_cast<int>(cset) << ", neither ASCII nor UTF-8)"));
   H5Handle mem_type = h5_type(H5_CHECK(H5Tcopy(H5T_C_S1)));
-  H5_CHECK(H5Tset_cset(mem_type.get(), h5_read_check(H5Tget_cset(file_type.get()), obj, what)));
+  H5_CHECK(H5Tset_cset(mem_type.get(), cset));
   std::vector<std::string> out;
   out.reserve(n);
   if (variable) {
