@@ -125,11 +125,21 @@ release_requeued() {
   done
   return 1
 }
-submit_train() {   # $1 = run folder; more sbatch options after it
+submit_train() {   # $1 = run folder; more sbatch options after it; JOB_BIN replaces the binary
   local out=$1; shift
-  DATA=train.h5 VAL=val.h5 OUT=$out DEVICE=cpu RAGTRAIN=$BIN CHECKPOINT_EVERY=500 EXTRA_ARGS="$TRAIN_ARGS" \
+  DATA=train.h5 VAL=val.h5 OUT=$out DEVICE=cpu RAGTRAIN=${JOB_BIN:-$BIN} CHECKPOINT_EVERY=500 EXTRA_ARGS="$TRAIN_ARGS" \
     sbatch --parsable --ntasks-per-node=2 --cpus-per-task=1 --time=10 -o "$TMP/$out-%j.out" "$@" \
     "$ROOT/jobs/train.sbatch"
+}
+
+# The time-limit warning to job $1 (run folder $2) once it trains, as --signal=B:USR1@120 sends it; then the
+# requeue the script asks for and the job's end. Prints the final state (or NOT_STARTED / NOT_REQUEUED).
+warn_and_finish() {
+  local jid=$1 out=$2
+  wait_for_file "$out/metrics.jsonl" 60 || { scancel "$jid"; echo NOT_STARTED; return; }
+  scancel --batch --signal=USR1 "$jid"
+  release_requeued "$jid" || { scancel "$jid"; echo NOT_REQUEUED; return; }
+  wait_job "$jid" 90
 }
 
 test_sbatch_train() {
@@ -167,10 +177,7 @@ test_sbatch_time_limit_warning() {
   local name="train.sbatch: SIGUSR1 to the batch shell (--signal=B:USR1) -> exit 75 -> script requeues itself -> same final loss"
   local jid st
   jid=$(submit_train usr) || { fail "$name" "sbatch refused the script"; return; }
-  wait_for_file usr/metrics.jsonl 60 || { fail "$name" "the run did not start"; scancel "$jid"; return; }
-  scancel --batch --signal=USR1 "$jid"
-  release_requeued "$jid" || { fail "$name" "job $jid was not requeued"; cat "$TMP"/usr-*.out; scancel "$jid"; return; }
-  st=$(wait_job "$jid" 90)
+  st=$(warn_and_finish "$jid" usr)
   local got; got=$(result_of usr)
   if [ "$st" != COMPLETED ]; then fail "$name" "job $jid ended $st"; cat "$TMP"/usr-*.out
   elif ! grep -q '"event":"stop".*"signal":"SIGUSR1"' usr/metrics.jsonl; then
@@ -189,13 +196,8 @@ test_sbatch_late_exit() {
   printf '#!/bin/sh\ntrap "" USR1 TERM\n"%s" "$@"; rc=$?\n[ "$rc" = 75 ] && [ "$SLURM_PROCID" = 0 ] && sleep 30\nexit $rc\n' \
     "$BIN" >"$wrapper"
   chmod +x "$wrapper"
-  jid=$(DATA=train.h5 VAL=val.h5 OUT=late DEVICE=cpu RAGTRAIN=$wrapper CHECKPOINT_EVERY=500 EXTRA_ARGS="$TRAIN_ARGS" \
-        sbatch --parsable --ntasks-per-node=2 --cpus-per-task=1 --time=10 -o "$TMP/late-%j.out" \
-        "$ROOT/jobs/train.sbatch") || { fail "$name" "sbatch refused the script"; return; }
-  wait_for_file late/metrics.jsonl 60 || { fail "$name" "the run did not start"; scancel "$jid"; return; }
-  scancel --batch --signal=USR1 "$jid"
-  release_requeued "$jid" || { fail "$name" "job $jid was not requeued"; cat "$TMP"/late-*.out; scancel "$jid"; return; }
-  st=$(wait_job "$jid" 90)
+  jid=$(JOB_BIN=$wrapper submit_train late) || { fail "$name" "sbatch refused the script"; return; }
+  st=$(warn_and_finish "$jid" late)
   local got; got=$(result_of late)
   if [ "$st" != COMPLETED ]; then fail "$name" "job $jid ended $st"; cat "$TMP"/late-*.out
   elif ! grep -q "killed by --kill-on-bad-exit" "$TMP"/late-*.out; then
