@@ -7,6 +7,8 @@
 #     on the same data and seed (bench/compare_runs.py: per-step loss to 1e-5 relative, final parameters to 1e-4),
 #     with cuDNN's algorithm chosen as usual (auto) and forced to `standard`; at P=1 the same run twice (determinism);
 #     and (one GPU is enough) 1 GPU x batch P against P CPU ranks x batch one, for P in CROSS_PS ("2 4 8");
+#     where NGPU=1, also P ranks sharing the GPU (NCCL over sockets, NCCL_HOSTID per rank) against 1 x batch P,
+#     and the watchdog on them, for P in SHARE_PS ("2 4"; empty: off);
 #  3. the watchdog: a P-rank `ragtrain train`, one rank SIGKILLed (the launcher's case) and, in a second run, one rank
 #     SIGSTOPped (the case only --comm-timeout catches): seconds until the job ended and the line naming the rank
 #     (needs P >= 2: skipped with a message at P=1);
@@ -14,7 +16,7 @@
 # usage, from the repository root:   BIN=.devcarry/bin OUT=$OUT bench/run_multi_gpu.sh
 # BIN holds a CUDA build of ragtrain (make BUILD=build-gpu PORTABLE=1). Output: $OUT/multi_gpu.log,
 # $OUT/scaling_summary.{txt,json} and every run's JSON/log in $OUT/work.tgz. Nothing is built here.
-# Knobs (environment): NGPU, PS ("1 2 4 8"), CROSS_PS, STEPS/WARMUP (ragtrain bench), DDP_STEPS/DDP_WARMUP, SEQ_PER_RANK
+# Knobs (environment): NGPU, PS ("1 2 4 8"), CROSS_PS, SHARE_PS, STEPS/WARMUP (ragtrain bench), DDP_STEPS/DDP_WARMUP, SEQ_PER_RANK
 # (the file has SEQ_PER_RANK x max P sequences), CORR_STEPS, CORR_ALGOS ("auto standard"), COMM_TIMEOUT, BUDGET_S
 # (a phase that would start after this many seconds is skipped, so the call ends in time with what it has),
 # DEVICE (cpu runs the whole script on a machine without GPUs: ragtrain's CPU backend, DDP over gloo), MPIRUN_ARGS
@@ -118,11 +120,12 @@ if [ "$HAVE_TORCH" = 1 ]; then
 fi
 
 # ---- 2. correctness: P x batch one == 1 x batch P (P=1: the same run twice)
+RANK_WRAP=()    # a command each rank runs ragtrain through (the shared-GPU runs below set one)
 train_run() {   # ranks batch_per_rank data out_dir [env...]
   local np=$1 k=$2 data=$3 dir=$4
   shift 4
   rm -rf "$dir"
-  env "$@" timeout 120 mpirun "${MPIRUN_EXTRA[@]}" -np "$np" "$RT" train --device "$DEVICE" --data "$data" --out "$dir" \
+  env "$@" timeout 120 mpirun "${MPIRUN_EXTRA[@]}" -np "$np" "${RANK_WRAP[@]}" "$RT" train --device "$DEVICE" --data "$data" --out "$dir" \
     "${MODEL[@]}" --batch-per-rank "$k" --epochs 1 --log-every 1 > "$dir.log" 2>&1
   local rc=$?
   tail -3 "$dir.log" | tee -a "$LOG"
@@ -174,14 +177,16 @@ if [ "$DEVICE" = cuda ]; then
 fi
 
 # ---- 3. watchdog: one of P ranks killed (SIGKILL) or stopped (SIGSTOP) in the middle of training
-kill_check() {   # signal
-  local sig=$1 D=$WORK/kill_$1 victim=$((PMAX - 1))
+kill_check() {   # signal [ranks [tag]]   (tag: a prefix of the result files; the shared-GPU runs pass one)
+  local sig=$1 np=${2:-$PMAX} tag=${3:-}
+  local D=$WORK/${tag}kill_$1 victim=$((np - 1))
   rm -rf "$D"
   mkdir -p "$D"
-  say "## watchdog: $PMAX ranks, SIG$sig to rank $victim, --comm-timeout $COMM_TIMEOUT"
+  say "## watchdog${tag:+ ($tag)}: $np ranks, SIG$sig to rank $victim, --comm-timeout $COMM_TIMEOUT"
   # Each rank writes its pid before it becomes ragtrain (exec keeps the pid), so the signal reaches that rank only.
   # shellcheck disable=SC2016
-  mpirun "${MPIRUN_EXTRA[@]}" -np "$PMAX" sh -c 'echo $$ > "'"$D"'/pid.$OMPI_COMM_WORLD_RANK"; exec "$0" "$@"' \
+  mpirun "${MPIRUN_EXTRA[@]}" -np "$np" sh -c 'echo $$ > "'"$D"'/pid.$OMPI_COMM_WORLD_RANK"; exec "$0" "$@"' \
+    "${RANK_WRAP[@]}" \
     "$RT" train --device "$DEVICE" --data "$DATA" --out "$D/run" "${MODEL[@]}" --batch-per-rank 1 --epochs 1000 \
     --log-every 50 --comm-timeout "$COMM_TIMEOUT" > "$D/log" 2>&1 &
   local mpid=$! training=false
@@ -223,7 +228,7 @@ kill_check() {   # signal
   msg=$(grep -E "rank $victim([^0-9]|$)" "$D/log" | grep -v '^\s*$' | head -3)
   say "watchdog check SIG$sig: job ended after ${secs} s (exit $rc); lines naming rank $victim:"
   say "${msg:-  (none)}"
-  "$PYTHON" - "$D" "$sig" "$PMAX" "$victim" "$secs" "$rc" "$ended" "$COMM_TIMEOUT" "$WORK/kill_$sig.json" <<'EOF'
+  "$PYTHON" - "$D" "$sig" "$np" "$victim" "$secs" "$rc" "$ended" "$COMM_TIMEOUT" "$WORK/${tag}kill_$sig.json" <<'EOF'
 import json, re, sys
 d, sig, p, victim, secs, rc, ended, timeout, out = sys.argv[1:]
 lines = [l.rstrip("\n") for l in open(d + "/log", errors="replace")]
@@ -239,6 +244,38 @@ if [ "$PMAX" -ge 2 ]; then
   done
 else
   say "## watchdog check skipped: it needs P >= 2 ranks (NGPU=$NGPU)"
+fi
+
+# ---- 3b. several ranks on ONE GPU (only where NGPU=1): NCCL's multi-rank path without a multi-GPU machine.
+# NCCL refuses two ranks on one GPU of one host; given a different NCCL_HOSTID each, it takes them for different
+# hosts and connects them through its socket transport (loopback); ragtrain's shared-GPU check follows NCCL's
+# notion of a host. The ranks time-share the GPU, so nothing here is timed: it checks the P-rank NCCL code path,
+# P ranks x batch one against 1 rank x batch P (the issue's bounds), and the watchdog with ncclCommAbort.
+if [ "$DEVICE" = cuda ] && [ "$NGPU" = 1 ] && [ -n "${SHARE_PS-2 4}" ]; then
+  export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo} NCCL_IB_DISABLE=1
+  # shellcheck disable=SC2016
+  RANK_WRAP=(sh -c 'export NCCL_HOSTID=ragtrain-rank-$OMPI_COMM_WORLD_RANK; exec "$0" "$@"')
+  np=1
+  for P in ${SHARE_PS:-2 4}; do
+    in_budget "one GPU shared by P=$P ranks" || continue
+    np=$P
+    SDATA=$DATA_DIR/shared_p$P.h5
+    "$RT" gen --out "$SDATA" "${SPEC[@]}" --sequences $((CORR_STEPS * P)) --seed 2 --quiet 2>&1 | tee -a "$LOG"
+    tag=shared_p$P
+    say "## one GPU shared by $P ranks (NCCL over sockets): $P ranks x batch one vs 1 rank x batch $P, $CORR_STEPS steps"
+    train_run "$P" 1 "$SDATA" "$WORK/${tag}_a"
+    train_run 1 "$P" "$SDATA" "$WORK/${tag}_b"
+    [ "$HAVE_H5PY" = 1 ] || continue
+    "$PYTHON" bench/compare_runs.py "$WORK/${tag}_a" "$WORK/${tag}_b" --steps "$CORR_STEPS" --loss-rtol 1e-5 \
+      --param-rtol 1e-4 --label "P=$P x 1 vs 1 x $P, one GPU shared (NCCL sockets)" --out "$WORK/$tag.json" 2>&1 |
+      tee -a "$LOG"
+  done
+  if [ "$np" -ge 2 ]; then
+    for SIG in KILL STOP; do
+      in_budget "watchdog SIG$SIG, one GPU shared" && kill_check "$SIG" "$np" shared_
+    done
+  fi
+  RANK_WRAP=()
 fi
 
 # ---- 4. summary

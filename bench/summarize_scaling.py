@@ -76,8 +76,9 @@ def fmt(x, spec):
 
 def main():
     work = sys.argv[1]
+    # The P of the throughput runs only (the correctness files carry a P too, for other purposes).
     ps = sorted({int(m.group(1)) for p in glob.glob(os.path.join(work, "*_p*.json"))
-                 if (m := re.search(r"_p(\d+)(?:_[a-z]+)?\.json$", p))})
+                 if (m := re.search(r"/(?:ragtrain_[a-z]+|ddp)_p(\d+)\.json$", p))})
     sim = load(os.path.join(work, "simulate.json"))
     imbalance = {row["ranks"]: row for row in (sim or {}).get("rows", [])}
     base = {s: seq_s(load(os.path.join(work, f"ragtrain_{s}_p1.json"))) for s in ("balanced", "random")}
@@ -144,7 +145,8 @@ def main():
 
     # Correctness.
     corr = []
-    for path in sorted(glob.glob(os.path.join(work, "corr_p*_*.json")) + glob.glob(os.path.join(work, "cross_p*.json"))):
+    for path in sorted(glob.glob(os.path.join(work, "corr_p*_*.json")) + glob.glob(os.path.join(work, "cross_p*.json"))
+                       + glob.glob(os.path.join(work, "shared_p*.json"))):
         c = load(path)
         if not c:
             continue
@@ -159,13 +161,15 @@ def main():
 
     # Watchdog.
     dog = []
-    for sig in ("KILL", "STOP"):
-        k = load(os.path.join(work, f"kill_{sig}.json"))
+    for tag, sig in [(t, s) for t in ("", "shared_") for s in ("KILL", "STOP")]:
+        k = load(os.path.join(work, f"{tag}kill_{sig}.json"))
         if not k:
             continue
+        k["ranks_share_one_gpu"] = tag == "shared_"
         dog.append(k)
         named = k.get("lines_naming_rank") or []
-        print(f"# watchdog SIG{sig} to rank {k['victim']} of {k['ranks']} (--comm-timeout {k['comm_timeout_s']:g} s): "
+        where = " sharing one GPU" if tag else ""
+        print(f"# watchdog SIG{sig} to rank {k['victim']} of {k['ranks']}{where} (--comm-timeout {k['comm_timeout_s']:g} s): "
               f"job ended after {k['seconds_to_end']:.1f} s{'' if k['ended_by_itself'] else ' (only when ended by the script)'}"
               f", exit {k['exit_code']}; " + (f"names the rank: {named[0].strip()}" if named else "NO line names the rank"))
     if not dog:

@@ -54,6 +54,7 @@ struct BindRecord {
   int32_t status = kOk;
   int32_t device = -1;
   char host[256] = {};
+  char host_key[256] = {};   // the host as NCCL tells hosts apart (below)
   char uuid[48] = {};
   char message[640] = {};
 };
@@ -77,6 +78,11 @@ GpuBinding bind_gpu(int local_rank, MPI_Comm comm) {
   int len = 0;
   MPI_CHECK(MPI_Get_processor_name(host, &len));
   copy_text(mine.host, std::string(host, static_cast<size_t>(len)));
+  // NCCL takes NCCL_HOSTID, where set, for the host's identity: ranks with different ids count as different hosts
+  // (NCCL then connects them through its network transport, even on one GPU). The shared-GPU check follows NCCL
+  // exactly, so it refuses what NCCL would refuse and nothing else; tests use this to run several ranks on one GPU.
+  const char* nccl_host = std::getenv("NCCL_HOSTID");
+  copy_text(mine.host_key, nccl_host && *nccl_host ? std::string(nccl_host) : std::string(mine.host));
 
   // Local part: nothing here may leave this rank out of the all-gather below, so errors become a status.
   try {
@@ -116,7 +122,7 @@ GpuBinding bind_gpu(int local_rank, MPI_Comm comm) {
     if (r.status == BindRecord::kInternal) throw InternalError(RT_MSG("GPU set-up failed: " << r.message));
   }
   std::vector<GpuIdentity> ids;
-  for (const BindRecord& r : all) ids.push_back(GpuIdentity{r.host, r.uuid});
+  for (const BindRecord& r : all) ids.push_back(GpuIdentity{r.host_key, r.uuid});
   if (const auto dup = find_shared_gpu(ids)) {
     const BindRecord& a = all[static_cast<size_t>(dup->first)];
     throw UserError(RT_MSG("ranks " << dup->first << " and " << dup->second << " both use GPU " << a.uuid << " on host "
