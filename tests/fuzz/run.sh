@@ -23,11 +23,13 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN
 
 # Where a crash happened: "libhdf5" if the innermost frame outside the sanitizer, libFuzzer and C/C++ runtimes
 # is in libhdf5, else "ours" (ragtrain's code, the harness, or a sanitizer report on them). ASan's interceptors of
-# the C string and memory functions (strdup, memcpy, ...) are part of the runtime: the caller decides.
+# the C string and memory functions (strdup, memcpy, ...) and glibc's frames symbolized by glibc's relative source
+# paths (string/../sysdeps/..., nptl/./nptl/..., no "libc.so" on the line) are part of the runtime: the caller
+# decides.
 crash_site() {
   awk '/ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:/ { on = 1 }
        on && /^ *#[0-9]+ / {
-         if ($0 ~ /__sanitizer|__asan|__lsan|__ubsan|__interceptor|fuzzer::|libc\.so|libstdc\+\+|libgcc_s|__cxa_|__gnu_cxx|std::terminate|in (malloc|calloc|realloc|free|operator new|str[a-z]*|mem(cpy|move|set|cmp|chr))[ (]|in _start|__libc_start/) next
+         if ($0 ~ /__sanitizer|__asan|__lsan|__ubsan|__interceptor|fuzzer::|libc\.so|libstdc\+\+|libgcc_s|__cxa_|__gnu_cxx|std::terminate|in (malloc|calloc|realloc|free|operator new|str[a-z]*|mem(cpy|move|set|cmp|chr))[ (]|in __(mem|str)[a-z0-9_]* | [a-z_]+\/\.\.?\/|in _start|__libc_start/) next
          print ($0 ~ /libhdf5/ ? "libhdf5" : "ours"); exit }' "$1"
 }
 
