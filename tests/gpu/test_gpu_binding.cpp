@@ -26,6 +26,17 @@ TEST(GpuBinding, FindsTheFirstSharedPair) {
   EXPECT_EQ(two->second, 1);
 }
 
+TEST(GpuBinding, HostsAreTheHostsNcclSees) {
+  EXPECT_EQ(nccl_host_key("node7", nullptr), "node7");
+  EXPECT_EQ(nccl_host_key("node7", ""), "");   // set but empty: NCCL takes "" as every such rank's host
+  EXPECT_EQ(nccl_host_key("node7", "rank-3"), "rank-3");
+  // Two ranks on one GPU of one machine, given different NCCL_HOSTID values: no shared GPU, as NCCL sees it.
+  EXPECT_FALSE(find_shared_gpu({{nccl_host_key("vm", "rank-0"), "GPU-1"}, {nccl_host_key("vm", "rank-1"), "GPU-1"}})
+                   .has_value());
+  EXPECT_TRUE(find_shared_gpu({{nccl_host_key("vm", nullptr), "GPU-1"}, {nccl_host_key("vm", nullptr), "GPU-1"}})
+                  .has_value());
+}
+
 TEST(GpuBinding, LocalRankModuloVisibleDevices) {
   EXPECT_EQ(device_for_local_rank(0, 1), 0);   // Slurm --gpus-per-task=1: every rank sees its own device 0
   EXPECT_EQ(device_for_local_rank(3, 1), 0);

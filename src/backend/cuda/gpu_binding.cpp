@@ -22,6 +22,10 @@ std::optional<std::pair<int, int>> find_shared_gpu(const std::vector<GpuIdentity
   return std::nullopt;
 }
 
+std::string nccl_host_key(const std::string& hostname, const char* nccl_hostid) {
+  return nccl_hostid != nullptr ? std::string(nccl_hostid) : hostname;
+}
+
 int device_for_local_rank(int local_rank, int visible) {
   RT_CHECK(visible > 0 && local_rank >= 0, "local rank " << local_rank << ", " << visible << " visible GPUs");
   return local_rank % visible;
@@ -81,8 +85,7 @@ GpuBinding bind_gpu(int local_rank, MPI_Comm comm) {
   // NCCL takes NCCL_HOSTID, where set, for the host's identity: ranks with different ids count as different hosts
   // (NCCL then connects them through its network transport, even on one GPU). The shared-GPU check follows NCCL
   // exactly, so it refuses what NCCL would refuse and nothing else; tests use this to run several ranks on one GPU.
-  const char* nccl_host = std::getenv("NCCL_HOSTID");
-  copy_text(mine.host_key, nccl_host && *nccl_host ? std::string(nccl_host) : std::string(mine.host));
+  copy_text(mine.host_key, nccl_host_key(mine.host, std::getenv("NCCL_HOSTID")));
 
   // Local part: nothing here may leave this rank out of the all-gather below, so errors become a status.
   try {

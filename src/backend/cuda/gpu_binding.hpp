@@ -20,6 +20,10 @@ struct GpuIdentity {
 // Pure: the first pair of ranks (a < b, ordered by b then a) that use the same GPU on the same host, if any.
 std::optional<std::pair<int, int>> find_shared_gpu(const std::vector<GpuIdentity>& ranks);
 
+// Pure: the host as NCCL tells hosts apart: NCCL_HOSTID where it is set, even to "" (`nccl_hostid`, null when
+// unset), else the host name. Ranks with different ids are different hosts to NCCL even on one machine.
+std::string nccl_host_key(const std::string& hostname, const char* nccl_hostid);
+
 // The device ordinal for a node-local rank among `visible` devices (CUDA_VISIBLE_DEVICES already applied by the
 // runtime: with Slurm's --gpus-per-task=1 every rank sees one device, ordinal 0).
 int device_for_local_rank(int local_rank, int visible);
