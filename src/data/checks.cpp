@@ -1,6 +1,7 @@
 // Offsets, labels and finiteness checks of format v1.
 #include "ragtrain/data/checks.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -16,6 +17,14 @@ const char* const kOffsetsHint =
 
 bool finite_as_float32(double v) {
   return std::isfinite(v) && std::fabs(v) <= static_cast<double>(std::numeric_limits<float>::max());
+}
+
+bool parse_float32_text(const std::string& text, double& value) {
+  const char* begin = text.data();
+  const char* end = text.data() + text.size();
+  if (begin != end && *begin == '+') ++begin;
+  const auto [ptr, ec] = std::from_chars(begin, end, value);
+  return ec == std::errc() && ptr == end && begin != end && finite_as_float32(value);
 }
 
 void check_offsets(const std::string& path, const std::vector<int64_t>& offsets, int64_t rows) {

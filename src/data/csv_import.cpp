@@ -51,15 +51,6 @@ std::vector<std::string> fields_of(const std::string& line) {
   return out;
 }
 
-// A decimal number filling the whole field, finite as a float32 (the type the data set stores).
-bool parse_number(const std::string& field, double& v) {
-  const char* b = field.data();
-  const char* e = field.data() + field.size();
-  if (b != e && *b == '+') ++b;
-  const auto [p, ec] = std::from_chars(b, e, v);
-  return ec == std::errc() && p == e && b != e && finite_as_float32(v);
-}
-
 // Whether `field` is written as a number, finite or not ("1e-3", "NaN", "inf"): such a first row is data.
 bool numberish(const std::string& field) {
   double v = 0;
@@ -139,7 +130,7 @@ SequenceCsv read_sequence_csv(const std::string& path) {
                kCsvHint);
     for (size_t c = 0; c < f.size(); ++c) {
       double v = 0;
-      USER_CHECK(parse_number(f[c], v),
+      USER_CHECK(parse_float32_text(f[c], v),
                  path << ":" << line << ": column " << c + 1 << " holds " << not_a_number(f[c])
                       << "; expected a finite number",
                  kCsvHint);
@@ -280,7 +271,7 @@ RaggedData read_csv_folder(const std::string& dir, const std::string& labels_csv
     for (size_t i = 0; i < rows.size(); ++i)
       for (size_t k = 0; k < rows[i].labels.size(); ++k) {
         double v = 0;
-        USER_CHECK(parse_number(rows[i].labels[k], v),
+        USER_CHECK(parse_float32_text(rows[i].labels[k], v),
                    where(static_cast<int64_t>(i)) << ": target column " << k + 2 << " holds "
                                                   << not_a_number(rows[i].labels[k]) << "; expected a finite number",
                    kLabelsHint);

@@ -52,16 +52,6 @@ std::string lower(std::string s) {
   return s;
 }
 
-// A decimal number filling the whole token, or nothing. It must be finite as a float32, the type the data set
-// stores: 1e300 is a finite double but would become inf on the way into /features.
-bool parse_number(const std::string& token, double& value) {
-  const char* begin = token.data();
-  const char* end = token.data() + token.size();
-  if (begin != end && *begin == '+') ++begin;
-  const auto [ptr, ec] = std::from_chars(begin, end, value);
-  return ec == std::errc() && ptr == end && begin != end && finite_as_float32(value);
-}
-
 // Parses the header (until @data) and the series, one line at a time.
 class TsParser {
  public:
@@ -94,7 +84,7 @@ void TsParser::header(const std::string& text, int64_t line) {
   } else if (key == "@dimensions") {
     double dims = 0;
     // The upper bound keeps the conversion to int64 defined; no real file has that many channels.
-    USER_CHECK(w.size() == 2 && parse_number(w[1], dims) && dims >= 1 && dims <= INT32_MAX &&
+    USER_CHECK(w.size() == 2 && parse_float32_text(w[1], dims) && dims >= 1 && dims <= INT32_MAX &&
                    dims == std::floor(dims),
                at(line) << "@dimensions expects a positive integer (at most " << INT32_MAX << "); found \"" << text
                         << "\"",
@@ -156,7 +146,7 @@ void TsParser::series(const std::string& text, int64_t line) {
                           << "\"; time stamps are not supported",
                  "export the series without time stamps (values only)");
       double v = 0;
-      USER_CHECK(parse_number(token, v),
+      USER_CHECK(parse_float32_text(token, v),
                  at(line) << "channel " << c << " has the value \"" << token
                           << "\"; expected a finite number within float32 range (|x| <= 3.4e38)",
                  kTsHint);
@@ -182,7 +172,7 @@ void TsParser::series(const std::string& text, int64_t line) {
     d_.labels.push_back(static_cast<int32_t>(it - class_labels_.begin()));
   } else {
     double y = 0;
-    USER_CHECK(parse_number(label, y), at(line) << "the target \"" << label
+    USER_CHECK(parse_float32_text(label, y), at(line) << "the target \"" << label
                                                  << "\" is not a finite number within float32 range (|x| <= 3.4e38)", kTsHint);
     d_.targets.push_back(static_cast<float>(y));
   }

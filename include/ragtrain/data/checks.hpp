@@ -11,6 +11,10 @@ namespace ragtrain {
 // finite, and finite still as a float (1e300 is a finite double but would be stored as inf).
 bool finite_as_float32(double v);
 
+// A decimal number filling the whole of `text` (an optional leading '+'), finite as a float32; false otherwise.
+// The one number syntax of the text importers (.ts, CSV).
+bool parse_float32_text(const std::string& text, double& value);
+
 // offsets (N + 1): offsets[0] == 0, strictly increasing (no empty sequence), offsets[N] == rows of /features.
 // Throws UserError naming `path`, /offsets and the first bad index.
 void check_offsets(const std::string& path, const std::vector<int64_t>& offsets, int64_t rows);
