@@ -131,10 +131,22 @@ train_run() {   # ranks batch_per_rank data out_dir [env...]
   tail -3 "$dir.log" | tee -a "$LOG"
   [ "$rc" = 0 ] || say "train -np $np --batch-per-rank $k exited $rc (log $dir.log)"
 }
+# The data of every comparison at P: CORR_STEPS x P sequences, so one epoch is exactly CORR_STEPS global steps of P
+# sequences. Written once per call and P, into $CDATA.
+declare -A CORR_MADE=()
+corr_data() {
+  CDATA=$DATA_DIR/corr_p$1.h5
+  [ -n "${CORR_MADE[$1]:-}" ] && return
+  "$RT" gen --out "$CDATA" "${SPEC[@]}" --sequences $((CORR_STEPS * $1)) --seed 2 --quiet 2>&1 | tee -a "$LOG"
+  CORR_MADE[$1]=1
+}
+compare() {   # run_a run_b param_rtol label result_tag: bench/compare_runs.py, loss to 1e-5
+  [ "$HAVE_H5PY" = 1 ] || return 0
+  "$PYTHON" bench/compare_runs.py "$1" "$2" --steps "$CORR_STEPS" --loss-rtol 1e-5 --param-rtol "$3" --label "$4" \
+    --out "$WORK/$5.json" 2>&1 | tee -a "$LOG"
+}
 for P in "${PS_LIST[@]}"; do
-  # CORR_STEPS x P sequences: one epoch is exactly CORR_STEPS global steps of P sequences.
-  CDATA=$DATA_DIR/corr_p$P.h5
-  "$RT" gen --out "$CDATA" "${SPEC[@]}" --sequences $((CORR_STEPS * P)) --seed 2 --quiet 2>&1 | tee -a "$LOG"
+  corr_data "$P"
   for ALGO in $CORR_ALGOS; do
     in_budget "correctness P=$P algo=$ALGO" || continue
     tag=corr_p${P}_$ALGO
@@ -149,9 +161,7 @@ for P in "${PS_LIST[@]}"; do
       train_run 1 "$P" "$CDATA" "$WORK/${tag}_b" RAGTRAIN_CUDNN_ALGO="$ALGO"
       label="P=$P x 1 vs 1 x $P, algo $ALGO"
     fi
-    [ "$HAVE_H5PY" = 1 ] || continue
-    "$PYTHON" bench/compare_runs.py "$WORK/${tag}_a" "$WORK/${tag}_b" --steps "$CORR_STEPS" --loss-rtol 1e-5 \
-      --param-rtol 1e-4 --label "$label" --out "$WORK/$tag.json" 2>&1 | tee -a "$LOG"
+    compare "$WORK/${tag}_a" "$WORK/${tag}_b" 1e-4 "$label" "$tag"
   done
 done
 
@@ -161,18 +171,15 @@ done
 if [ "$DEVICE" = cuda ]; then
   for P in ${CROSS_PS:-2 4 8}; do
     in_budget "across backends P=$P" || continue
-    XDATA=$DATA_DIR/cross_p$P.h5
-    "$RT" gen --out "$XDATA" "${SPEC[@]}" --sequences $((CORR_STEPS * P)) --seed 2 --quiet 2>&1 | tee -a "$LOG"
+    corr_data "$P"
     tag=cross_p$P
     say "## across backends P=$P: 1 GPU x batch $P vs $P CPU ranks x batch one, $CORR_STEPS steps"
-    train_run 1 "$P" "$XDATA" "$WORK/${tag}_gpu"
-    DEVICE=cpu train_run "$P" 1 "$XDATA" "$WORK/${tag}_cpu"
-    [ "$HAVE_H5PY" = 1 ] || continue
+    train_run 1 "$P" "$CDATA" "$WORK/${tag}_gpu"
+    DEVICE=cpu train_run "$P" 1 "$CDATA" "$WORK/${tag}_cpu"
     # Parameters to 1e-3, not 1e-4: cuDNN and the CPU reference round differently in every step (not only in the
     # order of one sum), and Adam turns a near-zero gradient's rounding into a step of about lr. Measured on an
     # H200: worst element 1.8x the 1e-4 bound at P=8 while the losses agreed to 1.1e-6 (doc/performance.md).
-    "$PYTHON" bench/compare_runs.py "$WORK/${tag}_gpu" "$WORK/${tag}_cpu" --steps "$CORR_STEPS" --loss-rtol 1e-5 \
-      --param-rtol 1e-3 --label "1 GPU x $P vs $P CPU ranks x 1" --out "$WORK/$tag.json" 2>&1 | tee -a "$LOG"
+    compare "$WORK/${tag}_gpu" "$WORK/${tag}_cpu" 1e-3 "1 GPU x $P vs $P CPU ranks x 1" "$tag"
   done
 fi
 
@@ -259,16 +266,12 @@ if [ "$DEVICE" = cuda ] && [ "$NGPU" = 1 ] && [ -n "${SHARE_PS-2 4}" ]; then
   for P in ${SHARE_PS:-2 4}; do
     in_budget "one GPU shared by P=$P ranks" || continue
     np=$P
-    SDATA=$DATA_DIR/shared_p$P.h5
-    "$RT" gen --out "$SDATA" "${SPEC[@]}" --sequences $((CORR_STEPS * P)) --seed 2 --quiet 2>&1 | tee -a "$LOG"
+    corr_data "$P"
     tag=shared_p$P
     say "## one GPU shared by $P ranks (NCCL over sockets): $P ranks x batch one vs 1 rank x batch $P, $CORR_STEPS steps"
-    train_run "$P" 1 "$SDATA" "$WORK/${tag}_a"
-    train_run 1 "$P" "$SDATA" "$WORK/${tag}_b"
-    [ "$HAVE_H5PY" = 1 ] || continue
-    "$PYTHON" bench/compare_runs.py "$WORK/${tag}_a" "$WORK/${tag}_b" --steps "$CORR_STEPS" --loss-rtol 1e-5 \
-      --param-rtol 1e-4 --label "P=$P x 1 vs 1 x $P, one GPU shared (NCCL sockets)" --out "$WORK/$tag.json" 2>&1 |
-      tee -a "$LOG"
+    train_run "$P" 1 "$CDATA" "$WORK/${tag}_a"
+    train_run 1 "$P" "$CDATA" "$WORK/${tag}_b"
+    compare "$WORK/${tag}_a" "$WORK/${tag}_b" 1e-4 "P=$P x 1 vs 1 x $P, one GPU shared (NCCL sockets)" "$tag"
   done
   if [ "$np" -ge 2 ]; then
     for SIG in KILL STOP; do
