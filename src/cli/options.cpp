@@ -342,7 +342,8 @@ const std::vector<std::string>& subcommands() {
 std::string program_help() {
   std::ostringstream s;
   s << "ragtrain — data-parallel LSTM training on ragged time series (one model, all ranks)\n\n"
-    << "usage: ragtrain COMMAND [options]     (ragtrain COMMAND --help for its options)\n\ncommands:\n";
+    << "usage: ragtrain COMMAND [options]     (ragtrain COMMAND --help for its options)\n"
+    << "       ragtrain --version             (release, git revision, backends and library versions)\n\ncommands:\n";
   for (const auto& c : command_infos()) s << "  " << c.name << std::string(10 - c.name.size(), ' ') << c.summary << "\n";
   s << "\nexit codes: 0 success, 2 bad input or options, a full disk, a NaN/Inf loss with --on-nonfinite stop\n"
     << "            (every rank), 3 internal or library error,\n"
