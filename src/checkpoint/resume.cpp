@@ -10,23 +10,24 @@ namespace ragtrain {
 
 const std::vector<std::string>& trajectory_options() {
   static const std::vector<std::string> names = {
-      "hidden", "layers", "normalize", "optimizer", "lr",       "momentum", "beta1",
-      "beta2",  "eps",    "weight-decay", "clip", "warmup-steps", "lr-decay", "lr-final-fraction"};
+      "normalize", "optimizer", "lr",           "momentum",     "beta1",    "beta2",
+      "eps",       "weight-decay", "clip", "warmup-steps", "lr-decay", "lr-final-fraction"};
   return names;
 }
 
-ResumePlan plan_resume(const std::string& path, const Checkpoint& c, const ResumeTarget& t) {
+ResumePlan plan_resume(const std::string& path, const Checkpoint& c, const ResumeTarget& target) {
+  const RunPosition& t = target.position;
   const std::string pick = "resume with the options of the run that wrote it (stored in the checkpoint's attribute "
                            "config; `h5dump -a config " + path + "`)";
   USER_CHECK(c.resumable,
              "checkpoint '" << path << "' (version " << c.version << ") holds no training position",
              "it can be evaluated, but only checkpoints written by this ragtrain (version " << kCheckpointVersion
                                                                                           << ") can be resumed");
-  USER_CHECK(c.shape == t.shape,
+  USER_CHECK(c.shape == target.shape,
              "checkpoint '" << path << "' holds a model of F=" << c.shape.input_size << " H=" << c.shape.hidden
                             << " L=" << c.shape.layers << " outputs=" << c.shape.outputs << ", this run builds F="
-                            << t.shape.input_size << " H=" << t.shape.hidden << " L=" << t.shape.layers
-                            << " outputs=" << t.shape.outputs,
+                            << target.shape.input_size << " H=" << target.shape.hidden << " L=" << target.shape.layers
+                            << " outputs=" << target.shape.outputs,
              pick);
   const RunPosition& p = c.position;
   USER_CHECK(p.data_sequences == t.data_sequences && p.data_lengths_crc32 == t.data_lengths_crc32,
@@ -38,7 +39,7 @@ ResumePlan plan_resume(const std::string& path, const Checkpoint& c, const Resum
   // Options that change the trajectory, compared as the effective configuration prints them.
   std::map<std::string, std::string> before, now;
   for (auto& [k, v] : parse_effective_config(c.config)) before[k] = v;
-  for (auto& [k, v] : parse_effective_config(t.effective_config)) now[k] = v;
+  for (auto& [k, v] : parse_effective_config(target.effective_config)) now[k] = v;
   for (const std::string& name : trajectory_options()) {
     const auto b = before.find(name), n = now.find(name);
     if (b == before.end() || n == now.end()) continue;   // an option this ragtrain or that one did not have

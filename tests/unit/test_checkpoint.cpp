@@ -90,14 +90,8 @@ Checkpoint sample(int64_t step = 30) {
 ResumeTarget target_for(const Checkpoint& c) {
   ResumeTarget t;
   t.shape = c.shape;
-  t.world_size = c.position.world_size;
-  t.batch_per_rank = c.position.batch_per_rank;
-  t.steps_per_epoch = c.position.steps_per_epoch;
-  t.epochs = c.position.epochs;
-  t.seed = c.position.seed;
-  t.schedule = c.position.schedule;
-  t.data_sequences = c.position.data_sequences;
-  t.data_lengths_crc32 = c.position.data_lengths_crc32;
+  t.position = c.position;
+  t.position.complete = false;
   t.effective_config = c.config;
   return t;
 }
@@ -247,8 +241,8 @@ TEST(Resume, SameRunContinuesWhereItStopped) {
 TEST(Resume, OtherRankCountWithTheSameGlobalBatchIsAllowedAndSaid) {
   const Checkpoint c = sample();
   ResumeTarget t = target_for(c);
-  t.world_size = 4;
-  t.batch_per_rank = 1;
+  t.position.world_size = 4;
+  t.position.batch_per_rank = 1;
   const ResumePlan p = plan_resume("c.h5", c, t);
   EXPECT_TRUE(p.layout_changed);
   EXPECT_NE(p.message.find("rank layout changed"), std::string::npos) << p.message;
@@ -258,8 +252,8 @@ TEST(Resume, OtherRankCountWithTheSameGlobalBatchIsAllowedAndSaid) {
 TEST(Resume, WhatWouldChangeTheRunIsRefused) {
   const Checkpoint c = sample();
   ResumeTarget g = target_for(c);
-  g.world_size = 3;
-  g.batch_per_rank = 1;
+  g.position.world_size = 3;
+  g.position.batch_per_rank = 1;
   std::string msg = user_error_of([&] { plan_resume("c.h5", c, g); });
   EXPECT_NE(msg.find("global batch of 4"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--batch-per-rank"), std::string::npos) << msg;
@@ -270,7 +264,7 @@ TEST(Resume, WhatWouldChangeTheRunIsRefused) {
   EXPECT_NE(msg.find("--lr 0.01"), std::string::npos) << msg;
 
   ResumeTarget data = target_for(c);
-  data.data_lengths_crc32 = 1;
+  data.position.data_lengths_crc32 = 1;
   msg = user_error_of([&] { plan_resume("c.h5", c, data); });
   EXPECT_NE(msg.find("data set"), std::string::npos) << msg;
 
@@ -280,11 +274,11 @@ TEST(Resume, WhatWouldChangeTheRunIsRefused) {
   EXPECT_NE(msg.find("H=4"), std::string::npos) << msg;
 
   ResumeTarget seed = target_for(c);
-  seed.seed = 8;
+  seed.position.seed = 8;
   EXPECT_NE(user_error_of([&] { plan_resume("c.h5", c, seed); }).find("--seed"), std::string::npos);
 
   ResumeTarget shorter = target_for(c);
-  shorter.epochs = 2;   // 20 steps < 30 done
+  shorter.position.epochs = 2;   // 20 steps < 30 done
   msg = user_error_of([&] { plan_resume("c.h5", c, shorter); });
   EXPECT_NE(msg.find("raise --epochs to at least 3"), std::string::npos) << msg;
 
@@ -299,7 +293,7 @@ TEST(Resume, AtTheLastStepThereIsNothingToDo) {
   const Checkpoint c = sample(50);
   EXPECT_TRUE(plan_resume("c.h5", c, target_for(c)).finished);
   ResumeTarget longer = target_for(c);
-  longer.epochs = 8;
+  longer.position.epochs = 8;
   const ResumePlan p = plan_resume("c.h5", c, longer);
   EXPECT_FALSE(p.finished);
   EXPECT_NE(p.message.find("--epochs changed from 5 to 8"), std::string::npos) << p.message;

@@ -27,7 +27,7 @@ TEST(Options, DefaultsOfTheQuestion) {
   EXPECT_EQ(c.layers, 1);
   EXPECT_EQ(c.hidden, 50);
   EXPECT_EQ(c.batch_per_rank, 1);
-  EXPECT_EQ(c.device, "cpu");
+  EXPECT_EQ(c.device, Device::Cpu);
   const RunConfig g = parse({"gen", "--out", "x.h5"}).config;
   EXPECT_EQ(g.features, 36);
   EXPECT_EQ(g.min_length, 60);
