@@ -44,7 +44,9 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
   else
     shard = make_shard(data, schedule.rank_sequences(ctx.rank));
   const std::string source = cfg.data.empty() ? "synthetic" : cfg.data;
-  const ModelShape shape{shard.num_features, cfg.hidden, cfg.layers, shard.num_outputs, shard.task};
+  const ModelShape shape{shard.num_features, cfg.hidden, cfg.layers,
+                         shard.num_outputs,  shard.task, cfg.bidirectional,
+                         parse_pool(cfg.pool).value_or(Pool::Last)};
 
   BackendOptions opts;
   opts.device = cfg.device;
@@ -53,6 +55,8 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
   opts.optimizer.weight_decay = cfg.weight_decay;
   opts.comm = ctx.world;
   opts.local_rank = ctx.local_rank;
+  opts.dropout = DropoutRates{cfg.dropout, cfg.head_dropout};
+  opts.seed = cfg.seed;
   std::unique_ptr<Backend> backend;
   collective_phase(ctx, [&] { backend = make_backend(shape, opts); });
   backend->set_params(init_params(ParamLayout(shape), cfg.seed));
@@ -64,12 +68,14 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
   std::vector<double> losses;   // (warmup + steps) mean loss of every global step, for the validity flag
   int64_t epoch = 0, step_in_epoch = 0;
   Schedule::Epoch order = schedule.epoch(0);
+  int64_t global_step = 0;
   auto one_step = [&](RankCounters& c) {
     if (step_in_epoch == schedule.steps_per_epoch()) {
       order = schedule.epoch(++epoch);
       step_in_epoch = 0;
     }
     index.positions(order, step_in_epoch++, ctx.rank, positions, c);
+    backend->set_global_step(global_step++);
     const StepTotals t = train_step(*backend, positions, static_cast<float>(cfg.lr), c);
     losses.push_back(t.loss_sum / t.count);   // host values the step returned anyway: no extra synchronisation
   };
@@ -118,6 +124,7 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
                 static_cast<long long>(shape.layers), static_cast<long long>(cfg.min_length),
                 static_cast<long long>(cfg.max_length), ctx.size, static_cast<long long>(cfg.batch_per_rank),
                 static_cast<long long>(cfg.steps), static_cast<long long>(cfg.warmup));
+    std::printf("# model: %s, dropout %g, head dropout %g\n", describe(shape).c_str(), cfg.dropout, cfg.head_dropout);
     std::printf("# %-8s %6s %6s %6s %6s %12s %14s %12s %14s\n", "backend", "ranks", "K", "H", "L", "seq/s",
                 "timesteps/s", "us/step", "seq/s/rank");
     std::printf("# %-8s %6s %6s %6s %6s %12s %14s %12s %14s\n", "", "", "", "", "", "(1/s)", "(1/s)", "(us)", "(1/s)");
@@ -144,6 +151,10 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
                 {"features", shape.input_size},
                 {"hidden", shape.hidden},
                 {"layers", shape.layers},
+                {"bidirectional", shape.bidirectional},
+                {"pool", pool_name(shape.pool)},
+                {"dropout", cfg.dropout},
+                {"head_dropout", cfg.head_dropout},
                 {"outputs", shape.outputs},
                 {"min_length", cfg.min_length},
                 {"max_length", cfg.max_length},

@@ -126,7 +126,10 @@ int run_train(const Context& launched, const RunConfig& cfg) {
   const Schedule schedule(lengths, ctx.size, cfg.batch_per_rank, cfg.seed, parse_schedule_kind(cfg.schedule));
   const int64_t steps_per_epoch = schedule.steps_per_epoch();
   const int64_t total_steps = cfg.epochs * steps_per_epoch;
-  const ModelShape shape{train_info.num_features, cfg.hidden, cfg.layers, train_info.num_outputs, train_info.task};
+  const ModelShape shape{train_info.num_features, cfg.hidden,          cfg.layers,
+                         train_info.num_outputs, train_info.task,     cfg.bidirectional,
+                         parse_pool(cfg.pool).value_or(Pool::Last)};
+  const DropoutRates dropout{cfg.dropout, cfg.head_dropout};
 
   // Resume: every rank reads the checkpoint and checks that it continues this run (the same verdict everywhere).
   const bool resuming = !cfg.resume.empty();
@@ -139,6 +142,7 @@ int run_train(const Context& launched, const RunConfig& cfg) {
       from = read_checkpoint(resume_path);
       ResumeTarget target;
       target.shape = shape;
+      target.dropout = dropout;
       target.world_size = ctx.size;
       target.batch_per_rank = cfg.batch_per_rank;
       target.steps_per_epoch = steps_per_epoch;
@@ -197,6 +201,8 @@ int run_train(const Context& launched, const RunConfig& cfg) {
   bopts.comm = ctx.world;
   bopts.local_rank = ctx.local_rank;
   bopts.watchdog = &watchdog;
+  bopts.dropout = dropout;
+  bopts.seed = cfg.seed;
   std::unique_ptr<Backend> backend;
   collective_phase(ctx, [&] { backend = make_backend(shape, bopts); });
   if (resuming) {
@@ -211,9 +217,10 @@ int run_train(const Context& launched, const RunConfig& cfg) {
       USER_CHECK(init.shape == shape,
                  "--init-from '" << cfg.init_from << "' holds a model with input " << init.shape.input_size
                                  << ", hidden " << init.shape.hidden << ", layers " << init.shape.layers << ", outputs "
-                                 << init.shape.outputs << "; this run needs input " << shape.input_size << ", hidden "
-                                 << shape.hidden << ", layers " << shape.layers << ", outputs " << shape.outputs,
-                 "match --hidden/--layers to the checkpoint, or train from scratch");
+                                 << init.shape.outputs << " (" << describe(init.shape) << "); this run needs input "
+                                 << shape.input_size << ", hidden " << shape.hidden << ", layers " << shape.layers
+                                 << ", outputs " << shape.outputs << " (" << describe(shape) << ")",
+                 "match --hidden/--layers/--bidirectional/--pool to the checkpoint, or train from scratch");
     });
     backend->set_params(init.params);
   } else {
@@ -264,6 +271,9 @@ int run_train(const Context& launched, const RunConfig& cfg) {
                 shape.task == Task::Classification ? "classes" : "targets", ctx.size,
                 static_cast<long long>(cfg.batch_per_rank), static_cast<long long>(steps_per_epoch),
                 backend->name().c_str(), static_cast<long long>(layout.total()));
+    std::printf("# model: %s%s\n", describe(shape).c_str(),
+                dropout.any() ? RT_MSG(", dropout " << dropout.between << ", head dropout " << dropout.head).c_str()
+                              : "");
     std::fflush(stdout);
   }
 
@@ -283,6 +293,7 @@ int run_train(const Context& launched, const RunConfig& cfg) {
   auto snapshot = [&](bool complete) {
     Checkpoint c;
     c.shape = shape;
+    c.dropout = dropout;
     c.params = backend->params();
     c.class_names = train_info.class_names;
     c.epoch = step / steps_per_epoch;
@@ -392,6 +403,7 @@ int run_train(const Context& launched, const RunConfig& cfg) {
     }
     index.positions(order, s, ctx.rank, positions, interval);
     const float lr = static_cast<float>(lr_schedule.at(step));
+    backend->set_global_step(step);   // keys the dropout masks
     const StepTotals tot = train_step(*backend, positions, lr, interval);
     if (!tot.finite) on_nonfinite(tot);   // stops the run, or counts the skipped step
     ++step;

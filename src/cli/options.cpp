@@ -136,6 +136,16 @@ Table build_table(RunConfig& c) {
       {"train"});
   add("layers", po::value(&c.layers)->default_value(c.layers), "LSTM layers", learn);
   add("hidden", po::value(&c.hidden)->default_value(c.hidden), "LSTM hidden size", learn);
+  add("bidirectional", po::bool_switch(&c.bidirectional),
+      "run every LSTM layer both ways (nn.LSTM(bidirectional=True)); the head reads 2 x hidden", learn);
+  add("pool", po::value(&c.pool)->default_value(c.pool),
+      "what the head reads of the top layer, over each sequence's own steps: last (the final states, PyTorch's "
+      "h_n) | mean | max",
+      learn);
+  add("dropout", po::value(&c.dropout)->default_value(c.dropout, short_number(c.dropout)),
+      "dropout on the outputs of every LSTM layer but the last (nn.LSTM's dropout); training only", learn);
+  add("head-dropout", po::value(&c.head_dropout)->default_value(c.head_dropout, short_number(c.head_dropout)),
+      "dropout on the head's input (the pooled vector); training only", learn);
   add("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set",
       {"train", "simulate"});
   add("batch-per-rank", po::value(&c.batch_per_rank)->default_value(c.batch_per_rank),
@@ -313,6 +323,13 @@ void validate(const RunConfig& c) {
     require(c.max_memory == "auto" || parse_size(c.max_memory) > 0, "max-memory",
             "must be auto or a size such as 512M or 8G, got '" + c.max_memory + "'", help);
   require(!(c.quiet && c.verbose), "verbose", "contradicts --quiet", "leave one of the two out");
+  if (cmd == "train" || cmd == "bench") {
+    require(c.pool == "last" || c.pool == "mean" || c.pool == "max", "pool",
+            "must be last, mean or max, got '" + c.pool + "'", help);
+    require(c.dropout >= 0 && c.dropout < 1, "dropout", "must be in [0, 1), got " + short_number(c.dropout), help);
+    require(c.head_dropout >= 0 && c.head_dropout < 1, "head-dropout",
+            "must be in [0, 1), got " + short_number(c.head_dropout), help);
+  }
   if (cmd == "train" || cmd == "bench" || cmd == "simulate")
     require(c.schedule == "balanced" || c.schedule == "random", "schedule",
             "must be balanced or random, got '" + c.schedule + "'", help);

@@ -13,6 +13,7 @@ namespace ragtrain {
 // The run being started, as far as resuming is concerned.
 struct ResumeTarget {
   ModelShape shape;
+  DropoutRates dropout;
   int64_t world_size = 1, batch_per_rank = 1;
   int64_t steps_per_epoch = 0, epochs = 0;
   uint64_t seed = 0;
