@@ -1,6 +1,7 @@
 // `ragtrain train`: read shards, train data-parallel, validate every epoch, write metrics, checkpoints, summary.
 // Reads top to bottom like the data path: config -> data -> schedule -> (resume) -> shards -> backend -> loop
 // (step, log, epoch end, agreement on signals and checkpoints) -> report.
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <filesystem>
@@ -26,6 +27,7 @@
 #include "ragtrain/metrics/units.hpp"
 #include "ragtrain/metrics/provenance.hpp"
 #include "ragtrain/schedule/schedule.hpp"
+#include "ragtrain/schedule/schedule_stats.hpp"
 #include "ragtrain/train/nonfinite.hpp"
 #include "ragtrain/train/step.hpp"
 
@@ -469,6 +471,9 @@ int run_train(const Context& launched, const RunConfig& cfg) {
           rec["val_mae"] = last_val.mae();
       }
       if (ctx.is_root()) {
+        // Share of this epoch's global batches the previous epoch also trained (schedule_stats.hpp); null if none.
+        const double repeat = batch_repeat_fraction(schedule, epoch);
+        rec["batch_repeat_fraction"] = std::isnan(repeat) ? Json(nullptr) : Json(repeat);
         log.write(rec);
         std::ostringstream line;
         line << std::fixed << std::setprecision(4) << "epoch " << epoch + 1 << "/" << cfg.epochs
