@@ -153,8 +153,9 @@ int run_train(const Context& launched, const RunConfig& cfg) {
       plan = plan_resume(resume_path, from, target);
       USER_CHECK(!from.opt_m.empty(), "checkpoint '" << resume_path << "' holds no optimizer state",
                  "the file is damaged; resume from another checkpoint");
-      USER_CHECK(!cfg.normalize || !from.feature_mean.empty(),
-                 "checkpoint '" << resume_path << "' holds no normalization, this run has --normalize",
+      USER_CHECK(from.normalization == cfg.normalize,
+                 "checkpoint '" << resume_path << "' was trained with --normalize " << from.normalization
+                                << ", this run has --normalize " << cfg.normalize,
                  "resume with the options of the run that wrote it");
       if (ctx.is_root() && !plan.finished) check_no_newer_checkpoints(cfg.out, plan.step);
     });
@@ -183,14 +184,14 @@ int run_train(const Context& launched, const RunConfig& cfg) {
     });
   run.io_s += io.seconds();
 
-  // Standardisation uses training statistics only, over every rank's shard, so validation stays held out. A
-  // resumed run keeps the statistics the model was trained with.
-  FeatureScaling scaling;
-  if (cfg.normalize) {
-    scaling = resuming ? FeatureScaling{from.feature_mean, from.feature_std} : compute_scaling(train, ctx.world);
-    apply_scaling(scaling, train);
-    apply_scaling(scaling, val);
-  }
+  // Standardisation (data/normalization.hpp): `feature` uses training statistics only, over every rank's shard,
+  // so validation stays held out, and a resumed run keeps the statistics the model was trained with.
+  Normalizer normalizer{parse_normalization(cfg.normalize), {}};
+  if (normalizer.mode == Normalization::Feature)
+    normalizer.scaling =
+        resuming ? FeatureScaling{from.feature_mean, from.feature_std} : compute_scaling(train, ctx.world);
+  normalizer.apply(train);
+  if (has_val) normalizer.apply(val);
 
   const ParamLayout layout(shape);
   BackendOptions bopts;
@@ -295,8 +296,9 @@ int run_train(const Context& launched, const RunConfig& cfg) {
     c.optimizer_steps = opt.steps_taken();
     c.opt_m = opt.m();
     c.opt_v = opt.v();
-    c.feature_mean = scaling.mean;
-    c.feature_std = scaling.std;
+    c.normalization = cfg.normalize;
+    c.feature_mean = normalizer.scaling.mean;
+    c.feature_std = normalizer.scaling.std;
     c.resumable = true;
     c.position.steps_per_epoch = steps_per_epoch;
     c.position.global_batch = schedule.global_batch();

@@ -41,7 +41,9 @@ const std::vector<CommandInfo>& command_infos() {
       {"bench", "ragtrain bench [--data FILE.h5] [--device D] [--hidden H] [--steps N] [--out RESULT.json]",
        "time training steps (synthetic data in memory, or a file) and print a table", {}},
       {"simulate", "ragtrain simulate --ranks 8,64,1024 [--lengths uniform:60:130 | --data FILE.h5] [--out R.json]",
-       "length imbalance of the balanced and random schedules for any rank count, without training", {}},
+       "length imbalance, padding and batch repeats of the balanced and random schedules for any rank count, "
+       "without training",
+       {}},
       {"plot", "ragtrain plot RUN_DIR [--out PLOT_DIR]",
        "PNG plots (gnuplot) of a train run folder, or of a folder of bench JSON files (scaling)", {"run"}},
   };
@@ -123,10 +125,13 @@ Table build_table(RunConfig& c) {
   add("steps", po::value(&c.steps)->default_value(c.steps), "timed training steps", {"bench"});
   add("warmup", po::value(&c.warmup)->default_value(c.warmup), "untimed steps before timing", {"bench"});
 
-  add("normalize", po::bool_switch(&c.normalize),
-      "standardise every feature with the training set's mean and std (stored in the checkpoint, applied by "
-      "eval and predict)",
-      learn);
+  // implicit_value with an empty text: `--normalize` alone means feature, and the help keeps its usual width.
+  add("normalize",
+      po::value(&c.normalize)->default_value(c.normalize)->implicit_value("feature", "")->value_name("MODE"),
+      "standardise the features: none | feature (each feature by the training set's mean and std, stored in the "
+      "checkpoint; `--normalize` alone) | series (each sequence's features by its own mean and std); eval and "
+      "predict apply what the checkpoint was trained with",
+      {"train"});
   add("init-from", po::value(&c.init_from)->value_name("CKPT.h5"),
       "start from these weights (a ragtrain checkpoint, e.g. exported from PyTorch by tools/torch_interop.py) "
       "instead of a random initialisation",
@@ -286,6 +291,9 @@ void validate(const RunConfig& c) {
     positive(c.signal_check_every, "signal-check-every");
     require(c.on_nonfinite == "stop" || c.on_nonfinite == "skip", "on-nonfinite",
             "must be stop or skip, got '" + c.on_nonfinite + "'", help);
+    require(c.normalize == "none" || c.normalize == "feature" || c.normalize == "series", "normalize",
+            "must be none, feature or series, got '" + c.normalize + "'",
+            "`normalize = true` of earlier versions is `normalize = feature`");
   } else if (cmd == "eval" || cmd == "predict") {
     require(!c.checkpoint.empty(), "checkpoint", "is required", help);
     require(!c.data.empty(), "data", "is required", help);

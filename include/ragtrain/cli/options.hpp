@@ -23,7 +23,7 @@ struct RunConfig {
 
   // model
   int64_t layers = 1, hidden = 50;
-  bool normalize = false;
+  std::string normalize = "none";   // none | feature | series
   std::string init_from;   // train: initial weights from a checkpoint
   bool write_order = false;
 
