@@ -54,7 +54,9 @@ Applied apply_checkpoint(const Context& ctx, const RunConfig& cfg) {
     a.shard = read_shard(a.info, block_indices(a.info.num_sequences, ctx.size, ctx.rank), ctx.world,
                          MemoryBudget::of(cfg.max_memory, ctx.local_size));
   });
-  apply_scaling(FeatureScaling{a.ckpt.feature_mean, a.ckpt.feature_std}, a.shard);
+  // The standardisation the model was trained with (none, the training set's statistics, or per series).
+  Normalizer{parse_normalization(a.ckpt.normalization), FeatureScaling{a.ckpt.feature_mean, a.ckpt.feature_std}}
+      .apply(a.shard);
   BackendOptions opts;
   opts.device = cfg.device;
   opts.comm = ctx.world;
@@ -77,7 +79,10 @@ void describe(const Context& ctx, const RunConfig& cfg, const Applied& a) {
   const ModelShape& m = a.ckpt.shape;
   std::printf("# model: %s, %s parameters, %s, normalisation %s, backend %s\n", ragtrain::describe(m).c_str(),
               si_number(static_cast<double>(a.ckpt.params.size())).c_str(), task_name(m.task),
-              a.ckpt.feature_mean.empty() ? "off" : "from the training set", a.backend.c_str());
+              a.ckpt.normalization == "feature"  ? "feature (the training set's statistics)"
+              : a.ckpt.normalization == "series" ? "series (each sequence by its own)"
+                                                 : "none",
+              a.backend.c_str());
   for (int r = 0; r < ctx.size; ++r)
     std::printf("# rank %d: %lld sequences, %lld timesteps\n", r, static_cast<long long>(all[2 * static_cast<size_t>(r)]),
                 static_cast<long long>(all[2 * static_cast<size_t>(r) + 1]));

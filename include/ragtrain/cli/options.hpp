@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ragtrain/backend/backend.hpp"
+#include "ragtrain/data/normalization.hpp"
 #include "ragtrain/model/model.hpp"
 #include "ragtrain/optim/optimizer.hpp"
 #include "ragtrain/schedule/schedule.hpp"
@@ -35,7 +36,7 @@ struct RunConfig {
   bool bidirectional = false;   // --bidirectional
   Pool pool = Pool::Last;       // --pool last | mean | max
   double dropout = 0.0, head_dropout = 0.0;   // --dropout (between LSTM layers), --head-dropout (before the head)
-  bool normalize = false;
+  Normalization normalize = Normalization::None;   // --normalize none | feature | series
   std::string init_from;   // train: initial weights from a checkpoint
   bool write_order = false;
 
