@@ -86,6 +86,10 @@ Table build_table(RunConfig& c) {
   add("print-config", po::bool_switch(&c.print_config),
       "print the effective configuration in config-file form (usable with --config) and exit", all);
 
+  add("force", po::bool_switch(&c.force),
+      "replace existing output files; never an input of the command, a checkpoint, or a data set by anything but "
+      "a data set (doc/reliability.md)",
+      {"gen", "convert", "train", "eval", "predict", "bench", "simulate", "plot"});
   add("data", po::value(&c.data)->value_name("FILE.h5"), "data set in format v1 (train: training set)",
       {"inspect", "train", "eval", "predict", "bench", "simulate"});
   add("val", po::value(&c.val)->value_name("FILE.h5"), "validation set, evaluated after every epoch", learn);
