@@ -40,16 +40,19 @@ std::string read_first_line(const std::string& path) {
 
 std::string this_boot_id() { return read_first_line("/proc/sys/kernel/random/boot_id"); }
 
-// Field 22 of /proc/PID/stat (clock ticks after boot at which the process started); 0 when unreadable. The
-// command name (field 2) may hold spaces and parentheses, so counting starts after its last ')'.
+// Field 22 of /proc/PID/stat (clock ticks after boot at which the process started); 0 when unreadable or when
+// the process is a zombie (killed, not yet reaped: it holds nothing any more). The command name (field 2) may
+// hold spaces and parentheses, so counting starts after its last ')'.
 uint64_t start_ticks_of(int64_t pid) {
   const std::string stat = read_first_line("/proc/" + std::to_string(pid) + "/stat");
   const size_t close = stat.rfind(')');
   if (close == std::string::npos) return 0;
   std::istringstream in(stat.substr(close + 1));
   std::string field;
-  for (int i = 3; i <= 22; ++i)
+  for (int i = 3; i <= 22; ++i) {
     if (!(in >> field)) return 0;
+    if (i == 3 && (field == "Z" || field == "X")) return 0;
+  }
   return std::strtoull(field.c_str(), nullptr, 10);
 }
 
@@ -125,9 +128,10 @@ LockStatus judge(LockHolder h, const std::string& path) {
   }
   const uint64_t now_ticks = start_ticks_of(holder.pid);
   if (now_ticks == 0) {
-    // No readable /proc entry. Ask the kernel too: /proc may be missing or hide other users' processes
-    // (hidepid), and a process that exists without a verifiable start time counts as the holder.
-    const bool exists = ::kill(static_cast<pid_t>(holder.pid), 0) == 0 || errno == EPERM;
+    // A zombie (its /proc entry is there, its start time is not): killed, not yet reaped, holds nothing. No
+    // entry at all: gone, unless /proc is missing or hides other users' processes (hidepid), so ask the kernel.
+    const bool entry = fs::exists("/proc/" + std::to_string(holder.pid));
+    const bool exists = !entry && (::kill(static_cast<pid_t>(holder.pid), 0) == 0 || errno == EPERM);
     s.state = exists ? LockState::Live : LockState::Stale;
     s.reason = "that process is gone";
     return s;
