@@ -348,7 +348,8 @@ std::string program_help() {
   s << "ragtrain — data-parallel LSTM training on ragged time series (one model, all ranks)\n\n"
     << "usage: ragtrain COMMAND [options]     (ragtrain COMMAND --help for its options)\n\ncommands:\n";
   for (const auto& c : command_infos()) s << "  " << c.name << std::string(10 - c.name.size(), ' ') << c.summary << "\n";
-  s << "\nexit codes: 0 success, 2 bad input or options, a full disk, a NaN/Inf loss with --on-nonfinite stop\n"
+  s << "\nexit codes: 0 success, 2 bad input or options, an output that would lose data (doc/reliability.md),\n"
+    << "            a full disk, a NaN/Inf loss with --on-nonfinite stop\n"
     << "            (every rank), 3 internal or library error,\n"
     << "            75 train stopped by SIGTERM/SIGUSR1 after saving a checkpoint (continue with --resume OUT),\n"
     << "            76 train ended because a rank died or got stuck (--comm-timeout; the message names it)\n";
