@@ -88,10 +88,10 @@ void check_no_newer_checkpoints(const std::string& out, int64_t step) {
 }  // namespace
 
 int run_train(const Context& launched, const RunConfig& cfg) {
-  // Dead or stuck ranks: once the loop starts (watchdog.arm() below), every collective that takes `ctx` waits at
-  // most --comm-timeout, then names the rank that did not come and ends the job (comm/watchdog.hpp).
   // One run per --out folder, held until this function returns (checkpoint/run_lock.hpp).
   const RunLock run_lock = RunLock::acquire(launched, cfg.out, cfg.command_line);
+  // Dead or stuck ranks: once the loop starts (watchdog.arm() below), every collective that takes `ctx` waits at
+  // most --comm-timeout, then names the rank that did not come and ends the job (comm/watchdog.hpp).
   CommWatchdog watchdog(launched, cfg.comm_timeout);
   const Context ctx = launched.with_watchdog(&watchdog);
   Stopwatch wall;
