@@ -283,8 +283,8 @@ RunLock RunLock::acquire(const std::string& dir, const std::string& command) {
              "train writes a folder (metrics.jsonl, summary.json, checkpoints): choose a new --out path");
   if (!existed) {
     fs::create_directories(dir, ec);
-    USER_CHECK(!ec && fs::is_directory(dir), "cannot create output folder '" << dir << "'"
-                                                                             << (ec ? ": " + ec.message() : std::string()),
+    USER_CHECK(!ec && fs::is_directory(dir),
+               "cannot create output folder '" << dir << "'" << (ec ? ": " + ec.message() : std::string()),
                "choose a writable --out location");
     lock.created_dir_ = true;
   }

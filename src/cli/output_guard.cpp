@@ -152,8 +152,8 @@ void check_folder(const Output& out, const std::vector<std::string>& names, cons
     if (resuming) continue;   // --resume continues the run whose files these are
     const Existing e = what_is_at(path);
     if (c.command == "train" && name == kLatestCheckpointName && e.kind != Holding::Nothing)
-      throw UserError(out.option + " " + out.path + " holds the checkpoints of an earlier run (" + path + ": " + e.what +
-                          ")",
+      throw UserError(out.option + " " + out.path + " holds the checkpoints of an earlier run (" + path + ": " +
+                          e.what + ")",
                       "continue that run with --resume " + out.path + ", or start afresh in another --out folder");
     check_file(Output{out.option, path, Writes::File, out.kind}, path, c.force);
   }
@@ -177,7 +177,8 @@ Existing what_is_at(const std::string& path) {
   std::error_code ec;
   if (S_ISDIR(st.st_mode)) {
     for (const char* name : {"metrics.jsonl", "summary.json", kLatestCheckpointName, kRunLockName})
-      if (fs::exists(fs::path(path) / name, ec)) return {Holding::RunFolder, "a train run folder (it holds " + std::string(name) + ")"};
+      if (fs::exists(fs::path(path) / name, ec))
+        return {Holding::RunFolder, "a train run folder (it holds " + std::string(name) + ")"};
     return {Holding::Folder, "a folder"};
   }
   const uintmax_t size = static_cast<uintmax_t>(st.st_size);

@@ -13,7 +13,7 @@ namespace ragtrain {
 enum class Holding { Nothing, DataSet, Checkpoint, Hdf5Unknown, RunFolder, Folder, File };
 struct Existing {
   Holding kind = Holding::Nothing;
-  std::string what;   // for messages: "a ragtrain data set (classification, 40 sequences)", "a JSON document (812 bytes)"
+  std::string what;   // for messages: "a ragtrain data set (classification)", "JSON text (812 bytes)"
 };
 Existing what_is_at(const std::string& path);
 
