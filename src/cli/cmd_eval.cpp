@@ -12,6 +12,7 @@
 #include "ragtrain/cli/commands.hpp"
 #include "ragtrain/comm/gather.hpp"
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/core/output_file.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/normalization.hpp"
 #include "ragtrain/metrics/confusion.hpp"
@@ -158,7 +159,8 @@ int run_predict(const Context& ctx, const RunConfig& cfg) {
 
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
-    const std::string tmp = cfg.out + ".tmp." + std::to_string(::getpid());
+    AtomicOutput file(cfg.out);   // removed unless committed: a failed write leaves the previous file or none
+    const std::string& tmp = file.temp_path();
     std::ofstream out(tmp);
     USER_CHECK(out.good(), "cannot create '" << cfg.out << "'", "choose a writable --out path");
     const int64_t n = a.info.num_sequences;
@@ -194,7 +196,7 @@ int run_predict(const Context& ctx, const RunConfig& cfg) {
     out.flush();
     USER_CHECK(out.good(), "writing '" << tmp << "' failed (disk full?)", "free space where --out points");
     out.close();
-    commit_file(tmp, cfg.out);
+    file.commit();
     if (!cfg.quiet) std::printf("wrote %lld predictions to %s\n", static_cast<long long>(n), cfg.out.c_str());
   });
   return kExitOk;

@@ -159,6 +159,10 @@ Table build_table(RunConfig& c) {
   add("print-config", po::bool_switch(&c.print_config),
       "print the effective configuration in config-file form (usable with --config) and exit", all);
 
+  add("force", po::bool_switch(&c.force),
+      "replace existing output files; never an input of the command, a checkpoint, or a data set by anything but "
+      "a data set (doc/reliability.md)",
+      {"gen", "convert", "train", "eval", "predict", "bench", "simulate", "plot"});
   add("data", po::value(&c.data)->value_name("FILE.h5"), "data set in format v1 (train: training set)",
       {"inspect", "train", "eval", "predict", "bench", "simulate"});
   add("val", po::value(&c.val)->value_name("FILE.h5"), "validation set, evaluated after every epoch", train_only);
@@ -441,7 +445,8 @@ std::string program_help() {
     << "usage: ragtrain COMMAND [options]     (ragtrain COMMAND --help for its options)\n"
     << "       ragtrain --version             (release, git revision, backends and library versions)\n\ncommands:\n";
   for (const auto& c : command_infos()) s << "  " << c.name << std::string(10 - c.name.size(), ' ') << c.summary << "\n";
-  s << "\nexit codes: 0 success, 2 bad input or options, a full disk, a NaN/Inf loss with --on-nonfinite stop\n"
+  s << "\nexit codes: 0 success, 2 bad input or options, an output that would lose data (doc/reliability.md),\n"
+    << "            a full disk, a NaN/Inf loss with --on-nonfinite stop\n"
     << "            (every rank), 3 internal or library error,\n"
     << "            75 train stopped by SIGTERM/SIGUSR1 after saving a checkpoint (continue with --resume OUT),\n"
     << "            76 train ended because a rank died or got stuck (--comm-timeout; the message names it)\n";

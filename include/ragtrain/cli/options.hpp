@@ -51,6 +51,7 @@ struct RunConfig {
   bool quiet = false;
   bool verbose = false;         // --verbose: more detail (files read by convert, per-rank counts in eval)
   bool print_config = false;    // --print-config: print `effective` and exit 0
+  bool force = false;           // --force: outputs may replace existing files (never inputs, data sets, checkpoints)
 
   // convert: labels of CSV folders and .npz files
   std::string labels;             // --labels LABELS.csv (a folder of CSV files)
