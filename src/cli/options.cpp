@@ -148,16 +148,20 @@ Table build_table(RunConfig& c) {
 
   add("data", po::value(&c.data)->value_name("FILE.h5"), "data set in format v1 (train: training set)",
       {"inspect", "train", "eval", "predict", "bench", "simulate"});
-  add("val", po::value(&c.val)->value_name("FILE.h5"), "validation set, evaluated after every epoch", train_only);
+  add("val", po::value(&c.val)->value_name("FILE.h5"), "validation set, evaluated after every epoch (and every --val-every steps)", train_only);
   add("out", po::value(&c.out)->value_name("PATH"),
-      "output: gen FILE.h5, train DIR (metrics.jsonl, summary.json, checkpoint.h5), eval FILE.json, predict FILE.csv, "
+      "output: gen FILE.h5, train DIR (metrics.jsonl, summary.json, checkpoint.h5, best.h5 with --val), eval "
+      "FILE.json, predict FILE.csv, "
       "bench FILE.json, "
       "plot DIR (default RUN_DIR/plots)",
       {"gen", "train", "eval", "predict", "bench", "simulate", "plot"});
   add("run", po::value(&c.run)->value_name("DIR"),
       "what to plot: a train --out folder, or a folder of bench --out JSON files (e.g. from jobs/scaling.sbatch)",
       {"plot"});
-  add("checkpoint", po::value(&c.checkpoint)->value_name("CKPT.h5"), "checkpoint written by train", use_model);
+  add("checkpoint", po::value(&c.checkpoint)->value_name("CKPT.h5|DIR"),
+      "checkpoint written by train, or a train --out folder: its best.h5 when it has one, else its checkpoint.h5 "
+      "(the file used is printed)",
+      use_model);
   add("input", po::value(&c.input)->value_name("INPUT"),
       "what to convert: a UEA/sktime .ts file, a NumPy .npz file, or a folder of CSV files (one per sequence)",
       {"convert"});
@@ -186,6 +190,17 @@ Table build_table(RunConfig& c) {
   add("normalize", po::bool_switch(&c.normalize),
       "standardise every feature with the training set's mean and std (stored in the checkpoint, applied by "
       "eval and predict)",
+      train_only);
+  add("val-every", po::value(&c.val_every)->default_value(c.val_every),
+      "also validate every N steps (0: after every epoch only); with --val", train_only);
+  add("select", po::value<SelectMetric>()->value_name("val_loss|val_accuracy")->notifier([&c](SelectMetric m) {
+        c.select = m;
+      }),
+      "the validation figure that picks the model kept as OUT/best.h5 (default: val_accuracy for classification, "
+      "val_loss for regression); with --val",
+      train_only);
+  add("early-stop", po::value(&c.early_stop)->default_value(c.early_stop)->value_name("N"),
+      "stop after N validations in a row without a better --select figure (exit 0; 0: off); with --val",
       train_only);
   add("init-from", po::value(&c.init_from)->value_name("CKPT.h5"),
       "start from these weights (a ragtrain checkpoint, e.g. exported from PyTorch by tools/torch_interop.py) "
@@ -342,6 +357,12 @@ void validate(const RunConfig& c) {
     require(c.lr_final_fraction >= 0 && c.lr_final_fraction <= 1, "lr-final-fraction", "must be in [0, 1]", help);
     require(c.val.empty() || c.val != c.data, "val", "is the same file as --data",
             "validate on held-out data, or leave --val out");
+    require(c.val_every >= 0, "val-every", "must be >= 0 (0: validate after every epoch only)", help);
+    require(c.early_stop >= 0, "early-stop", "must be >= 0 (0 turns early stopping off)", help);
+    for (const auto& [used, name] : {std::pair<bool, const char*>{c.val_every > 0, "val-every"},
+                                     {c.select.has_value(), "select"},
+                                     {c.early_stop > 0, "early-stop"}})
+      require(!used || !c.val.empty(), name, "needs a validation set", "add --val VAL.h5 (held-out data)");
     require(c.checkpoint_every >= 0, "checkpoint-every", "must be >= 0 (0 turns step checkpoints off)", help);
     require(c.checkpoint_minutes >= 0, "checkpoint-minutes", "must be >= 0 (0 turns timed checkpoints off)", help);
     require(c.keep >= 1, "keep", "must be >= 1, got " + std::to_string(c.keep), help);
@@ -544,6 +565,9 @@ TrainConfig train_config(const RunConfig& c) {
   t.keep = c.keep;
   t.signal_check_every = c.signal_check_every;
   t.checkpoint_minutes = c.checkpoint_minutes;
+  t.val_every = c.val_every;
+  t.select = c.select;
+  t.early_stop = c.early_stop;
   return t;
 }
 
