@@ -14,7 +14,7 @@
 namespace ragtrain {
 
 CpuBackend::CpuBackend(const ModelShape& shape, const BackendOptions& opts)
-    : layout_(shape), comm_(opts.comm), watchdog_(opts.watchdog), opt_(opts.optimizer, layout_.total()),
+    : layout_(shape), comm_(opts.comm), watchdog_(opts.watchdog), dropout_(opts.dropout), seed_(opts.seed), opt_(opts.optimizer, layout_.total()),
       params_(static_cast<size_t>(layout_.total()), 0.0f),
       fused_(static_cast<size_t>(layout_.total() + kFusedExtras), 0.0),
       seq_grad_(static_cast<size_t>(layout_.total())), mean_grad_(static_cast<size_t>(layout_.total())),
@@ -33,7 +33,8 @@ void CpuBackend::forward_backward(const std::vector<int64_t>& positions) {
   double* extras = fused_.data() + P;
   for (int64_t pos : positions) {
     if (pos < 0) continue;
-    const float* out = lstm_forward(layout_, params_.data(), shard_->x(pos), shard_->length(pos), cache_);
+    const DropoutDraw drop{dropout_, DropoutKey{seed_, global_step_, shard_->indices[static_cast<size_t>(pos)]}};
+    const float* out = lstm_forward(layout_, params_.data(), shard_->x(pos), shard_->length(pos), cache_, drop);
     const bool cls = shard_->task == Task::Classification;
     const int32_t label = cls ? shard_->labels[static_cast<size_t>(pos)] : 0;
     const float* target = cls ? nullptr : shard_->target(pos);

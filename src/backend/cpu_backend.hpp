@@ -26,6 +26,8 @@ class CpuBackend final : public Backend {
   ParamLayout layout_;
   MPI_Comm comm_;
   CommWatchdog* watchdog_;   // may be null
+  DropoutRates dropout_;
+  uint64_t seed_;
   Optimizer opt_;
   const Shard* shard_ = nullptr;
   std::vector<float> params_;   // (P) PyTorch layout

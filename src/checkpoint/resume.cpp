@@ -10,10 +10,19 @@ namespace ragtrain {
 
 const std::vector<std::string>& trajectory_options() {
   static const std::vector<std::string> names = {
-      "normalize", "optimizer", "lr",           "momentum",     "beta1",    "beta2",
-      "eps",       "weight-decay", "clip", "warmup-steps", "lr-decay", "lr-final-fraction"};
+      "hidden", "layers", "bidirectional", "pool", "dropout", "head-dropout", "normalize", "optimizer", "lr",
+      "momentum", "beta1", "beta2", "eps", "weight-decay", "clip", "warmup-steps", "lr-decay", "lr-final-fraction"};
   return names;
 }
+
+namespace {
+
+std::string shape_text(const ModelShape& s) {
+  return RT_MSG("F=" << s.input_size << " H=" << s.hidden << " L=" << s.layers << " outputs=" << s.outputs
+                     << (s.bidirectional ? " bidirectional" : "") << " pool=" << pool_name(s.pool));
+}
+
+}  // namespace
 
 ResumePlan plan_resume(const std::string& path, const Checkpoint& c, const ResumeTarget& target) {
   const RunPosition& t = target.position;
@@ -24,11 +33,15 @@ ResumePlan plan_resume(const std::string& path, const Checkpoint& c, const Resum
              "it can be evaluated, but only checkpoints written by this ragtrain (version " << kCheckpointVersion
                                                                                           << ") can be resumed");
   USER_CHECK(c.shape == target.shape,
-             "checkpoint '" << path << "' holds a model of F=" << c.shape.input_size << " H=" << c.shape.hidden
-                            << " L=" << c.shape.layers << " outputs=" << c.shape.outputs << ", this run builds F="
-                            << target.shape.input_size << " H=" << target.shape.hidden << " L=" << target.shape.layers
-                            << " outputs=" << target.shape.outputs,
+             "checkpoint '" << path << "' holds a model of " << shape_text(c.shape) << ", this run builds "
+                            << shape_text(target.shape),
              pick);
+  // Stored since the rates became options; a checkpoint from before has 0, as the run that wrote it had.
+  USER_CHECK(c.dropout.between == target.dropout.between && c.dropout.head == target.dropout.head,
+             "checkpoint '" << path << "' was written with --dropout " << c.dropout.between << " --head-dropout "
+                            << c.dropout.head << ", this run has --dropout " << target.dropout.between
+                            << " --head-dropout " << target.dropout.head,
+             "other dropout rates would not continue the same run; " << pick);
   const RunPosition& p = c.position;
   USER_CHECK(p.data_sequences == t.data_sequences && p.data_lengths_crc32 == t.data_lengths_crc32,
              "checkpoint '" << path << "' was trained on a data set of " << p.data_sequences

@@ -77,6 +77,8 @@ int run_bench(const Context& ctx, const RunConfig& options) {
                 static_cast<long long>(shape.layers), static_cast<long long>(options.min_length),
                 static_cast<long long>(options.max_length), ctx.size, static_cast<long long>(cfg.run.batch_per_rank),
                 static_cast<long long>(cfg.steps), static_cast<long long>(cfg.warmup));
+    std::printf("# model: %s, dropout %g, head dropout %g\n", describe(shape).c_str(), cfg.run.dropout.between,
+                cfg.run.dropout.head);
     std::printf("# %-8s %6s %6s %6s %6s %12s %14s %12s %14s\n", "backend", "ranks", "K", "H", "L", "seq/s",
                 "timesteps/s", "us/step", "seq/s/rank");
     std::printf("# %-8s %6s %6s %6s %6s %12s %14s %12s %14s\n", "", "", "", "", "", "(1/s)", "(1/s)", "(us)", "(1/s)");
@@ -103,6 +105,10 @@ int run_bench(const Context& ctx, const RunConfig& options) {
                 {"features", shape.input_size},
                 {"hidden", shape.hidden},
                 {"layers", shape.layers},
+                {"bidirectional", shape.bidirectional},
+                {"pool", pool_name(shape.pool)},
+                {"dropout", cfg.run.dropout.between},
+                {"head_dropout", cfg.run.dropout.head},
                 {"outputs", shape.outputs},
                 {"min_length", options.min_length},
                 {"max_length", options.max_length},

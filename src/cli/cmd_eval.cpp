@@ -88,10 +88,7 @@ void describe(const Context& ctx, const RunConfig& cfg, const Applied& a) {
   MPI_CHECK(MPI_Gather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, 0, ctx.world));
   if (!ctx.is_root()) return;
   const ModelShape& m = a.ckpt.shape;
-  std::printf("# model: LSTM(input %lld, hidden %lld, layers %lld) + Linear(%lld -> %lld), %s parameters, %s, "
-              "normalisation %s, backend %s\n",
-              static_cast<long long>(m.input_size), static_cast<long long>(m.hidden), static_cast<long long>(m.layers),
-              static_cast<long long>(m.hidden), static_cast<long long>(m.outputs),
+  std::printf("# model: %s, %s parameters, %s, normalisation %s, backend %s\n", ragtrain::describe(m).c_str(),
               si_number(static_cast<double>(a.ckpt.params.size())).c_str(), task_name(m.task),
               a.ckpt.feature_mean.empty() ? "off" : "from the training set", a.backend.c_str());
   for (int r = 0; r < ctx.size; ++r)

@@ -61,6 +61,9 @@ void validate(boost::any& v, const std::vector<std::string>& values, NonfinitePo
 void validate(boost::any& v, const std::vector<std::string>& values, SelectMetric*, int) {
   parse_choice(v, values, {SelectMetric::ValLoss, SelectMetric::ValAccuracy}, select_metric_name);
 }
+void validate(boost::any& v, const std::vector<std::string>& values, Pool*, int) {
+  parse_choice(v, values, {Pool::Last, Pool::Mean, Pool::Max}, pool_name);
+}
 void validate(boost::any& v, const std::vector<std::string>& values, Device*, int) {
 #ifdef RAGTRAIN_WITH_CUDA
   parse_choice(v, values, {Device::Cpu, Device::Cuda, Device::Auto}, device_name);
@@ -211,6 +214,16 @@ Table build_table(RunConfig& c) {
       {"train"});
   add("layers", po::value(&c.layers)->default_value(c.layers), "LSTM layers", learn);
   add("hidden", po::value(&c.hidden)->default_value(c.hidden), "LSTM hidden size", learn);
+  add("bidirectional", po::bool_switch(&c.bidirectional),
+      "run every LSTM layer both ways (nn.LSTM(bidirectional=True)); the head reads 2 x hidden", learn);
+  add("pool", po::value(&c.pool)->default_value(c.pool, pool_name(c.pool)),
+      "what the head reads of the top layer, over each sequence's own steps: last (the final states, PyTorch's "
+      "h_n) | mean | max",
+      learn);
+  add("dropout", po::value(&c.dropout)->default_value(c.dropout, short_number(c.dropout)),
+      "dropout on the outputs of every LSTM layer but the last (nn.LSTM's dropout); training only", learn);
+  add("head-dropout", po::value(&c.head_dropout)->default_value(c.head_dropout, short_number(c.head_dropout)),
+      "dropout on the head's input (the pooled vector); training only", learn);
   add("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set",
       {"train", "simulate"});
   add("batch-per-rank", po::value(&c.batch_per_rank)->default_value(c.batch_per_rank),
@@ -298,6 +311,7 @@ std::string any_to_string(const boost::any& v) {
   if (auto p = boost::any_cast<LrDecay>(&v)) return lr_decay_name(*p);
   if (auto p = boost::any_cast<ScheduleKind>(&v)) return schedule_kind_name(*p);
   if (auto p = boost::any_cast<Device>(&v)) return device_name(*p);
+  if (auto p = boost::any_cast<Pool>(&v)) return pool_name(*p);
   if (auto p = boost::any_cast<NonfinitePolicy>(&v)) return nonfinite_policy_name(*p);
   if (auto p = boost::any_cast<SelectMetric>(&v)) return select_metric_name(*p);
   if (auto p = boost::any_cast<double>(&v)) {
@@ -407,6 +421,11 @@ void validate(const RunConfig& c) {
                 std::to_string(kMaxCudaBatchPerRank) + " sequences per rank per step",
             "use --batch-per-rank " + std::to_string(kMaxCudaBatchPerRank) +
                 " or fewer, and more ranks (GPUs) for a larger global batch");
+  if (cmd == "train" || cmd == "bench") {
+    require(c.dropout >= 0 && c.dropout < 1, "dropout", "must be in [0, 1), got " + short_number(c.dropout), help);
+    require(c.head_dropout >= 0 && c.head_dropout < 1, "head-dropout",
+            "must be in [0, 1), got " + short_number(c.head_dropout), help);
+  }
 }
 
 }  // namespace
@@ -423,7 +442,8 @@ const std::vector<std::string>& subcommands() {
 std::string program_help() {
   std::ostringstream s;
   s << "ragtrain — data-parallel LSTM training on ragged time series (one model, all ranks)\n\n"
-    << "usage: ragtrain COMMAND [options]     (ragtrain COMMAND --help for its options)\n\ncommands:\n";
+    << "usage: ragtrain COMMAND [options]     (ragtrain COMMAND --help for its options)\n"
+    << "       ragtrain --version             (release, git revision, backends and library versions)\n\ncommands:\n";
   for (const auto& c : command_infos()) s << "  " << c.name << std::string(10 - c.name.size(), ' ') << c.summary << "\n";
   s << "\nexit codes: 0 success, 2 bad input or options, a full disk, a NaN/Inf loss with --on-nonfinite stop\n"
     << "            (every rank), 3 internal or library error,\n"
@@ -529,6 +549,9 @@ TrainConfig common_config(const RunConfig& c) {
   t.data = c.data;
   t.hidden = c.hidden;
   t.layers = c.layers;
+  t.bidirectional = c.bidirectional;
+  t.pool = c.pool;
+  t.dropout = DropoutRates{c.dropout, c.head_dropout};
   t.optimizer = optimizer_config(c);
   t.lr.lr = c.lr;
   t.batch_per_rank = c.batch_per_rank;

@@ -92,7 +92,8 @@ void Trainer::setup_data() {
   schedule_ = std::make_unique<Schedule>(lengths_, ctx_.size, cfg_.batch_per_rank, cfg_.seed, cfg_.schedule);
   total_steps_ = cfg_.epochs * schedule_->steps_per_epoch();
   cfg_.lr.total_steps = total_steps_;
-  shape_ = ModelShape{train_info_.num_features, cfg_.hidden, cfg_.layers, train_info_.num_outputs, train_info_.task};
+  shape_ = ModelShape{train_info_.num_features, cfg_.hidden,      cfg_.layers,  train_info_.num_outputs,
+                      train_info_.task,         cfg_.bidirectional, cfg_.pool};
   run_.io_s += io.seconds();
 }
 
@@ -111,6 +112,7 @@ bool Trainer::setup_resume() {
     ResumeTarget target;
     target.shape = shape_;
     target.position = make_checkpoint(false).position;
+    target.dropout = cfg_.dropout;
     target.effective_config = cfg_.effective;
     plan_ = plan_resume(resume_path_, from_, target);
     USER_CHECK(!from_.opt_m.empty(), "checkpoint '" << resume_path_ << "' holds no optimizer state",
@@ -172,6 +174,8 @@ void Trainer::setup_backend() {
   opts.comm = ctx_.world;
   opts.local_rank = ctx_.local_rank;
   opts.watchdog = watchdog_;
+  opts.dropout = cfg_.dropout;
+  opts.seed = cfg_.seed;
   collective_phase(ctx_, [&] { backend_ = make_backend(shape_, opts); });
   if (resuming_) {
     backend_->set_params(from_.params);
@@ -185,9 +189,10 @@ void Trainer::setup_backend() {
       USER_CHECK(init.shape == shape_,
                  "--init-from '" << cfg_.init_from << "' holds a model with input " << init.shape.input_size
                                  << ", hidden " << init.shape.hidden << ", layers " << init.shape.layers << ", outputs "
-                                 << init.shape.outputs << "; this run needs input " << shape_.input_size << ", hidden "
-                                 << shape_.hidden << ", layers " << shape_.layers << ", outputs " << shape_.outputs,
-                 "match --hidden/--layers to the checkpoint, or train from scratch");
+                                 << init.shape.outputs << " (" << describe(init.shape) << "); this run needs input "
+                                 << shape_.input_size << ", hidden " << shape_.hidden << ", layers " << shape_.layers
+                                 << ", outputs " << shape_.outputs << " (" << describe(shape_) << ")",
+                 "match --hidden/--layers/--bidirectional/--pool to the checkpoint, or train from scratch");
     });
     backend_->set_params(init.params);
   } else {
@@ -235,6 +240,10 @@ void Trainer::open_run_folder() {
                 classification() ? "classes" : "targets", ctx_.size, static_cast<long long>(cfg_.batch_per_rank),
                 static_cast<long long>(steps_per_epoch()), backend_->name().c_str(),
                 static_cast<long long>(ParamLayout(shape_).total()));
+    std::printf("# model: %s%s\n", describe(shape_).c_str(),
+                cfg_.dropout.any()
+                    ? RT_MSG(", dropout " << cfg_.dropout.between << ", head dropout " << cfg_.dropout.head).c_str()
+                    : "");
     std::fflush(stdout);
   }
 }
@@ -244,6 +253,7 @@ void Trainer::open_run_folder() {
 Checkpoint Trainer::make_checkpoint(bool complete) const {
   Checkpoint c;
   c.shape = shape_;
+  c.dropout = cfg_.dropout;
   c.class_names = train_info_.class_names;
   c.epoch = step_ / steps_per_epoch();
   c.step = step_;

@@ -29,6 +29,7 @@ StepTotals Trainer::step(RankCounters& counters) {
   }
   index_->positions(order_, s, ctx_.rank, positions_, counters);
   const float lr = static_cast<float>(cfg_.lr.at(step_));
+  backend_->set_global_step(step_);   // keys the dropout masks
   const StepTotals tot = train_step(*backend_, positions_, lr, counters);
   ++step_;
   return tot;

@@ -15,6 +15,7 @@
 #include "ragtrain/checkpoint/resume.hpp"
 #include "ragtrain/checkpoint/rotation.hpp"
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/data/h5.hpp"
 #include "ragtrain/metrics/metrics.hpp"
 #include "ragtrain/metrics/scaling.hpp"
 
@@ -126,6 +127,44 @@ TEST(Checkpoint, Version2RoundTripIsExact) {
   // Doubles come back bit for bit: a resumed run continues the same sums.
   EXPECT_EQ(std::memcmp(&r.accumulators, &c.accumulators, sizeof(TrainAccumulators)), 0);
   EXPECT_FALSE(fs::exists(d / "c.h5.tmp." + std::to_string(::getpid()))) << "temporary file left behind";
+}
+
+// The model options round-trip, with the _reverse tensors under PyTorch's names; a file written before they
+// existed (no bidirectional/pool/dropout attributes) loads as the model it was: unidirectional, last, no dropout.
+TEST(Checkpoint, ModelOptionsRoundTripAndOldFilesLoadAsBefore) {
+  TempDir d;
+  Checkpoint c = sample();
+  c.shape.bidirectional = true;
+  c.shape.pool = Pool::Max;
+  c.shape.layers = 2;
+  c.dropout = DropoutRates{0.25, 0.5};
+  const int64_t P = ParamLayout(c.shape).total();
+  c.params.resize(static_cast<size_t>(P));
+  for (int64_t i = 0; i < P; ++i) c.params[static_cast<size_t>(i)] = 0.001f * static_cast<float>(i);
+  c.opt_m.assign(static_cast<size_t>(P), 0.5f);
+  c.opt_v.assign(static_cast<size_t>(P), 0.25f);
+  write_checkpoint(d / "bi.h5", c);
+  const Checkpoint r = read_checkpoint(d / "bi.h5");
+  EXPECT_TRUE(r.shape == c.shape);
+  EXPECT_EQ(r.dropout.between, 0.25);
+  EXPECT_EQ(r.dropout.head, 0.5);
+  EXPECT_EQ(r.params, c.params);
+  {
+    H5Handle f = h5_file(H5Fopen((d / "bi.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    EXPECT_GT(H5Lexists(f.get(), "params/lstm.weight_hh_l1_reverse", H5P_DEFAULT), 0);
+  }
+
+  write_checkpoint(d / "old.h5", sample());
+  {
+    H5Handle f = h5_file(H5Fopen((d / "old.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    for (const char* a : {"bidirectional", "pool", "dropout", "head_dropout"}) ASSERT_GE(H5Adelete(f.get(), a), 0) << a;
+  }
+  const Checkpoint old = read_checkpoint(d / "old.h5");
+  EXPECT_FALSE(old.shape.bidirectional);
+  EXPECT_EQ(old.shape.pool, Pool::Last);
+  EXPECT_EQ(old.dropout.between, 0.0);
+  EXPECT_EQ(old.dropout.head, 0.0);
+  EXPECT_EQ(old.params, sample().params);
 }
 
 TEST(Checkpoint, DamagedTensorFailsItsChecksum) {
@@ -272,6 +311,16 @@ TEST(Resume, WhatWouldChangeTheRunIsRefused) {
   shape.shape.hidden = 8;
   msg = user_error_of([&] { plan_resume("c.h5", c, shape); });
   EXPECT_NE(msg.find("H=4"), std::string::npos) << msg;
+
+  ResumeTarget bidi = target_for(c);
+  bidi.shape.bidirectional = true;
+  msg = user_error_of([&] { plan_resume("c.h5", c, bidi); });
+  EXPECT_NE(msg.find("bidirectional"), std::string::npos) << msg;
+
+  ResumeTarget drop = target_for(c);
+  drop.dropout.head = 0.2;
+  msg = user_error_of([&] { plan_resume("c.h5", c, drop); });
+  EXPECT_NE(msg.find("--head-dropout 0.2"), std::string::npos) << msg;
 
   ResumeTarget seed = target_for(c);
   seed.position.seed = 8;

@@ -53,8 +53,13 @@ class Backend {
   // The rank's training shard; kept (on the device for GPUs) for the whole run.
   virtual void set_train_shard(const Shard& shard) = 0;
 
+  // The global step (0-based) the next forward_backward calls belong to. With dropout the masks are keyed by it
+  // and by each sequence's global index (Shard::indices), so they do not depend on the rank count; without
+  // dropout it changes nothing.
+  void set_global_step(int64_t step) { global_step_ = step; }
+
   // Zeroes the fused buffer, then adds the gradients, losses, count and correct predictions of the given
-  // shard positions (-1 entries are skipped: the uneven last step).
+  // shard positions (-1 entries are skipped: the uneven last step). Training mode: dropout applies.
   virtual void forward_backward(const std::vector<int64_t>& positions) = 0;
 
   // Sums the fused buffer over all ranks (the step's only collective).
@@ -78,6 +83,9 @@ class Backend {
 
   // Waits until queued device work is done (a no-op on the CPU); for timing whole steps in benchmarks.
   virtual void synchronize() {}
+
+ protected:
+  int64_t global_step_ = 0;   // set_global_step
 };
 
 class CommWatchdog;   // comm/watchdog.hpp
@@ -100,6 +108,8 @@ struct BackendOptions {
   MPI_Comm comm = MPI_COMM_WORLD;
   int local_rank = 0;           // picks the GPU
   CommWatchdog* watchdog = nullptr;   // train's: allreduce() waits under --comm-timeout once it is armed
+  DropoutRates dropout;         // training-time dropout (forward_backward only)
+  uint64_t seed = 0;            // keys the dropout masks (the run's --seed)
 };
 
 // Creates the backend named by opts.device for `shape`. Throws UserError when the device is unavailable.

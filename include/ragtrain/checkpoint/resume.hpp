@@ -15,6 +15,7 @@ namespace ragtrain {
 struct ResumeTarget {
   ModelShape shape;
   RunPosition position;
+  DropoutRates dropout;
   std::string effective_config;   // RunConfig::effective of this run
 };
 

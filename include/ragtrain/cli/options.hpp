@@ -32,6 +32,9 @@ struct RunConfig {
 
   // model
   int64_t layers = 1, hidden = 50;
+  bool bidirectional = false;   // --bidirectional
+  Pool pool = Pool::Last;       // --pool last | mean | max
+  double dropout = 0.0, head_dropout = 0.0;   // --dropout (between LSTM layers), --head-dropout (before the head)
   bool normalize = false;
   std::string init_from;   // train: initial weights from a checkpoint
   bool write_order = false;

@@ -15,7 +15,7 @@ namespace ragtrain {
 std::string git_revision();
 
 // Versions of the libraries linked in: {"mpi": MPI_Get_library_version's first line, "mpi_standard": "3.1",
-// "hdf5": "1.10.8", "compiler": ...} plus, in CUDA builds, cuda_versions().
+// "hdf5": "1.10.8", "boost": "1.74.0", "zlib": "1.2.13", "compiler": ...} plus, in CUDA builds, cuda_versions().
 Json library_versions();
 
 // CUDA runtime and driver, cuDNN and NCCL versions; an empty object in builds without CUDA

@@ -33,6 +33,9 @@ struct TrainConfig {
 
   // Model and its initial weights.
   int64_t hidden = 50, layers = 1;
+  bool bidirectional = false;             // --bidirectional
+  Pool pool = Pool::Last;                 // --pool
+  DropoutRates dropout;                   // --dropout, --head-dropout (training only)
   std::string init_from;                  // --init-from CKPT.h5
   std::string resume;                     // --resume CKPT.h5|DIR
 

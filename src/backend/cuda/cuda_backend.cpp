@@ -79,6 +79,9 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
   USER_CHECK(parse_batch_layout(tuning.layout).has_value(), "batch layout '" << tuning.layout << "'",
              "use padded or ragged");
   batch_layout_ = *parse_batch_layout(tuning.layout);
+  USER_CHECK(!shape.bidirectional && shape.pool == Pool::Last && !opts.dropout.any(),
+             "--bidirectional, --pool mean|max and dropout are not yet available on the cuda backend",
+             "use --device cpu for these options");
   RT_CHECK(shape.hidden <= INT32_MAX && shape.outputs <= INT32_MAX, "model too large for the CUDA kernels");
   // Before any collective: every rank has the same K, so every rank refuses it alike.
   USER_CHECK(opts.batch >= 1 && opts.batch <= kMaxGatherSlots,
