@@ -80,3 +80,19 @@ TEST(Options, BadOptionsNameTheOption) {
   EXPECT_NE(user_error_of({"train", "--config", "/nonexistent/x.ini", "--data", "a", "--out", "d"}).find("x.ini"),
             std::string::npos);
 }
+
+// --normalize MODE; `--normalize` alone keeps meaning what the switch meant (feature), also before another option.
+TEST(Options, NormalizeModes) {
+  EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d"}).config.normalize, "none");
+  EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d", "--normalize"}).config.normalize, "feature");
+  const RunConfig alone = parse({"train", "--normalize", "--data", "a.h5", "--out", "d"}).config;
+  EXPECT_EQ(alone.normalize, "feature");
+  EXPECT_EQ(alone.data, "a.h5");
+  EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d", "--normalize", "series"}).config.normalize, "series");
+  EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d", "--normalize=none"}).config.normalize, "none");
+  EXPECT_NE(parse({"train", "--data", "a.h5", "--out", "d", "--normalize", "series"}).config.effective.find(
+                "normalize = series"),
+            std::string::npos);
+  const std::string bad = ragtrain::test::user_error_of({"train", "--data", "a.h5", "--out", "d", "--normalize", "yes"});
+  EXPECT_NE(bad.find("none, feature or series"), std::string::npos) << bad;
+}
