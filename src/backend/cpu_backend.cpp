@@ -1,4 +1,4 @@
-// CPU backend, the backend factory and the Backend interface's default restore of optimizer state.
+// CPU backend, the backend factory and the names of --device.
 #include "cpu_backend.hpp"
 
 #include <algorithm>
@@ -94,23 +94,29 @@ std::vector<float> CpuBackend::infer(const Shard& shard) {
   return out;
 }
 
-void Backend::set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v, int64_t steps_taken) {
-  Optimizer& opt = optimizer();
-  RT_CHECK(m.size() == opt.m().size() && v.size() == opt.v().size(),
-           "optimizer state of " << m.size() << "+" << v.size() << " values for " << opt.m().size() << "+"
-                                 << opt.v().size());
-  opt.m() = m;
-  opt.v() = v;
-  opt.set_steps_taken(steps_taken);
+const char* device_name(Device d) {
+  switch (d) {
+    case Device::Cpu: return "cpu";
+    case Device::Cuda: return "cuda";
+    case Device::Auto: return "auto";
+  }
+  return "?";
+}
+
+std::optional<Device> parse_device(const std::string& name) {
+  for (Device d : {Device::Cpu, Device::Cuda, Device::Auto})
+    if (name == device_name(d)) return d;
+  return std::nullopt;
 }
 
 std::unique_ptr<Backend> make_backend(const ModelShape& shape, const BackendOptions& opts) {
 #ifdef RAGTRAIN_WITH_CUDA
-  if (opts.device == "cuda" || opts.device == "auto") {
+  if (opts.device != Device::Cpu) {
     if (auto b = make_cuda_backend(shape, opts)) return b;   // null only for "auto" without a visible GPU
   }
 #else
-  USER_CHECK(opts.device == "cpu", "option --device: '" << opts.device << "' is not available in this build",
+  USER_CHECK(opts.device == Device::Cpu,
+             "option --device: '" << device_name(opts.device) << "' is not available in this build",
              "use --device cpu, or rebuild where CUDA, cuDNN and NCCL are installed");
 #endif
   return std::make_unique<CpuBackend>(shape, opts);

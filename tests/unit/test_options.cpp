@@ -27,7 +27,7 @@ TEST(Options, DefaultsOfTheQuestion) {
   EXPECT_EQ(c.layers, 1);
   EXPECT_EQ(c.hidden, 50);
   EXPECT_EQ(c.batch_per_rank, 1);
-  EXPECT_EQ(c.device, "cpu");
+  EXPECT_EQ(c.device, Device::Cpu);
   const RunConfig g = parse({"gen", "--out", "x.h5"}).config;
   EXPECT_EQ(g.features, 36);
   EXPECT_EQ(g.min_length, 60);
@@ -66,18 +66,18 @@ TEST(Options, ModelOptions) {
                              "0.25", "--head-dropout", "0.5", "--layers", "2"})
                             .config;
   EXPECT_TRUE(c.bidirectional);
-  EXPECT_EQ(c.pool, "max");
+  EXPECT_EQ(c.pool, Pool::Max);
   EXPECT_EQ(c.dropout, 0.25);
   EXPECT_EQ(c.head_dropout, 0.5);
   const RunConfig d = parse({"train", "--data", "a.h5", "--out", "d"}).config;
   EXPECT_FALSE(d.bidirectional);
-  EXPECT_EQ(d.pool, "last");
+  EXPECT_EQ(d.pool, Pool::Last);
   EXPECT_EQ(d.dropout, 0.0);
   EXPECT_EQ(d.head_dropout, 0.0);
   const std::string ini = write_ini("bidirectional = true\npool = mean\ndropout = 0.1\n");
   const RunConfig f = parse({"train", "--config", ini, "--data", "a.h5", "--out", "d"}).config;
   EXPECT_TRUE(f.bidirectional);
-  EXPECT_EQ(f.pool, "mean");
+  EXPECT_EQ(f.pool, Pool::Mean);
   EXPECT_EQ(f.dropout, 0.1);
 }
 

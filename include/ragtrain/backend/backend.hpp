@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,13 +45,10 @@ class Backend {
 
   virtual void set_params(const std::vector<float>& params) = 0;   // flat, PyTorch layout
   virtual std::vector<float> params() const = 0;
-  virtual Optimizer& optimizer() = 0;                               // state for checkpoints
-
-  // Restores the optimizer state of a checkpoint (moments flat in PyTorch layout like params; v empty for
-  // SGD; the step count drives Adam's bias correction). The default goes through optimizer(): the CPU backend
-  // uses that Optimizer directly, and a backend that mirrors it on a device copies the host state back
-  // before its next update (the contract of optimizer()). A device backend may override it to upload at once.
-  virtual void set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v, int64_t steps_taken);
+  // The optimizer's state for a checkpoint: a copy in PyTorch layout (a device backend downloads it). Reading
+  // it changes nothing; set_optimizer_state restores one (UserError when the sizes do not fit).
+  virtual OptimizerState optimizer_state() const = 0;
+  virtual void set_optimizer_state(const OptimizerState& state) = 0;
 
   // The rank's training shard; kept (on the device for GPUs) for the whole run.
   virtual void set_train_shard(const Shard& shard) = 0;
@@ -92,8 +90,20 @@ class Backend {
 
 class CommWatchdog;   // comm/watchdog.hpp
 
+// --device, parsed once at the command line. Auto: CUDA when every rank sees a GPU, else the CPU.
+enum class Device { Cpu, Cuda, Auto };
+const char* device_name(Device d);                           // "cpu" | "cuda" | "auto"
+std::optional<Device> parse_device(const std::string& name);
+
+// The most sequences per rank per step (K) the CUDA backend takes: its gather kernel's slot table
+// (kMaxGatherSlots in src/backend/cuda/batch_gather.hpp). The option checks refuse a larger --batch-per-rank
+// with --device cuda|auto before any work.
+inline constexpr int64_t kMaxCudaBatchPerRank = 1024;
+
+// Everything a backend needs, given at construction: it measures and sizes for `batch` there, never in a step.
 struct BackendOptions {
-  std::string device = "cpu";   // cpu | cuda | auto
+  Device device = Device::Cpu;
+  int64_t batch = 1;            // K: sequences per rank per step (forward_backward's positions.size())
   OptimizerConfig optimizer;
   MPI_Comm comm = MPI_COMM_WORLD;
   int local_rank = 0;           // picks the GPU
