@@ -36,7 +36,8 @@ FeatureScaling compute_scaling(const Shard& shard, MPI_Comm comm) {
 }
 
 void apply_scaling(const FeatureScaling& s, Shard& shard) {
-  if (s.empty()) return;
+  // An empty shard has nothing to scale (train without --val passes its empty validation shard).
+  if (s.empty() || shard.timesteps() == 0) return;
   const int64_t F = shard.num_features;
   RT_CHECK(static_cast<int64_t>(s.mean.size()) == F, "scaling has " << s.mean.size() << " features, data " << F);
   const int64_t rows = shard.timesteps();
