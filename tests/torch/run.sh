@@ -29,20 +29,29 @@ OUT=$(mktemp -d "${TMPDIR:-/tmp}/ragtrain-torch.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
 "$PY" "$ROOT/tools/test_torch_agreement.py" --bin "$BUILD/bin/ragtrain" --out "$OUT" --devices cpu >"$OUT/log" 2>&1
 rc=$?
-# One line per check from the tool's JSON; a run that ended before writing it counts as one failure.
-if ! "$PY" - "$OUT/torch_agreement.json" "$rc" <<'PY'
+# One line per check from the tool's JSON; a run that ended before writing it counts as one failure. On a
+# failure the tool's log comes first, so that the counts stay the last line (scripts/run-tests.sh reads it).
+report=$("$PY" - "$OUT/torch_agreement.json" "$rc" <<'PY'
 import json, sys
-checks = json.load(open(sys.argv[1]))
+try:
+    checks = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    sys.exit(3)
 passed = sum(1 for c in checks if c["passed"])
 for c in checks:
     detail = ", ".join(f"{k}={v}" for k, v in c.items() if k not in ("check", "passed"))
     print(f"[  {'PASSED' if c['passed'] else 'FAILED'}  ] {c['check']} ({detail})")
 failed = len(checks) - passed + (1 if int(sys.argv[2]) != 0 and passed == len(checks) else 0)
 print(f"{passed} passed, {failed} failed, 0 skipped")
+sys.exit(1 if failed else 0)
 PY
-then
-  tail -30 "$OUT/log"
+)
+status=$?
+[ "$status" -ne 0 ] && tail -30 "$OUT/log" | sed 's/^/  log: /'
+if [ "$status" -eq 3 ]; then
   echo "[  FAILED  ] torch agreement: tools/test_torch_agreement.py ended with $rc before writing its results"
   echo "0 passed, 1 failed, 0 skipped"
-  exit 1
+else
+  echo "$report"
 fi
+exit "$status"
