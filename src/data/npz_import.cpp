@@ -73,7 +73,7 @@ class ZipArchive {
     USER_CHECK(unzOpenCurrentFile(zip_) == UNZ_OK, path_ << ": entry '" << name << "' cannot be opened",
                "the file is damaged; save it again");
     std::string bytes;
-    std::vector<char> chunk(1 << 20);
+    std::vector<char> chunk(1 << 16);
     int n = 0;
     while (bytes.size() < limit && (n = unzReadCurrentFile(zip_, chunk.data(), static_cast<unsigned>(chunk.size()))) > 0)
       bytes.append(chunk.data(), static_cast<size_t>(n));
@@ -200,11 +200,17 @@ RaggedData read_npz_file(const std::string& path, const ImportOptions& opts, Imp
     int64_t row = 0;
     append_rows(values, where("values"), d, row);
     for (int64_t i = 0; i < len.size(); ++i) {
-      const auto n = static_cast<int64_t>(npy_number(len, i));
+      // Checked as a double before any conversion: a length from the file need not fit int64_t (uint64 2^64-1),
+      // and a running sum kept within the rows of 'values' cannot overflow.
+      const double n = npy_number(len, i);
       USER_CHECK(n >= 1, where("lengths") << ": lengths[" << i << "] is " << n
                                           << "; expected at least one timestep per sequence",
                  "drop empty sequences before saving");
-      d.offsets.push_back(d.offsets.back() + n);
+      USER_CHECK(n <= static_cast<double>(row - d.offsets.back()),
+                 where("lengths") << ": lengths[0.." << i << "] add up to more than the " << row
+                                  << " rows of 'values' (lengths[" << i << "] is " << n << ")",
+                 kNpzHint);
+      d.offsets.push_back(d.offsets.back() + static_cast<int64_t>(n));
     }
     USER_CHECK(d.offsets.back() == row,
                where("lengths") << ": the lengths add up to " << d.offsets.back() << " but 'values' has " << row
