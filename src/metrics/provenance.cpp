@@ -83,8 +83,8 @@ Json library_versions() {
   return v;
 }
 
-Json collect_provenance(const Context& ctx, const RunConfig& cfg, const std::string& backend_name,
-                        const std::string& started_at) {
+Json collect_provenance(const Context& ctx, const std::string& command_line, const std::string& effective_config,
+                        const std::string& backend_name, const std::string& started_at) {
   const Json mine{{"rank", ctx.rank},
                   {"host", ctx.host},
                   {"local_rank", ctx.local_rank},
@@ -106,8 +106,8 @@ Json collect_provenance(const Context& ctx, const RunConfig& cfg, const std::str
     hosts[h] = rs;
     per_node = std::max(per_node, static_cast<int>(rs.size()));
   }
-  Json p{{"command_line", cfg.command_line},
-         {"config", cfg.effective},
+  Json p{{"command_line", command_line},
+         {"config", effective_config},
          {"git_revision", git_revision()},
          {"versions", library_versions()},
          {"started_at", started_at},
