@@ -163,6 +163,29 @@ def table(results, tag):
     return "\n".join(out)
 
 
+def sweep_table(results):
+    """One row per tag: every set's mean test accuracy over the ragtrain runs of that tag (both schedules and all
+    seeds pooled), and the median over the sets the tag covers: the evidence for choosing defaults."""
+    tags = sorted({r.get("tag", "") for r in results["runs"]})
+    sets = [d[0] for d in DATASETS if any(r["set"] == d[0] for r in results["runs"])]
+    out = ["| tag | overrides | " + " | ".join(sets) + " | median |", "|---" * (len(sets) + 3) + "|"]
+    for tag in tags:
+        rows = [r for r in results["runs"] if r.get("tag", "") == tag and r["variant"].startswith("ragtrain")]
+        if not rows:
+            continue
+        cells, means = [], []
+        for folder in sets:
+            acc = [r["test_accuracy"] for r in rows if r["set"] == folder]
+            if acc:
+                means.append(statistics.mean(acc))
+                cells.append(f"{means[-1]:.3f} (n={len(acc)})")
+            else:
+                cells.append("-")
+        ov = " ".join(f"{k}={v}" for k, v in rows[0]["overrides"].items()) or "recipe"
+        out.append(f"| {tag or 'recipe'} | {ov} | " + " | ".join(cells) + f" | {statistics.median(means):.3f} |")
+    return "\n".join(out)
+
+
 def n_sequences(path):
     import h5py
     with h5py.File(path, "r") as f:
@@ -246,6 +269,8 @@ def main():
     results = load_results(res_path)
     if a.table_only:
         print(table(results, a.tag))
+        print()
+        print(sweep_table(results))
         return
     a.overrides = dict(kv.split("=", 1) for kv in a.set)
     results.setdefault("machine", {"host": platform.node(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
