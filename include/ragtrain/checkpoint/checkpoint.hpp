@@ -46,7 +46,8 @@ struct TrainAccumulators {
 };
 
 struct Checkpoint {
-  ModelShape shape;
+  ModelShape shape;                       // files without bidirectional/pool attributes: unidirectional, last
+  DropoutRates dropout;                   // the training run's rates (absent in older files: 0)
   std::vector<float> params;              // flat, PyTorch layout (ParamLayout(shape))
   std::vector<std::string> class_names;   // from the training data, when it had them
   int64_t epoch = 0;                      // epochs completed
