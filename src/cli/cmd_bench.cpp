@@ -48,6 +48,7 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
 
   BackendOptions opts;
   opts.device = cfg.device;
+  opts.lstm = cfg.lstm;
   opts.optimizer.kind = cfg.optimizer;
   opts.optimizer.clip = cfg.clip;
   opts.optimizer.weight_decay = cfg.weight_decay;

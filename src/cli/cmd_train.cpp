@@ -193,6 +193,7 @@ int run_train(const Context& launched, const RunConfig& cfg) {
   const ParamLayout layout(shape);
   BackendOptions bopts;
   bopts.device = cfg.device;
+  bopts.lstm = cfg.lstm;
   bopts.optimizer = optimizer_config(cfg);
   bopts.comm = ctx.world;
   bopts.local_rank = ctx.local_rank;

@@ -182,6 +182,10 @@ Table build_table(RunConfig& c) {
       "step checkpoints (OUT/checkpoint-stepNNNNNNNNN.h5) to keep; OUT/checkpoint.h5 is always the newest", {"train"});
   add("device", po::value(&c.device)->default_value(c.device), "cpu, or with a CUDA build cuda | auto",
       {"train", "eval", "predict", "bench"});
+  add("lstm", po::value(&c.lstm)->default_value(c.lstm),
+      "CUDA backend's LSTM: cudnn | fused (one kernel per step: 1 layer, H <= 128; other models use cuDNN) | auto "
+      "(the faster of the two, measured at start-up)",
+      {"train", "bench"});
   add("max-memory", po::value(&c.max_memory)->default_value(c.max_memory)->value_name("SIZE"),
       "most memory one rank may allocate for its data, e.g. 512M, 8G (auto: physical memory / ranks on the "
       "node); sizes declared in a file are checked against it before anything is read",
@@ -326,6 +330,9 @@ void validate(const RunConfig& c) {
                 ", got '" + c.device + "'",
             cuda ? help : "rebuild on a machine with CUDA, cuDNN and NCCL for --device cuda");
   }
+  if (cmd == "train" || cmd == "bench")
+    require(c.lstm == "cudnn" || c.lstm == "fused" || c.lstm == "auto", "lstm",
+            "must be cudnn, fused or auto, got '" + c.lstm + "'", help);
 }
 
 }  // namespace

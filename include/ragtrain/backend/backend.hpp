@@ -86,6 +86,7 @@ class CommWatchdog;   // comm/watchdog.hpp
 
 struct BackendOptions {
   std::string device = "cpu";   // cpu | cuda | auto
+  std::string lstm = "auto";    // CUDA backend: cudnn | fused | auto (--lstm)
   OptimizerConfig optimizer;
   MPI_Comm comm = MPI_COMM_WORLD;
   int local_rank = 0;           // picks the GPU

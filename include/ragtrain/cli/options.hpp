@@ -29,7 +29,7 @@ struct RunConfig {
 
   // training
   int64_t epochs = 10, batch_per_rank = 1, warmup_steps = 0, log_every = 100;
-  std::string optimizer = "adam", lr_decay = "none", device = "cpu";
+  std::string optimizer = "adam", lr_decay = "none", device = "cpu", lstm = "auto";
   double lr = 1e-3, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0, clip = 0.0,
          lr_final_fraction = 0.0;
   uint64_t seed = 1;

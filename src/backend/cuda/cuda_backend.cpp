@@ -119,6 +119,65 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
   }
   build_index();
   CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
+  USER_CHECK(tuning.lstm == "cudnn" || tuning.lstm == "fused" || tuning.lstm == "auto", "--lstm " << tuning.lstm,
+             "use cudnn, fused or auto");
+  lstm_mode_ = tuning.lstm;
+  set_up_fused();
+  choose_lstm_path(1);   // a collective (rank 0's choice is broadcast)
+}
+
+void CudaBackend::set_up_fused() {
+  fused_lstm_.reset();
+  if (lstm_mode_ == "cudnn") return;
+  std::string why = fused_lstm_unsupported(shape_);
+  if (why.empty()) {
+    const FusedLayoutResult r = fused_layout_from_index(shape_, dev_index_, W_, N_);
+    if (r.ok) fused_lstm_ = std::make_unique<FusedLstm>(shape_, r.layout, N_ + kFusedExtras, gpu_.device);
+    why = r.why;
+  }
+  lstm_note_ = why.empty() ? "" : "fused kernel not used: " + why;
+}
+
+void CudaBackend::choose_lstm_path(int64_t K) {
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(comm_, &rank));
+  if (!fused_lstm_) {   // cudnn, or a model the fused kernel does not cover (the same on every rank)
+    use_fused_ = false;
+    if (lstm_mode_ == "fused" && rank == 0 && K == 1)
+      std::fprintf(stderr, "ragtrain: --lstm fused: %s; using cuDNN\n", lstm_note_.c_str());
+    return;
+  }
+  if (lstm_mode_ == "fused") {
+    use_fused_ = true;
+    return;
+  }
+  // auto: rank 0 times both at the probe length and this batch width; everyone takes its choice. A failure to
+  // measure never throws before the broadcast (every rank must reach it); it keeps cuDNN.
+  double us[3] = {0, 0, 0};   // fused, cuDNN, use fused
+  if (rank == 0) {
+    try {
+      auto it = std::find_if(timings_.begin(), timings_.end(),
+                             [&](const AlgoTiming& t) { return t.usable && t.algo == lstm_->algo(); });
+      if (timed_batch_ == K && it != timings_.end()) {
+        us[1] = it->us;
+      } else {
+        const std::vector<AlgoTiming> t = measure_algorithms(cudnn_.get(), compute_.get(), shape_.input_size,
+                                                             shape_.hidden, shape_.layers, probe_length_, K,
+                                                             {lstm_->algo()});
+        us[1] = !t.empty() && t.front().usable ? t.front().us : 1e30;
+      }
+      us[0] = fused_lstm_->time_us(K, probe_length_, compute_.get());
+      us[2] = us[0] < us[1] ? 1 : 0;
+    } catch (const std::exception& e) {
+      cudaGetLastError();
+      std::fprintf(stderr, "ragtrain: --lstm auto: timing the fused kernel failed (%s); using cuDNN\n", e.what());
+      us[2] = 0;
+    }
+  }
+  MPI_CHECK(MPI_Bcast(us, 3, MPI_DOUBLE, 0, comm_));
+  use_fused_ = us[2] != 0;
+  lstm_note_ = RT_MSG("auto at T=" << probe_length_ << ", batch " << K << ": fused " << static_cast<int64_t>(us[0] + 0.5)
+                                   << " us, cuDNN " << static_cast<int64_t>(us[1] + 0.5) << " us");
 }
 
 CudaBackend::~CudaBackend() {
@@ -239,6 +298,11 @@ void CudaBackend::switch_algorithm(cudnnRNNAlgo_t algo) {
   RT_CHECK(next->weight_floats() == W_, "weight space of " << rnn_algo_name(algo) << " differs in size");
   lstm_ = std::move(next);
   build_index();
+  if (fused_lstm_) {   // the weight space moved: the fused kernel's offsets follow it
+    const bool was = use_fused_;
+    set_up_fused();
+    use_fused_ = was && fused_lstm_ != nullptr;
+  }
   set_params(p);
   const std::vector<float> md = to_device_layout(m.data());
   CUDA_CHECK(cudaMemcpyAsync(m_.get(), md.data(), md.size() * sizeof(float), cudaMemcpyHostToDevice, compute_.get()));
@@ -372,6 +436,7 @@ void CudaBackend::adopt_batch(int64_t K) {
   graphs_.clear();   // they captured the slot buffers' old addresses
   seen_.clear();
   if (have_shard_ && shard_max_len_ > 0) validate({{K, shard_max_len_}});
+  if (lstm_mode_ == "auto") choose_lstm_path(K);   // a collective, like the measurement above
 }
 
 GatherArgs CudaBackend::gather_args(const CudnnLstm::Batch& b) const {
@@ -524,7 +589,10 @@ void CudaBackend::forward_backward(const std::vector<int64_t>& positions) {
     slots_.push_back(GatherSlot{begin, static_cast<int32_t>(len), static_cast<int32_t>(pos)});
     T = std::max(T, len);
   }
-  if (!slots_.empty()) run_batch(T);
+  if (!slots_.empty() && use_fused_)
+    fused_lstm_->run(slots_, features_.get(), labels_.get(), targets_.get(), params_.get(), fused_.get(), s);
+  else if (!slots_.empty())
+    run_batch(T);
   CUDA_CHECK(cudaEventRecord(ev.fb_end.get(), s));
 }
 
@@ -721,7 +789,9 @@ std::string CudaBackend::describe() const {
                                                              ? "on for equal-length batches"
                                                              : "on")
                                                       : graphs_off_reason_)
-                                       << (single_rank_ ? ", one rank (no NCCL call)" : ""));
+                                       << (single_rank_ ? ", one rank (no NCCL call)" : "") << ", LSTM "
+                                       << (use_fused_ ? fused_lstm_->describe() : std::string("cuDNN"))
+                                       << (lstm_note_.empty() ? std::string() : " (" + lstm_note_ + ")"));
 }
 
 }  // namespace ragtrain

@@ -1,0 +1,655 @@
+// The fused LSTM training kernel. One thread block per sequence; thread r = 4 j + q owns gate q of hidden unit j
+// (PyTorch row q H + j), so the four gates of a unit sit in four adjacent lanes and the cell update needs only warp
+// shuffles: one block barrier per timestep, forward and backward (h and d gates are double-buffered in shared
+// memory). Phases, each over the whole sequence:
+//   1. input projection  W_ih x_t + b_ih + b_hh for every t, into a per-sequence global scratch (L2-resident)
+//   2. forward recurrence, gate activations, c, tanh(c) and h saved to the scratch
+//   3. head, loss and d loss / d h at the last step
+//   4. backward recurrence (d gates overwrite the activations in the scratch)
+//   5. weight gradients  dW_ih = sum_t dg_t x_t^T, dW_hh = sum_t dg_t h_{t-1}^T, db = sum_t dg_t, each summed
+//      over t in order, by the thread that owns the row
+// Recurrent weights: H <= 64 in registers (each thread its forward row and its backward column slice); larger H
+// in shared memory, transposed and padded so that both the forward (row) and backward (column) reads are free of
+// bank conflicts; columns that do not fit go to registers (forward) and global memory (backward).
+// Every sum has a fixed order and there are no atomics, so a rerun gives identical bits.
+#include "fused_lstm.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "device_kernels.hpp"
+#include "ragtrain/core/error_cuda.hpp"
+
+namespace ragtrain {
+namespace {
+
+constexpr int kInline = 16;     // slots passed in the kernel parameters (larger batches: a device table)
+constexpr int kRegH = 64;       // H up to this: recurrent weights in registers
+constexpr int kMaxH = 128;
+constexpr int kOvf = 32;        // shared-memory variant: forward weight columns beyond shared memory, in registers
+constexpr unsigned kFull = 0xffffffffu;
+
+struct Args {
+  const float* params = nullptr;
+  float* out = nullptr;           // B == 1: the fused buffer (+=); else the partials (=), block b at b * stride
+  int64_t stride = 0;
+  bool accumulate = true;
+  const float* features = nullptr;
+  const int32_t* labels = nullptr;
+  const float* targets = nullptr;
+  const GatherSlot* slots = nullptr;   // B > kInline
+  int32_t B = 0, F = 0, H = 0, C = 0;
+  bool classification = true;
+  FusedLayout lay;
+  float* scratch = nullptr;
+  int64_t per_seq = 0;
+  int32_t t_cap = 0;
+  int32_t S = 0, HP = 0, ksm = 0, fc = 0, fcp = 0, tc = 0, tz = 0, Cp = 0;
+  int64_t r_floats = 0;
+  long long* cycles = nullptr;    // (6) block 0's clock at the phase boundaries, or null
+};
+
+struct Params {
+  Args a;
+  GatherSlot slot[kInline];
+};
+
+__device__ __forceinline__ float sigmoid_f(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+// dst[k * S + (4 j + q)] = src_q[j * n + col0 + k] for k < ncols, gate q of the 4 blocks at offs[q] (H rows of n);
+// zero for k in [ncols, rows_pad) and for interleaved rows in [4H, S). Global reads in row order (coalesced).
+__device__ void stage_transposed(float* dst, int S, const float* params, const int64_t* offs, int H, int n, int col0,
+                                 int ncols, int rows_pad) {
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x), G = 4 * H;
+  const int per_gate = H * ncols;
+  for (int i = tid; i < 4 * per_gate; i += nt) {
+    const int q = i / per_gate, rem = i % per_gate, j = rem / ncols, k = rem % ncols;
+    dst[k * S + 4 * j + q] = params[offs[q] + static_cast<int64_t>(j) * n + col0 + k];
+  }
+  for (int i = tid; i < (rows_pad - ncols) * S; i += nt) dst[(ncols + i / S) * S + i % S] = 0.0f;
+  const int padw = S - G;
+  for (int i = tid; i < ncols * padw; i += nt) dst[(i / padw) * S + G + i % padw] = 0.0f;
+}
+
+__device__ __forceinline__ void mark(const Args& a, int phase) {
+  if (a.cycles && blockIdx.x == 0 && threadIdx.x == 0) a.cycles[phase] = clock64();
+}
+
+__device__ __forceinline__ void emit(const Args& a, int64_t idx, float v) {
+  float* o = a.out + static_cast<int64_t>(blockIdx.x) * a.stride + idx;
+  if (a.accumulate) *o += v;
+  else *o = v;
+}
+
+// Phase 1: gbuf[t][r] = b_ih + b_hh + W_ih[row] x_t, chunked over features (fc) and timesteps (tc).
+__device__ void input_projection(const Args& a, float* R, const float* x, float* gbuf, int len) {
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int H = a.H, G = 4 * H, F = a.F, S = a.S, r = tid, j = r >> 2, q = r & 3;
+  const bool valid = r < G;
+  const float bias = valid ? a.params[a.lay.b_ih[q] + j] + a.params[a.lay.b_hh[q] + j] : 0.0f;
+  float* xs = R + static_cast<int64_t>(a.fcp) * S;   // (tc, fcp) staged inputs
+  for (int f0 = 0; f0 < F; f0 += a.fc) {
+    const int nf = min(a.fc, F - f0);
+    __syncthreads();   // R is free
+    stage_transposed(R, S, a.params, a.lay.w_ih, H, F, f0, nf, a.fcp);
+    for (int t0 = 0; t0 < len; t0 += a.tc) {
+      const int n = min(a.tc, len - t0), n4 = (n + 3) & ~3;
+      __syncthreads();   // the staged weights are in; the previous inputs are consumed
+      for (int i = tid; i < n4 * a.fcp; i += nt) {
+        const int tt = i / a.fcp, k = i % a.fcp;
+        xs[i] = (tt < n && k < nf) ? x[static_cast<int64_t>(t0 + tt) * F + f0 + k] : 0.0f;
+      }
+      __syncthreads();
+      if (!valid) continue;
+      for (int tt = 0; tt < n; tt += 4) {
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int k = 0; k < a.fcp; k += 4) {
+          const float w0 = R[k * S + r], w1 = R[(k + 1) * S + r], w2 = R[(k + 2) * S + r], w3 = R[(k + 3) * S + r];
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const float4 xv = *reinterpret_cast<const float4*>(xs + (tt + u) * a.fcp + k);
+            acc[u] += w0 * xv.x;
+            acc[u] += w1 * xv.y;
+            acc[u] += w2 * xv.z;
+            acc[u] += w3 * xv.w;
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          if (tt + u >= n) break;
+          float* g = gbuf + static_cast<int64_t>(t0 + tt + u) * G + r;
+          *g = (f0 == 0 ? bias : *g) + acc[u];
+        }
+      }
+    }
+  }
+}
+
+// Phase 3: logits, loss, d loss / d logits (in lg_s), d loss / d h_last (dh_s), and the head's gradients.
+__device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, int pos) {
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int H = a.H, C = a.C, warp = tid / 32, lane = tid % 32, nw = nt / 32;
+  const float* fcw = a.params + a.lay.fc_w;
+  const float* fcb = a.params + a.lay.fc_b;
+  for (int c = warp; c < C; c += nw) {
+    float s = 0.0f;
+    for (int k = lane; k < H; k += 32) s += fcw[static_cast<int64_t>(c) * H + k] * hl[k];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(kFull, s, o);
+    if (lane == 0) lg_s[c] = s + fcb[c];
+  }
+  __syncthreads();
+  if (tid == 0) {
+    float loss = 0.0f, hit = 0.0f;
+    if (a.classification) {
+      int label = a.labels[pos];
+      label = label < 0 ? 0 : (label >= C ? C - 1 : label);   // validated on the host; never index out of bounds
+      float m = -INFINITY;
+      int best = 0;   // argmax, ties to the lowest index as in the reference
+      for (int c = 0; c < C; ++c)
+        if (lg_s[c] > m) m = lg_s[c], best = c;
+      float sum = 0.0f;
+      for (int c = 0; c < C; ++c) sum += expf(lg_s[c] - m);
+      loss = m + logf(sum) - lg_s[label];
+      hit = best == label ? 1.0f : 0.0f;
+      for (int c = 0; c < C; ++c) lg_s[c] = expf(lg_s[c] - m) / sum - (c == label ? 1.0f : 0.0f);
+    } else {
+      const float inv_k = 1.0f / static_cast<float>(C);
+      const float* t = a.targets + static_cast<int64_t>(pos) * C;
+      float sq = 0.0f;
+      for (int c = 0; c < C; ++c) {
+        const float diff = lg_s[c] - t[c];
+        sq += diff * diff;
+        lg_s[c] = 2.0f * diff * inv_k;
+      }
+      loss = sq * inv_k;
+    }
+    misc[0] = loss;
+    misc[1] = hit;
+  }
+  __syncthreads();
+  for (int k = tid; k < H; k += nt) {
+    float s = 0.0f;
+    for (int c = 0; c < C; ++c) s += fcw[static_cast<int64_t>(c) * H + k] * lg_s[c];
+    dh_s[k] = s;
+  }
+  for (int i = tid; i < C * H; i += nt) emit(a, a.lay.fc_w + i, lg_s[i / H] * hl[i % H]);
+  for (int c = tid; c < C; c += nt) emit(a, a.lay.fc_b + c, lg_s[c]);
+  if (tid == 0) {
+    emit(a, a.lay.extras + 0, misc[0]);
+    emit(a, a.lay.extras + 1, 1.0f);
+    emit(a, a.lay.extras + 2, misc[1]);
+  }
+  __syncthreads();
+}
+
+// Phase 5: the row's weight gradients over z_t = [x_t, h_{t-1}] (h_{-1} = 0), 32 columns at a time, summed in t
+// order; the bias gradient with the first chunk.
+__device__ void weight_grads(const Args& a, float* R, const float* x, const float* gbuf, const float* hbuf, int len) {
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int H = a.H, G = 4 * H, F = a.F, r = tid, j = r >> 2, q = r & 3;
+  const bool valid = r < G;
+  for (int c0 = 0; c0 < F + H; c0 += 32) {
+    float acc[32];
+#pragma unroll
+    for (int u = 0; u < 32; ++u) acc[u] = 0.0f;
+    float db = 0.0f;
+    for (int t0 = 0; t0 < len; t0 += a.tz) {
+      const int n = min(a.tz, len - t0);
+      __syncthreads();   // R is free
+      for (int i = tid; i < n * 32; i += nt) {
+        const int tt = i / 32, col = c0 + i % 32, t = t0 + tt;
+        float v = 0.0f;
+        if (col < F) v = x[static_cast<int64_t>(t) * F + col];
+        else if (col < F + H && t > 0) v = hbuf[static_cast<int64_t>(t - 1) * H + col - F];
+        R[i] = v;
+      }
+      __syncthreads();
+      if (!valid) continue;
+#pragma unroll 2
+      for (int tt = 0; tt < n; ++tt) {
+        const float d = gbuf[static_cast<int64_t>(t0 + tt) * G + r];
+        db += d;
+#pragma unroll
+        for (int u = 0; u < 32; u += 4) {
+          const float4 z = *reinterpret_cast<const float4*>(R + tt * 32 + u);
+          acc[u] += d * z.x;
+          acc[u + 1] += d * z.y;
+          acc[u + 2] += d * z.z;
+          acc[u + 3] += d * z.w;
+        }
+      }
+    }
+    if (!valid) continue;
+#pragma unroll
+    for (int u = 0; u < 32; ++u) {
+      const int col = c0 + u;
+      if (col < F) emit(a, a.lay.w_ih[q] + static_cast<int64_t>(j) * F + col, acc[u]);
+      else if (col < F + H) emit(a, a.lay.w_hh[q] + static_cast<int64_t>(j) * H + col - F, acc[u]);
+    }
+    if (c0 == 0) {
+      emit(a, a.lay.b_ih[q] + j, db);
+      emit(a, a.lay.b_hh[q] + j, db);
+    }
+  }
+}
+
+template <int HR>
+__global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __grid_constant__ Params p) {
+  const Args& a = p.a;
+  extern __shared__ float4 smem4[];
+  float* R = reinterpret_cast<float*>(smem4);   // staged weights / inputs (r_floats)
+  const int H = a.H, G = 4 * H, S = a.S, HP = a.HP, ksm = a.ksm;
+  float* h_s = R + a.r_floats;   // (2, HP) h, double-buffered
+  float* dg_s = h_s + 2 * HP;    // (2, 4, HP) d gates, gate-major, double-buffered
+  float* lg_s = dg_s + 8 * HP;   // (Cp) logits, then d loss / d logits
+  float* dh_s = lg_s + a.Cp;     // (HP) d loss / d h_last
+  float* misc = dh_s + HP;       // (4)
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, nt = static_cast<int>(blockDim.x);
+  const int r = tid, j = r >> 2, q = r & 3, quad = lane & ~3;
+  const bool valid = r < G;
+  const GatherSlot slot = a.B <= kInline ? p.slot[blockIdx.x] : a.slots[blockIdx.x];
+  const int len = slot.length;
+  const float* x = a.features + slot.row * a.F;
+  float* gbuf = a.scratch + static_cast<int64_t>(blockIdx.x) * a.per_seq;   // (t_cap, G) by interleaved row
+  float* cbuf = gbuf + static_cast<int64_t>(a.t_cap) * G;                     // (t_cap, H)
+  float* tcbuf = cbuf + static_cast<int64_t>(a.t_cap) * H;
+  float* hbuf = tcbuf + static_cast<int64_t>(a.t_cap) * H;
+  mark(a, 0);
+
+  input_projection(a, R, x, gbuf, len);
+  mark(a, 1);
+
+  // Recurrent weights: W_hh transposed into R (k * S + r), then into registers where they fit.
+  __syncthreads();
+  const int ksm_rows = HR ? H : ksm;
+  stage_transposed(R, S, a.params, a.lay.w_hh, H, H, 0, ksm_rows, HR ? ((H + 7) & ~7) : ((ksm_rows + 3) & ~3));
+  for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
+  __syncthreads();
+  float wf[HR ? HR : kOvf], wb[HR ? HR : 1];
+  if constexpr (HR > 0) {
+#pragma unroll
+    for (int k = 0; k < HR; ++k) wf[k] = (valid && k < H) ? R[k * S + r] : 0.0f;   // forward: row (q H + j)
+#pragma unroll
+    for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? R[j * S + 4 * i + q] : 0.0f;   // backward: column j
+  } else {
+#pragma unroll
+    for (int u = 0; u < kOvf; ++u)
+      wf[u] = (valid && ksm + u < H) ? a.params[a.lay.w_hh[q] + static_cast<int64_t>(j) * H + ksm + u] : 0.0f;
+    wb[0] = 0.0f;
+  }
+
+  // Phase 2: forward recurrence.
+  int cur = 0;
+  float c = 0.0f;
+  float xp_next = valid ? gbuf[r] : 0.0f;
+  for (int t = 0; t < len; ++t) {
+    const float xp = xp_next;
+    if (valid && t + 1 < len) xp_next = gbuf[static_cast<int64_t>(t + 1) * G + r];
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    if (t > 0) {
+      const float* hs = h_s + cur * HP;
+      if constexpr (HR > 0) {
+#pragma unroll
+        for (int k0 = 0; k0 < HR; k0 += 8) {
+          if (k0 >= H) break;
+          const float4 u = *reinterpret_cast<const float4*>(hs + k0);
+          const float4 v = *reinterpret_cast<const float4*>(hs + k0 + 4);
+          a0 += wf[k0] * u.x;
+          a1 += wf[k0 + 1] * u.y;
+          a2 += wf[k0 + 2] * u.z;
+          a3 += wf[k0 + 3] * u.w;
+          a0 += wf[k0 + 4] * v.x;
+          a1 += wf[k0 + 5] * v.y;
+          a2 += wf[k0 + 6] * v.z;
+          a3 += wf[k0 + 7] * v.w;
+        }
+      } else {
+        for (int k = 0; k < ksm; k += 4) {
+          const float4 u = *reinterpret_cast<const float4*>(hs + k);
+          a0 += R[k * S + r] * u.x;
+          a1 += R[(k + 1) * S + r] * u.y;
+          a2 += R[(k + 2) * S + r] * u.z;
+          a3 += R[(k + 3) * S + r] * u.w;
+        }
+        if (ksm < H) {
+#pragma unroll
+          for (int u = 0; u < kOvf; u += 4) {
+            if (ksm + u >= H) break;
+            a0 += wf[u] * hs[ksm + u];
+            a1 += wf[u + 1] * hs[ksm + u + 1];
+            a2 += wf[u + 2] * hs[ksm + u + 2];
+            a3 += wf[u + 3] * hs[ksm + u + 3];
+          }
+        }
+      }
+    }
+    const float pre = xp + ((a0 + a1) + (a2 + a3));
+    const float act = q == 2 ? tanhf(pre) : sigmoid_f(pre);
+    const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
+    const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
+    c = (t > 0 ? fg * c : 0.0f) + ig * gg;
+    const float tc = tanhf(c);
+    const float h = og * tc;
+    if (valid) {
+      gbuf[static_cast<int64_t>(t) * G + r] = act;
+      const int64_t o = static_cast<int64_t>(t) * H + j;
+      if (q == 0) {
+        h_s[(cur ^ 1) * HP + j] = h;
+        hbuf[o] = h;
+      } else if (q == 1) {
+        cbuf[o] = c;
+      } else if (q == 2) {
+        tcbuf[o] = tc;
+      }
+    }
+    __syncthreads();
+    cur ^= 1;
+  }
+  mark(a, 2);
+
+  head(a, h_s + cur * HP, lg_s, dh_s, misc, slot.pos);
+  mark(a, 3);
+
+  // Phase 4: backward recurrence. Thread (j, q) sums gate q's share of (W_hh^T dg)[j]; the quad adds the four.
+  int cb = 0;
+  float dc = 0.0f;
+  const int64_t T1 = len - 1;
+  float act_n = valid ? gbuf[T1 * G + r] : 0.0f;
+  float cp_n = (valid && len > 1) ? cbuf[(T1 - 1) * H + j] : 0.0f;
+  float tc_n = valid ? tcbuf[T1 * H + j] : 0.0f;
+  for (int t = len - 1; t >= 0; --t) {
+    const float act = act_n, cprev = cp_n, tc = tc_n;
+    if (valid && t > 0) {
+      act_n = gbuf[static_cast<int64_t>(t - 1) * G + r];
+      cp_n = t > 1 ? cbuf[static_cast<int64_t>(t - 2) * H + j] : 0.0f;
+      tc_n = tcbuf[static_cast<int64_t>(t - 1) * H + j];
+    }
+    float b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+    if (t < len - 1) {
+      const float* d = dg_s + cb * 4 * HP + q * HP;
+      if constexpr (HR > 0) {
+#pragma unroll
+        for (int i0 = 0; i0 < HR; i0 += 8) {
+          if (i0 >= H) break;
+          const float4 u = *reinterpret_cast<const float4*>(d + i0);
+          const float4 v = *reinterpret_cast<const float4*>(d + i0 + 4);
+          b0 += wb[i0] * u.x;
+          b1 += wb[i0 + 1] * u.y;
+          b2 += wb[i0 + 2] * u.z;
+          b3 += wb[i0 + 3] * u.w;
+          b0 += wb[i0 + 4] * v.x;
+          b1 += wb[i0 + 5] * v.y;
+          b2 += wb[i0 + 6] * v.z;
+          b3 += wb[i0 + 7] * v.w;
+        }
+      } else if (j < ksm) {
+        const float* w = R + j * S + q;
+        for (int i = 0; i < H; i += 4) {
+          const float4 u = *reinterpret_cast<const float4*>(d + i);
+          b0 += w[4 * i] * u.x;
+          b1 += w[4 * i + 4] * u.y;
+          b2 += w[4 * i + 8] * u.z;
+          b3 += w[4 * i + 12] * u.w;
+        }
+      } else if (valid) {
+        const float* w = a.params + a.lay.w_hh[q] + j;
+        for (int i = 0; i < H; i += 4) {
+          const float4 u = *reinterpret_cast<const float4*>(d + i);
+          b0 += __ldg(w + static_cast<int64_t>(i) * H) * u.x;
+          if (i + 1 < H) b1 += __ldg(w + static_cast<int64_t>(i + 1) * H) * u.y;
+          if (i + 2 < H) b2 += __ldg(w + static_cast<int64_t>(i + 2) * H) * u.z;
+          if (i + 3 < H) b3 += __ldg(w + static_cast<int64_t>(i + 3) * H) * u.w;
+        }
+      }
+    }
+    float P = (b0 + b1) + (b2 + b3);
+    P += __shfl_xor_sync(kFull, P, 1);   // identical bits in all four lanes (addition commutes exactly)
+    P += __shfl_xor_sync(kFull, P, 2);
+    const float dh = P + (t == len - 1 ? dh_s[j] : 0.0f);
+    const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
+    const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
+    const float dct = dc + dh * og * (1.0f - tc * tc);
+    float dg;
+    if (q == 0) dg = dct * gg * ig * (1.0f - ig);
+    else if (q == 1) dg = t > 0 ? dct * cprev * fg * (1.0f - fg) : 0.0f;
+    else if (q == 2) dg = dct * ig * (1.0f - gg * gg);
+    else dg = dh * tc * og * (1.0f - og);
+    dc = dct * fg;
+    if (valid) {
+      dg_s[(cb ^ 1) * 4 * HP + q * HP + j] = dg;
+      gbuf[static_cast<int64_t>(t) * G + r] = dg;
+    }
+    __syncthreads();
+    cb ^= 1;
+  }
+  mark(a, 4);
+
+  weight_grads(a, R, x, gbuf, hbuf, len);
+  mark(a, 5);
+}
+
+// grads[i] += sum over b (in order) of partials[b * stride + i].
+__global__ void reduce_partials_kernel(const float* partials, int64_t stride, int B, int64_t n, float* grads) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float s = 0.0f;
+  for (int b = 0; b < B; ++b) s += partials[static_cast<int64_t>(b) * stride + i];
+  grads[i] += s;
+}
+
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+}  // namespace
+
+std::string fused_lstm_unsupported(const ModelShape& shape) {
+  if (shape.layers != 1) return RT_MSG(shape.layers << " layers (the fused kernel runs one)");
+  if (shape.hidden > kMaxH) return RT_MSG("H=" << shape.hidden << " (the fused kernel runs H <= " << kMaxH << ")");
+  if (shape.hidden < 1 || shape.input_size < 1 || shape.outputs < 1) return "an empty model";
+  return "";
+}
+
+FusedLayoutResult fused_layout_from_index(const ModelShape& shape, const std::vector<int64_t>& dev_index,
+                                          int64_t head_offset, int64_t extras_offset) {
+  FusedLayoutResult res;
+  const ParamLayout pl(shape);
+  const int64_t H = shape.hidden;
+  // Gate q's block of a tensor of `width` columns: rows q H .. q H + H - 1, contiguous in the device layout.
+  auto gate_block = [&](const ParamTensor& t, int64_t width, int q, int64_t* out) {
+    const int64_t first = t.offset + q * H * width;
+    const int64_t base = dev_index[static_cast<size_t>(first)];
+    for (int64_t i = 0; i < H * width; ++i)
+      if (dev_index[static_cast<size_t>(first + i)] != base + i) return false;
+    *out = base;
+    return true;
+  };
+  for (int q = 0; q < 4; ++q) {
+    if (!gate_block(pl.w_ih(0), shape.input_size, q, &res.layout.w_ih[q]) ||
+        !gate_block(pl.w_hh(0), H, q, &res.layout.w_hh[q]) || !gate_block(pl.b_ih(0), 1, q, &res.layout.b_ih[q]) ||
+        !gate_block(pl.b_hh(0), 1, q, &res.layout.b_hh[q])) {
+      res.why = "cuDNN's weight space stores a gate block non-contiguously";
+      return res;
+    }
+  }
+  res.layout.fc_w = head_offset;
+  res.layout.fc_b = head_offset + shape.outputs * H;
+  res.layout.extras = extras_offset;
+  res.ok = true;
+  return res;
+}
+
+FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t n_grad, int device)
+    : shape_(shape), layout_(layout), n_grad_(n_grad), stride_((n_grad + 31) / 32 * 32),
+      slots_copied_(Event::create(false)) {
+  const std::string why = fused_lstm_unsupported(shape);
+  RT_CHECK(why.empty(), "fused LSTM: " << why);
+  const int H = static_cast<int>(shape.hidden), F = static_cast<int>(shape.input_size), G = 4 * H;
+  registers_ = H <= kRegH;
+  threads_ = round_up(G, 32);
+  S_ = round_up(G, 32) + 4;                  // S = 4 (mod 32): conflict-free forward and backward reads
+  HP_ = round_up(H, 8);
+  HP_ += ((4 - HP_ % 32) + 32) % 32;         // HP = 4 (mod 32): the four gates' d-gate rows on distinct banks
+  Cp_ = round_up(static_cast<int>(shape.outputs), 4);
+  int optin = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const int64_t fixed = 2 * HP_ + 8 * HP_ + Cp_ + HP_ + 4;
+  const int64_t budget = optin / static_cast<int64_t>(sizeof(float)) - fixed;
+  // Recurrent weights: all H rows for the register variant (staged once), as many as fit otherwise (multiple of 4).
+  const int64_t want_hh = static_cast<int64_t>(round_up(H, 8)) * S_;
+  if (registers_) {
+    ksm_ = H;
+  } else {
+    const int64_t rows = budget / S_;   // all of W_hh when it fits (rows padded to 4), else a multiple of 4
+    ksm_ = rows >= round_up(H, 4) ? H : static_cast<int>(std::min<int64_t>(H, rows) / 4 * 4);
+    RT_CHECK(ksm_ >= H - kOvf && ksm_ > 0, "fused LSTM: H=" << H << " leaves too few weight columns in shared memory");
+  }
+  // Input projection: feature chunk fc (<= 64) and time chunk tc; weight gradients: time chunk tz.
+  fc_ = std::min(F, 64);
+  fcp_ = round_up(fc_, 4);
+  tc_ = 64;
+  const int64_t r_proj = static_cast<int64_t>(fcp_) * S_ + static_cast<int64_t>(tc_) * fcp_;
+  const int64_t r_hh = registers_ ? want_hh : static_cast<int64_t>(round_up(ksm_, 4)) * S_;
+  r_floats_ = std::max<int64_t>({r_proj, r_hh, 32 * 64});
+  r_floats_ = std::min<int64_t>(std::max<int64_t>(r_floats_, registers_ ? r_floats_ : budget), budget);
+  RT_CHECK(r_proj <= r_floats_ && r_hh <= r_floats_, "fused LSTM: F=" << F << ", H=" << H << " exceed shared memory");
+  tz_ = static_cast<int32_t>(std::min<int64_t>(r_floats_ / 32, 4096));
+  r_floats_ = round_up(static_cast<int>(r_floats_), 4);
+  smem_bytes_ = static_cast<size_t>(r_floats_ + fixed) * sizeof(float);
+  const void* k = registers_ ? reinterpret_cast<const void*>(fused_lstm_kernel<kRegH>)
+                             : reinterpret_cast<const void*>(fused_lstm_kernel<0>);
+  CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
+  slots_host_ = PinnedBuffer<GatherSlot>(kMaxGatherSlots, false);
+  slots_dev_.resize_discard(kMaxGatherSlots);
+  cycles_.resize_discard(8);
+}
+
+void FusedLstm::reserve(int64_t B, int64_t T) {
+  if (B <= cap_B_ && T <= cap_T_) return;
+  cap_B_ = std::max(cap_B_, B);
+  cap_T_ = std::max(cap_T_, T);
+  const int64_t H = shape_.hidden;
+  scratch_.resize_discard(static_cast<size_t>(cap_B_ * cap_T_ * (4 * H + 3 * H)));
+  if (cap_B_ > 1) {
+    partials_.resize_discard(static_cast<size_t>(cap_B_ * stride_));
+    CUDA_CHECK(cudaMemset(partials_.get(), 0, partials_.size() * sizeof(float)));   // padding entries stay zero
+  }
+}
+
+void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features, const int32_t* labels,
+                    const float* targets, const float* params, float* grads, cudaStream_t s) {
+  const int64_t B = static_cast<int64_t>(slots.size());
+  RT_CHECK(B >= 1 && B <= kMaxGatherSlots, "fused LSTM: " << B << " sequences in one step");
+  int64_t T = 0;
+  for (const GatherSlot& g : slots) {
+    RT_CHECK(g.length >= 1, "fused LSTM: a sequence of length " << g.length);
+    T = std::max<int64_t>(T, g.length);
+  }
+  if (B > cap_B_ || T > cap_T_) {
+    CUDA_CHECK(cudaStreamSynchronize(s));   // the buffers may still be in use by a queued launch
+    reserve(B, T);
+  }
+  const int64_t H = shape_.hidden;
+  Params p{};
+  Args& a = p.a;
+  a.params = params;
+  a.accumulate = B == 1;
+  a.out = B == 1 ? grads : partials_.get();
+  a.stride = B == 1 ? 0 : stride_;
+  a.features = features;
+  a.labels = labels;
+  a.targets = targets;
+  a.B = static_cast<int32_t>(B);
+  a.F = static_cast<int32_t>(shape_.input_size);
+  a.H = static_cast<int32_t>(H);
+  a.C = static_cast<int32_t>(shape_.outputs);
+  a.classification = shape_.task == Task::Classification;
+  a.lay = layout_;
+  a.scratch = scratch_.get();
+  a.per_seq = cap_T_ * 7 * H;
+  a.t_cap = static_cast<int32_t>(cap_T_);
+  a.S = S_;
+  a.HP = HP_;
+  a.ksm = ksm_;
+  a.fc = fc_;
+  a.fcp = fcp_;
+  a.tc = tc_;
+  a.tz = tz_;
+  a.Cp = Cp_;
+  a.r_floats = r_floats_;
+  a.cycles = record_ ? cycles_.get() : nullptr;
+  if (B <= kInline) {
+    for (int64_t i = 0; i < B; ++i) p.slot[i] = slots[static_cast<size_t>(i)];
+  } else {
+    // The host table is reused: the previous step's copy must have left it before it is rewritten.
+    CUDA_CHECK(cudaEventSynchronize(slots_copied_.get()));
+    std::copy(slots.begin(), slots.end(), slots_host_.get());
+    CUDA_CHECK(cudaMemcpyAsync(slots_dev_.get(), slots_host_.get(), static_cast<size_t>(B) * sizeof(GatherSlot),
+                               cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaEventRecord(slots_copied_.get(), s));
+    a.slots = slots_dev_.get();
+  }
+  void* args[] = {&p};
+  const void* k = registers_ ? reinterpret_cast<const void*>(fused_lstm_kernel<kRegH>)
+                             : reinterpret_cast<const void*>(fused_lstm_kernel<0>);
+  CUDA_CHECK(cudaLaunchKernel(k, dim3(static_cast<unsigned>(B)), dim3(static_cast<unsigned>(threads_)), args,
+                              smem_bytes_, s));
+  CUDA_CHECK_LAUNCH();
+  if (B > 1) {
+    const int64_t blocks = (n_grad_ + 255) / 256;
+    reduce_partials_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(partials_.get(), stride_,
+                                                                         static_cast<int>(B), n_grad_, grads);
+    CUDA_CHECK_LAUNCH();
+  }
+}
+
+FusedCycles FusedLstm::last_cycles(cudaStream_t s) {
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  long long c[8] = {};
+  CUDA_CHECK(cudaMemcpy(c, cycles_.get(), sizeof(c), cudaMemcpyDeviceToHost));
+  FusedCycles r;
+  r.projection = c[1] - c[0];
+  r.forward = c[2] - c[1];
+  r.head = c[3] - c[2];
+  r.backward = c[4] - c[3];
+  r.weight_grads = c[5] - c[4];
+  r.total = c[5] - c[0];
+  return r;
+}
+
+double FusedLstm::time_us(int64_t B, int64_t T, cudaStream_t s) {
+  const int64_t F = shape_.input_size, C = shape_.outputs;
+  DeviceBuffer<float> feats(static_cast<size_t>(B * T * F)), params(static_cast<size_t>(n_grad_)),
+      grads(static_cast<size_t>(n_grad_)), targets(static_cast<size_t>(B * C));
+  DeviceBuffer<int32_t> labels(static_cast<size_t>(B));
+  launch_fill_uniform(feats.get(), B * T * F, 11, -1.0f, 1.0f, s);
+  launch_fill_uniform(params.get(), n_grad_, 12, -0.1f, 0.1f, s);
+  launch_fill_uniform(targets.get(), B * C, 13, -1.0f, 1.0f, s);
+  launch_fill_int(labels.get(), B, 0, s);
+  CUDA_CHECK(cudaMemsetAsync(grads.get(), 0, static_cast<size_t>(n_grad_) * sizeof(float), s));
+  std::vector<GatherSlot> slots;
+  for (int64_t b = 0; b < B; ++b)
+    slots.push_back(GatherSlot{b * T, static_cast<int32_t>(T), static_cast<int32_t>(b)});
+  Event e0 = Event::create(true), e1 = Event::create(true);
+  std::vector<float> us;
+  for (int i = 0; i < 23; ++i) {
+    CUDA_CHECK(cudaEventRecord(e0.get(), s));
+    run(slots, feats.get(), labels.get(), targets.get(), params.get(), grads.get(), s);
+    CUDA_CHECK(cudaEventRecord(e1.get(), s));
+    CUDA_CHECK(cudaEventSynchronize(e1.get()));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0.get(), e1.get()));
+    if (i >= 3) us.push_back(1e3f * ms);   // the first runs include module load and buffer growth
+  }
+  std::sort(us.begin(), us.end());
+  return static_cast<double>(us[us.size() / 2]);
+}
+
+std::string FusedLstm::describe() const {
+  return RT_MSG("fused kernel (recurrent weights in " << (registers_ ? "registers" : "shared memory") << ", "
+                                                      << threads_ << " threads, "
+                                                      << (smem_bytes_ + 1023) / 1024 << " KiB shared)");
+}
+
+}  // namespace ragtrain
