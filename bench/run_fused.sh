@@ -12,6 +12,7 @@ SCRIPTS=${SCRIPTS:-bench}   # where torch_reference.py and torch_graph_anchor.py
 OUT=${OUT:-runs/bench-fused}
 WORK=${WORK:-/tmp/ragtrain-bench-fused}
 CASES=${CASES:-50:1 128:1 50:128}
+TORCH=${TORCH:-1}           # 0: ragtrain only (the PyTorch columns stay empty)
 mkdir -p "$OUT" "$WORK"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 DATA=(--features 36 --classes 10 --min-length 60 --max-length 130 --sequences 2000 --seed 1)
@@ -31,6 +32,7 @@ for c in $CASES; do
       --optimizer adam --lr 1e-3 --batch-per-rank "$K" --schedule balanced --steps "$(steps_for "$K")" \
       --warmup 300 --out "$WORK/${lstm}_h${H}_k$K.json" 2>&1 | tee -a "$LOG"
   done
+  [ "$TORCH" = 1 ] || continue
   eager_steps=600
   [ "$K" != 1 ] && eager_steps=150
   timeout 150 python3 "$SCRIPTS/torch_reference.py" --data "$WORK/data.h5" --hidden "$H" --batch "$K" \

@@ -59,16 +59,44 @@ struct Params {
 
 __device__ __forceinline__ float sigmoid_f(float v) { return 1.0f / (1.0f + expf(-v)); }
 
+// dst(i, src(i)) for i < n, with 8 global loads in flight per thread: a copy loop that stores each value right after
+// its load waits one memory latency per element (seen: 600+ cycles each on the H200, most of a phase's time).
+template <class Src, class Dst>
+__device__ __forceinline__ void batched_copy(int n, Src src, Dst dst) {
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  for (int base = 0; base < n; base += 8 * nt) {
+    float v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int i = base + u * nt + tid;
+      v[u] = i < n ? src(i) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int i = base + u * nt + tid;
+      if (i < n) dst(i, v[u]);
+    }
+  }
+}
+
 // dst[k * S + (4 j + q)] = src_q[j * n + col0 + k] for k < ncols, gate q of the 4 blocks at offs[q] (H rows of n);
 // zero for k in [ncols, rows_pad) and for interleaved rows in [4H, S). Global reads in row order (coalesced).
 __device__ void stage_transposed(float* dst, int S, const float* params, const int64_t* offs, int H, int n, int col0,
                                  int ncols, int rows_pad) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x), G = 4 * H;
   const int per_gate = H * ncols;
-  for (int i = tid; i < 4 * per_gate; i += nt) {
-    const int q = i / per_gate, rem = i % per_gate, j = rem / ncols, k = rem % ncols;
-    dst[k * S + 4 * j + q] = params[offs[q] + static_cast<int64_t>(j) * n + col0 + k];
-  }
+  const int64_t o0 = offs[0], o1 = offs[1], o2 = offs[2], o3 = offs[3];
+  batched_copy(
+      4 * per_gate,
+      [&](int i) {
+        const int q = i / per_gate, rem = i % per_gate, j = rem / ncols, k = rem % ncols;
+        const int64_t o = q == 0 ? o0 : (q == 1 ? o1 : (q == 2 ? o2 : o3));
+        return params[o + static_cast<int64_t>(j) * n + col0 + k];
+      },
+      [&](int i, float v) {
+        const int q = i / per_gate, rem = i % per_gate, j = rem / ncols, k = rem % ncols;
+        dst[k * S + 4 * j + q] = v;
+      });
   for (int i = tid; i < (rows_pad - ncols) * S; i += nt) dst[(ncols + i / S) * S + i % S] = 0.0f;
   const int padw = S - G;
   for (int i = tid; i < ncols * padw; i += nt) dst[(i / padw) * S + G + i % padw] = 0.0f;
@@ -86,31 +114,35 @@ __device__ __forceinline__ void emit(const Args& a, int64_t idx, float v) {
 
 // Phase 1: gbuf[t][r] = b_ih + b_hh + W_ih[row] x_t, chunked over features (fc) and timesteps (tc).
 __device__ void input_projection(const Args& a, float* R, const float* x, float* gbuf, int len) {
-  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int tid = static_cast<int>(threadIdx.x);
   const int H = a.H, G = 4 * H, F = a.F, S = a.S, r = tid, j = r >> 2, q = r & 3;
   const bool valid = r < G;
+  const int fcp = a.fcp, fc = a.fc, tc = a.tc;
   const float bias = valid ? a.params[a.lay.b_ih[q] + j] + a.params[a.lay.b_hh[q] + j] : 0.0f;
   float* xs = R + static_cast<int64_t>(a.fcp) * S;   // (tc, fcp) staged inputs
-  for (int f0 = 0; f0 < F; f0 += a.fc) {
-    const int nf = min(a.fc, F - f0);
+  for (int f0 = 0; f0 < F; f0 += fc) {
+    const int nf = min(fc, F - f0);
     __syncthreads();   // R is free
-    stage_transposed(R, S, a.params, a.lay.w_ih, H, F, f0, nf, a.fcp);
-    for (int t0 = 0; t0 < len; t0 += a.tc) {
-      const int n = min(a.tc, len - t0), n4 = (n + 3) & ~3;
+    stage_transposed(R, S, a.params, a.lay.w_ih, H, F, f0, nf, fcp);
+    for (int t0 = 0; t0 < len; t0 += tc) {
+      const int n = min(tc, len - t0), n4 = (n + 3) & ~3;
       __syncthreads();   // the staged weights are in; the previous inputs are consumed
-      for (int i = tid; i < n4 * a.fcp; i += nt) {
-        const int tt = i / a.fcp, k = i % a.fcp;
-        xs[i] = (tt < n && k < nf) ? x[static_cast<int64_t>(t0 + tt) * F + f0 + k] : 0.0f;
-      }
+      batched_copy(
+          n4 * fcp,
+          [&](int i) {
+            const int tt = i / fcp, k = i % fcp;
+            return (tt < n && k < nf) ? x[static_cast<int64_t>(t0 + tt) * F + f0 + k] : 0.0f;
+          },
+          [&](int i, float v) { xs[i] = v; });
       __syncthreads();
       if (!valid) continue;
       for (int tt = 0; tt < n; tt += 4) {
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int k = 0; k < a.fcp; k += 4) {
+        for (int k = 0; k < fcp; k += 4) {
           const float w0 = R[k * S + r], w1 = R[(k + 1) * S + r], w2 = R[(k + 2) * S + r], w3 = R[(k + 3) * S + r];
 #pragma unroll
           for (int u = 0; u < 4; ++u) {
-            const float4 xv = *reinterpret_cast<const float4*>(xs + (tt + u) * a.fcp + k);
+            const float4 xv = *reinterpret_cast<const float4*>(xs + (tt + u) * fcp + k);
             acc[u] += w0 * xv.x;
             acc[u] += w1 * xv.y;
             acc[u] += w2 * xv.z;
@@ -136,6 +168,7 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
   const float* fcb = a.params + a.lay.fc_b;
   for (int c = warp; c < C; c += nw) {
     float s = 0.0f;
+#pragma unroll 4
     for (int k = lane; k < H; k += 32) s += fcw[static_cast<int64_t>(c) * H + k] * hl[k];
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(kFull, s, o);
     if (lane == 0) lg_s[c] = s + fcb[c];
@@ -172,7 +205,14 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
   __syncthreads();
   for (int k = tid; k < H; k += nt) {
     float s = 0.0f;
-    for (int c = 0; c < C; ++c) s += fcw[static_cast<int64_t>(c) * H + k] * lg_s[c];
+    for (int c0 = 0; c0 < C; c0 += 8) {   // 8 loads in flight, then the sum in c order
+      float w[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) w[u] = c0 + u < C ? fcw[static_cast<int64_t>(c0 + u) * H + k] : 0.0f;
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (c0 + u < C) s += w[u] * lg_s[c0 + u];
+    }
     dh_s[k] = s;
   }
   for (int i = tid; i < C * H; i += nt) emit(a, a.lay.fc_w + i, lg_s[i / H] * hl[i % H]);
@@ -188,7 +228,7 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
 // Phase 5: the row's weight gradients over z_t = [x_t, h_{t-1}] (h_{-1} = 0), 32 columns at a time, summed in t
 // order; the bias gradient with the first chunk.
 __device__ void weight_grads(const Args& a, float* R, const float* x, const float* gbuf, const float* hbuf, int len) {
-  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int tid = static_cast<int>(threadIdx.x);
   const int H = a.H, G = 4 * H, F = a.F, r = tid, j = r >> 2, q = r & 3;
   const bool valid = r < G;
   for (int c0 = 0; c0 < F + H; c0 += 32) {
@@ -199,26 +239,35 @@ __device__ void weight_grads(const Args& a, float* R, const float* x, const floa
     for (int t0 = 0; t0 < len; t0 += a.tz) {
       const int n = min(a.tz, len - t0);
       __syncthreads();   // R is free
-      for (int i = tid; i < n * 32; i += nt) {
-        const int tt = i / 32, col = c0 + i % 32, t = t0 + tt;
-        float v = 0.0f;
-        if (col < F) v = x[static_cast<int64_t>(t) * F + col];
-        else if (col < F + H && t > 0) v = hbuf[static_cast<int64_t>(t - 1) * H + col - F];
-        R[i] = v;
-      }
+      batched_copy(
+          n * 32,
+          [&](int i) {
+            const int col = c0 + i % 32, t = t0 + i / 32;
+            float v = 0.0f;
+            if (col < F) v = x[static_cast<int64_t>(t) * F + col];
+            else if (col < F + H && t > 0) v = hbuf[static_cast<int64_t>(t - 1) * H + col - F];
+            return v;
+          },
+          [&](int i, float v) { R[i] = v; });
       __syncthreads();
       if (!valid) continue;
-#pragma unroll 2
-      for (int tt = 0; tt < n; ++tt) {
-        const float d = gbuf[static_cast<int64_t>(t0 + tt) * G + r];
-        db += d;
+      for (int tt0 = 0; tt0 < n; tt0 += 8) {
+        float d[8];   // 8 loads in flight, then the sums in t order
 #pragma unroll
-        for (int u = 0; u < 32; u += 4) {
-          const float4 z = *reinterpret_cast<const float4*>(R + tt * 32 + u);
-          acc[u] += d * z.x;
-          acc[u + 1] += d * z.y;
-          acc[u + 2] += d * z.z;
-          acc[u + 3] += d * z.w;
+        for (int u = 0; u < 8; ++u) d[u] = tt0 + u < n ? gbuf[static_cast<int64_t>(t0 + tt0 + u) * G + r] : 0.0f;
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          if (tt0 + u >= n) break;
+          db += d[u];
+          const float* z = R + (tt0 + u) * 32;
+#pragma unroll
+          for (int v = 0; v < 32; v += 4) {
+            const float4 zv = *reinterpret_cast<const float4*>(z + v);
+            acc[v] += d[u] * zv.x;
+            acc[v + 1] += d[u] * zv.y;
+            acc[v + 2] += d[u] * zv.z;
+            acc[v + 3] += d[u] * zv.w;
+          }
         }
       }
     }
@@ -284,69 +333,78 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   // Phase 2: forward recurrence.
   int cur = 0;
   float c = 0.0f;
-  float xp_next = valid ? gbuf[r] : 0.0f;
-  for (int t = 0; t < len; ++t) {
-    const float xp = xp_next;
-    if (valid && t + 1 < len) xp_next = gbuf[static_cast<int64_t>(t + 1) * G + r];
-    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-    if (t > 0) {
-      const float* hs = h_s + cur * HP;
-      if constexpr (HR > 0) {
+  // The input projections of the next 4 steps in registers: each load is issued 4 steps before its use (one step
+  // ahead left every step waiting for a global round trip: 1375 cycles per step at H=50, measured).
+  float pre[4];
 #pragma unroll
-        for (int k0 = 0; k0 < HR; k0 += 8) {
-          if (k0 >= H) break;
-          const float4 u = *reinterpret_cast<const float4*>(hs + k0);
-          const float4 v = *reinterpret_cast<const float4*>(hs + k0 + 4);
-          a0 += wf[k0] * u.x;
-          a1 += wf[k0 + 1] * u.y;
-          a2 += wf[k0 + 2] * u.z;
-          a3 += wf[k0 + 3] * u.w;
-          a0 += wf[k0 + 4] * v.x;
-          a1 += wf[k0 + 5] * v.y;
-          a2 += wf[k0 + 6] * v.z;
-          a3 += wf[k0 + 7] * v.w;
-        }
-      } else {
-        for (int k = 0; k < ksm; k += 4) {
-          const float4 u = *reinterpret_cast<const float4*>(hs + k);
-          a0 += R[k * S + r] * u.x;
-          a1 += R[(k + 1) * S + r] * u.y;
-          a2 += R[(k + 2) * S + r] * u.z;
-          a3 += R[(k + 3) * S + r] * u.w;
-        }
-        if (ksm < H) {
+  for (int u = 0; u < 4; ++u) pre[u] = (valid && u < len) ? gbuf[static_cast<int64_t>(u) * G + r] : 0.0f;
+  for (int t0 = 0; t0 < len; t0 += 4) {
 #pragma unroll
-          for (int u = 0; u < kOvf; u += 4) {
-            if (ksm + u >= H) break;
-            a0 += wf[u] * hs[ksm + u];
-            a1 += wf[u + 1] * hs[ksm + u + 1];
-            a2 += wf[u + 2] * hs[ksm + u + 2];
-            a3 += wf[u + 3] * hs[ksm + u + 3];
+    for (int u = 0; u < 4; ++u) {
+      const int t = t0 + u;
+      if (t >= len) break;
+      const float xp = pre[u];
+      pre[u] = (valid && t + 4 < len) ? gbuf[static_cast<int64_t>(t + 4) * G + r] : 0.0f;
+      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+      if (t > 0) {
+        const float* hs = h_s + cur * HP;
+        if constexpr (HR > 0) {
+#pragma unroll
+          for (int k0 = 0; k0 < HR; k0 += 8) {
+            if (k0 >= H) break;
+            const float4 m0 = *reinterpret_cast<const float4*>(hs + k0);
+            const float4 m1 = *reinterpret_cast<const float4*>(hs + k0 + 4);
+            a0 += wf[k0] * m0.x;
+            a1 += wf[k0 + 1] * m0.y;
+            a2 += wf[k0 + 2] * m0.z;
+            a3 += wf[k0 + 3] * m0.w;
+            a0 += wf[k0 + 4] * m1.x;
+            a1 += wf[k0 + 5] * m1.y;
+            a2 += wf[k0 + 6] * m1.z;
+            a3 += wf[k0 + 7] * m1.w;
+          }
+        } else {
+          for (int k = 0; k < ksm; k += 4) {
+            const float4 m0 = *reinterpret_cast<const float4*>(hs + k);
+            a0 += R[k * S + r] * m0.x;
+            a1 += R[(k + 1) * S + r] * m0.y;
+            a2 += R[(k + 2) * S + r] * m0.z;
+            a3 += R[(k + 3) * S + r] * m0.w;
+          }
+          if (ksm < H) {
+#pragma unroll
+            for (int o = 0; o < kOvf; o += 4) {
+              if (ksm + o >= H) break;
+              a0 += wf[o] * hs[ksm + o];
+              a1 += wf[o + 1] * hs[ksm + o + 1];
+              a2 += wf[o + 2] * hs[ksm + o + 2];
+              a3 += wf[o + 3] * hs[ksm + o + 3];
+            }
           }
         }
       }
-    }
-    const float pre = xp + ((a0 + a1) + (a2 + a3));
-    const float act = q == 2 ? tanhf(pre) : sigmoid_f(pre);
-    const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
-    const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
-    c = (t > 0 ? fg * c : 0.0f) + ig * gg;
-    const float tc = tanhf(c);
-    const float h = og * tc;
-    if (valid) {
-      gbuf[static_cast<int64_t>(t) * G + r] = act;
-      const int64_t o = static_cast<int64_t>(t) * H + j;
-      if (q == 0) {
-        h_s[(cur ^ 1) * HP + j] = h;
-        hbuf[o] = h;
-      } else if (q == 1) {
-        cbuf[o] = c;
-      } else if (q == 2) {
-        tcbuf[o] = tc;
+      const float pre = xp + ((a0 + a1) + (a2 + a3));
+      const float act = q == 2 ? tanhf(pre) : sigmoid_f(pre);
+      const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
+      const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
+      c = (t > 0 ? fg * c : 0.0f) + ig * gg;
+      const float tc = tanhf(c);
+      const float h = og * tc;
+      if (valid) {
+        gbuf[static_cast<int64_t>(t) * G + r] = act;
+        const int64_t o = static_cast<int64_t>(t) * H + j;
+        if (q == 0) {
+          h_s[(cur ^ 1) * HP + j] = h;
+          hbuf[o] = h;
+        } else if (q == 1) {
+          cbuf[o] = c;
+        } else if (q == 2) {
+          tcbuf[o] = tc;
+        }
       }
+      __syncthreads();
+      cur ^= 1;
     }
-    __syncthreads();
-    cur ^= 1;
   }
   mark(a, 2);
 
@@ -356,74 +414,80 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   // Phase 4: backward recurrence. Thread (j, q) sums gate q's share of (W_hh^T dg)[j]; the quad adds the four.
   int cb = 0;
   float dc = 0.0f;
-  const int64_t T1 = len - 1;
-  float act_n = valid ? gbuf[T1 * G + r] : 0.0f;
-  float cp_n = (valid && len > 1) ? cbuf[(T1 - 1) * H + j] : 0.0f;
-  float tc_n = valid ? tcbuf[T1 * H + j] : 0.0f;
-  for (int t = len - 1; t >= 0; --t) {
-    const float act = act_n, cprev = cp_n, tc = tc_n;
-    if (valid && t > 0) {
-      act_n = gbuf[static_cast<int64_t>(t - 1) * G + r];
-      cp_n = t > 1 ? cbuf[static_cast<int64_t>(t - 2) * H + j] : 0.0f;
-      tc_n = tcbuf[static_cast<int64_t>(t - 1) * H + j];
-    }
-    float b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
-    if (t < len - 1) {
-      const float* d = dg_s + cb * 4 * HP + q * HP;
-      if constexpr (HR > 0) {
+  // Step t's saved activation, c_{t-1} and tanh(c_t), loaded 4 steps ahead (as in the forward loop).
+  float pa[4], pc[4], pt[4];
+  auto fetch = [&](int t, float& act, float& cp, float& tcv) {
+    act = (valid && t >= 0) ? gbuf[static_cast<int64_t>(t) * G + r] : 0.0f;
+    cp = (valid && t >= 1) ? cbuf[static_cast<int64_t>(t - 1) * H + j] : 0.0f;
+    tcv = (valid && t >= 0) ? tcbuf[static_cast<int64_t>(t) * H + j] : 0.0f;
+  };
 #pragma unroll
-        for (int i0 = 0; i0 < HR; i0 += 8) {
-          if (i0 >= H) break;
-          const float4 u = *reinterpret_cast<const float4*>(d + i0);
-          const float4 v = *reinterpret_cast<const float4*>(d + i0 + 4);
-          b0 += wb[i0] * u.x;
-          b1 += wb[i0 + 1] * u.y;
-          b2 += wb[i0 + 2] * u.z;
-          b3 += wb[i0 + 3] * u.w;
-          b0 += wb[i0 + 4] * v.x;
-          b1 += wb[i0 + 5] * v.y;
-          b2 += wb[i0 + 6] * v.z;
-          b3 += wb[i0 + 7] * v.w;
-        }
-      } else if (j < ksm) {
-        const float* w = R + j * S + q;
-        for (int i = 0; i < H; i += 4) {
-          const float4 u = *reinterpret_cast<const float4*>(d + i);
-          b0 += w[4 * i] * u.x;
-          b1 += w[4 * i + 4] * u.y;
-          b2 += w[4 * i + 8] * u.z;
-          b3 += w[4 * i + 12] * u.w;
-        }
-      } else if (valid) {
-        const float* w = a.params + a.lay.w_hh[q] + j;
-        for (int i = 0; i < H; i += 4) {
-          const float4 u = *reinterpret_cast<const float4*>(d + i);
-          b0 += __ldg(w + static_cast<int64_t>(i) * H) * u.x;
-          if (i + 1 < H) b1 += __ldg(w + static_cast<int64_t>(i + 1) * H) * u.y;
-          if (i + 2 < H) b2 += __ldg(w + static_cast<int64_t>(i + 2) * H) * u.z;
-          if (i + 3 < H) b3 += __ldg(w + static_cast<int64_t>(i + 3) * H) * u.w;
+  for (int u = 0; u < 4; ++u) fetch(len - 1 - u, pa[u], pc[u], pt[u]);
+  for (int t0 = len - 1; t0 >= 0; t0 -= 4) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int t = t0 - u;
+      if (t < 0) break;
+      const float act = pa[u], cprev = pc[u], tc = pt[u];
+      fetch(t - 4, pa[u], pc[u], pt[u]);
+      float b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+      if (t < len - 1) {
+        const float* d = dg_s + cb * 4 * HP + q * HP;
+        if constexpr (HR > 0) {
+#pragma unroll
+          for (int i0 = 0; i0 < HR; i0 += 8) {
+            if (i0 >= H) break;
+            const float4 m0 = *reinterpret_cast<const float4*>(d + i0);
+            const float4 m1 = *reinterpret_cast<const float4*>(d + i0 + 4);
+            b0 += wb[i0] * m0.x;
+            b1 += wb[i0 + 1] * m0.y;
+            b2 += wb[i0 + 2] * m0.z;
+            b3 += wb[i0 + 3] * m0.w;
+            b0 += wb[i0 + 4] * m1.x;
+            b1 += wb[i0 + 5] * m1.y;
+            b2 += wb[i0 + 6] * m1.z;
+            b3 += wb[i0 + 7] * m1.w;
+          }
+        } else if (j < ksm) {
+          const float* w = R + j * S + q;
+          for (int i = 0; i < H; i += 4) {
+            const float4 m0 = *reinterpret_cast<const float4*>(d + i);
+            b0 += w[4 * i] * m0.x;
+            b1 += w[4 * i + 4] * m0.y;
+            b2 += w[4 * i + 8] * m0.z;
+            b3 += w[4 * i + 12] * m0.w;
+          }
+        } else if (valid) {
+          const float* w = a.params + a.lay.w_hh[q] + j;
+          for (int i = 0; i < H; i += 4) {
+            const float4 m0 = *reinterpret_cast<const float4*>(d + i);
+            b0 += __ldg(w + static_cast<int64_t>(i) * H) * m0.x;
+            if (i + 1 < H) b1 += __ldg(w + static_cast<int64_t>(i + 1) * H) * m0.y;
+            if (i + 2 < H) b2 += __ldg(w + static_cast<int64_t>(i + 2) * H) * m0.z;
+            if (i + 3 < H) b3 += __ldg(w + static_cast<int64_t>(i + 3) * H) * m0.w;
+          }
         }
       }
+      float P = (b0 + b1) + (b2 + b3);
+      P += __shfl_xor_sync(kFull, P, 1);   // identical bits in all four lanes (addition commutes exactly)
+      P += __shfl_xor_sync(kFull, P, 2);
+      const float dh = P + (t == len - 1 ? dh_s[j] : 0.0f);
+      const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
+      const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
+      const float dct = dc + dh * og * (1.0f - tc * tc);
+      float dg;
+      if (q == 0) dg = dct * gg * ig * (1.0f - ig);
+      else if (q == 1) dg = t > 0 ? dct * cprev * fg * (1.0f - fg) : 0.0f;
+      else if (q == 2) dg = dct * ig * (1.0f - gg * gg);
+      else dg = dh * tc * og * (1.0f - og);
+      dc = dct * fg;
+      if (valid) {
+        dg_s[(cb ^ 1) * 4 * HP + q * HP + j] = dg;
+        gbuf[static_cast<int64_t>(t) * G + r] = dg;
+      }
+      __syncthreads();
+      cb ^= 1;
     }
-    float P = (b0 + b1) + (b2 + b3);
-    P += __shfl_xor_sync(kFull, P, 1);   // identical bits in all four lanes (addition commutes exactly)
-    P += __shfl_xor_sync(kFull, P, 2);
-    const float dh = P + (t == len - 1 ? dh_s[j] : 0.0f);
-    const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
-    const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
-    const float dct = dc + dh * og * (1.0f - tc * tc);
-    float dg;
-    if (q == 0) dg = dct * gg * ig * (1.0f - ig);
-    else if (q == 1) dg = t > 0 ? dct * cprev * fg * (1.0f - fg) : 0.0f;
-    else if (q == 2) dg = dct * ig * (1.0f - gg * gg);
-    else dg = dh * tc * og * (1.0f - og);
-    dc = dct * fg;
-    if (valid) {
-      dg_s[(cb ^ 1) * 4 * HP + q * HP + j] = dg;
-      gbuf[static_cast<int64_t>(t) * G + r] = dg;
-    }
-    __syncthreads();
-    cb ^= 1;
   }
   mark(a, 4);
 
