@@ -8,10 +8,14 @@
 //   4. backward recurrence (d gates overwrite the activations in the scratch)
 //   5. weight gradients  dW_ih = sum_t dg_t x_t^T, dW_hh = sum_t dg_t h_{t-1}^T, db = sum_t dg_t, each summed
 //      over t in order, by the thread that owns the row
-// Recurrent weights: H <= 64 in registers (each thread its forward row and its backward column slice); larger H
-// in shared memory, transposed and padded so that both the forward (row) and backward (column) reads are free of
-// bank conflicts; columns that do not fit go to registers (forward) and global memory (backward).
-// Every sum has a fixed order and there are no atomics, so a rerun gives identical bits.
+// Recurrent weights: H <= 64 in registers (each thread its forward row and its backward column slice, zero-padded
+// to 32 or 64 so the unrolled loops have no branches); larger H in shared memory, transposed and padded so that
+// both the forward (row) and backward (column) reads are free of bank conflicts; columns that do not fit go to
+// registers (forward) and global memory (backward).
+// The step is latency-bound: what it costs is the chain of dependent instructions per timestep (shared-memory
+// loads, the FMA chains, the activations, the shuffles, the barrier) and every global round trip (~600 cycles)
+// left on that chain, so loads are issued far ahead and in batches (the H200's measurements are in
+// doc/performance.md). Every sum has a fixed order and there are no atomics, so a rerun gives identical bits.
 #include "fused_lstm.hpp"
 
 #include <cuda_runtime.h>
@@ -27,7 +31,6 @@ namespace ragtrain {
 namespace {
 
 constexpr int kInline = 16;     // slots passed in the kernel parameters (larger batches: a device table)
-constexpr int kRegH = 64;       // H up to this: recurrent weights in registers
 constexpr int kMaxH = 128;
 constexpr int kOvf = 32;        // shared-memory variant: forward weight columns beyond shared memory, in registers
 constexpr unsigned kFull = 0xffffffffu;
@@ -57,91 +60,107 @@ struct Params {
   GatherSlot slot[kInline];
 };
 
-__device__ __forceinline__ float sigmoid_f(float v) { return 1.0f / (1.0f + expf(-v)); }
+// sigmoid(v), and tanh(v) = 2 sigmoid(2v) - 1 (gate g, tanh(c)): one exp and one reciprocal, no branch, so the
+// four gates of a quad take the same path (tanhf and expf in divergent lanes cost both, on the critical path).
+__device__ __forceinline__ float sigmoid_f(float v) { return __frcp_rn(1.0f + __expf(-v)); }
+__device__ __forceinline__ float tanh_f(float v) { return 2.0f * sigmoid_f(2.0f * v) - 1.0f; }
 
-// dst(i, src(i)) for i < n, with 8 global loads in flight per thread: a copy loop that stores each value right after
-// its load waits one memory latency per element (seen: 600+ cycles each on the H200, most of a phase's time).
+// For rows x cols: dst(row, k, src(row, k)). A warp per row, lanes along k (coalesced), 4 rows x 64 columns per warp
+// in flight: a loop that stores each value right after its load waits one memory latency (~600 cycles) per element.
 template <class Src, class Dst>
-__device__ __forceinline__ void batched_copy(int n, Src src, Dst dst) {
-  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  for (int base = 0; base < n; base += 8 * nt) {
-    float v[8];
+__device__ __forceinline__ void copy_rows(int rows, int cols, Src src, Dst dst) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int nw = static_cast<int>(blockDim.x) >> 5;
+  for (int r0 = warp; r0 < rows; r0 += 4 * nw) {
+    for (int c0 = 0; c0 < cols; c0 += 64) {
+      float v[4][2];
 #pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int i = base + u * nt + tid;
-      v[u] = i < n ? src(i) : 0.0f;
-    }
+      for (int i = 0; i < 4; ++i)
 #pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int i = base + u * nt + tid;
-      if (i < n) dst(i, v[u]);
+        for (int b = 0; b < 2; ++b) {
+          const int row = r0 + i * nw, k = c0 + 32 * b + lane;
+          v[i][b] = (row < rows && k < cols) ? src(row, k) : 0.0f;
+        }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+          const int row = r0 + i * nw, k = c0 + 32 * b + lane;
+          if (row < rows && k < cols) dst(row, k, v[i][b]);
+        }
     }
   }
 }
 
 // dst[k * S + (4 j + q)] = src_q[j * n + col0 + k] for k < ncols, gate q of the 4 blocks at offs[q] (H rows of n);
-// zero for k in [ncols, rows_pad) and for interleaved rows in [4H, S). Global reads in row order (coalesced).
+// zero for k in [ncols, rows_pad) and for interleaved rows in [4H, S).
 __device__ void stage_transposed(float* dst, int S, const float* params, const int64_t* offs, int H, int n, int col0,
                                  int ncols, int rows_pad) {
-  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x), G = 4 * H;
-  const int per_gate = H * ncols;
+  const int G = 4 * H;
   const int64_t o0 = offs[0], o1 = offs[1], o2 = offs[2], o3 = offs[3];
-  batched_copy(
-      4 * per_gate,
-      [&](int i) {
-        const int q = i / per_gate, rem = i % per_gate, j = rem / ncols, k = rem % ncols;
+  copy_rows(
+      G, ncols,
+      [&](int row, int k) {
+        const int q = row / H, j = row - q * H;
         const int64_t o = q == 0 ? o0 : (q == 1 ? o1 : (q == 2 ? o2 : o3));
         return params[o + static_cast<int64_t>(j) * n + col0 + k];
       },
-      [&](int i, float v) {
-        const int q = i / per_gate, rem = i % per_gate, j = rem / ncols, k = rem % ncols;
+      [&](int row, int k, float v) {
+        const int q = row / H, j = row - q * H;
         dst[k * S + 4 * j + q] = v;
       });
-  for (int i = tid; i < (rows_pad - ncols) * S; i += nt) dst[(ncols + i / S) * S + i % S] = 0.0f;
-  const int padw = S - G;
-  for (int i = tid; i < ncols * padw; i += nt) dst[(i / padw) * S + G + i % padw] = 0.0f;
+  copy_rows(rows_pad - ncols, S, [](int, int) { return 0.0f; },
+            [&](int row, int k, float v) { dst[(ncols + row) * S + k] = v; });
+  copy_rows(ncols, S - G, [](int, int) { return 0.0f; }, [&](int row, int k, float v) { dst[row * S + G + k] = v; });
 }
 
 __device__ __forceinline__ void mark(const Args& a, int phase) {
   if (a.cycles && blockIdx.x == 0 && threadIdx.x == 0) a.cycles[phase] = clock64();
 }
 
-__device__ __forceinline__ void emit(const Args& a, int64_t idx, float v) {
-  float* o = a.out + static_cast<int64_t>(blockIdx.x) * a.stride + idx;
-  if (a.accumulate) *o += v;
-  else *o = v;
+// out[idx(u)] = val[u] (partials) or += (the fused buffer) for the U entries with ok(u); the old values are loaded
+// together first (one memory latency for all U, not U of them).
+template <int U, class Idx, class Ok>
+__device__ __forceinline__ void emit_batch(const Args& a, const float (&val)[U], Idx idx, Ok ok) {
+  float* out = a.out + static_cast<int64_t>(blockIdx.x) * a.stride;
+  float old[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) old[u] = (a.accumulate && ok(u)) ? out[idx(u)] : 0.0f;
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    if (ok(u)) out[idx(u)] = a.accumulate ? old[u] + val[u] : val[u];
 }
 
-// Phase 1: gbuf[t][r] = b_ih + b_hh + W_ih[row] x_t, chunked over features (fc) and timesteps (tc).
+// Phase 1: gbuf[t][r] = b_ih + b_hh + W_ih[row] x_t, chunked over features (fc) and timesteps (tc, a multiple of 8).
 __device__ void input_projection(const Args& a, float* R, const float* x, float* gbuf, int len) {
   const int tid = static_cast<int>(threadIdx.x);
   const int H = a.H, G = 4 * H, F = a.F, S = a.S, r = tid, j = r >> 2, q = r & 3;
   const bool valid = r < G;
   const int fcp = a.fcp, fc = a.fc, tc = a.tc;
   const float bias = valid ? a.params[a.lay.b_ih[q] + j] + a.params[a.lay.b_hh[q] + j] : 0.0f;
-  float* xs = R + static_cast<int64_t>(a.fcp) * S;   // (tc, fcp) staged inputs
+  float* xs = R + static_cast<int64_t>(fcp) * S;   // (tc, fcp) staged inputs
   for (int f0 = 0; f0 < F; f0 += fc) {
     const int nf = min(fc, F - f0);
     __syncthreads();   // R is free
     stage_transposed(R, S, a.params, a.lay.w_ih, H, F, f0, nf, fcp);
     for (int t0 = 0; t0 < len; t0 += tc) {
-      const int n = min(tc, len - t0), n4 = (n + 3) & ~3;
+      const int n = min(tc, len - t0), n8 = (n + 7) & ~7;
       __syncthreads();   // the staged weights are in; the previous inputs are consumed
-      batched_copy(
-          n4 * fcp,
-          [&](int i) {
-            const int tt = i / fcp, k = i % fcp;
-            return (tt < n && k < nf) ? x[static_cast<int64_t>(t0 + tt) * F + f0 + k] : 0.0f;
-          },
-          [&](int i, float v) { xs[i] = v; });
+      copy_rows(
+          n8, fcp,
+          [&](int tt, int k) { return (tt < n && k < nf) ? x[static_cast<int64_t>(t0 + tt) * F + f0 + k] : 0.0f; },
+          [&](int tt, int k, float v) { xs[tt * fcp + k] = v; });
       __syncthreads();
       if (!valid) continue;
-      for (int tt = 0; tt < n; tt += 4) {
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int tt = 0; tt < n; tt += 8) {
+        float acc[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) acc[u] = 0.0f;
+#pragma unroll 2
         for (int k = 0; k < fcp; k += 4) {
           const float w0 = R[k * S + r], w1 = R[(k + 1) * S + r], w2 = R[(k + 2) * S + r], w3 = R[(k + 3) * S + r];
 #pragma unroll
-          for (int u = 0; u < 4; ++u) {
+          for (int u = 0; u < 8; ++u) {
             const float4 xv = *reinterpret_cast<const float4*>(xs + (tt + u) * fcp + k);
             acc[u] += w0 * xv.x;
             acc[u] += w1 * xv.y;
@@ -149,11 +168,17 @@ __device__ void input_projection(const Args& a, float* R, const float* x, float*
             acc[u] += w3 * xv.w;
           }
         }
+        if (f0 == 0) {
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          if (tt + u >= n) break;
-          float* g = gbuf + static_cast<int64_t>(t0 + tt + u) * G + r;
-          *g = (f0 == 0 ? bias : *g) + acc[u];
+          for (int u = 0; u < 8; ++u)
+            if (tt + u < n) gbuf[(t0 + tt + u) * G + r] = bias + acc[u];
+        } else {
+          float old[8];
+#pragma unroll
+          for (int u = 0; u < 8; ++u) old[u] = tt + u < n ? gbuf[(t0 + tt + u) * G + r] : 0.0f;
+#pragma unroll
+          for (int u = 0; u < 8; ++u)
+            if (tt + u < n) gbuf[(t0 + tt + u) * G + r] = old[u] + acc[u];
         }
       }
     }
@@ -215,49 +240,63 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
     }
     dh_s[k] = s;
   }
-  for (int i = tid; i < C * H; i += nt) emit(a, a.lay.fc_w + i, lg_s[i / H] * hl[i % H]);
-  for (int c = tid; c < C; c += nt) emit(a, a.lay.fc_b + c, lg_s[c]);
-  if (tid == 0) {
-    emit(a, a.lay.extras + 0, misc[0]);
-    emit(a, a.lay.extras + 1, 1.0f);
-    emit(a, a.lay.extras + 2, misc[1]);
+  for (int i0 = tid; i0 < C * H + C + 3; i0 += 8 * nt) {   // fc.weight, fc.bias, then loss, count, correct
+    float v[8];
+    int64_t at[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int i = i0 + u * nt;
+      if (i < C * H) {
+        v[u] = lg_s[i / H] * hl[i % H];
+        at[u] = a.lay.fc_w + i;
+      } else if (i < C * H + C) {
+        v[u] = lg_s[i - C * H];
+        at[u] = a.lay.fc_b + (i - C * H);
+      } else {
+        const int e = i - C * H - C;
+        v[u] = e == 0 ? misc[0] : (e == 1 ? 1.0f : misc[1]);
+        at[u] = a.lay.extras + e;
+      }
+    }
+    const int lim = C * H + C + 3;
+    emit_batch<8>(a, v, [&](int u) { return at[u]; }, [&](int u) { return i0 + u * nt < lim; });
   }
   __syncthreads();
 }
 
 // Phase 5: the row's weight gradients over z_t = [x_t, h_{t-1}] (h_{-1} = 0), 32 columns at a time, summed in t
-// order; the bias gradient with the first chunk.
+// order; the bias gradient with the first chunk. Time chunks of tz (a multiple of 8) rows, zero-padded to 8.
 __device__ void weight_grads(const Args& a, float* R, const float* x, const float* gbuf, const float* hbuf, int len) {
   const int tid = static_cast<int>(threadIdx.x);
-  const int H = a.H, G = 4 * H, F = a.F, r = tid, j = r >> 2, q = r & 3;
+  const int H = a.H, G = 4 * H, F = a.F, r = tid, j = r >> 2, q = r & 3, tz = a.tz;
   const bool valid = r < G;
+  const int64_t oih = a.lay.w_ih[q] + static_cast<int64_t>(j) * F, ohh = a.lay.w_hh[q] + static_cast<int64_t>(j) * H;
   for (int c0 = 0; c0 < F + H; c0 += 32) {
     float acc[32];
 #pragma unroll
     for (int u = 0; u < 32; ++u) acc[u] = 0.0f;
     float db = 0.0f;
-    for (int t0 = 0; t0 < len; t0 += a.tz) {
-      const int n = min(a.tz, len - t0);
+    for (int t0 = 0; t0 < len; t0 += tz) {
+      const int n = min(tz, len - t0), n8 = (n + 7) & ~7;
       __syncthreads();   // R is free
-      batched_copy(
-          n * 32,
-          [&](int i) {
-            const int col = c0 + i % 32, t = t0 + i / 32;
+      copy_rows(
+          n8, 32,
+          [&](int tt, int cc) {
+            const int col = c0 + cc, t = t0 + tt;
             float v = 0.0f;
-            if (col < F) v = x[static_cast<int64_t>(t) * F + col];
-            else if (col < F + H && t > 0) v = hbuf[static_cast<int64_t>(t - 1) * H + col - F];
+            if (tt < n && col < F) v = x[static_cast<int64_t>(t) * F + col];
+            else if (tt < n && col < F + H && t > 0) v = hbuf[(t - 1) * H + col - F];
             return v;
           },
-          [&](int i, float v) { R[i] = v; });
+          [&](int tt, int cc, float v) { R[tt * 32 + cc] = v; });
       __syncthreads();
       if (!valid) continue;
-      for (int tt0 = 0; tt0 < n; tt0 += 8) {
-        float d[8];   // 8 loads in flight, then the sums in t order
+      for (int tt0 = 0; tt0 < n8; tt0 += 8) {
+        float d[8];   // 8 loads in flight; the padded steps add exact zeros
 #pragma unroll
-        for (int u = 0; u < 8; ++u) d[u] = tt0 + u < n ? gbuf[static_cast<int64_t>(t0 + tt0 + u) * G + r] : 0.0f;
+        for (int u = 0; u < 8; ++u) d[u] = tt0 + u < n ? gbuf[(t0 + tt0 + u) * G + r] : 0.0f;
 #pragma unroll
         for (int u = 0; u < 8; ++u) {
-          if (tt0 + u >= n) break;
           db += d[u];
           const float* z = R + (tt0 + u) * 32;
 #pragma unroll
@@ -272,15 +311,13 @@ __device__ void weight_grads(const Args& a, float* R, const float* x, const floa
       }
     }
     if (!valid) continue;
-#pragma unroll
-    for (int u = 0; u < 32; ++u) {
-      const int col = c0 + u;
-      if (col < F) emit(a, a.lay.w_ih[q] + static_cast<int64_t>(j) * F + col, acc[u]);
-      else if (col < F + H) emit(a, a.lay.w_hh[q] + static_cast<int64_t>(j) * H + col - F, acc[u]);
-    }
+    emit_batch<32>(
+        a, acc, [&](int u) { return c0 + u < F ? oih + c0 + u : ohh + (c0 + u - F); },
+        [&](int u) { return c0 + u < F + H; });
     if (c0 == 0) {
-      emit(a, a.lay.b_ih[q] + j, db);
-      emit(a, a.lay.b_hh[q] + j, db);
+      const float b2[2] = {db, db};
+      emit_batch<2>(a, b2, [&](int u) { return u == 0 ? a.lay.b_ih[q] + j : a.lay.b_hh[q] + j; },
+                    [](int) { return true; });
     }
   }
 }
@@ -302,10 +339,11 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   const GatherSlot slot = a.B <= kInline ? p.slot[blockIdx.x] : a.slots[blockIdx.x];
   const int len = slot.length;
   const float* x = a.features + slot.row * a.F;
+  // This sequence's scratch (int offsets: t_cap * 4H fits easily).
   float* gbuf = a.scratch + static_cast<int64_t>(blockIdx.x) * a.per_seq;   // (t_cap, G) by interleaved row
-  float* cbuf = gbuf + static_cast<int64_t>(a.t_cap) * G;                     // (t_cap, H)
-  float* tcbuf = cbuf + static_cast<int64_t>(a.t_cap) * H;
-  float* hbuf = tcbuf + static_cast<int64_t>(a.t_cap) * H;
+  float* cbuf = gbuf + a.t_cap * G;                                          // (t_cap, H)
+  float* tcbuf = cbuf + a.t_cap * H;
+  float* hbuf = tcbuf + a.t_cap * H;
   mark(a, 0);
 
   input_projection(a, R, x, gbuf, len);
@@ -314,7 +352,7 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   // Recurrent weights: W_hh transposed into R (k * S + r), then into registers where they fit.
   __syncthreads();
   const int ksm_rows = HR ? H : ksm;
-  stage_transposed(R, S, a.params, a.lay.w_hh, H, H, 0, ksm_rows, HR ? ((H + 7) & ~7) : ((ksm_rows + 3) & ~3));
+  stage_transposed(R, S, a.params, a.lay.w_hh, H, H, 0, ksm_rows, HR ? HR : ((ksm_rows + 3) & ~3));
   for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
   __syncthreads();
   float wf[HR ? HR : kOvf], wb[HR ? HR : 1];
@@ -329,77 +367,77 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
       wf[u] = (valid && ksm + u < H) ? a.params[a.lay.w_hh[q] + static_cast<int64_t>(j) * H + ksm + u] : 0.0f;
     wb[0] = 0.0f;
   }
+  float* const g_r = gbuf + r;       // this thread's gate column
+  float* const c_j = cbuf + j;       // its unit's columns
+  float* const tc_j = tcbuf + j;
+  float* const h_j = hbuf + j;
 
-  // Phase 2: forward recurrence.
+  // Phase 2: forward recurrence. The input projections of the next 4 steps wait in registers: each load is issued
+  // 4 steps before its use.
   int cur = 0;
   float c = 0.0f;
-  // The input projections of the next 4 steps in registers: each load is issued 4 steps before its use (one step
-  // ahead left every step waiting for a global round trip: 1375 cycles per step at H=50, measured).
   float pre[4];
 #pragma unroll
-  for (int u = 0; u < 4; ++u) pre[u] = (valid && u < len) ? gbuf[static_cast<int64_t>(u) * G + r] : 0.0f;
+  for (int u = 0; u < 4; ++u) pre[u] = (valid && u < len) ? g_r[u * G] : 0.0f;
   for (int t0 = 0; t0 < len; t0 += 4) {
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int t = t0 + u;
       if (t >= len) break;
       const float xp = pre[u];
-      pre[u] = (valid && t + 4 < len) ? gbuf[static_cast<int64_t>(t + 4) * G + r] : 0.0f;
+      pre[u] = (valid && t + 4 < len) ? g_r[(t + 4) * G] : 0.0f;
       float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-      if (t > 0) {
-        const float* hs = h_s + cur * HP;
-        if constexpr (HR > 0) {
+      const float* hs = h_s + cur * HP;   // h_{t-1}: zero at t = 0
+      if constexpr (HR > 0) {
 #pragma unroll
-          for (int k0 = 0; k0 < HR; k0 += 8) {
-            if (k0 >= H) break;
-            const float4 m0 = *reinterpret_cast<const float4*>(hs + k0);
-            const float4 m1 = *reinterpret_cast<const float4*>(hs + k0 + 4);
-            a0 += wf[k0] * m0.x;
-            a1 += wf[k0 + 1] * m0.y;
-            a2 += wf[k0 + 2] * m0.z;
-            a3 += wf[k0 + 3] * m0.w;
-            a0 += wf[k0 + 4] * m1.x;
-            a1 += wf[k0 + 5] * m1.y;
-            a2 += wf[k0 + 6] * m1.z;
-            a3 += wf[k0 + 7] * m1.w;
-          }
-        } else {
-          for (int k = 0; k < ksm; k += 4) {
-            const float4 m0 = *reinterpret_cast<const float4*>(hs + k);
-            a0 += R[k * S + r] * m0.x;
-            a1 += R[(k + 1) * S + r] * m0.y;
-            a2 += R[(k + 2) * S + r] * m0.z;
-            a3 += R[(k + 3) * S + r] * m0.w;
-          }
-          if (ksm < H) {
+        for (int k0 = 0; k0 < HR; k0 += 8) {   // padded to HR with zero weights: no branch, loads hoisted
+          const float4 m0 = *reinterpret_cast<const float4*>(hs + k0);
+          const float4 m1 = *reinterpret_cast<const float4*>(hs + k0 + 4);
+          a0 += wf[k0] * m0.x;
+          a1 += wf[k0 + 1] * m0.y;
+          a2 += wf[k0 + 2] * m0.z;
+          a3 += wf[k0 + 3] * m0.w;
+          a0 += wf[k0 + 4] * m1.x;
+          a1 += wf[k0 + 5] * m1.y;
+          a2 += wf[k0 + 6] * m1.z;
+          a3 += wf[k0 + 7] * m1.w;
+        }
+      } else {
+        for (int k = 0; k < ksm; k += 4) {
+          const float4 m0 = *reinterpret_cast<const float4*>(hs + k);
+          a0 += R[k * S + r] * m0.x;
+          a1 += R[(k + 1) * S + r] * m0.y;
+          a2 += R[(k + 2) * S + r] * m0.z;
+          a3 += R[(k + 3) * S + r] * m0.w;
+        }
+        if (ksm < H) {
 #pragma unroll
-            for (int o = 0; o < kOvf; o += 4) {
-              if (ksm + o >= H) break;
-              a0 += wf[o] * hs[ksm + o];
-              a1 += wf[o + 1] * hs[ksm + o + 1];
-              a2 += wf[o + 2] * hs[ksm + o + 2];
-              a3 += wf[o + 3] * hs[ksm + o + 3];
-            }
+          for (int o = 0; o < kOvf; o += 4) {
+            if (ksm + o >= H) break;
+            a0 += wf[o] * hs[ksm + o];
+            a1 += wf[o + 1] * hs[ksm + o + 1];
+            a2 += wf[o + 2] * hs[ksm + o + 2];
+            a3 += wf[o + 3] * hs[ksm + o + 3];
           }
         }
       }
-      const float pre = xp + ((a0 + a1) + (a2 + a3));
-      const float act = q == 2 ? tanhf(pre) : sigmoid_f(pre);
+      const float pre_act = xp + ((a0 + a1) + (a2 + a3));
+      const float s = sigmoid_f(q == 2 ? 2.0f * pre_act : pre_act);
+      const float act = q == 2 ? 2.0f * s - 1.0f : s;   // gate g: tanh
       const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
       const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
       c = (t > 0 ? fg * c : 0.0f) + ig * gg;
-      const float tc = tanhf(c);
+      const float tc = tanh_f(c);
       const float h = og * tc;
       if (valid) {
-        gbuf[static_cast<int64_t>(t) * G + r] = act;
-        const int64_t o = static_cast<int64_t>(t) * H + j;
+        g_r[t * G] = act;
         if (q == 0) {
           h_s[(cur ^ 1) * HP + j] = h;
-          hbuf[o] = h;
+          h_j[t * H] = h;
         } else if (q == 1) {
-          cbuf[o] = c;
+          c_j[t * H] = c;
         } else if (q == 2) {
-          tcbuf[o] = tc;
+          tc_j[t * H] = tc;
         }
       }
       __syncthreads();
@@ -412,14 +450,14 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   mark(a, 3);
 
   // Phase 4: backward recurrence. Thread (j, q) sums gate q's share of (W_hh^T dg)[j]; the quad adds the four.
+  // Step t's activation, c_{t-1} and tanh(c_t) are loaded 4 steps ahead, as in the forward loop.
   int cb = 0;
   float dc = 0.0f;
-  // Step t's saved activation, c_{t-1} and tanh(c_t), loaded 4 steps ahead (as in the forward loop).
   float pa[4], pc[4], pt[4];
   auto fetch = [&](int t, float& act, float& cp, float& tcv) {
-    act = (valid && t >= 0) ? gbuf[static_cast<int64_t>(t) * G + r] : 0.0f;
-    cp = (valid && t >= 1) ? cbuf[static_cast<int64_t>(t - 1) * H + j] : 0.0f;
-    tcv = (valid && t >= 0) ? tcbuf[static_cast<int64_t>(t) * H + j] : 0.0f;
+    act = (valid && t >= 0) ? g_r[t * G] : 0.0f;
+    cp = (valid && t >= 1) ? c_j[(t - 1) * H] : 0.0f;
+    tcv = (valid && t >= 0) ? tc_j[t * H] : 0.0f;
   };
 #pragma unroll
   for (int u = 0; u < 4; ++u) fetch(len - 1 - u, pa[u], pc[u], pt[u]);
@@ -430,41 +468,48 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
       if (t < 0) break;
       const float act = pa[u], cprev = pc[u], tc = pt[u];
       fetch(t - 4, pa[u], pc[u], pt[u]);
+      // The gates of the unit first: they do not depend on the recurrence, so they leave its critical path.
+      const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
+      const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
       float b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
-      if (t < len - 1) {
-        const float* d = dg_s + cb * 4 * HP + q * HP;
-        if constexpr (HR > 0) {
+      const float* d = dg_s + cb * 4 * HP + q * HP;   // d gates of step t + 1: zero at t = len - 1
+      if constexpr (HR > 0) {
 #pragma unroll
-          for (int i0 = 0; i0 < HR; i0 += 8) {
-            if (i0 >= H) break;
-            const float4 m0 = *reinterpret_cast<const float4*>(d + i0);
-            const float4 m1 = *reinterpret_cast<const float4*>(d + i0 + 4);
-            b0 += wb[i0] * m0.x;
-            b1 += wb[i0 + 1] * m0.y;
-            b2 += wb[i0 + 2] * m0.z;
-            b3 += wb[i0 + 3] * m0.w;
-            b0 += wb[i0 + 4] * m1.x;
-            b1 += wb[i0 + 5] * m1.y;
-            b2 += wb[i0 + 6] * m1.z;
-            b3 += wb[i0 + 7] * m1.w;
-          }
-        } else if (j < ksm) {
-          const float* w = R + j * S + q;
-          for (int i = 0; i < H; i += 4) {
-            const float4 m0 = *reinterpret_cast<const float4*>(d + i);
-            b0 += w[4 * i] * m0.x;
-            b1 += w[4 * i + 4] * m0.y;
-            b2 += w[4 * i + 8] * m0.z;
-            b3 += w[4 * i + 12] * m0.w;
-          }
-        } else if (valid) {
-          const float* w = a.params + a.lay.w_hh[q] + j;
-          for (int i = 0; i < H; i += 4) {
-            const float4 m0 = *reinterpret_cast<const float4*>(d + i);
-            b0 += __ldg(w + static_cast<int64_t>(i) * H) * m0.x;
-            if (i + 1 < H) b1 += __ldg(w + static_cast<int64_t>(i + 1) * H) * m0.y;
-            if (i + 2 < H) b2 += __ldg(w + static_cast<int64_t>(i + 2) * H) * m0.z;
-            if (i + 3 < H) b3 += __ldg(w + static_cast<int64_t>(i + 3) * H) * m0.w;
+        for (int i0 = 0; i0 < HR; i0 += 8) {
+          const float4 m0 = *reinterpret_cast<const float4*>(d + i0);
+          const float4 m1 = *reinterpret_cast<const float4*>(d + i0 + 4);
+          b0 += wb[i0] * m0.x;
+          b1 += wb[i0 + 1] * m0.y;
+          b2 += wb[i0 + 2] * m0.z;
+          b3 += wb[i0 + 3] * m0.w;
+          b0 += wb[i0 + 4] * m1.x;
+          b1 += wb[i0 + 5] * m1.y;
+          b2 += wb[i0 + 6] * m1.z;
+          b3 += wb[i0 + 7] * m1.w;
+        }
+      } else if (t < len - 1 && j < ksm) {
+        const float* w = R + j * S + q;
+        for (int i = 0; i < H; i += 4) {
+          const float4 m0 = *reinterpret_cast<const float4*>(d + i);
+          b0 += w[4 * i] * m0.x;
+          b1 += w[4 * i + 4] * m0.y;
+          b2 += w[4 * i + 8] * m0.z;
+          b3 += w[4 * i + 12] * m0.w;
+        }
+      } else if (t < len - 1 && valid) {
+        // Columns beyond shared memory: from global memory (L2), 16 loads in flight (d is zero-padded past H).
+        const float* w = a.params + a.lay.w_hh[q] + j;
+        for (int i0 = 0; i0 < H; i0 += 16) {
+          float wv[16];
+#pragma unroll
+          for (int u = 0; u < 16; ++u) wv[u] = i0 + u < H ? __ldg(w + static_cast<int64_t>(i0 + u) * H) : 0.0f;
+#pragma unroll
+          for (int u = 0; u < 16; u += 4) {
+            const float4 m0 = *reinterpret_cast<const float4*>(d + i0 + u);
+            b0 += wv[u] * m0.x;
+            b1 += wv[u + 1] * m0.y;
+            b2 += wv[u + 2] * m0.z;
+            b3 += wv[u + 3] * m0.w;
           }
         }
       }
@@ -472,8 +517,6 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
       P += __shfl_xor_sync(kFull, P, 1);   // identical bits in all four lanes (addition commutes exactly)
       P += __shfl_xor_sync(kFull, P, 2);
       const float dh = P + (t == len - 1 ? dh_s[j] : 0.0f);
-      const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
-      const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
       const float dct = dc + dh * og * (1.0f - tc * tc);
       float dg;
       if (q == 0) dg = dct * gg * ig * (1.0f - ig);
@@ -483,7 +526,7 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
       dc = dct * fg;
       if (valid) {
         dg_s[(cb ^ 1) * 4 * HP + q * HP + j] = dg;
-        gbuf[static_cast<int64_t>(t) * G + r] = dg;
+        g_r[t * G] = dg;
       }
       __syncthreads();
       cb ^= 1;
@@ -500,7 +543,13 @@ __global__ void reduce_partials_kernel(const float* partials, int64_t stride, in
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   float s = 0.0f;
-  for (int b = 0; b < B; ++b) s += partials[static_cast<int64_t>(b) * stride + i];
+  for (int b0 = 0; b0 < B; b0 += 8) {   // 8 loads in flight, the sum in b order
+    float v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) v[u] = b0 + u < B ? partials[static_cast<int64_t>(b0 + u) * stride + i] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < 8; ++u) s += v[u];
+  }
   grads[i] += s;
 }
 
@@ -550,7 +599,8 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   const std::string why = fused_lstm_unsupported(shape);
   RT_CHECK(why.empty(), "fused LSTM: " << why);
   const int H = static_cast<int>(shape.hidden), F = static_cast<int>(shape.input_size), G = 4 * H;
-  registers_ = H <= kRegH;
+  hr_ = H <= 32 ? 32 : (H <= 64 ? 64 : 0);
+  registers_ = hr_ > 0;
   threads_ = round_up(G, 32);
   S_ = round_up(G, 32) + 4;                  // S = 4 (mod 32): conflict-free forward and backward reads
   HP_ = round_up(H, 8);
@@ -561,7 +611,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   const int64_t fixed = 2 * HP_ + 8 * HP_ + Cp_ + HP_ + 4;
   const int64_t budget = optin / static_cast<int64_t>(sizeof(float)) - fixed;
   // Recurrent weights: all H rows for the register variant (staged once), as many as fit otherwise (multiple of 4).
-  const int64_t want_hh = static_cast<int64_t>(round_up(H, 8)) * S_;
+  const int64_t want_hh = static_cast<int64_t>(hr_) * S_;   // register variant: H rows staged, padded to hr_
   if (registers_) {
     ksm_ = H;
   } else {
@@ -578,15 +628,20 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   r_floats_ = std::max<int64_t>({r_proj, r_hh, 32 * 64});
   r_floats_ = std::min<int64_t>(std::max<int64_t>(r_floats_, registers_ ? r_floats_ : budget), budget);
   RT_CHECK(r_proj <= r_floats_ && r_hh <= r_floats_, "fused LSTM: F=" << F << ", H=" << H << " exceed shared memory");
-  tz_ = static_cast<int32_t>(std::min<int64_t>(r_floats_ / 32, 4096));
-  r_floats_ = round_up(static_cast<int>(r_floats_), 4);
+  tz_ = static_cast<int32_t>(std::min<int64_t>(r_floats_ / 32, 4096) / 8 * 8);
+  r_floats_ = r_floats_ / 4 * 4;   // float4 alignment of what follows; every part above is a multiple of 4
   smem_bytes_ = static_cast<size_t>(r_floats_ + fixed) * sizeof(float);
-  const void* k = registers_ ? reinterpret_cast<const void*>(fused_lstm_kernel<kRegH>)
-                             : reinterpret_cast<const void*>(fused_lstm_kernel<0>);
+  const void* k = kernel();
   CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
   slots_host_ = PinnedBuffer<GatherSlot>(kMaxGatherSlots, false);
   slots_dev_.resize_discard(kMaxGatherSlots);
   cycles_.resize_discard(8);
+}
+
+const void* FusedLstm::kernel() const {
+  if (hr_ == 32) return reinterpret_cast<const void*>(fused_lstm_kernel<32>);
+  if (hr_ == 64) return reinterpret_cast<const void*>(fused_lstm_kernel<64>);
+  return reinterpret_cast<const void*>(fused_lstm_kernel<0>);
 }
 
 void FusedLstm::reserve(int64_t B, int64_t T) {
@@ -655,8 +710,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
     a.slots = slots_dev_.get();
   }
   void* args[] = {&p};
-  const void* k = registers_ ? reinterpret_cast<const void*>(fused_lstm_kernel<kRegH>)
-                             : reinterpret_cast<const void*>(fused_lstm_kernel<0>);
+  const void* k = kernel();
   CUDA_CHECK(cudaLaunchKernel(k, dim3(static_cast<unsigned>(B)), dim3(static_cast<unsigned>(threads_)), args,
                               smem_bytes_, s));
   CUDA_CHECK_LAUNCH();

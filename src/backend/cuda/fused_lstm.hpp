@@ -67,12 +67,14 @@ class FusedLstm {
 
  private:
   void reserve(int64_t B, int64_t T);
+  const void* kernel() const;      // the variant for this H
 
   ModelShape shape_;
   FusedLayout layout_;
   int64_t n_grad_ = 0, stride_ = 0;
   int threads_ = 0;
   bool registers_ = true;          // H <= 64: recurrent weights in registers; else in shared memory
+  int hr_ = 0;                     // register variant: H padded to 32 or 64 (the kernel's template argument)
   int32_t S_ = 0, HP_ = 0, ksm_ = 0, fc_ = 0, fcp_ = 0, tc_ = 0, tz_ = 0, Cp_ = 0;
   int64_t r_floats_ = 0;
   size_t smem_bytes_ = 0;
