@@ -62,7 +62,9 @@ struct Params {
 
 // sigmoid(v), and tanh(v) = 2 sigmoid(2v) - 1 (gate g, tanh(c)): one exp and one reciprocal, no branch, so the
 // four gates of a quad take the same path (tanhf and expf in divergent lanes cost both, on the critical path).
-__device__ __forceinline__ float sigmoid_f(float v) { return __frcp_rn(1.0f + __expf(-v)); }
+// The approximate reciprocal (__fdividef): the correctly rounded one adds a range check and a branch to every
+// activation (seen in the SASS); 1 / inf still gives 0, so sigmoid saturates correctly.
+__device__ __forceinline__ float sigmoid_f(float v) { return __fdividef(1.0f, 1.0f + __expf(-v)); }
 __device__ __forceinline__ float tanh_f(float v) { return 2.0f * sigmoid_f(2.0f * v) - 1.0f; }
 
 // For rows x cols: dst(row, k, src(row, k)). A warp per row, lanes along k (coalesced), 4 rows x 64 columns per warp
@@ -370,7 +372,8 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   float* const g_r = gbuf + r;       // this thread's gate column
   float* const c_j = cbuf + j;       // its unit's columns
   float* const tc_j = tcbuf + j;
-  float* const h_j = hbuf + j;
+  // What lane q saves each forward step, branch-free: h (q = 0), c (q = 1), tanh(c) (q = 2); q = 3 saves nothing.
+  float* const save_j = (q == 0 ? hbuf : (q == 1 ? cbuf : tcbuf)) + j;
 
   // Phase 2: forward recurrence. The input projections of the next 4 steps wait in registers: each load is issued
   // 4 steps before its use.
@@ -429,17 +432,9 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
       c = (t > 0 ? fg * c : 0.0f) + ig * gg;
       const float tc = tanh_f(c);
       const float h = og * tc;
-      if (valid) {
-        g_r[t * G] = act;
-        if (q == 0) {
-          h_s[(cur ^ 1) * HP + j] = h;
-          h_j[t * H] = h;
-        } else if (q == 1) {
-          c_j[t * H] = c;
-        } else if (q == 2) {
-          tc_j[t * H] = tc;
-        }
-      }
+      if (valid) g_r[t * G] = act;
+      if (valid && q < 3) save_j[t * H] = q == 0 ? h : (q == 1 ? c : tc);
+      if (valid && q == 0) h_s[(cur ^ 1) * HP + j] = h;
       __syncthreads();
       cur ^= 1;
     }
@@ -518,11 +513,12 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
       P += __shfl_xor_sync(kFull, P, 2);
       const float dh = P + (t == len - 1 ? dh_s[j] : 0.0f);
       const float dct = dc + dh * og * (1.0f - tc * tc);
-      float dg;
-      if (q == 0) dg = dct * gg * ig * (1.0f - ig);
-      else if (q == 1) dg = t > 0 ? dct * cprev * fg * (1.0f - fg) : 0.0f;
-      else if (q == 2) dg = dct * ig * (1.0f - gg * gg);
-      else dg = dh * tc * og * (1.0f - og);
+      // All four, then a select: branches on q would run the four paths one after another in every warp.
+      const float d0 = dct * gg * ig * (1.0f - ig);
+      const float d1 = t > 0 ? dct * cprev * fg * (1.0f - fg) : 0.0f;
+      const float d2 = dct * ig * (1.0f - gg * gg);
+      const float d3 = dh * tc * og * (1.0f - og);
+      const float dg = q == 0 ? d0 : (q == 1 ? d1 : (q == 2 ? d2 : d3));
       dc = dct * fg;
       if (valid) {
         dg_s[(cb ^ 1) * 4 * HP + q * HP + j] = dg;
