@@ -75,6 +75,10 @@ TEST(Options, BadOptionsNameTheOption) {
   EXPECT_NE(user_error_of({"frobnicate"}).find("frobnicate"), std::string::npos);
   EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--device", "tpu"}).find("--device"),
             std::string::npos);
+  EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--lstm", "fast"}).find("--lstm"),
+            std::string::npos);
+  EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d"}).config.lstm, "auto");
+  EXPECT_EQ(parse({"bench", "--lstm", "fused"}).config.lstm, "fused");
   const std::string ini = write_ini("hiddne = 4\n");
   EXPECT_NE(user_error_of({"train", "--config", ini, "--data", "a", "--out", "d"}).find("hiddne"), std::string::npos);
   EXPECT_NE(user_error_of({"train", "--config", "/nonexistent/x.ini", "--data", "a", "--out", "d"}).find("x.ini"),
