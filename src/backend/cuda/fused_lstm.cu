@@ -324,59 +324,32 @@ __device__ void weight_grads(const Args& a, float* R, const float* x, const floa
   }
 }
 
-template <int HR>
-__global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __grid_constant__ Params p) {
-  const Args& a = p.a;
-  extern __shared__ float4 smem4[];
-  float* R = reinterpret_cast<float*>(smem4);   // staged weights / inputs (r_floats)
-  const int H = a.H, G = 4 * H, S = a.S, HP = a.HP, ksm = a.ksm;
-  float* h_s = R + a.r_floats;   // (2, HP) h, double-buffered
-  float* dg_s = h_s + 2 * HP;    // (2, 4, HP) d gates, gate-major, double-buffered
-  float* lg_s = dg_s + 8 * HP;   // (Cp) logits, then d loss / d logits
-  float* dh_s = lg_s + a.Cp;     // (HP) d loss / d h_last
-  float* misc = dh_s + HP;       // (4)
-  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, nt = static_cast<int>(blockDim.x);
-  const int r = tid, j = r >> 2, q = r & 3, quad = lane & ~3;
-  const bool valid = r < G;
-  const GatherSlot slot = a.B <= kInline ? p.slot[blockIdx.x] : a.slots[blockIdx.x];
-  const int len = slot.length;
-  const float* x = a.features + slot.row * a.F;
-  // This sequence's scratch (int offsets: t_cap * 4H fits easily).
-  float* gbuf = a.scratch + static_cast<int64_t>(blockIdx.x) * a.per_seq;   // (t_cap, G) by interleaved row
-  float* cbuf = gbuf + a.t_cap * G;                                          // (t_cap, H)
-  float* tcbuf = cbuf + a.t_cap * H;
-  float* hbuf = tcbuf + a.t_cap * H;
-  mark(a, 0);
+// What the two recurrences share (inlined: these stay in registers).
+struct Step {
+  const Args* a;
+  float* R;          // staged W_hh (shared-memory variant)
+  float* h_s;        // (2, HP)
+  float* dg_s;       // (2, 4, HP)
+  const float* dh_s; // (HP) d loss / d h_last
+  int H, G, S, HP, ksm, len, r, j, q, quad;
+  bool valid;
+  float* g_r;        // this thread's gate column of gbuf
+  float* c_j;        // its unit's c, tanh(c) columns, and what it saves in the forward pass
+  float* tc_j;
+  float* save_j;
+};
 
-  input_projection(a, R, x, gbuf, len);
-  mark(a, 1);
-
-  // Recurrent weights: W_hh transposed into R (k * S + r), then into registers where they fit.
-  __syncthreads();
-  const int ksm_rows = HR ? H : ksm;
-  stage_transposed(R, S, a.params, a.lay.w_hh, H, H, 0, ksm_rows, HR ? HR : ((ksm_rows + 3) & ~3));
-  for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
-  __syncthreads();
-  float wf[HR ? HR : kOvf], wb[HR ? HR : 1];
-  if constexpr (HR > 0) {
-#pragma unroll
-    for (int k = 0; k < HR; ++k) wf[k] = (valid && k < H) ? R[k * S + r] : 0.0f;   // forward: row (q H + j)
-#pragma unroll
-    for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? R[j * S + 4 * i + q] : 0.0f;   // backward: column j
-  } else {
-#pragma unroll
-    for (int u = 0; u < kOvf; ++u)
-      wf[u] = (valid && ksm + u < H) ? a.params[a.lay.w_hh[q] + static_cast<int64_t>(j) * H + ksm + u] : 0.0f;
-    wb[0] = 0.0f;
-  }
-  float* const g_r = gbuf + r;       // this thread's gate column
-  float* const c_j = cbuf + j;       // its unit's columns
-  float* const tc_j = tcbuf + j;
-  // What lane q saves each forward step, branch-free: h (q = 0), c (q = 1), tanh(c) (q = 2); q = 3 saves nothing.
-  float* const save_j = (q == 0 ? hbuf : (q == 1 ? cbuf : tcbuf)) + j;
-
-  // Phase 2: forward recurrence. The input projections of the next 4 steps wait in registers: each load is issued
-  // 4 steps before its use.
+// Phase 2: the forward recurrence; returns which half of h_s holds h_{len-1}.
+template <int HR, int NW>
+__device__ __forceinline__ int forward_recurrence(const Step& st, const float (&wf)[NW]) {
+  const float* const R = st.R;
+  float* const h_s = st.h_s;
+  const int H = st.H, G = st.G, S = st.S, HP = st.HP, ksm = st.ksm, len = st.len;
+  const int r = st.r, j = st.j, q = st.q, quad = st.quad;
+  const bool valid = st.valid;
+  float* const g_r = st.g_r;
+  float* const save_j = st.save_j;
+  // The input projections of the next 4 steps wait in registers: each load is issued 4 steps before its use.
   int cur = 0;
   float c = 0.0f;
   float pre[4];
@@ -439,12 +412,23 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
       cur ^= 1;
     }
   }
-  mark(a, 2);
+  return cur;
+}
 
-  head(a, h_s + cur * HP, lg_s, dh_s, misc, slot.pos);
-  mark(a, 3);
-
-  // Phase 4: backward recurrence. Thread (j, q) sums gate q's share of (W_hh^T dg)[j]; the quad adds the four.
+// Phase 4: the backward recurrence, from d loss / d h_last in dh_s; d gates replace the activations in gbuf.
+template <int HR, int NB>
+__device__ __forceinline__ void backward_recurrence(const Step& st, const float (&wb)[NB]) {
+  const Args& a = *st.a;
+  const float* const R = st.R;
+  float* const dg_s = st.dg_s;
+  const int H = st.H, G = st.G, S = st.S, HP = st.HP, ksm = st.ksm, len = st.len;
+  const int j = st.j, q = st.q, quad = st.quad;
+  const bool valid = st.valid;
+  float* const g_r = st.g_r;
+  const float* const c_j = st.c_j;
+  const float* const tc_j = st.tc_j;
+  const float* const dh_s = st.dh_s;
+  // Thread (j, q) sums gate q's share of (W_hh^T dg)[j]; the quad adds the four.
   // Step t's activation, c_{t-1} and tanh(c_t) are loaded 4 steps ahead, as in the forward loop.
   int cb = 0;
   float dc = 0.0f;
@@ -528,6 +512,67 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
       cb ^= 1;
     }
   }
+}
+
+template <int HR>
+__global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __grid_constant__ Params p) {
+  const Args& a = p.a;
+  extern __shared__ float4 smem4[];
+  float* R = reinterpret_cast<float*>(smem4);   // staged weights / inputs (r_floats)
+  const int H = a.H, G = 4 * H, S = a.S, HP = a.HP, ksm = a.ksm;
+  float* h_s = R + a.r_floats;   // (2, HP) h, double-buffered
+  float* dg_s = h_s + 2 * HP;    // (2, 4, HP) d gates, gate-major, double-buffered
+  float* lg_s = dg_s + 8 * HP;   // (Cp) logits, then d loss / d logits
+  float* dh_s = lg_s + a.Cp;     // (HP) d loss / d h_last
+  float* misc = dh_s + HP;       // (4)
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, nt = static_cast<int>(blockDim.x);
+  const int r = tid, j = r >> 2, q = r & 3, quad = lane & ~3;
+  const bool valid = r < G;
+  const GatherSlot slot = a.B <= kInline ? p.slot[blockIdx.x] : a.slots[blockIdx.x];
+  const int len = slot.length;
+  const float* x = a.features + slot.row * a.F;
+  // This sequence's scratch (int offsets: t_cap * 4H fits easily).
+  float* gbuf = a.scratch + static_cast<int64_t>(blockIdx.x) * a.per_seq;   // (t_cap, G) by interleaved row
+  float* cbuf = gbuf + a.t_cap * G;                                          // (t_cap, H)
+  float* tcbuf = cbuf + a.t_cap * H;
+  float* hbuf = tcbuf + a.t_cap * H;
+  mark(a, 0);
+
+  input_projection(a, R, x, gbuf, len);
+  mark(a, 1);
+
+  // Recurrent weights: W_hh transposed into R (k * S + r), then into registers where they fit.
+  __syncthreads();
+  const int ksm_rows = HR ? H : ksm;
+  stage_transposed(R, S, a.params, a.lay.w_hh, H, H, 0, ksm_rows, HR ? HR : ((ksm_rows + 3) & ~3));
+  for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
+  __syncthreads();
+  float wf[HR ? HR : kOvf], wb[HR ? HR : 1];
+  if constexpr (HR > 0) {
+#pragma unroll
+    for (int k = 0; k < HR; ++k) wf[k] = (valid && k < H) ? R[k * S + r] : 0.0f;   // forward: row (q H + j)
+#pragma unroll
+    for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? R[j * S + 4 * i + q] : 0.0f;   // backward: column j
+  } else {
+#pragma unroll
+    for (int u = 0; u < kOvf; ++u)
+      wf[u] = (valid && ksm + u < H) ? a.params[a.lay.w_hh[q] + static_cast<int64_t>(j) * H + ksm + u] : 0.0f;
+    wb[0] = 0.0f;
+  }
+  float* const g_r = gbuf + r;       // this thread's gate column
+  float* const c_j = cbuf + j;       // its unit's columns
+  float* const tc_j = tcbuf + j;
+  // What lane q saves each forward step, branch-free: h (q = 0), c (q = 1), tanh(c) (q = 2); q = 3 saves nothing.
+  float* const save_j = (q == 0 ? hbuf : (q == 1 ? cbuf : tcbuf)) + j;
+
+  const Step st{&a, R, h_s, dg_s, dh_s, H, G, S, HP, ksm, len, r, j, q, quad, valid, g_r, c_j, tc_j, save_j};
+  const int cur = forward_recurrence<HR>(st, wf);
+  mark(a, 2);
+
+  head(a, h_s + cur * HP, lg_s, dh_s, misc, slot.pos);
+  mark(a, 3);
+
+  backward_recurrence<HR>(st, wb);
   mark(a, 4);
 
   weight_grads(a, R, x, gbuf, hbuf, len);
