@@ -20,10 +20,28 @@ and `checkpoint.h5`.
 | code | meaning |
 |---|---|
 | 0 | success (for `inspect`: the file is valid) |
-| 2 | bad input: a missing or malformed file, dataset, attribute, offset, label or option. The message names the file, dataset, index or option, says what was expected, and gives a `hint:`. Every rank exits with 2, before any output is written. Also `train` when a checkpoint cannot be written (a full disk: `cannot write checkpoint 'OUT/checkpoint-step….h5': no space left on device`; the temporary file is removed, the previous checkpoint stays intact, continue with `--resume OUT` once there is space) and, with `--on-nonfinite stop` (the default), when a step's loss or gradient is NaN or Inf (`step S: non-finite loss on rank R, sequence I`; the update is not applied and no checkpoint is written from that state). |
+| 2 | bad input: a missing or malformed file, dataset, attribute, offset, label or option. The message names the file, dataset, index or option, says what was expected, and gives a `hint:`. Every rank exits with 2, before any output is written. Also `train` when a checkpoint cannot be written (a full disk: `cannot write checkpoint 'OUT/checkpoint-step….h5': no space left on device`; the temporary file is removed, the previous checkpoint stays intact, continue with `--resume OUT` once there is space) and, with `--on-nonfinite stop` (the default), when a step's loss or gradient is NaN or Inf (`step S: non-finite loss on rank R, sequence I`; the update is not applied and no checkpoint is written from that state). And any output that would lose data, refused before any work: an output that is one of the command's inputs (also through a link or another spelling), a checkpoint, a data set replaced by anything but a data set, another existing file without `--force`, or a folder held by a running `train` (the message names the holder's host, pid, start time and command). See doc/reliability.md. |
 | 3 | internal error: a library call failed or an invariant broke (message with file:line); the job is aborted with `MPI_Abort` |
 | 75 | `train` stopped by SIGTERM or SIGUSR1 (on any rank): every rank agreed at a step boundary, the checkpoint was saved, every rank exits with 75. Run the same command with `--resume OUT` to continue; `jobs/train.sbatch` requeues itself on this code (doc/hpc.md). A second signal ends the run at once; the last checkpoint stays intact. |
 | 76 | `train` ended because a rank died or got stuck: it did not reach a collective of the training loop within `--comm-timeout` seconds and did not answer its neighbour. The rank that found it prints `rank N (on HOST) did not reach ... within S s and does not answer: it died or is stuck` and ends the job with `MPI_Abort` (mpirun exits with 76). The newest checkpoint is intact: continue with `--resume OUT` once the cause is fixed. A rank killed outright is reported by the launcher instead (mpirun: `process rank N ... exited on signal 9`, exit code 137). See doc/troubleshooting.md. |
+
+## Environment
+
+Tuning knobs of the CUDA backend (`train`, `bench`, `eval`, `predict` with `--device cuda|auto`). They change
+speed only, never the model: every choice computes the same numbers to float rounding. A bad value is a bad
+option (exit 2). bench/NOTES.md has the measurements behind the defaults.
+
+| variable | values | meaning |
+|---|---|---|
+| `RAGTRAIN_CUDNN_ALGO` | `auto` (default), `standard`, `persist_static`, `persist_static_small_h`, `persist_dynamic` | the cuDNN RNN algorithm; `auto` measures the usable ones when the backend is built (at batch one and at `--batch-per-rank`) and every rank takes rank 0's fastest |
+| `RAGTRAIN_CUDA_GRAPHS` | `1` (default), `0` | replay each batch shape's cuDNN + head work from a CUDA graph after its first run |
+| `RAGTRAIN_CUDA_BATCH_LAYOUT` | `padded` (default), `ragged` | how the K sequences of a rank's step reach cuDNN: padded to the longest (CUDA graphs apply), or with their own lengths |
+
+Test hooks (for the test suite only; never set them in a real run):
+
+| variable | meaning |
+|---|---|
+| `RAGTRAIN_TEST_CHECKPOINT_PAUSE=STEP:write` or `STEP:link` | the writer of the step STEP checkpoint pauses (at most 60 s) half-way through the temporary file, or between the step file and the switch of `checkpoint.h5`, so a test can kill it there (src/checkpoint/checkpoint.cpp, tests/e2e/test_checkpoint_e2e.cpp) |
 
 HEAD
 echo '## `ragtrain --help`'

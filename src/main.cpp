@@ -5,6 +5,8 @@
 
 #include "ragtrain/cli/commands.hpp"
 #include "ragtrain/cli/options.hpp"
+#include "ragtrain/cli/output_guard.hpp"
+#include "ragtrain/cli/version.hpp"
 #include "ragtrain/comm/context.hpp"
 #include "ragtrain/comm/signals.hpp"
 #include "ragtrain/core/error.hpp"
@@ -19,7 +21,17 @@ int main(int argc, char** argv) {
   try {
     ctx = Context::create(MPI_COMM_WORLD);
     Invocation inv;
-    collective_phase(ctx, [&] { inv = parse_command_line(argc, argv); });
+    const bool version = argc > 1 && std::string(argv[1]) == "--version";
+    collective_phase(ctx, [&] {
+      if (version)
+        USER_CHECK(argc == 2, "--version takes no other arguments", "run `ragtrain --version` alone");
+      else
+        inv = parse_command_line(argc, argv);
+    });
+    if (version) {
+      if (ctx.is_root()) std::cout << version_text();
+      return kExitOk;
+    }
     if (inv.help) {
       if (ctx.is_root()) std::cout << inv.help_text;
       return kExitOk;
@@ -28,6 +40,8 @@ int main(int argc, char** argv) {
       if (ctx.is_root()) std::cout << inv.config.effective;
       return kExitOk;
     }
+    // No output may destroy data: inputs, data sets, checkpoints, other runs' folders (cli/output_guard.hpp).
+    collective_phase(ctx, [&] { if (ctx.is_root()) check_outputs(inv.config); });
     const std::string& cmd = inv.config.command;
     if (cmd == "gen") return run_gen(ctx, inv.config);
     if (cmd == "convert") return run_convert(ctx, inv.config);

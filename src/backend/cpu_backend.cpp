@@ -1,4 +1,4 @@
-// CPU backend, the backend factory and the Backend interface's default restore of optimizer state.
+// CPU backend, the backend factory and the names of --device.
 #include "cpu_backend.hpp"
 
 #include <algorithm>
@@ -14,7 +14,7 @@
 namespace ragtrain {
 
 CpuBackend::CpuBackend(const ModelShape& shape, const BackendOptions& opts)
-    : layout_(shape), comm_(opts.comm), watchdog_(opts.watchdog), opt_(opts.optimizer, layout_.total()),
+    : layout_(shape), comm_(opts.comm), watchdog_(opts.watchdog), dropout_(opts.dropout), seed_(opts.seed), opt_(opts.optimizer, layout_.total()),
       params_(static_cast<size_t>(layout_.total()), 0.0f),
       fused_(static_cast<size_t>(layout_.total() + kFusedExtras), 0.0),
       seq_grad_(static_cast<size_t>(layout_.total())), mean_grad_(static_cast<size_t>(layout_.total())),
@@ -33,7 +33,8 @@ void CpuBackend::forward_backward(const std::vector<int64_t>& positions) {
   double* extras = fused_.data() + P;
   for (int64_t pos : positions) {
     if (pos < 0) continue;
-    const float* out = lstm_forward(layout_, params_.data(), shard_->x(pos), shard_->length(pos), cache_);
+    const DropoutDraw drop{dropout_, DropoutKey{seed_, global_step_, shard_->indices[static_cast<size_t>(pos)]}};
+    const float* out = lstm_forward(layout_, params_.data(), shard_->x(pos), shard_->length(pos), cache_, drop);
     const bool cls = shard_->task == Task::Classification;
     const int32_t label = cls ? shard_->labels[static_cast<size_t>(pos)] : 0;
     const float* target = cls ? nullptr : shard_->target(pos);
@@ -93,23 +94,29 @@ std::vector<float> CpuBackend::infer(const Shard& shard) {
   return out;
 }
 
-void Backend::set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v, int64_t steps_taken) {
-  Optimizer& opt = optimizer();
-  RT_CHECK(m.size() == opt.m().size() && v.size() == opt.v().size(),
-           "optimizer state of " << m.size() << "+" << v.size() << " values for " << opt.m().size() << "+"
-                                 << opt.v().size());
-  opt.m() = m;
-  opt.v() = v;
-  opt.set_steps_taken(steps_taken);
+const char* device_name(Device d) {
+  switch (d) {
+    case Device::Cpu: return "cpu";
+    case Device::Cuda: return "cuda";
+    case Device::Auto: return "auto";
+  }
+  return "?";
+}
+
+std::optional<Device> parse_device(const std::string& name) {
+  for (Device d : {Device::Cpu, Device::Cuda, Device::Auto})
+    if (name == device_name(d)) return d;
+  return std::nullopt;
 }
 
 std::unique_ptr<Backend> make_backend(const ModelShape& shape, const BackendOptions& opts) {
 #ifdef RAGTRAIN_WITH_CUDA
-  if (opts.device == "cuda" || opts.device == "auto") {
+  if (opts.device != Device::Cpu) {
     if (auto b = make_cuda_backend(shape, opts)) return b;   // null only for "auto" without a visible GPU
   }
 #else
-  USER_CHECK(opts.device == "cpu", "option --device: '" << opts.device << "' is not available in this build",
+  USER_CHECK(opts.device == Device::Cpu,
+             "option --device: '" << device_name(opts.device) << "' is not available in this build",
              "use --device cpu, or rebuild where CUDA, cuDNN and NCCL are installed");
 #endif
   return std::make_unique<CpuBackend>(shape, opts);

@@ -13,7 +13,8 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   void set_params(const std::vector<float>& params) override;
   std::vector<float> params() const override { return params_; }
-  Optimizer& optimizer() override { return opt_; }
+  OptimizerState optimizer_state() const override { return opt_.state(); }
+  void set_optimizer_state(const OptimizerState& state) override { opt_.set_state(state); }
   void set_train_shard(const Shard& shard) override { shard_ = &shard; }
   void forward_backward(const std::vector<int64_t>& positions) override;
   void allreduce() override;
@@ -25,6 +26,8 @@ class CpuBackend final : public Backend {
   ParamLayout layout_;
   MPI_Comm comm_;
   CommWatchdog* watchdog_;   // may be null
+  DropoutRates dropout_;
+  uint64_t seed_;
   Optimizer opt_;
   const Shard* shard_ = nullptr;
   std::vector<float> params_;   // (P) PyTorch layout

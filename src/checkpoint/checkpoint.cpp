@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <sstream>
 
 #include "ragtrain/checkpoint/checksum.hpp"
@@ -94,6 +95,34 @@ std::string string_attr(const std::string& path, hid_t obj, const char* name) {
 }
 
 // float64 scalar attributes: the accumulators are sums of doubles and must come back bit for bit.
+// The model options that came after version 2 (bidirectional, pool, dropout rates): absent in older files, which
+// then load as what they were trained as: unidirectional, last step, no dropout.
+void read_model_options(const std::string& path, hid_t f, Checkpoint& c) {
+  const AttrShape bidi = attr_shape(f, "bidirectional");
+  if (bidi.kind != AttrKind::Missing) {
+    const int64_t v = positive_attr(path, f, "bidirectional");
+    USER_CHECK(v == 0 || v == 1, "checkpoint '" << path << "': attribute bidirectional = " << v, kDamaged);
+    c.shape.bidirectional = v == 1;
+  }
+  if (attr_shape(f, "pool").kind != AttrKind::Missing) {
+    const std::string pool = string_attr(path, f, "pool");
+    const std::optional<Pool> p = parse_pool(pool);
+    USER_CHECK(p.has_value(), "checkpoint '" << path << "': attribute pool is '" << pool << "'", kDamaged);
+    c.shape.pool = *p;
+  }
+  for (auto [name, rate] : {std::pair<const char*, double*>{"dropout", &c.dropout.between},
+                            std::pair<const char*, double*>{"head_dropout", &c.dropout.head}}) {
+    const AttrShape a = attr_shape(f, name);
+    if (a.kind == AttrKind::Missing) continue;
+    USER_CHECK(a.kind == AttrKind::Float && a.elements == 1,
+               "checkpoint '" << path << "': attribute " << name << " is not a float", kDamaged);
+    H5Handle attr = h5_attribute(H5_CHECK(H5Aopen(f, name, H5P_DEFAULT)));
+    H5_CHECK(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, rate));
+    USER_CHECK(*rate >= 0 && *rate < 1, "checkpoint '" << path << "': attribute " << name << " = " << *rate,
+               kDamaged);
+  }
+}
+
 void write_double_attr(hid_t obj, const char* name, double value) {
   H5Handle space = h5_space(H5_CHECK(H5Screate(H5S_SCALAR)));
   H5Handle attr = h5_attribute(
@@ -212,6 +241,10 @@ std::vector<char> build_image(const Checkpoint& c) {
     write_int_attr(f, "hidden", c.shape.hidden);
     write_int_attr(f, "layers", c.shape.layers);
     write_int_attr(f, "outputs", c.shape.outputs);
+    write_int_attr(f, "bidirectional", c.shape.bidirectional ? 1 : 0);
+    write_string_attr(f, "pool", pool_name(c.shape.pool));
+    write_double_attr(f, "dropout", c.dropout.between);
+    write_double_attr(f, "head_dropout", c.dropout.head);
     write_int_attr(f, "epoch", c.epoch);
     write_int_attr(f, "step", c.step);
     write_string_attr(f, "config", c.config);
@@ -230,10 +263,16 @@ std::vector<char> build_image(const Checkpoint& c) {
       write_floats(opt.get(), "m", {static_cast<int64_t>(c.opt_m.size())}, c.opt_m.data());
       if (!c.opt_v.empty()) write_floats(opt.get(), "v", {static_cast<int64_t>(c.opt_v.size())}, c.opt_v.data());
     }
-    if (!c.feature_mean.empty()) {
+    // --normalize: the mode as an attribute of /normalization, with the statistics of `feature` inside it.
+    RT_CHECK((c.normalization == "feature") == !c.feature_mean.empty() && c.feature_std.size() == c.feature_mean.size(),
+             "normalization '" << c.normalization << "' with " << c.feature_mean.size() << " feature means");
+    if (c.normalization != "none") {
       H5Handle norm(H5_CHECK(H5Gcreate2(f, "normalization", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)), H5Gclose);
-      write_floats(norm.get(), "mean", {c.shape.input_size}, c.feature_mean.data());
-      write_floats(norm.get(), "std", {c.shape.input_size}, c.feature_std.data());
+      write_string_attr(norm.get(), "mode", c.normalization);
+      if (!c.feature_mean.empty()) {
+        write_floats(norm.get(), "mean", {c.shape.input_size}, c.feature_mean.data());
+        write_floats(norm.get(), "std", {c.shape.input_size}, c.feature_std.data());
+      }
     }
     group.reset();
   }
@@ -330,13 +369,16 @@ Checkpoint read_checkpoint(const std::string& path) {
   c.shape.hidden = positive_attr(path, f, "hidden");
   c.shape.layers = positive_attr(path, f, "layers");
   c.shape.outputs = positive_attr(path, f, "outputs");
+  read_model_options(path, f, c);
   USER_CHECK(c.shape.input_size > 0 && c.shape.hidden > 0 && c.shape.layers > 0 && c.shape.outputs > 0,
              "checkpoint '" << path << "': model sizes must be positive", "the file is damaged");
   {
     // The sizes come from the file: bound the parameter count (in double: no overflow) by this machine's memory
     // before ParamLayout or any allocation uses them, so a damaged header is a message, not std::bad_alloc.
     const double in = static_cast<double>(c.shape.input_size), h = static_cast<double>(c.shape.hidden);
-    const double count = static_cast<double>(c.shape.layers) * 4 * h * (in + h + 2) + h * c.shape.outputs + c.shape.outputs;
+    const double dirs = static_cast<double>(c.shape.directions());
+    const double count = static_cast<double>(c.shape.layers) * dirs * 4 * h * (std::max(in, dirs * h) + h + 2) +
+                         dirs * h * c.shape.outputs + c.shape.outputs;
     const double bytes = 3 * 4 * count;   // parameters and two optimizer moments, float32
     USER_CHECK(bytes < static_cast<double>(memory_budget("auto", 1)),
                "checkpoint '" << path << "': declares a model (input " << c.shape.input_size << ", hidden "
@@ -364,7 +406,16 @@ Checkpoint read_checkpoint(const std::string& path) {
       read_floats(path, f, "optimizer/v", {layout.total()}, c.opt_v.data(), v2);
     }
   }
-  if (H5Lexists(f, "normalization", H5P_DEFAULT) > 0) {
+  // Files from before --normalize had modes hold /normalization (mean and std) exactly when trained with it.
+  c.normalization = H5Lexists(f, "normalization", H5P_DEFAULT) > 0 ? "feature" : "none";
+  if (c.normalization != "none") {
+    H5Handle norm(H5_CHECK(H5Gopen2(f, "normalization", H5P_DEFAULT)), H5Gclose);
+    if (attr_shape(norm.get(), "mode").kind != AttrKind::Missing) c.normalization = string_attr(path, norm.get(), "mode");
+    USER_CHECK(c.normalization == "feature" || c.normalization == "series",
+               "checkpoint '" << path << "': normalization/mode is '" << c.normalization << "'",
+               "expected feature or series; the file is damaged or from a newer ragtrain");
+  }
+  if (c.normalization == "feature") {
     c.feature_mean.resize(static_cast<size_t>(c.shape.input_size));
     c.feature_std.resize(static_cast<size_t>(c.shape.input_size));
     read_floats(path, f, "normalization/mean", {c.shape.input_size}, c.feature_mean.data(), v2);

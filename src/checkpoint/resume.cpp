@@ -10,24 +10,38 @@ namespace ragtrain {
 
 const std::vector<std::string>& trajectory_options() {
   static const std::vector<std::string> names = {
-      "hidden", "layers", "normalize", "optimizer", "lr",       "momentum", "beta1",
-      "beta2",  "eps",    "weight-decay", "clip", "warmup-steps", "lr-decay", "lr-final-fraction"};
+      "hidden", "layers", "bidirectional", "pool", "dropout", "head-dropout", "normalize", "optimizer", "lr",
+      "momentum", "beta1", "beta2", "eps", "weight-decay", "clip", "warmup-steps", "lr-decay", "lr-final-fraction"};
   return names;
 }
 
-ResumePlan plan_resume(const std::string& path, const Checkpoint& c, const ResumeTarget& t) {
+namespace {
+
+std::string shape_text(const ModelShape& s) {
+  return RT_MSG("F=" << s.input_size << " H=" << s.hidden << " L=" << s.layers << " outputs=" << s.outputs
+                     << (s.bidirectional ? " bidirectional" : "") << " pool=" << pool_name(s.pool));
+}
+
+}  // namespace
+
+ResumePlan plan_resume(const std::string& path, const Checkpoint& c, const ResumeTarget& target) {
+  const RunPosition& t = target.position;
   const std::string pick = "resume with the options of the run that wrote it (stored in the checkpoint's attribute "
                            "config; `h5dump -a config " + path + "`)";
   USER_CHECK(c.resumable,
              "checkpoint '" << path << "' (version " << c.version << ") holds no training position",
              "it can be evaluated, but only checkpoints written by this ragtrain (version " << kCheckpointVersion
                                                                                           << ") can be resumed");
-  USER_CHECK(c.shape == t.shape,
-             "checkpoint '" << path << "' holds a model of F=" << c.shape.input_size << " H=" << c.shape.hidden
-                            << " L=" << c.shape.layers << " outputs=" << c.shape.outputs << ", this run builds F="
-                            << t.shape.input_size << " H=" << t.shape.hidden << " L=" << t.shape.layers
-                            << " outputs=" << t.shape.outputs,
+  USER_CHECK(c.shape == target.shape,
+             "checkpoint '" << path << "' holds a model of " << shape_text(c.shape) << ", this run builds "
+                            << shape_text(target.shape),
              pick);
+  // Stored since the rates became options; a checkpoint from before has 0, as the run that wrote it had.
+  USER_CHECK(c.dropout.between == target.dropout.between && c.dropout.head == target.dropout.head,
+             "checkpoint '" << path << "' was written with --dropout " << c.dropout.between << " --head-dropout "
+                            << c.dropout.head << ", this run has --dropout " << target.dropout.between
+                            << " --head-dropout " << target.dropout.head,
+             "other dropout rates would not continue the same run; " << pick);
   const RunPosition& p = c.position;
   USER_CHECK(p.data_sequences == t.data_sequences && p.data_lengths_crc32 == t.data_lengths_crc32,
              "checkpoint '" << path << "' was trained on a data set of " << p.data_sequences
@@ -38,7 +52,13 @@ ResumePlan plan_resume(const std::string& path, const Checkpoint& c, const Resum
   // Options that change the trajectory, compared as the effective configuration prints them.
   std::map<std::string, std::string> before, now;
   for (auto& [k, v] : parse_effective_config(c.config)) before[k] = v;
-  for (auto& [k, v] : parse_effective_config(t.effective_config)) now[k] = v;
+  for (auto& [k, v] : parse_effective_config(target.effective_config)) now[k] = v;
+  // --normalize was a switch before it had modes: its `true` / `false` are `feature` / `none` now.
+  for (auto* m : {&before, &now}) {
+    const auto it = m->find("normalize");
+    if (it != m->end() && (it->second == "true" || it->second == "false"))
+      it->second = it->second == "true" ? "feature" : "none";
+  }
   for (const std::string& name : trajectory_options()) {
     const auto b = before.find(name), n = now.find(name);
     if (b == before.end() || n == now.end()) continue;   // an option this ragtrain or that one did not have

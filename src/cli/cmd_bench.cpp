@@ -1,5 +1,5 @@
 // `ragtrain bench`: a fixed number of timed training steps after a warm-up, on synthetic data in memory or a
-// file; prints a '#'-commented table and writes JSON. Same step code as `train`.
+// file; prints a '#'-commented table and writes JSON. The same Trainer set-up and step as `train`.
 #include <algorithm>
 #include <cstdio>
 
@@ -10,83 +10,41 @@
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/metrics/metrics.hpp"
 #include "ragtrain/metrics/provenance.hpp"
-#include "ragtrain/train/step.hpp"
+#include "ragtrain/train/trainer.hpp"
 
 namespace ragtrain {
 
-int run_bench(const Context& ctx, const RunConfig& cfg) {
+int run_bench(const Context& ctx, const RunConfig& options) {
+  const BenchConfig cfg = bench_config(options);
   const std::string started_at = utc_now();
-  // Data: the rank's own columns of the schedule, from the file or from the same synthetic set on every rank.
-  DatasetInfo info;
-  RaggedData data;
-  std::vector<int64_t> lengths;
-  if (!cfg.data.empty()) {
-    collective_phase(ctx, [&] { info = read_dataset_info(cfg.data, ctx.world); });
-    lengths = info.lengths();
-  } else {
-    SyntheticSpec spec;
-    spec.sequences = cfg.sequences;
-    spec.features = cfg.features;
-    spec.min_length = cfg.min_length;
-    spec.max_length = cfg.max_length;
-    spec.classes = cfg.classes;
-    spec.task = cfg.task == "regression" ? Task::Regression : Task::Classification;
-    spec.outputs = cfg.outputs;
-    spec.seed = cfg.seed;
-    data = make_synthetic(spec);
-    for (int64_t i = 0; i < data.num_sequences(); ++i)
-      lengths.push_back(data.offsets[static_cast<size_t>(i + 1)] - data.offsets[static_cast<size_t>(i)]);
-  }
-  const Schedule schedule(lengths, ctx.size, cfg.batch_per_rank, cfg.seed, parse_schedule_kind(cfg.schedule));
-  Shard shard;
-  if (!cfg.data.empty())
-    collective_phase(ctx, [&] { shard = read_shard(info, schedule.rank_sequences(ctx.rank), ctx.world); });
-  else
-    shard = make_shard(data, schedule.rank_sequences(ctx.rank));
-  const std::string source = cfg.data.empty() ? "synthetic" : cfg.data;
-  const ModelShape shape{shard.num_features, cfg.hidden, cfg.layers, shard.num_outputs, shard.task};
+  // The Trainer's set-up and step, as train runs them: the rank's own columns of the schedule, from the file or
+  // from the same synthetic set on every rank; the backend built for K; steps walk the schedule epoch by epoch.
+  Trainer trainer(ctx, cfg.run);
+  trainer.setup_data();
+  trainer.setup_shards();
+  trainer.setup_backend();
+  Backend& backend = trainer.backend();
+  const ModelShape& shape = trainer.shape();
+  const std::string source = cfg.run.data.empty() ? "synthetic" : cfg.run.data;
 
-  BackendOptions opts;
-  opts.device = cfg.device;
-  opts.lstm = cfg.lstm;
-  opts.optimizer.kind = cfg.optimizer;
-  opts.optimizer.clip = cfg.clip;
-  opts.optimizer.weight_decay = cfg.weight_decay;
-  opts.comm = ctx.world;
-  opts.local_rank = ctx.local_rank;
-  std::unique_ptr<Backend> backend;
-  collective_phase(ctx, [&] { backend = make_backend(shape, opts); });
-  backend->set_params(init_params(ParamLayout(shape), cfg.seed));
-  backend->set_train_shard(shard);
-  const ShardIndex index(shard);
-
-  // Steps walk the schedule epoch by epoch, exactly as training does.
-  std::vector<int64_t> positions;
   std::vector<double> losses;   // (warmup + steps) mean loss of every global step, for the validity flag
-  int64_t epoch = 0, step_in_epoch = 0;
-  Schedule::Epoch order = schedule.epoch(0);
   auto one_step = [&](RankCounters& c) {
-    if (step_in_epoch == schedule.steps_per_epoch()) {
-      order = schedule.epoch(++epoch);
-      step_in_epoch = 0;
-    }
-    index.positions(order, step_in_epoch++, ctx.rank, positions, c);
-    const StepTotals t = train_step(*backend, positions, static_cast<float>(cfg.lr), c);
+    const StepTotals t = trainer.step(c);
     losses.push_back(t.loss_sum / t.count);   // host values the step returned anyway: no extra synchronisation
   };
 
   RankCounters warm;
   for (int64_t s = 0; s < cfg.warmup; ++s) one_step(warm);
-  backend->synchronize();
-  backend->take_phase_seconds();
+  backend.synchronize();
+  backend.take_phase_seconds();
   MPI_CHECK(MPI_Barrier(ctx.world));   // every rank starts the clock together
 
   RankCounters mine;
   Stopwatch clock;
   for (int64_t s = 0; s < cfg.steps; ++s) one_step(mine);
-  backend->synchronize();
+  backend.synchronize();
   const double seconds = clock.seconds();
-  const auto phases = backend->take_phase_seconds();
+  const auto phases = backend.take_phase_seconds();
   double slowest = seconds;
   MPI_CHECK(MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, ctx.world));
   const std::vector<RankCounters> all = gather_counters(ctx, mine);
@@ -104,8 +62,8 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
     first_loss += losses[i] / static_cast<double>(window);
     last_loss += losses[losses.size() - window + i] / static_cast<double>(window);
   }
-  const Json validity = check_validity(ctx, backend->params(), first_loss, last_loss);
-  const Json provenance = collect_provenance(ctx, cfg, backend->name(), started_at);
+  const Json validity = check_validity(ctx, backend.params(), first_loss, last_loss);
+  const Json provenance = collect_provenance(ctx, cfg.run.command_line, cfg.run.effective, backend.name(), started_at);
 
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
@@ -116,14 +74,16 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
     std::printf("# ragtrain bench: %s, F=%lld H=%lld L=%lld, lengths %lld..%lld, %d ranks x %lld per step, %lld steps "
                 "after %lld warm-up\n",
                 source.c_str(), static_cast<long long>(shape.input_size), static_cast<long long>(shape.hidden),
-                static_cast<long long>(shape.layers), static_cast<long long>(cfg.min_length),
-                static_cast<long long>(cfg.max_length), ctx.size, static_cast<long long>(cfg.batch_per_rank),
+                static_cast<long long>(shape.layers), static_cast<long long>(options.min_length),
+                static_cast<long long>(options.max_length), ctx.size, static_cast<long long>(cfg.run.batch_per_rank),
                 static_cast<long long>(cfg.steps), static_cast<long long>(cfg.warmup));
+    std::printf("# model: %s, dropout %g, head dropout %g\n", describe(shape).c_str(), cfg.run.dropout.between,
+                cfg.run.dropout.head);
     std::printf("# %-8s %6s %6s %6s %6s %12s %14s %12s %14s\n", "backend", "ranks", "K", "H", "L", "seq/s",
                 "timesteps/s", "us/step", "seq/s/rank");
     std::printf("# %-8s %6s %6s %6s %6s %12s %14s %12s %14s\n", "", "", "", "", "", "(1/s)", "(1/s)", "(us)", "(1/s)");
-    std::printf("  %-8s %6d %6lld %6lld %6lld %12.1f %14.1f %12.1f %14.1f\n", backend->name().c_str(), ctx.size,
-                static_cast<long long>(cfg.batch_per_rank), static_cast<long long>(shape.hidden),
+    std::printf("  %-8s %6d %6lld %6lld %6lld %12.1f %14.1f %12.1f %14.1f\n", backend.name().c_str(), ctx.size,
+                static_cast<long long>(cfg.run.batch_per_rank), static_cast<long long>(shape.hidden),
                 static_cast<long long>(shape.layers), seq_s, ts_s, us_step, seq_s / ctx.size);
     Json phase_json = Json::object(), by_rank = Json::object();
     if (!phases.empty()) {
@@ -138,17 +98,21 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
       }
     }
     Json result{{"benchmark", "train_step"},
-                {"backend", backend->name()},
+                {"backend", backend.name()},
                 {"source", source},
                 {"world_size", ctx.size},
-                {"batch_per_rank", cfg.batch_per_rank},
+                {"batch_per_rank", cfg.run.batch_per_rank},
                 {"features", shape.input_size},
                 {"hidden", shape.hidden},
                 {"layers", shape.layers},
+                {"bidirectional", shape.bidirectional},
+                {"pool", pool_name(shape.pool)},
+                {"dropout", cfg.run.dropout.between},
+                {"head_dropout", cfg.run.dropout.head},
                 {"outputs", shape.outputs},
-                {"min_length", cfg.min_length},
-                {"max_length", cfg.max_length},
-                {"optimizer", cfg.optimizer},
+                {"min_length", options.min_length},
+                {"max_length", options.max_length},
+                {"optimizer", optimizer_name(cfg.run.optimizer.kind)},
                 {"warmup_steps", cfg.warmup},
                 {"steps", cfg.steps},
                 {"seconds", slowest},
@@ -162,7 +126,7 @@ int run_bench(const Context& ctx, const RunConfig& cfg) {
                                  {"wait_fraction", spread_fraction(all)}}},
                 {"valid", validity["valid"]},
                 {"validity", validity},
-                {"config", cfg.effective},
+                {"config", cfg.run.effective},
                 {"provenance", provenance}};
     std::printf("# validity: %s (loss %.4f -> %.4f, finite %s, falling %s, ranks agree %s)\n",
                 validity["valid"].get<bool>() ? "OK" : "FAILED", first_loss, last_loss,

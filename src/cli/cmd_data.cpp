@@ -21,7 +21,7 @@ int run_gen(const Context& ctx, const RunConfig& cfg) {
     spec.min_length = cfg.min_length;
     spec.max_length = cfg.max_length;
     spec.classes = cfg.classes;
-    spec.task = cfg.task == "regression" ? Task::Regression : Task::Classification;
+    spec.task = cfg.task;
     spec.outputs = cfg.outputs;
     spec.seed = cfg.seed;
     const RaggedData data = make_synthetic(spec);

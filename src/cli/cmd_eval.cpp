@@ -10,7 +10,9 @@
 #include "ragtrain/backend/cpu_lstm.hpp"
 #include "ragtrain/checkpoint/checkpoint.hpp"
 #include "ragtrain/cli/commands.hpp"
+#include "ragtrain/comm/gather.hpp"
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/core/output_file.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/normalization.hpp"
 #include "ragtrain/metrics/confusion.hpp"
@@ -53,7 +55,9 @@ Applied apply_checkpoint(const Context& ctx, const RunConfig& cfg) {
     a.shard = read_shard(a.info, block_indices(a.info.num_sequences, ctx.size, ctx.rank), ctx.world,
                          MemoryBudget::of(cfg.max_memory, ctx.local_size));
   });
-  apply_scaling(FeatureScaling{a.ckpt.feature_mean, a.ckpt.feature_std}, a.shard);
+  // The standardisation the model was trained with (none, the training set's statistics, or per series).
+  Normalizer{parse_normalization(a.ckpt.normalization), FeatureScaling{a.ckpt.feature_mean, a.ckpt.feature_std}}
+      .apply(a.shard);
   BackendOptions opts;
   opts.device = cfg.device;
   opts.comm = ctx.world;
@@ -74,12 +78,12 @@ void describe(const Context& ctx, const RunConfig& cfg, const Applied& a) {
   MPI_CHECK(MPI_Gather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, 0, ctx.world));
   if (!ctx.is_root()) return;
   const ModelShape& m = a.ckpt.shape;
-  std::printf("# model: LSTM(input %lld, hidden %lld, layers %lld) + Linear(%lld -> %lld), %s parameters, %s, "
-              "normalisation %s, backend %s\n",
-              static_cast<long long>(m.input_size), static_cast<long long>(m.hidden), static_cast<long long>(m.layers),
-              static_cast<long long>(m.hidden), static_cast<long long>(m.outputs),
+  std::printf("# model: %s, %s parameters, %s, normalisation %s, backend %s\n", ragtrain::describe(m).c_str(),
               si_number(static_cast<double>(a.ckpt.params.size())).c_str(), task_name(m.task),
-              a.ckpt.feature_mean.empty() ? "off" : "from the training set", a.backend.c_str());
+              a.ckpt.normalization == "feature"  ? "feature (the training set's statistics)"
+              : a.ckpt.normalization == "series" ? "series (each sequence by its own)"
+                                                 : "none",
+              a.backend.c_str());
   for (int r = 0; r < ctx.size; ++r)
     std::printf("# rank %d: %lld sequences, %lld timesteps\n", r, static_cast<long long>(all[2 * static_cast<size_t>(r)]),
                 static_cast<long long>(all[2 * static_cast<size_t>(r) + 1]));
@@ -149,25 +153,14 @@ int run_predict(const Context& ctx, const RunConfig& cfg) {
   describe(ctx, cfg, a);
   const int64_t C = a.ckpt.shape.outputs;
 
-  // Blocks are contiguous and in rank order, so gathering in rank order gives the file's order.
-  const int local = static_cast<int>(a.outputs.size());
-  std::vector<int> counts(static_cast<size_t>(ctx.size)), displs(static_cast<size_t>(ctx.size));
-  MPI_CHECK(MPI_Gather(&local, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, ctx.world));
-  std::vector<float> all;
-  if (ctx.is_root()) {
-    int total = 0;
-    for (int r = 0; r < ctx.size; ++r) {
-      displs[static_cast<size_t>(r)] = total;
-      total += counts[static_cast<size_t>(r)];
-    }
-    all.resize(static_cast<size_t>(total));
-  }
-  MPI_CHECK(MPI_Gatherv(a.outputs.data(), local, MPI_FLOAT, all.data(), counts.data(), displs.data(), MPI_FLOAT, 0,
-                        ctx.world));
+  // Blocks are contiguous and in rank order, so gathering in rank order gives the file's order. Counted in
+  // int64_t: sequences x outputs passes 2^31 long before memory runs out.
+  const std::vector<float> all = gather_to_root(a.outputs, ctx.world);
 
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
-    const std::string tmp = cfg.out + ".tmp." + std::to_string(::getpid());
+    AtomicOutput file(cfg.out);   // removed unless committed: a failed write leaves the previous file or none
+    const std::string& tmp = file.temp_path();
     std::ofstream out(tmp);
     USER_CHECK(out.good(), "cannot create '" << cfg.out << "'", "choose a writable --out path");
     const int64_t n = a.info.num_sequences;
@@ -203,7 +196,7 @@ int run_predict(const Context& ctx, const RunConfig& cfg) {
     out.flush();
     USER_CHECK(out.good(), "writing '" << tmp << "' failed (disk full?)", "free space where --out points");
     out.close();
-    commit_file(tmp, cfg.out);
+    file.commit();
     if (!cfg.quiet) std::printf("wrote %lld predictions to %s\n", static_cast<long long>(n), cfg.out.c_str());
   });
   return kExitOk;

@@ -16,6 +16,74 @@ namespace po = boost::program_options;
 
 namespace ragtrain {
 
+// Boost.Program_options calls these (found by argument-dependent lookup) to turn an option's text into its enum,
+// so every string choice is parsed once, here. A bad value names the option and the choices.
+namespace {
+
+template <class E>
+void parse_choice(boost::any& v, const std::vector<std::string>& values, std::initializer_list<E> all,
+                  const char* (*name)(E)) {
+  po::validators::check_first_occurrence(v);
+  const std::string& s = po::validators::get_single_string(values);
+  std::vector<std::string> names;
+  for (E e : all) {
+    if (s == name(e)) {
+      v = e;
+      return;
+    }
+    names.push_back(name(e));
+  }
+  std::string choices;   // "a, b or c"
+  for (size_t i = 0; i < names.size(); ++i)
+    choices += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  po::error_with_option_name err("option %canonical_option%: must be " + choices + ", got '%value%'");
+  err.set_substitute("value", s);
+  throw err;
+}
+
+}  // namespace
+
+void validate(boost::any& v, const std::vector<std::string>& values, Task*, int) {
+  parse_choice(v, values, {Task::Classification, Task::Regression}, task_name);
+}
+void validate(boost::any& v, const std::vector<std::string>& values, OptimizerKind*, int) {
+  parse_choice(v, values, {OptimizerKind::Sgd, OptimizerKind::Adam, OptimizerKind::AdamW}, optimizer_name);
+}
+void validate(boost::any& v, const std::vector<std::string>& values, LrDecay*, int) {
+  parse_choice(v, values, {LrDecay::None, LrDecay::Linear, LrDecay::Cosine}, lr_decay_name);
+}
+void validate(boost::any& v, const std::vector<std::string>& values, ScheduleKind*, int) {
+  parse_choice(v, values, {ScheduleKind::Balanced, ScheduleKind::Random}, schedule_kind_name);
+}
+void validate(boost::any& v, const std::vector<std::string>& values, NonfinitePolicy*, int) {
+  parse_choice(v, values, {NonfinitePolicy::Stop, NonfinitePolicy::Skip}, nonfinite_policy_name);
+}
+void validate(boost::any& v, const std::vector<std::string>& values, SelectMetric*, int) {
+  parse_choice(v, values, {SelectMetric::ValLoss, SelectMetric::ValAccuracy}, select_metric_name);
+}
+void validate(boost::any& v, const std::vector<std::string>& values, Normalization*, int) {
+  const std::string& s = po::validators::get_single_string(values);
+  if (s == "true" || s == "false")   // --normalize was a switch before it had modes
+    throw UserError("option --normalize: must be none, feature or series, got '" + s + "'",
+                    "`normalize = " + s + "` of earlier versions is `normalize = " + (s == "true" ? "feature" : "none") +
+                        "`");
+  v = parse_normalization(s);
+}
+void validate(boost::any& v, const std::vector<std::string>& values, Pool*, int) {
+  parse_choice(v, values, {Pool::Last, Pool::Mean, Pool::Max}, pool_name);
+}
+void validate(boost::any& v, const std::vector<std::string>& values, Device*, int) {
+#ifdef RAGTRAIN_WITH_CUDA
+  parse_choice(v, values, {Device::Cpu, Device::Cuda, Device::Auto}, device_name);
+#else
+  const std::string& s = po::validators::get_single_string(values);
+  if (s != "cpu")
+    throw UserError("option --device: must be cpu (this build has no CUDA backend), got '" + s + "'",
+                    "rebuild on a machine with CUDA, cuDNN and NCCL for --device cuda");
+  parse_choice(v, values, {Device::Cpu}, device_name);
+#endif
+}
+
 namespace {
 
 struct CommandInfo {
@@ -41,7 +109,9 @@ const std::vector<CommandInfo>& command_infos() {
       {"bench", "ragtrain bench [--data FILE.h5] [--device D] [--hidden H] [--steps N] [--out RESULT.json]",
        "time training steps (synthetic data in memory, or a file) and print a table", {}},
       {"simulate", "ragtrain simulate --ranks 8,64,1024 [--lengths uniform:60:130 | --data FILE.h5] [--out R.json]",
-       "length imbalance of the balanced and random schedules for any rank count, without training", {}},
+       "length imbalance, padding and batch repeats of the balanced and random schedules for any rank count, "
+       "without training",
+       {}},
       {"plot", "ragtrain plot RUN_DIR [--out PLOT_DIR]",
        "PNG plots (gnuplot) of a train run folder, or of a folder of bench JSON files (scaling)", {"run"}},
   };
@@ -73,7 +143,10 @@ Table build_table(RunConfig& c) {
   };
   const std::set<std::string> all = {"gen",   "convert", "inspect",  "train", "eval",
                                      "predict", "bench", "simulate", "plot"};
+  // Options of the model and the update that bench times as train runs them; the rest of the optimizer's knobs,
+  // the schedule of the learning rate, validation and logging are train's alone (bench refuses them).
   const std::set<std::string> learn = {"train", "bench"};
+  const std::set<std::string> train_only = {"train"};
   const std::set<std::string> synth = {"gen", "bench"};
   const std::set<std::string> use_model = {"eval", "predict"};
 
@@ -86,9 +159,13 @@ Table build_table(RunConfig& c) {
   add("print-config", po::bool_switch(&c.print_config),
       "print the effective configuration in config-file form (usable with --config) and exit", all);
 
+  add("force", po::bool_switch(&c.force),
+      "replace existing output files; never an input of the command, a checkpoint, or a data set by anything but "
+      "a data set (doc/reliability.md)",
+      {"gen", "convert", "train", "eval", "predict", "bench", "simulate", "plot"});
   add("data", po::value(&c.data)->value_name("FILE.h5"), "data set in format v1 (train: training set)",
       {"inspect", "train", "eval", "predict", "bench", "simulate"});
-  add("val", po::value(&c.val)->value_name("FILE.h5"), "validation set, evaluated after every epoch", learn);
+  add("val", po::value(&c.val)->value_name("FILE.h5"), "validation set, evaluated after every epoch", train_only);
   add("out", po::value(&c.out)->value_name("PATH"),
       "output: gen FILE.h5, train DIR (metrics.jsonl, summary.json, checkpoint.h5), eval FILE.json, predict FILE.csv, "
       "bench FILE.json, "
@@ -116,17 +193,23 @@ Table build_table(RunConfig& c) {
   add("min-length", po::value(&c.min_length)->default_value(c.min_length), "shortest sequence", synth);
   add("max-length", po::value(&c.max_length)->default_value(c.max_length), "longest sequence", synth);
   add("classes", po::value(&c.classes)->default_value(c.classes), "number of classes (classification)", synth);
-  add("task", po::value(&c.task)->default_value(c.task), "classification | regression", synth);
+  add("task", po::value(&c.task)->default_value(c.task, task_name(c.task)), "classification | regression", synth);
   add("outputs", po::value(&c.outputs)->default_value(c.outputs), "targets per sequence (regression)", synth);
   add("seed", po::value(&c.seed)->default_value(c.seed),
       "random seed: data (gen), initial weights and shuffling (train)", {"gen", "train", "bench", "simulate"});
   add("steps", po::value(&c.steps)->default_value(c.steps), "timed training steps", {"bench"});
   add("warmup", po::value(&c.warmup)->default_value(c.warmup), "untimed steps before timing", {"bench"});
 
-  add("normalize", po::bool_switch(&c.normalize),
-      "standardise every feature with the training set's mean and std (stored in the checkpoint, applied by "
-      "eval and predict)",
-      learn);
+  // implicit_value with an empty text: `--normalize` alone means feature, and the help keeps its usual width.
+  add("normalize",
+      po::value(&c.normalize)
+          ->default_value(c.normalize, normalization_name(c.normalize))
+          ->implicit_value(Normalization::Feature, "")
+          ->value_name("MODE"),
+      "standardise the features: none | feature (each feature by the training set's mean and std, stored in the "
+      "checkpoint; `--normalize` alone) | series (each sequence's features by its own mean and std); eval and "
+      "predict apply what the checkpoint was trained with",
+      train_only);
   add("init-from", po::value(&c.init_from)->value_name("CKPT.h5"),
       "start from these weights (a ragtrain checkpoint, e.g. exported from PyTorch by tools/torch_interop.py) "
       "instead of a random initialisation",
@@ -136,35 +219,45 @@ Table build_table(RunConfig& c) {
       {"train"});
   add("layers", po::value(&c.layers)->default_value(c.layers), "LSTM layers", learn);
   add("hidden", po::value(&c.hidden)->default_value(c.hidden), "LSTM hidden size", learn);
+  add("bidirectional", po::bool_switch(&c.bidirectional),
+      "run every LSTM layer both ways (nn.LSTM(bidirectional=True)); the head reads 2 x hidden", learn);
+  add("pool", po::value(&c.pool)->default_value(c.pool, pool_name(c.pool)),
+      "what the head reads of the top layer, over each sequence's own steps: last (the final states, PyTorch's "
+      "h_n) | mean | max",
+      learn);
+  add("dropout", po::value(&c.dropout)->default_value(c.dropout, short_number(c.dropout)),
+      "dropout on the outputs of every LSTM layer but the last (nn.LSTM's dropout); training only", learn);
+  add("head-dropout", po::value(&c.head_dropout)->default_value(c.head_dropout, short_number(c.head_dropout)),
+      "dropout on the head's input (the pooled vector); training only", learn);
   add("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set",
       {"train", "simulate"});
   add("batch-per-rank", po::value(&c.batch_per_rank)->default_value(c.batch_per_rank),
       "sequences per rank per step (global batch = ranks x this)", {"train", "bench", "simulate"});
-  add("schedule", po::value(&c.schedule)->default_value(c.schedule),
-      "balanced (equal lengths across ranks in every step) | random", {"train", "bench", "simulate"});
+  add("schedule", po::value(&c.schedule)->default_value(c.schedule, schedule_kind_name(c.schedule)),
+      "balanced (equal lengths across ranks in every step) | random", {"train", "bench"});
   add("ranks", po::value(&c.ranks)->default_value(c.ranks), "comma-separated rank counts to simulate", {"simulate"});
   add("lengths", po::value(&c.lengths)->default_value(c.lengths),
       "length distribution: uniform:MIN:MAX | lognormal:MEDIAN:SIGMA (ignored with --data)", {"simulate"});
   add("sequences-per-rank", po::value(&c.sequences_per_rank)->default_value(c.sequences_per_rank),
       "simulated data set size per rank (N = ranks x this x batch-per-rank)", {"simulate"});
-  add("optimizer", po::value(&c.optimizer)->default_value(c.optimizer), "sgd (with momentum) | adam | adamw",
-      learn);
+  add("optimizer", po::value(&c.optimizer)->default_value(c.optimizer, optimizer_name(c.optimizer)),
+      "sgd (with momentum) | adam | adamw", learn);
   add("lr", po::value(&c.lr)->default_value(c.lr, short_number(c.lr)), "peak learning rate", learn);
-  add("momentum", po::value(&c.momentum)->default_value(c.momentum, short_number(c.momentum)), "SGD momentum", learn);
-  add("beta1", po::value(&c.beta1)->default_value(c.beta1, short_number(c.beta1)), "Adam/AdamW beta1", learn);
-  add("beta2", po::value(&c.beta2)->default_value(c.beta2, short_number(c.beta2)), "Adam/AdamW beta2", learn);
-  add("eps", po::value(&c.eps)->default_value(c.eps, short_number(c.eps)), "Adam/AdamW epsilon", learn);
+  add("momentum", po::value(&c.momentum)->default_value(c.momentum, short_number(c.momentum)), "SGD momentum", train_only);
+  add("beta1", po::value(&c.beta1)->default_value(c.beta1, short_number(c.beta1)), "Adam/AdamW beta1", train_only);
+  add("beta2", po::value(&c.beta2)->default_value(c.beta2, short_number(c.beta2)), "Adam/AdamW beta2", train_only);
+  add("eps", po::value(&c.eps)->default_value(c.eps, short_number(c.eps)), "Adam/AdamW epsilon", train_only);
   add("weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay, short_number(c.weight_decay)),
       "L2 penalty (sgd, adam) or decoupled decay (adamw)", learn);
   add("clip", po::value(&c.clip)->default_value(c.clip, short_number(c.clip)), "clip the global gradient norm to this (0 = off)", learn);
   add("warmup-steps", po::value(&c.warmup_steps)->default_value(c.warmup_steps),
-      "linear learning-rate warm-up over this many steps", learn);
-  add("lr-decay", po::value(&c.lr_decay)->default_value(c.lr_decay),
-      "after warm-up: none | linear | cosine, down to lr x lr-final-fraction at the last step", learn);
+      "linear learning-rate warm-up over this many steps", train_only);
+  add("lr-decay", po::value(&c.lr_decay)->default_value(c.lr_decay, lr_decay_name(c.lr_decay)),
+      "after warm-up: none | linear | cosine, down to lr x lr-final-fraction at the last step", train_only);
   add("lr-final-fraction", po::value(&c.lr_final_fraction)->default_value(c.lr_final_fraction, short_number(c.lr_final_fraction)),
-      "final learning rate as a fraction of --lr (with --lr-decay)", learn);
+      "final learning rate as a fraction of --lr (with --lr-decay)", train_only);
   add("log-every", po::value(&c.log_every)->default_value(c.log_every),
-      "steps between progress lines and metrics.jsonl records", learn);
+      "steps between progress lines and metrics.jsonl records", train_only);
   add("resume", po::value(&c.resume)->value_name("CKPT.h5|DIR"),
       "continue the run saved in a checkpoint, or in the newest checkpoint of a run folder; needs the same "
       "options and global batch (ranks x batch-per-rank), any rank count",
@@ -180,7 +273,8 @@ Table build_table(RunConfig& c) {
       {"train"});
   add("keep", po::value(&c.keep)->default_value(c.keep),
       "step checkpoints (OUT/checkpoint-stepNNNNNNNNN.h5) to keep; OUT/checkpoint.h5 is always the newest", {"train"});
-  add("device", po::value(&c.device)->default_value(c.device), "cpu, or with a CUDA build cuda | auto",
+  add("device", po::value(&c.device)->default_value(c.device, device_name(c.device)),
+      "cpu, or with a CUDA build cuda | auto (CUDA: at most 1024 sequences per rank per step)",
       {"train", "eval", "predict", "bench"});
   add("lstm", po::value(&c.lstm)->default_value(c.lstm),
       "CUDA backend's LSTM: cudnn | fused (one kernel per step: 1 layer, H <= 128; other models use cuDNN) | auto "
@@ -194,7 +288,7 @@ Table build_table(RunConfig& c) {
       "seconds a rank waits for the others in a collective before it names the rank that stopped and ends the "
       "job (0: wait forever); watches the training loop, not the start-up",
       {"train"});
-  add("on-nonfinite", po::value(&c.on_nonfinite)->default_value(c.on_nonfinite),
+  add("on-nonfinite", po::value(&c.on_nonfinite)->default_value(c.on_nonfinite, nonfinite_policy_name(c.on_nonfinite)),
       "a NaN/Inf loss or gradient: stop (keep the last good checkpoint, exit 2) | skip (drop that step on every "
       "rank)",
       {"train"});
@@ -221,6 +315,15 @@ std::string any_to_string(const boost::any& v) {
   if (auto p = boost::any_cast<int64_t>(&v)) return std::to_string(*p);
   if (auto p = boost::any_cast<uint64_t>(&v)) return std::to_string(*p);
   if (auto p = boost::any_cast<bool>(&v)) return *p ? "true" : "false";
+  if (auto p = boost::any_cast<Task>(&v)) return task_name(*p);
+  if (auto p = boost::any_cast<OptimizerKind>(&v)) return optimizer_name(*p);
+  if (auto p = boost::any_cast<LrDecay>(&v)) return lr_decay_name(*p);
+  if (auto p = boost::any_cast<ScheduleKind>(&v)) return schedule_kind_name(*p);
+  if (auto p = boost::any_cast<Device>(&v)) return device_name(*p);
+  if (auto p = boost::any_cast<Pool>(&v)) return pool_name(*p);
+  if (auto p = boost::any_cast<Normalization>(&v)) return normalization_name(*p);
+  if (auto p = boost::any_cast<NonfinitePolicy>(&v)) return nonfinite_policy_name(*p);
+  if (auto p = boost::any_cast<SelectMetric>(&v)) return select_metric_name(*p);
   if (auto p = boost::any_cast<double>(&v)) {
     std::ostringstream s;
     s.precision(10);
@@ -248,9 +351,7 @@ void validate(const RunConfig& c) {
     require(c.max_length >= c.min_length, "max-length",
             "must be >= --min-length (" + std::to_string(c.min_length) + "), got " + std::to_string(c.max_length),
             help);
-    require(c.task == "classification" || c.task == "regression", "task",
-            "must be classification or regression, got '" + c.task + "'", help);
-    if (c.task == "classification")
+    if (c.task == Task::Classification)
       require(c.classes >= 2, "classes", "must be >= 2, got " + std::to_string(c.classes), help);
     positive(c.outputs, "outputs");
   } else if (cmd == "convert") {
@@ -270,8 +371,6 @@ void validate(const RunConfig& c) {
     positive(c.batch_per_rank, "batch-per-rank");
     positive(c.log_every, "log-every");
     require(c.warmup_steps >= 0, "warmup-steps", "must be >= 0", help);
-    require(c.optimizer == "sgd" || c.optimizer == "adam" || c.optimizer == "adamw", "optimizer",
-            "must be sgd, adam or adamw, got '" + c.optimizer + "'", help);
     require(c.lr > 0, "lr", "must be > 0", help);
     require(c.momentum >= 0 && c.momentum < 1, "momentum", "must be in [0, 1)", help);
     require(c.beta1 >= 0 && c.beta1 < 1, "beta1", "must be in [0, 1)", help);
@@ -279,8 +378,6 @@ void validate(const RunConfig& c) {
     require(c.eps > 0, "eps", "must be > 0", help);
     require(c.weight_decay >= 0, "weight-decay", "must be >= 0", help);
     require(c.clip >= 0, "clip", "must be >= 0 (0 turns clipping off)", help);
-    require(c.lr_decay == "none" || c.lr_decay == "linear" || c.lr_decay == "cosine", "lr-decay",
-            "must be none, linear or cosine, got '" + c.lr_decay + "'", help);
     require(c.lr_final_fraction >= 0 && c.lr_final_fraction <= 1, "lr-final-fraction", "must be in [0, 1]", help);
     require(c.val.empty() || c.val != c.data, "val", "is the same file as --data",
             "validate on held-out data, or leave --val out");
@@ -288,8 +385,6 @@ void validate(const RunConfig& c) {
     require(c.checkpoint_minutes >= 0, "checkpoint-minutes", "must be >= 0 (0 turns timed checkpoints off)", help);
     require(c.keep >= 1, "keep", "must be >= 1, got " + std::to_string(c.keep), help);
     positive(c.signal_check_every, "signal-check-every");
-    require(c.on_nonfinite == "stop" || c.on_nonfinite == "skip", "on-nonfinite",
-            "must be stop or skip, got '" + c.on_nonfinite + "'", help);
   } else if (cmd == "eval" || cmd == "predict") {
     require(!c.checkpoint.empty(), "checkpoint", "is required", help);
     require(!c.data.empty(), "data", "is required", help);
@@ -310,6 +405,12 @@ void validate(const RunConfig& c) {
     positive(c.features, "features");
     positive(c.min_length, "min-length");
     require(c.max_length >= c.min_length, "max-length", "must be >= --min-length", help);
+    require(c.lr > 0, "lr", "must be > 0", help);
+    require(c.weight_decay >= 0, "weight-decay", "must be >= 0", help);
+    require(c.clip >= 0, "clip", "must be >= 0 (0 turns clipping off)", help);
+    if (c.task == Task::Classification)
+      require(c.classes >= 2, "classes", "must be >= 2, got " + std::to_string(c.classes), help);
+    positive(c.outputs, "outputs");
   }
   if (cmd == "train")
     require(c.comm_timeout >= 0, "comm-timeout", "must be >= 0 seconds (0 waits forever)", help);
@@ -317,18 +418,17 @@ void validate(const RunConfig& c) {
     require(c.max_memory == "auto" || parse_size(c.max_memory) > 0, "max-memory",
             "must be auto or a size such as 512M or 8G, got '" + c.max_memory + "'", help);
   require(!(c.quiet && c.verbose), "verbose", "contradicts --quiet", "leave one of the two out");
-  if (cmd == "train" || cmd == "bench" || cmd == "simulate")
-    require(c.schedule == "balanced" || c.schedule == "random", "schedule",
-            "must be balanced or random, got '" + c.schedule + "'", help);
-  if (cmd == "train" || cmd == "eval" || cmd == "predict" || cmd == "bench") {
-    bool cuda = false;
-#ifdef RAGTRAIN_WITH_CUDA
-    cuda = true;
-#endif
-    require(c.device == "cpu" || ((c.device == "cuda" || c.device == "auto") && cuda), "device",
-            "must be " + std::string(cuda ? "cpu, cuda or auto" : "cpu (this build has no CUDA backend)") +
-                ", got '" + c.device + "'",
-            cuda ? help : "rebuild on a machine with CUDA, cuDNN and NCCL for --device cuda");
+  // The CUDA backend's limit, before any work (with auto, the backend itself refuses it if a GPU is chosen).
+  if ((cmd == "train" || cmd == "bench") && c.device == Device::Cuda)
+    require(c.batch_per_rank <= kMaxCudaBatchPerRank, "batch-per-rank",
+            "is " + std::to_string(c.batch_per_rank) + "; the CUDA backend takes at most " +
+                std::to_string(kMaxCudaBatchPerRank) + " sequences per rank per step",
+            "use --batch-per-rank " + std::to_string(kMaxCudaBatchPerRank) +
+                " or fewer, and more ranks (GPUs) for a larger global batch");
+  if (cmd == "train" || cmd == "bench") {
+    require(c.dropout >= 0 && c.dropout < 1, "dropout", "must be in [0, 1), got " + short_number(c.dropout), help);
+    require(c.head_dropout >= 0 && c.head_dropout < 1, "head-dropout",
+            "must be in [0, 1), got " + short_number(c.head_dropout), help);
   }
   if (cmd == "train" || cmd == "bench")
     require(c.lstm == "cudnn" || c.lstm == "fused" || c.lstm == "auto", "lstm",
@@ -349,9 +449,11 @@ const std::vector<std::string>& subcommands() {
 std::string program_help() {
   std::ostringstream s;
   s << "ragtrain — data-parallel LSTM training on ragged time series (one model, all ranks)\n\n"
-    << "usage: ragtrain COMMAND [options]     (ragtrain COMMAND --help for its options)\n\ncommands:\n";
+    << "usage: ragtrain COMMAND [options]     (ragtrain COMMAND --help for its options)\n"
+    << "       ragtrain --version             (release, git revision, backends and library versions)\n\ncommands:\n";
   for (const auto& c : command_infos()) s << "  " << c.name << std::string(10 - c.name.size(), ' ') << c.summary << "\n";
-  s << "\nexit codes: 0 success, 2 bad input or options, a full disk, a NaN/Inf loss with --on-nonfinite stop\n"
+  s << "\nexit codes: 0 success, 2 bad input or options, an output that would lose data (doc/reliability.md),\n"
+    << "            a full disk, a NaN/Inf loss with --on-nonfinite stop\n"
     << "            (every rank), 3 internal or library error,\n"
     << "            75 train stopped by SIGTERM/SIGUSR1 after saving a checkpoint (continue with --resume OUT),\n"
     << "            76 train ended because a rank died or got stuck (--comm-timeout; the message names it)\n";
@@ -429,6 +531,96 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   }
   cfg.effective = eff.str();
   return inv;
+}
+
+}  // namespace ragtrain
+
+namespace ragtrain {
+
+namespace {
+
+OptimizerConfig optimizer_config(const RunConfig& c) {
+  OptimizerConfig o;
+  o.kind = c.optimizer;
+  o.momentum = c.momentum;
+  o.beta1 = c.beta1;
+  o.beta2 = c.beta2;
+  o.eps = c.eps;
+  o.weight_decay = c.weight_decay;
+  o.clip = c.clip;
+  return o;
+}
+
+// The options train and bench share: model, optimizer, schedule, device.
+TrainConfig common_config(const RunConfig& c) {
+  TrainConfig t;
+  t.data = c.data;
+  t.hidden = c.hidden;
+  t.layers = c.layers;
+  t.bidirectional = c.bidirectional;
+  t.pool = c.pool;
+  t.dropout = DropoutRates{c.dropout, c.head_dropout};
+  t.optimizer = optimizer_config(c);
+  t.lr.lr = c.lr;
+  t.batch_per_rank = c.batch_per_rank;
+  t.seed = c.seed;
+  t.schedule = c.schedule;
+  t.device = c.device;
+  t.lstm = c.lstm;
+  t.quiet = c.quiet;
+  t.verbose = c.verbose;
+  t.command_line = c.command_line;
+  t.effective = c.effective;
+  return t;
+}
+
+}  // namespace
+
+TrainConfig train_config(const RunConfig& c) {
+  RT_CHECK(c.command == "train", "train_config for " << c.command);
+  TrainConfig t = common_config(c);
+  t.val = c.val;
+  t.max_memory = c.max_memory;
+  t.normalize = c.normalize;
+  t.init_from = c.init_from;
+  t.resume = c.resume;
+  t.lr.warmup = c.warmup_steps;
+  t.lr.decay = c.lr_decay;
+  t.lr.final_fraction = c.lr_final_fraction;
+  t.epochs = c.epochs;
+  t.on_nonfinite = c.on_nonfinite;
+  t.comm_timeout = c.comm_timeout;
+  t.out = c.out;
+  t.log_every = c.log_every;
+  t.write_order = c.write_order;
+  t.checkpoint_every = c.checkpoint_every;
+  t.keep = c.keep;
+  t.signal_check_every = c.signal_check_every;
+  t.checkpoint_minutes = c.checkpoint_minutes;
+  return t;
+}
+
+BenchConfig bench_config(const RunConfig& c) {
+  RT_CHECK(c.command == "bench", "bench_config for " << c.command);
+  BenchConfig b;
+  b.run = common_config(c);
+  b.run.comm_timeout = 0;   // bench has no watchdog
+  if (c.data.empty()) {
+    SyntheticSpec spec;
+    spec.sequences = c.sequences;
+    spec.features = c.features;
+    spec.min_length = c.min_length;
+    spec.max_length = c.max_length;
+    spec.classes = c.classes;
+    spec.task = c.task;
+    spec.outputs = c.outputs;
+    spec.seed = c.seed;
+    b.run.synthetic = spec;
+  }
+  b.steps = c.steps;
+  b.warmup = c.warmup;
+  b.out = c.out;
+  return b;
 }
 
 }  // namespace ragtrain

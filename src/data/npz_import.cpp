@@ -132,16 +132,25 @@ std::vector<std::string> strings_of(const NpyArray& a) {
   return out;
 }
 
-}  // namespace
-
-RaggedData read_npz_file(const std::string& path, const ImportOptions& opts, ImportLog* log) {
-  std::error_code ec;
-  USER_CHECK(std::filesystem::is_regular_file(path, ec), path << ": no such file", "check the path of the .npz file");
-  const std::set<std::string> known = {"values", "lengths", "labels", "class_names"};
+// The .npy entries of an .npz archive: the arrays ragtrain reads, by key, and what the messages name.
+struct NpzContents {
   std::map<std::string, NpyArray> arrays;
-  std::map<int64_t, std::string> seqs;   // index -> key
-  std::vector<std::string> keys;         // every .npy entry, for messages
+  std::map<int64_t, std::string> seqs;      // index -> key of the seq_* arrays
+  std::vector<std::string> keys;            // every .npy entry, for messages
   std::vector<std::string> object_arrays;   // entries of no known name that hold pickled objects
+  std::string found;                        // the keys as one list ("none" when there are none)
+  std::string where(const std::string& path, const std::string& key) const {
+    return path + ": array '" + key + "'";
+  }
+};
+
+NpzContents read_npz_arrays(const std::string& path, ImportLog* log) {
+  NpzContents c;
+  auto& arrays = c.arrays;
+  auto& seqs = c.seqs;
+  auto& keys = c.keys;
+  auto& object_arrays = c.object_arrays;
+  const std::set<std::string> known = {"values", "lengths", "labels", "class_names"};
   {
     ZipArchive zip(path);
     zip.for_each(
@@ -178,12 +187,19 @@ RaggedData read_npz_file(const std::string& path, const ImportOptions& opts, Imp
           arrays[key] = std::move(a);
         });
   }
-  const auto where = [&](const std::string& key) { return path + ": array '" + key + "'"; };
-  std::string found;
-  for (const auto& k : keys) found += (found.empty() ? "" : ", ") + k;
-  if (found.empty()) found = "none";
+  for (const auto& k : keys) c.found += (c.found.empty() ? "" : ", ") + k;
+  if (c.found.empty()) c.found = "none";
+  return c;
+}
 
-  RaggedData d;
+// The features and offsets of d from either layout (values + lengths, or seq_0 .. seq_N-1); returns the layout's
+// name for messages.
+std::string read_npz_sequences(const std::string& path, const NpzContents& c, RaggedData& d) {
+  const auto& arrays = c.arrays;
+  const auto& seqs = c.seqs;
+  const auto& object_arrays = c.object_arrays;
+  const std::string& found = c.found;
+  const auto where = [&](const std::string& key) { return c.where(path, key); };
   std::string layout;
   const bool has_values = arrays.count("values") > 0;
   USER_CHECK(!(has_values && !seqs.empty()),
@@ -240,17 +256,16 @@ RaggedData read_npz_file(const std::string& path, const ImportOptions& opts, Imp
     }
     layout = "seq_0 .. seq_" + std::to_string(n - 1);
   }
-  const int64_t n = d.num_sequences();
+  return layout;
+}
 
-  USER_CHECK(arrays.count("labels"), path << ": no 'labels' array (arrays: " << found << ")",
-             "add the labels: numpy.savez(..., labels=y), one per sequence");
-  const NpyArray& y = arrays.at("labels");
-  USER_CHECK(!y.shape.empty() && y.shape[0] == n,
-             where("labels") << ": has shape " << y.shape_string() << "; expected " << n << " rows, one per sequence ("
-                             << layout << ")",
-             "give every sequence exactly one label (or one row of targets)");
+// The class names: --class-names-from's (opts), checked against and replaced by the file's own class_names.
+std::vector<std::string> read_npz_class_names(const std::string& path, const NpzContents& c, const ImportOptions& opts,
+                                              std::string& names_source) {
+  const auto& arrays = c.arrays;
+  const auto where = [&](const std::string& key) { return c.where(path, key); };
   std::vector<std::string> names = opts.class_names;
-  std::string names_source = opts.class_names_source;
+  names_source = opts.class_names_source;
   if (arrays.count("class_names")) {
     const NpyArray& cn = arrays.at("class_names");
     USER_CHECK(cn.text() && cn.shape.size() == 1,
@@ -267,6 +282,25 @@ RaggedData read_npz_file(const std::string& path, const ImportOptions& opts, Imp
     USER_CHECK(distinct.size() == names.size(), where("class_names") << ": has a name twice", "give every class one name");
   }
 
+  return names;
+}
+
+// d's labels or targets, task and outputs from the 'labels' array (float labels, or --regression: targets).
+void read_npz_labels(const std::string& path, const NpzContents& c, const ImportOptions& opts,
+                     const std::string& layout, RaggedData& d) {
+  const auto& arrays = c.arrays;
+  const std::string& found = c.found;
+  const auto where = [&](const std::string& key) { return c.where(path, key); };
+  const int64_t n = d.num_sequences();
+  USER_CHECK(arrays.count("labels"), path << ": no 'labels' array (arrays: " << found << ")",
+             "add the labels: numpy.savez(..., labels=y), one per sequence");
+  const NpyArray& y = arrays.at("labels");
+  USER_CHECK(!y.shape.empty() && y.shape[0] == n,
+             where("labels") << ": has shape " << y.shape_string() << "; expected " << n << " rows, one per sequence ("
+                             << layout << ")",
+             "give every sequence exactly one label (or one row of targets)");
+  std::string names_source;
+  const std::vector<std::string> names = read_npz_class_names(path, c, opts, names_source);
   const bool regression = y.kind == 'f' || opts.regression;
   if (regression) {
     USER_CHECK(y.numeric(), where("labels") << ": holds text (dtype '" << y.descr << "'); regression targets are numbers",
@@ -318,6 +352,17 @@ RaggedData read_npz_file(const std::string& path, const ImportOptions& opts, Imp
       d.num_outputs = classes;
     }
   }
+}
+
+}  // namespace
+
+RaggedData read_npz_file(const std::string& path, const ImportOptions& opts, ImportLog* log) {
+  std::error_code ec;
+  USER_CHECK(std::filesystem::is_regular_file(path, ec), path << ": no such file", "check the path of the .npz file");
+  const NpzContents contents = read_npz_arrays(path, log);
+  RaggedData d;
+  const std::string layout = read_npz_sequences(path, contents, d);
+  read_npz_labels(path, contents, opts, layout, d);
   d.source = RT_MSG("ragtrain convert: " << std::filesystem::path(path).filename().string() << " (" << layout << ")");
   return d;
 }

@@ -1,8 +1,10 @@
 // Provenance of a result (command line, configuration, revision, versions, rank layout) and its validity flag.
 #include "ragtrain/metrics/provenance.hpp"
 
+#include <boost/version.hpp>
 #include <hdf5.h>
 #include <mpi.h>
+#include <zlib.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -69,6 +71,10 @@ Json library_versions() {
   unsigned hmaj = 0, hmin = 0, hrel = 0;
   H5get_libversion(&hmaj, &hmin, &hrel);
   v["hdf5"] = std::to_string(hmaj) + "." + std::to_string(hmin) + "." + std::to_string(hrel);
+  // Boost.Program_options is linked statically in PORTABLE builds: the headers' version is the library's.
+  v["boost"] = std::to_string(BOOST_VERSION / 100000) + "." + std::to_string(BOOST_VERSION / 100 % 1000) + "." +
+               std::to_string(BOOST_VERSION % 100);
+  v["zlib"] = zlibVersion();   // under minizip, which reads .npz archives
 #ifdef __VERSION__
   v["compiler"] = __VERSION__;
 #endif
@@ -77,8 +83,8 @@ Json library_versions() {
   return v;
 }
 
-Json collect_provenance(const Context& ctx, const RunConfig& cfg, const std::string& backend_name,
-                        const std::string& started_at) {
+Json collect_provenance(const Context& ctx, const std::string& command_line, const std::string& effective_config,
+                        const std::string& backend_name, const std::string& started_at) {
   const Json mine{{"rank", ctx.rank},
                   {"host", ctx.host},
                   {"local_rank", ctx.local_rank},
@@ -100,8 +106,8 @@ Json collect_provenance(const Context& ctx, const RunConfig& cfg, const std::str
     hosts[h] = rs;
     per_node = std::max(per_node, static_cast<int>(rs.size()));
   }
-  Json p{{"command_line", cfg.command_line},
-         {"config", cfg.effective},
+  Json p{{"command_line", command_line},
+         {"config", effective_config},
          {"git_revision", git_revision()},
          {"versions", library_versions()},
          {"started_at", started_at},

@@ -7,10 +7,49 @@
 
 namespace ragtrain {
 
+const char* optimizer_name(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::Sgd: return "sgd";
+    case OptimizerKind::Adam: return "adam";
+    case OptimizerKind::AdamW: return "adamw";
+  }
+  return "?";
+}
+
+std::optional<OptimizerKind> parse_optimizer_kind(const std::string& name) {
+  for (OptimizerKind k : {OptimizerKind::Sgd, OptimizerKind::Adam, OptimizerKind::AdamW})
+    if (name == optimizer_name(k)) return k;
+  return std::nullopt;
+}
+
+const char* lr_decay_name(LrDecay d) {
+  switch (d) {
+    case LrDecay::None: return "none";
+    case LrDecay::Linear: return "linear";
+    case LrDecay::Cosine: return "cosine";
+  }
+  return "?";
+}
+
+std::optional<LrDecay> parse_lr_decay(const std::string& name) {
+  for (LrDecay d : {LrDecay::None, LrDecay::Linear, LrDecay::Cosine})
+    if (name == lr_decay_name(d)) return d;
+  return std::nullopt;
+}
+
 Optimizer::Optimizer(const OptimizerConfig& cfg, int64_t num_params) : cfg_(cfg), n_(num_params) {
-  RT_CHECK(cfg.kind == "sgd" || cfg.kind == "adam" || cfg.kind == "adamw", "unknown optimizer " << cfg.kind);
   m_.assign(static_cast<size_t>(n_), 0.0f);
-  if (cfg.kind != "sgd") v_.assign(static_cast<size_t>(n_), 0.0f);
+  if (cfg.kind != OptimizerKind::Sgd) v_.assign(static_cast<size_t>(n_), 0.0f);
+}
+
+void Optimizer::set_state(const OptimizerState& s) {
+  USER_CHECK(s.m.size() == m_.size() && s.v.size() == v_.size(),
+             "optimizer state of " << s.m.size() << "+" << s.v.size() << " values for " << m_.size() << "+"
+                                   << v_.size() << " expected (" << optimizer_name(cfg_.kind) << ")",
+             "resume with the --optimizer of the run that wrote the checkpoint");
+  m_ = s.m;
+  v_ = s.v;
+  t_ = s.steps_taken;
 }
 
 double global_norm(const float* g, int64_t n) {
@@ -29,7 +68,7 @@ double Optimizer::step(float* p, float* g, float lr, double norm) {
   }
   ++t_;
   const float wd = static_cast<float>(cfg_.weight_decay);
-  if (cfg_.kind == "sgd") {
+  if (cfg_.kind == OptimizerKind::Sgd) {
     const float mu = static_cast<float>(cfg_.momentum);
     for (int64_t i = 0; i < n_; ++i) {
       const float gi = g[i] + wd * p[i];
@@ -39,7 +78,7 @@ double Optimizer::step(float* p, float* g, float lr, double norm) {
     }
     return norm;
   }
-  const bool decoupled = cfg_.kind == "adamw";
+  const bool decoupled = cfg_.kind == OptimizerKind::AdamW;
   const float b1 = static_cast<float>(cfg_.beta1), b2 = static_cast<float>(cfg_.beta2);
   const float eps = static_cast<float>(cfg_.eps);
   const float bc1 = static_cast<float>(1.0 - std::pow(cfg_.beta1, static_cast<double>(t_)));
@@ -62,10 +101,10 @@ double Optimizer::step(float* p, float* g, float lr, double norm) {
 double LrSchedule::at(int64_t step) const {
   if (warmup > 0 && step < warmup) return lr * static_cast<double>(step + 1) / static_cast<double>(warmup);
   const int64_t span = total_steps - warmup;
-  if (decay == "none" || span <= 1) return lr;
+  if (decay == LrDecay::None || span <= 1) return lr;
   const double progress = std::min(1.0, static_cast<double>(step - warmup) / static_cast<double>(span - 1));
   const double lo = lr * final_fraction;
-  if (decay == "linear") return lr - (lr - lo) * progress;
+  if (decay == LrDecay::Linear) return lr - (lr - lo) * progress;
   return lo + 0.5 * (lr - lo) * (1.0 + std::cos(3.141592653589793 * progress));
 }
 

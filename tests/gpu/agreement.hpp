@@ -18,8 +18,8 @@ constexpr double kGradAtolScale = 1e-5;   // atol = 1e-5 * max |ref| of the tens
 
 inline BackendOptions options(const std::string& device, const std::string& optimizer) {
   BackendOptions o;
-  o.device = device;
-  o.optimizer.kind = optimizer;
+  o.device = *parse_device(device);
+  o.optimizer.kind = *parse_optimizer_kind(optimizer);
   o.comm = MPI_COMM_SELF;
   o.local_rank = 0;
   return o;

@@ -145,8 +145,8 @@ Trajectory train(Backend& b, const ModelShape& shape, const Shard& shard, int st
     t.norms.push_back(tot.grad_norm);
   }
   t.params = b.params();
-  t.m = b.optimizer().m();
-  t.steps_taken = b.optimizer().steps_taken();
+  t.m = b.optimizer_state().m;
+  t.steps_taken = b.optimizer_state().steps_taken;
   return t;
 }
 

@@ -39,7 +39,7 @@ std::vector<float> train(const RaggedData& data, MPI_Comm comm, int world, int r
                          const std::string& optimizer, std::vector<double>* losses = nullptr) {
   const ModelShape shape = shape_of(data);
   BackendOptions opts;
-  opts.optimizer.kind = optimizer;
+  opts.optimizer.kind = *parse_optimizer_kind(optimizer);
   opts.optimizer.clip = 5.0;
   opts.comm = comm;
   auto backend = make_backend(shape, opts);

@@ -5,6 +5,7 @@
 # `scontrol requeue` and the time-limit warning (SIGUSR1 to the batch shell, as --signal=B:USR1@120 sends it)
 # must each end with the same final loss, bit for bit, as the uninterrupted run.
 # usage: tests/slurm/test_jobs.sh BUILD_DIR      last line: "N passed, N failed, N skipped" (scripts/run-tests.sh)
+#        RAGTRAIN_SLURM_TESTS="test_sbatch_lock_held ..." runs only the named test functions (while developing).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-build}" && pwd)
@@ -14,6 +15,7 @@ source "$ROOT/tests/slurm/cluster.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 
 passed=0 failed=0 skipped=0
+selected() { [ -z "${RAGTRAIN_SLURM_TESTS:-}" ] || [[ " $RAGTRAIN_SLURM_TESTS " == *" $1 "* ]]; }
 pass() { echo "[  PASSED  ] $1"; passed=$((passed + 1)); }
 fail() { echo "[  FAILED  ] $1: $2"; failed=$((failed + 1)); }
 skip() { echo "[  SKIPPED ] $1: $2"; skipped=$((skipped + 1)); }
@@ -80,10 +82,15 @@ test_mpirun_sigterm() {
   elif [ "$got" != "$REF" ]; then fail "$name" "resumed: $got, uninterrupted: $REF"
   else pass "$name"; fi
 }
-test_mpirun_sigterm
+selected test_mpirun_sigterm && test_mpirun_sigterm
 
 # ---- Slurm -----------------------------------------------------------------------------------------------
-SLURM_TESTS=5
+SLURM_ALL="test_sbatch_train test_sbatch_preempted test_sbatch_time_limit_warning test_sbatch_late_exit
+           test_sbatch_lock_held test_sbatch_scaling"
+SLURM_RUN=""
+for t in $SLURM_ALL; do selected "$t" && SLURM_RUN="$SLURM_RUN $t"; done
+SLURM_TESTS=$(echo $SLURM_RUN | wc -w)
+[ "$SLURM_TESTS" -gt 0 ] || { echo "$passed passed, $failed failed, $skipped skipped"; [ "$failed" -eq 0 ]; exit; }
 why=$(cluster_unavailable)
 if [ -n "$why" ]; then
   for _ in $(seq $SLURM_TESTS); do skip "slurm" "$why"; done
@@ -206,6 +213,35 @@ test_sbatch_late_exit() {
   else pass "$name"; fi
 }
 
+test_sbatch_lock_held() {
+  local name="train.sbatch: another process holds the run lock -> waits LOCK_WAIT, requeues itself; the holder gone, the requeued job takes the stale lock over, same result"
+  local jid st holder out=lk
+  # The holder: a live process of this node named in a lock record, as a previous instance still exiting would be
+  # (ragtrain's own format: host, pid, start time in clock ticks). Killed once the job has requeued itself.
+  mkdir -p "$out"
+  sleep 600 & holder=$!
+  local ticks; ticks=$(sed 's/.*) //' "/proc/$holder/stat" | cut -d' ' -f20)
+  printf '{"host":"%s","pid":%s,"start_ticks":%s,"boot_id":"%s","started":"%s","command":"the previous instance"}\n' \
+    "$(hostname)" "$holder" "$ticks" "$(cat /proc/sys/kernel/random/boot_id)" "$(date -u +%FT%TZ)" >"$out/ragtrain.lock"
+  jid=$(LOCK_WAIT=4 submit_train "$out") || { fail "$name" "sbatch refused the script"; kill "$holder"; return; }
+  local _
+  for _ in $(seq 300); do grep -q "requeueing job $jid" "$TMP"/$out-*.out 2>/dev/null && break; sleep 0.2; done
+  kill "$holder"; wait "$holder" 2>/dev/null
+  release_requeued "$jid" || { fail "$name" "job $jid did not come back pending"; cat "$TMP"/$out-*.out; scancel "$jid"; return; }
+  st=$(wait_job "$jid" 90)
+  local got; got=$(result_of "$out")
+  if [ "$st" != COMPLETED ]; then fail "$name" "job $jid ended $st"; cat "$TMP"/$out-*.out
+  elif ! grep -q "is held by another run (pid $holder on host $(hostname))" "$TMP"/$out-*.out; then
+    fail "$name" "the first instance did not report the holder"; cat "$TMP"/$out-*.out
+  elif ! grep -q "still held after 4 s.*requeueing job $jid" "$TMP"/$out-*.out; then
+    fail "$name" "the first instance did not requeue itself"; cat "$TMP"/$out-*.out
+  elif ! grep -q "took over the run lock" "$TMP"/$out-*.out; then
+    fail "$name" "ragtrain did not take the stale lock over"; cat "$TMP"/$out-*.out
+  elif [ -e "$out/ragtrain.lock" ]; then fail "$name" "the lock outlived the run"
+  elif [ "$got" != "$REF" ]; then fail "$name" "after waiting: $got, uninterrupted: $REF"
+  else pass "$name"; fi
+}
+
 test_sbatch_scaling() {
   local name="scaling.sbatch: bench on 1 and 2 ranks -> scaling.txt with efficiency, scaling.png, provenance"
   local jid st
@@ -223,8 +259,7 @@ test_sbatch_scaling() {
   else pass "$name"; fi
 }
 
-for t in test_sbatch_train test_sbatch_preempted test_sbatch_time_limit_warning test_sbatch_late_exit \
-         test_sbatch_scaling; do
+for t in $SLURM_RUN; do
   start=$SECONDS
   $t
   echo "    ($((SECONDS - start)) s)"

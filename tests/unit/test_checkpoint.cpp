@@ -15,6 +15,7 @@
 #include "ragtrain/checkpoint/resume.hpp"
 #include "ragtrain/checkpoint/rotation.hpp"
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/data/h5.hpp"
 #include "ragtrain/metrics/metrics.hpp"
 #include "ragtrain/metrics/scaling.hpp"
 
@@ -65,6 +66,7 @@ Checkpoint sample(int64_t step = 30) {
   c.config = kConfig;
   c.optimizer = "adam";
   c.optimizer_steps = step;
+  c.normalization = "feature";
   c.feature_mean = {0.5f, -1.0f, 2.0f};
   c.feature_std = {1.5f, 0.25f, 3.0f};
   c.resumable = true;
@@ -90,14 +92,8 @@ Checkpoint sample(int64_t step = 30) {
 ResumeTarget target_for(const Checkpoint& c) {
   ResumeTarget t;
   t.shape = c.shape;
-  t.world_size = c.position.world_size;
-  t.batch_per_rank = c.position.batch_per_rank;
-  t.steps_per_epoch = c.position.steps_per_epoch;
-  t.epochs = c.position.epochs;
-  t.seed = c.position.seed;
-  t.schedule = c.position.schedule;
-  t.data_sequences = c.position.data_sequences;
-  t.data_lengths_crc32 = c.position.data_lengths_crc32;
+  t.position = c.position;
+  t.position.complete = false;
   t.effective_config = c.config;
   return t;
 }
@@ -132,6 +128,44 @@ TEST(Checkpoint, Version2RoundTripIsExact) {
   // Doubles come back bit for bit: a resumed run continues the same sums.
   EXPECT_EQ(std::memcmp(&r.accumulators, &c.accumulators, sizeof(TrainAccumulators)), 0);
   EXPECT_FALSE(fs::exists(d / "c.h5.tmp." + std::to_string(::getpid()))) << "temporary file left behind";
+}
+
+// The model options round-trip, with the _reverse tensors under PyTorch's names; a file written before they
+// existed (no bidirectional/pool/dropout attributes) loads as the model it was: unidirectional, last, no dropout.
+TEST(Checkpoint, ModelOptionsRoundTripAndOldFilesLoadAsBefore) {
+  TempDir d;
+  Checkpoint c = sample();
+  c.shape.bidirectional = true;
+  c.shape.pool = Pool::Max;
+  c.shape.layers = 2;
+  c.dropout = DropoutRates{0.25, 0.5};
+  const int64_t P = ParamLayout(c.shape).total();
+  c.params.resize(static_cast<size_t>(P));
+  for (int64_t i = 0; i < P; ++i) c.params[static_cast<size_t>(i)] = 0.001f * static_cast<float>(i);
+  c.opt_m.assign(static_cast<size_t>(P), 0.5f);
+  c.opt_v.assign(static_cast<size_t>(P), 0.25f);
+  write_checkpoint(d / "bi.h5", c);
+  const Checkpoint r = read_checkpoint(d / "bi.h5");
+  EXPECT_TRUE(r.shape == c.shape);
+  EXPECT_EQ(r.dropout.between, 0.25);
+  EXPECT_EQ(r.dropout.head, 0.5);
+  EXPECT_EQ(r.params, c.params);
+  {
+    H5Handle f = h5_file(H5Fopen((d / "bi.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    EXPECT_GT(H5Lexists(f.get(), "params/lstm.weight_hh_l1_reverse", H5P_DEFAULT), 0);
+  }
+
+  write_checkpoint(d / "old.h5", sample());
+  {
+    H5Handle f = h5_file(H5Fopen((d / "old.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    for (const char* a : {"bidirectional", "pool", "dropout", "head_dropout"}) ASSERT_GE(H5Adelete(f.get(), a), 0) << a;
+  }
+  const Checkpoint old = read_checkpoint(d / "old.h5");
+  EXPECT_FALSE(old.shape.bidirectional);
+  EXPECT_EQ(old.shape.pool, Pool::Last);
+  EXPECT_EQ(old.dropout.between, 0.0);
+  EXPECT_EQ(old.dropout.head, 0.0);
+  EXPECT_EQ(old.params, sample().params);
 }
 
 TEST(Checkpoint, DamagedTensorFailsItsChecksum) {
@@ -247,8 +281,8 @@ TEST(Resume, SameRunContinuesWhereItStopped) {
 TEST(Resume, OtherRankCountWithTheSameGlobalBatchIsAllowedAndSaid) {
   const Checkpoint c = sample();
   ResumeTarget t = target_for(c);
-  t.world_size = 4;
-  t.batch_per_rank = 1;
+  t.position.world_size = 4;
+  t.position.batch_per_rank = 1;
   const ResumePlan p = plan_resume("c.h5", c, t);
   EXPECT_TRUE(p.layout_changed);
   EXPECT_NE(p.message.find("rank layout changed"), std::string::npos) << p.message;
@@ -258,8 +292,8 @@ TEST(Resume, OtherRankCountWithTheSameGlobalBatchIsAllowedAndSaid) {
 TEST(Resume, WhatWouldChangeTheRunIsRefused) {
   const Checkpoint c = sample();
   ResumeTarget g = target_for(c);
-  g.world_size = 3;
-  g.batch_per_rank = 1;
+  g.position.world_size = 3;
+  g.position.batch_per_rank = 1;
   std::string msg = user_error_of([&] { plan_resume("c.h5", c, g); });
   EXPECT_NE(msg.find("global batch of 4"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--batch-per-rank"), std::string::npos) << msg;
@@ -270,7 +304,7 @@ TEST(Resume, WhatWouldChangeTheRunIsRefused) {
   EXPECT_NE(msg.find("--lr 0.01"), std::string::npos) << msg;
 
   ResumeTarget data = target_for(c);
-  data.data_lengths_crc32 = 1;
+  data.position.data_lengths_crc32 = 1;
   msg = user_error_of([&] { plan_resume("c.h5", c, data); });
   EXPECT_NE(msg.find("data set"), std::string::npos) << msg;
 
@@ -279,12 +313,22 @@ TEST(Resume, WhatWouldChangeTheRunIsRefused) {
   msg = user_error_of([&] { plan_resume("c.h5", c, shape); });
   EXPECT_NE(msg.find("H=4"), std::string::npos) << msg;
 
+  ResumeTarget bidi = target_for(c);
+  bidi.shape.bidirectional = true;
+  msg = user_error_of([&] { plan_resume("c.h5", c, bidi); });
+  EXPECT_NE(msg.find("bidirectional"), std::string::npos) << msg;
+
+  ResumeTarget drop = target_for(c);
+  drop.dropout.head = 0.2;
+  msg = user_error_of([&] { plan_resume("c.h5", c, drop); });
+  EXPECT_NE(msg.find("--head-dropout 0.2"), std::string::npos) << msg;
+
   ResumeTarget seed = target_for(c);
-  seed.seed = 8;
+  seed.position.seed = 8;
   EXPECT_NE(user_error_of([&] { plan_resume("c.h5", c, seed); }).find("--seed"), std::string::npos);
 
   ResumeTarget shorter = target_for(c);
-  shorter.epochs = 2;   // 20 steps < 30 done
+  shorter.position.epochs = 2;   // 20 steps < 30 done
   msg = user_error_of([&] { plan_resume("c.h5", c, shorter); });
   EXPECT_NE(msg.find("raise --epochs to at least 3"), std::string::npos) << msg;
 
@@ -295,11 +339,75 @@ TEST(Resume, WhatWouldChangeTheRunIsRefused) {
   EXPECT_NE(msg.find("no training position"), std::string::npos) << msg;
 }
 
+// --normalize none | feature | series: the mode is stored; files from before the modes hold mean and std exactly
+// when trained with the switch, which now reads as `feature` (and without them as `none`).
+TEST(Checkpoint, NormalizationModeRoundTripsAndOlderFilesRead) {
+  TempDir d;
+  Checkpoint series = sample();
+  series.normalization = "series";
+  series.feature_mean.clear();
+  series.feature_std.clear();
+  write_checkpoint(d / "series.h5", series);
+  Checkpoint r = read_checkpoint(d / "series.h5");
+  EXPECT_EQ(r.normalization, "series");
+  EXPECT_TRUE(r.feature_mean.empty());
+
+  Checkpoint none = series;
+  none.normalization = "none";
+  write_checkpoint(d / "none.h5", none);
+  EXPECT_EQ(read_checkpoint(d / "none.h5").normalization, "none");
+
+  const Checkpoint feature = sample();
+  write_checkpoint(d / "old.h5", feature);
+  r = read_checkpoint(d / "old.h5");
+  EXPECT_EQ(r.normalization, "feature");
+  EXPECT_EQ(r.feature_mean, feature.feature_mean);
+  // An older file: /normalization holds mean and std but no mode attribute.
+  const hid_t f = H5Fopen((d / "old.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  ASSERT_GE(H5Adelete_by_name(f, "normalization", "mode", H5P_DEFAULT), 0);
+  H5Fclose(f);
+  r = read_checkpoint(d / "old.h5");
+  EXPECT_EQ(r.normalization, "feature");
+  EXPECT_EQ(r.feature_std, feature.feature_std);
+
+  // A mode this ragtrain does not know is a damaged (or newer) file, not a crash.
+  Checkpoint odd = series;
+  write_checkpoint(d / "odd.h5", odd);
+  const hid_t g = H5Fopen((d / "odd.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(g, 0);
+  ASSERT_GE(H5Adelete_by_name(g, "normalization", "mode", H5P_DEFAULT), 0);
+  const hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, H5T_VARIABLE);
+  const hid_t space = H5Screate(H5S_SCALAR);
+  const hid_t a = H5Acreate_by_name(g, "normalization", "mode", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  const char* value = "quantile";
+  H5Awrite(a, type, &value);
+  H5Aclose(a);
+  H5Sclose(space);
+  H5Tclose(type);
+  H5Fclose(g);
+  const std::string msg = user_error_of([&] { read_checkpoint(d / "odd.h5"); });
+  EXPECT_NE(msg.find("quantile"), std::string::npos) << msg;
+}
+
+TEST(Resume, NormalizeTrueOfOlderRunsIsFeature) {
+  Checkpoint c = sample();
+  c.config = std::string(kConfig) + "normalize = true\n";
+  ResumeTarget t = target_for(c);
+  t.effective_config = std::string(kConfig) + "normalize = feature\n";
+  EXPECT_NO_THROW(plan_resume("c.h5", c, t));
+  t.effective_config = std::string(kConfig) + "normalize = series\n";
+  const std::string msg = user_error_of([&] { plan_resume("c.h5", c, t); });
+  EXPECT_NE(msg.find("--normalize feature"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--normalize series"), std::string::npos) << msg;
+}
+
 TEST(Resume, AtTheLastStepThereIsNothingToDo) {
   const Checkpoint c = sample(50);
   EXPECT_TRUE(plan_resume("c.h5", c, target_for(c)).finished);
   ResumeTarget longer = target_for(c);
-  longer.epochs = 8;
+  longer.position.epochs = 8;
   const ResumePlan p = plan_resume("c.h5", c, longer);
   EXPECT_FALSE(p.finished);
   EXPECT_NE(p.message.find("--epochs changed from 5 to 8"), std::string::npos) << p.message;

@@ -39,6 +39,7 @@ struct Problem {
   int64_t length;
   int32_t label;
   std::vector<float> target;   // (K)
+  DropoutDraw drop;            // none unless a test sets it: the mask is then fixed by its key
 
   Problem(const ModelShape& s, int64_t len, uint64_t seed)
       : layout(s),
@@ -55,7 +56,7 @@ struct Problem {
 
   template <class T>
   T loss(const std::vector<T>& p, LstmCache<T>& cache, std::vector<T>& d_out) const {
-    const T* out = lstm_forward(layout, p.data(), x.data(), length, cache);
+    const T* out = lstm_forward(layout, p.data(), x.data(), length, cache, drop);
     d_out.resize(static_cast<size_t>(layout.shape().outputs));
     return loss_and_grad(layout.shape().task, out, layout.shape().outputs, label, target.data(), d_out.data());
   }
@@ -74,7 +75,8 @@ struct Problem {
 
 std::string describe(const ModelShape& s, int64_t len) {
   return std::string(task_name(s.task)) + " F=" + std::to_string(s.input_size) + " H=" +
-         std::to_string(s.hidden) + " L=" + std::to_string(s.layers) + " length=" + std::to_string(len);
+         std::to_string(s.hidden) + " L=" + std::to_string(s.layers) + (s.bidirectional ? " bidirectional" : "") +
+         " pool=" + pool_name(s.pool) + " length=" + std::to_string(len);
 }
 
 const ParamTensor& tensor_of(const ParamLayout& layout, int64_t i) {
@@ -83,9 +85,11 @@ const ParamTensor& tensor_of(const ParamLayout& layout, int64_t i) {
   return layout.tensors().back();
 }
 
-void expect_grad_matches_finite_differences(const ModelShape& s, int64_t len, uint64_t seed) {
+void expect_grad_matches_finite_differences(const ModelShape& s, int64_t len, uint64_t seed,
+                                            const DropoutDraw& drop = {}) {
   const double step = 1e-6;
-  const Problem pr(s, len, seed);
+  Problem pr(s, len, seed);
+  pr.drop = drop;
   std::vector<double> p = pr.params_as<double>();
   std::vector<double> grad;
   pr.loss_and_params_grad(p, grad);
@@ -103,7 +107,8 @@ void expect_grad_matches_finite_differences(const ModelShape& s, int64_t len, ui
     const double fd = (up - down) / (2 * step);
     if (std::abs(grad[i] - fd) > 1e-6 + 1e-5 * std::abs(fd) && ++failures <= 5) {
       const ParamTensor& t = tensor_of(pr.layout, static_cast<int64_t>(i));
-      ADD_FAILURE() << describe(s, len) << ": " << t.name << "[" << static_cast<int64_t>(i) - t.offset
+      ADD_FAILURE() << describe(s, len) << " dropout " << drop.rates.between << "/" << drop.rates.head << ": "
+                    << t.name << "[" << static_cast<int64_t>(i) - t.offset
                     << "]: backward " << grad[i] << " vs finite difference " << fd;
     }
   }
@@ -118,6 +123,130 @@ TEST(CpuLstmGrad, MatchesCentralFiniteDifferences) {
         const int64_t H = 4 + static_cast<int64_t>(seed % 5);
         expect_grad_matches_finite_differences(make_shape(3, H, L, task), len, seed++);
       }
+}
+
+// Every model option, alone and together: direction x depth x pooling x dropout (between layers and before the
+// head, a fixed mask: the key does not change between the perturbed evaluations).
+TEST(CpuLstmGrad, MatchesFiniteDifferencesForEveryOption) {
+  uint64_t seed = 700;
+  for (bool bidi : {false, true})
+    for (int64_t L : {1, 2})
+      for (Pool pool : {Pool::Last, Pool::Mean, Pool::Max})
+        for (double p : {0.0, 0.3}) {
+          ModelShape s = make_shape(3, 5, L, seed % 2 ? Task::Regression : Task::Classification);
+          s.bidirectional = bidi;
+          s.pool = pool;
+          DropoutDraw drop;
+          drop.rates = DropoutRates{p, p};
+          drop.key = DropoutKey{seed, 17, 4};
+          for (int64_t len : {1, 6}) expect_grad_matches_finite_differences(s, len, seed++, drop);
+        }
+}
+
+// The reverse direction of layer 0 is a forward LSTM over the sequence read backwards: a unidirectional model with
+// the reverse weights, run on the reversed input, gives the same states in reverse order.
+TEST(CpuLstmForward, ReverseDirectionReadsTheSequenceBackwards) {
+  ModelShape bi = make_shape(3, 6, 1, Task::Classification);
+  bi.bidirectional = true;
+  const Problem pr(bi, 9, 31);
+  const ParamLayout uni_layout(make_shape(3, 6, 1, Task::Classification));
+  std::vector<double> p = pr.params_as<double>(), q(static_cast<size_t>(uni_layout.total()), 0.0);
+  auto copy = [&](const ParamTensor& from, const ParamTensor& to) {
+    std::copy(p.begin() + from.offset, p.begin() + from.offset + from.size, q.begin() + to.offset);
+  };
+  copy(pr.layout.w_ih(0, 1), uni_layout.w_ih(0));
+  copy(pr.layout.w_hh(0, 1), uni_layout.w_hh(0));
+  copy(pr.layout.b_ih(0, 1), uni_layout.b_ih(0));
+  copy(pr.layout.b_hh(0, 1), uni_layout.b_hh(0));
+  std::vector<float> reversed(pr.x.size());
+  for (int64_t t = 0; t < pr.length; ++t)
+    std::copy(pr.x.begin() + t * 3, pr.x.begin() + (t + 1) * 3, reversed.begin() + (pr.length - 1 - t) * 3);
+  LstmCache<double> a, b;
+  lstm_forward(pr.layout, p.data(), pr.x.data(), pr.length, a);
+  lstm_forward(uni_layout, q.data(), reversed.data(), pr.length, b);
+  for (int64_t t = 0; t < pr.length; ++t)
+    for (int64_t k = 0; k < 6; ++k)
+      EXPECT_EQ(a.h[0][static_cast<size_t>(t * 12 + 6 + k)], b.h[0][static_cast<size_t>((pr.length - 1 - t) * 6 + k)])
+          << "t=" << t << " k=" << k;
+}
+
+// Pooling reads the top layer's outputs exactly as documented, and dropout off means no mask at all.
+TEST(CpuLstmForward, PoolsTheTopLayerOutputs) {
+  for (Pool pool : {Pool::Last, Pool::Mean, Pool::Max}) {
+    ModelShape s = make_shape(2, 3, 2, Task::Regression);
+    s.bidirectional = true;
+    s.pool = pool;
+    const Problem pr(s, 5, 41);
+    const std::vector<double> p = pr.params_as<double>();
+    LstmCache<double> c;
+    lstm_forward(pr.layout, p.data(), pr.x.data(), pr.length, c);
+    const std::vector<double>& h = c.h[1];   // (5, 6)
+    for (int64_t k = 0; k < 6; ++k) {
+      double want = 0;
+      if (pool == Pool::Last) want = k < 3 ? h[static_cast<size_t>(4 * 6 + k)] : h[static_cast<size_t>(k)];
+      if (pool == Pool::Mean) {
+        for (int64_t t = 0; t < 5; ++t) want += h[static_cast<size_t>(t * 6 + k)];
+        want /= 5;
+      }
+      if (pool == Pool::Max) {
+        want = -1e300;
+        for (int64_t t = 0; t < 5; ++t) want = std::max(want, h[static_cast<size_t>(t * 6 + k)]);
+      }
+      EXPECT_EQ(c.pooled[static_cast<size_t>(k)], want) << pool_name(pool) << " unit " << k;
+      EXPECT_EQ(c.head_in[static_cast<size_t>(k)], want) << "no head dropout";
+    }
+  }
+}
+
+// The masks: the rate is respected, kept units are scaled by 1/(1-p), the draw depends on every key (so a
+// different step or sequence gets a different mask) and on nothing else.
+TEST(DropoutMask, RateScaleAndKeys) {
+  const double p = 0.3;
+  const uint32_t thr = dropout_threshold(p);
+  int64_t dropped = 0, n = 0, differ_step = 0, differ_seq = 0;
+  const DropoutKey k{5, 10, 20}, k_step{5, 11, 20}, k_seq{5, 10, 21};
+  for (int64_t layer = 0; layer < 4; ++layer)
+    for (int64_t t = 0; t < 100; ++t)
+      for (int64_t u = 0; u < 50; ++u, ++n) {
+        const bool keep = dropout_keep(k, layer, t, u, thr);
+        dropped += keep ? 0 : 1;
+        EXPECT_EQ(keep, dropout_keep(k, layer, t, u, thr));
+        differ_step += keep != dropout_keep(k_step, layer, t, u, thr);
+        differ_seq += keep != dropout_keep(k_seq, layer, t, u, thr);
+      }
+  const double rate = static_cast<double>(dropped) / static_cast<double>(n);
+  EXPECT_NEAR(rate, p, 0.015) << n << " draws";   // 20000 draws: sd 0.0032
+  // Independent masks disagree on a fraction 2p(1-p) = 0.42 of the units.
+  EXPECT_NEAR(static_cast<double>(differ_step) / static_cast<double>(n), 0.42, 0.03);
+  EXPECT_NEAR(static_cast<double>(differ_seq) / static_cast<double>(n), 0.42, 0.03);
+  EXPECT_EQ(dropout_threshold(0.0), 0u);
+  EXPECT_DOUBLE_EQ(dropout_scale(0.25), 4.0 / 3.0);
+
+  // In the model: the head's input is the pooled vector times 0 or 1/(1-p), and some units of each kind occur.
+  ModelShape s = make_shape(2, 16, 2, Task::Classification);
+  s.bidirectional = true;
+  s.pool = Pool::Mean;
+  const Problem pr(s, 7, 51);
+  const std::vector<double> params = pr.params_as<double>();
+  LstmCache<double> c;
+  DropoutDraw drop;
+  drop.rates = DropoutRates{0.5, 0.5};
+  drop.key = k;
+  lstm_forward(pr.layout, params.data(), pr.x.data(), pr.length, c, drop);
+  int zeros = 0, scaled = 0;
+  for (size_t i = 0; i < c.pooled.size(); ++i) {
+    if (c.head_in[i] == 0.0) ++zeros;
+    if (c.head_in[i] == c.pooled[i] * 2.0 && c.pooled[i] != 0.0) ++scaled;
+  }
+  EXPECT_EQ(zeros + scaled, 32);
+  EXPECT_GT(zeros, 4);
+  EXPECT_GT(scaled, 4);
+  int layer_zeros = 0;
+  for (size_t i = 0; i < c.dropped[0].size(); ++i) {
+    EXPECT_EQ(c.dropped[0][i], c.h[0][i] * c.keep[0][i]);
+    layer_zeros += c.keep[0][i] == 0.0;
+  }
+  EXPECT_GT(layer_zeros, 7 * 32 / 4) << "about half of the first layer's outputs are dropped";
 }
 
 // Odd sizes wider than one register block take the partial-block paths of the matrix-vector kernel.
@@ -147,7 +276,39 @@ TEST(CpuLstmFloat, AgreesWithDouble) {
     for (int64_t L : {1, 2})
       for (int64_t len : {1, 7, 130}) expect_float_matches_double(make_shape(3, 8, L, task), len, seed++);
   // H = 50: 4H and H are not multiples of the float kernel's block width.
-  expect_float_matches_double(make_shape(3, 50, 2, Task::Classification), 40, seed);
+  expect_float_matches_double(make_shape(3, 50, 2, Task::Classification), 40, seed++);
+  for (Pool pool : {Pool::Last, Pool::Mean, Pool::Max}) {
+    ModelShape s = make_shape(3, 8, 2, Task::Classification);
+    s.bidirectional = true;
+    s.pool = pool;
+    expect_float_matches_double(s, 50, seed++);
+  }
+}
+
+// PyTorch's names, shapes and order: per layer weight_ih, weight_hh, bias_ih, bias_hh, then the _reverse four;
+// layer 1 reads both directions (2H); the head reads 2H.
+TEST(ParamLayout, BidirectionalFollowsPyTorch) {
+  ModelShape s = make_shape(3, 4, 2, Task::Classification);
+  s.bidirectional = true;
+  const ParamLayout layout(s);
+  const std::vector<std::string> names = {
+      "lstm.weight_ih_l0", "lstm.weight_hh_l0", "lstm.bias_ih_l0", "lstm.bias_hh_l0", "lstm.weight_ih_l0_reverse",
+      "lstm.weight_hh_l0_reverse", "lstm.bias_ih_l0_reverse", "lstm.bias_hh_l0_reverse", "lstm.weight_ih_l1",
+      "lstm.weight_hh_l1", "lstm.bias_ih_l1", "lstm.bias_hh_l1", "lstm.weight_ih_l1_reverse",
+      "lstm.weight_hh_l1_reverse", "lstm.bias_ih_l1_reverse", "lstm.bias_hh_l1_reverse", "fc.weight", "fc.bias"};
+  ASSERT_EQ(layout.tensors().size(), names.size());
+  int64_t offset = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(layout.tensors()[i].name, names[i]);
+    EXPECT_EQ(layout.tensors()[i].offset, offset);
+    offset += layout.tensors()[i].size;
+  }
+  EXPECT_EQ(layout.total(), offset);
+  EXPECT_EQ(layout.w_ih(1, 0).shape, (std::vector<int64_t>{16, 8}));
+  EXPECT_EQ(layout.w_ih(1, 1).name, "lstm.weight_ih_l1_reverse");
+  EXPECT_EQ(layout.fc_weight().shape, (std::vector<int64_t>{5, 8}));
+  // nn.LSTM(3, 4, 2, bidirectional=True) + nn.Linear(8, 5): 2 * (4*4*(3+4+2)) + 2 * (4*4*(8+4+2)) + 5*8 + 5.
+  EXPECT_EQ(layout.total(), 2 * 144 + 2 * 224 + 45);
 }
 
 TEST(CpuLstmFloat, AgreesWithDoubleOnALongSequence) {

@@ -9,7 +9,7 @@ using namespace ragtrain;
 
 TEST(Optimizer, SgdMomentumTwoSteps) {
   OptimizerConfig c;
-  c.kind = "sgd";
+  c.kind = OptimizerKind::Sgd;
   c.momentum = 0.5;
   Optimizer opt(c, 2);
   std::vector<float> p = {1.0f, -2.0f}, g = {0.5f, 1.0f};
@@ -24,7 +24,7 @@ TEST(Optimizer, SgdMomentumTwoSteps) {
 
 TEST(Optimizer, SgdWeightDecayIsL2) {
   OptimizerConfig c;
-  c.kind = "sgd";
+  c.kind = OptimizerKind::Sgd;
   c.momentum = 0.0;
   c.weight_decay = 0.1;
   Optimizer opt(c, 1);
@@ -36,7 +36,7 @@ TEST(Optimizer, SgdWeightDecayIsL2) {
 TEST(Optimizer, AdamFirstStepMovesByLr) {
   // After one step m_hat = g and v_hat = g^2, so the update is lr * g / (|g| + eps) ~ lr * sign(g).
   OptimizerConfig c;
-  c.kind = "adam";
+  c.kind = OptimizerKind::Adam;
   Optimizer opt(c, 3);
   std::vector<float> p = {0.0f, 1.0f, -1.0f}, g = {3.0f, -0.01f, 1e-3f};
   opt.step(p.data(), g.data(), 0.01f);
@@ -47,7 +47,7 @@ TEST(Optimizer, AdamFirstStepMovesByLr) {
 
 TEST(Optimizer, AdamSecondStepMatchesFormula) {
   OptimizerConfig c;
-  c.kind = "adam";
+  c.kind = OptimizerKind::Adam;
   c.beta1 = 0.9;
   c.beta2 = 0.99;
   Optimizer opt(c, 1);
@@ -64,7 +64,7 @@ TEST(Optimizer, AdamSecondStepMatchesFormula) {
 
 TEST(Optimizer, AdamWDecaysDecoupled) {
   OptimizerConfig c;
-  c.kind = "adamw";
+  c.kind = OptimizerKind::AdamW;
   c.weight_decay = 0.5;
   Optimizer opt(c, 1);
   std::vector<float> p = {2.0f}, g = {1.0f};
@@ -74,7 +74,7 @@ TEST(Optimizer, AdamWDecaysDecoupled) {
 
 TEST(Optimizer, ClipScalesToMaxNorm) {
   OptimizerConfig c;
-  c.kind = "sgd";
+  c.kind = OptimizerKind::Sgd;
   c.momentum = 0;
   c.clip = 1.0;
   Optimizer opt(c, 2);
@@ -86,16 +86,16 @@ TEST(Optimizer, ClipScalesToMaxNorm) {
 }
 
 TEST(LrSchedule, WarmupThenCosineToFinalFraction) {
-  LrSchedule s{1.0, 10, "cosine", 0.1, 110};
+  LrSchedule s{1.0, 10, LrDecay::Cosine, 0.1, 110};
   EXPECT_DOUBLE_EQ(s.at(0), 0.1);
   EXPECT_DOUBLE_EQ(s.at(9), 1.0);
   EXPECT_DOUBLE_EQ(s.at(10), 1.0);
   EXPECT_NEAR(s.at(109), 0.1, 1e-12);
   EXPECT_NEAR(s.at(10 + 99 / 2.0), 0.55, 0.02);
-  LrSchedule lin{2.0, 0, "linear", 0.0, 11};
+  LrSchedule lin{2.0, 0, LrDecay::Linear, 0.0, 11};
   EXPECT_DOUBLE_EQ(lin.at(0), 2.0);
   EXPECT_NEAR(lin.at(5), 1.0, 1e-12);
   EXPECT_NEAR(lin.at(10), 0.0, 1e-12);
-  LrSchedule none{0.3, 0, "none", 0.0, 5};
+  LrSchedule none{0.3, 0, LrDecay::None, 0.0, 5};
   EXPECT_DOUBLE_EQ(none.at(4), 0.3);
 }

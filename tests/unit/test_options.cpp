@@ -27,7 +27,7 @@ TEST(Options, DefaultsOfTheQuestion) {
   EXPECT_EQ(c.layers, 1);
   EXPECT_EQ(c.hidden, 50);
   EXPECT_EQ(c.batch_per_rank, 1);
-  EXPECT_EQ(c.device, "cpu");
+  EXPECT_EQ(c.device, Device::Cpu);
   const RunConfig g = parse({"gen", "--out", "x.h5"}).config;
   EXPECT_EQ(g.features, 36);
   EXPECT_EQ(g.min_length, 60);
@@ -61,6 +61,26 @@ TEST(Options, HelpPerSubcommand) {
   EXPECT_TRUE(parse({}).help);
 }
 
+TEST(Options, ModelOptions) {
+  const RunConfig c = parse({"train", "--data", "a.h5", "--out", "d", "--bidirectional", "--pool", "max", "--dropout",
+                             "0.25", "--head-dropout", "0.5", "--layers", "2"})
+                            .config;
+  EXPECT_TRUE(c.bidirectional);
+  EXPECT_EQ(c.pool, Pool::Max);
+  EXPECT_EQ(c.dropout, 0.25);
+  EXPECT_EQ(c.head_dropout, 0.5);
+  const RunConfig d = parse({"train", "--data", "a.h5", "--out", "d"}).config;
+  EXPECT_FALSE(d.bidirectional);
+  EXPECT_EQ(d.pool, Pool::Last);
+  EXPECT_EQ(d.dropout, 0.0);
+  EXPECT_EQ(d.head_dropout, 0.0);
+  const std::string ini = write_ini("bidirectional = true\npool = mean\ndropout = 0.1\n");
+  const RunConfig f = parse({"train", "--config", ini, "--data", "a.h5", "--out", "d"}).config;
+  EXPECT_TRUE(f.bidirectional);
+  EXPECT_EQ(f.pool, Pool::Mean);
+  EXPECT_EQ(f.dropout, 0.1);
+}
+
 TEST(Options, BadOptionsNameTheOption) {
   EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--hiden", "3"}).find("hiden"), std::string::npos);
   EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--hidden", "abc"}).find("hidden"),
@@ -79,6 +99,15 @@ TEST(Options, BadOptionsNameTheOption) {
             std::string::npos);
   EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d"}).config.lstm, "auto");
   EXPECT_EQ(parse({"bench", "--lstm", "fused"}).config.lstm, "fused");
+  for (const char* bad : {"1", "-0.1", "nan"}) {
+    EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--dropout", bad}).find("--dropout"),
+              std::string::npos) << bad;
+    EXPECT_NE(user_error_of({"bench", "--head-dropout", bad}).find("--head-dropout"), std::string::npos) << bad;
+  }
+  EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--pool", "sum"}).find("--pool"),
+            std::string::npos);
+  EXPECT_NE(user_error_of({"eval", "--checkpoint", "c.h5", "--data", "a.h5", "--pool", "mean"}).find("pool"),
+            std::string::npos) << "the model's options come from the checkpoint in eval";
   const std::string ini = write_ini("hiddne = 4\n");
   EXPECT_NE(user_error_of({"train", "--config", ini, "--data", "a", "--out", "d"}).find("hiddne"), std::string::npos);
   EXPECT_NE(user_error_of({"train", "--config", "/nonexistent/x.ini", "--data", "a", "--out", "d"}).find("x.ini"),

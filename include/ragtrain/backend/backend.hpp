@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,19 +45,21 @@ class Backend {
 
   virtual void set_params(const std::vector<float>& params) = 0;   // flat, PyTorch layout
   virtual std::vector<float> params() const = 0;
-  virtual Optimizer& optimizer() = 0;                               // state for checkpoints
-
-  // Restores the optimizer state of a checkpoint (moments flat in PyTorch layout like params; v empty for
-  // SGD; the step count drives Adam's bias correction). The default goes through optimizer(): the CPU backend
-  // uses that Optimizer directly, and a backend that mirrors it on a device copies the host state back
-  // before its next update (the contract of optimizer()). A device backend may override it to upload at once.
-  virtual void set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v, int64_t steps_taken);
+  // The optimizer's state for a checkpoint: a copy in PyTorch layout (a device backend downloads it). Reading
+  // it changes nothing; set_optimizer_state restores one (UserError when the sizes do not fit).
+  virtual OptimizerState optimizer_state() const = 0;
+  virtual void set_optimizer_state(const OptimizerState& state) = 0;
 
   // The rank's training shard; kept (on the device for GPUs) for the whole run.
   virtual void set_train_shard(const Shard& shard) = 0;
 
+  // The global step (0-based) the next forward_backward calls belong to. With dropout the masks are keyed by it
+  // and by each sequence's global index (Shard::indices), so they do not depend on the rank count; without
+  // dropout it changes nothing.
+  void set_global_step(int64_t step) { global_step_ = step; }
+
   // Zeroes the fused buffer, then adds the gradients, losses, count and correct predictions of the given
-  // shard positions (-1 entries are skipped: the uneven last step).
+  // shard positions (-1 entries are skipped: the uneven last step). Training mode: dropout applies.
   virtual void forward_backward(const std::vector<int64_t>& positions) = 0;
 
   // Sums the fused buffer over all ranks (the step's only collective).
@@ -80,17 +83,34 @@ class Backend {
 
   // Waits until queued device work is done (a no-op on the CPU); for timing whole steps in benchmarks.
   virtual void synchronize() {}
+
+ protected:
+  int64_t global_step_ = 0;   // set_global_step
 };
 
 class CommWatchdog;   // comm/watchdog.hpp
 
+// --device, parsed once at the command line. Auto: CUDA when every rank sees a GPU, else the CPU.
+enum class Device { Cpu, Cuda, Auto };
+const char* device_name(Device d);                           // "cpu" | "cuda" | "auto"
+std::optional<Device> parse_device(const std::string& name);
+
+// The most sequences per rank per step (K) the CUDA backend takes: its gather kernel's slot table
+// (kMaxGatherSlots in src/backend/cuda/batch_gather.hpp). The option checks refuse a larger --batch-per-rank
+// with --device cuda|auto before any work.
+inline constexpr int64_t kMaxCudaBatchPerRank = 1024;
+
+// Everything a backend needs, given at construction: it measures and sizes for `batch` there, never in a step.
 struct BackendOptions {
-  std::string device = "cpu";   // cpu | cuda | auto
-  std::string lstm = "auto";    // CUDA backend: cudnn | fused | auto (--lstm)
+  Device device = Device::Cpu;
+  int64_t batch = 1;            // K: sequences per rank per step (forward_backward's positions.size())
+  std::string lstm = "cudnn";   // CUDA backend: cudnn | fused | auto (train and bench: --lstm, default auto)
   OptimizerConfig optimizer;
   MPI_Comm comm = MPI_COMM_WORLD;
   int local_rank = 0;           // picks the GPU
   CommWatchdog* watchdog = nullptr;   // train's: allreduce() waits under --comm-timeout once it is armed
+  DropoutRates dropout;         // training-time dropout (forward_backward only)
+  uint64_t seed = 0;            // keys the dropout masks (the run's --seed)
 };
 
 // Creates the backend named by opts.device for `shape`. Throws UserError when the device is unavailable.

@@ -46,7 +46,8 @@ struct TrainAccumulators {
 };
 
 struct Checkpoint {
-  ModelShape shape;
+  ModelShape shape;                       // files without bidirectional/pool attributes: unidirectional, last
+  DropoutRates dropout;                   // the training run's rates (absent in older files: 0)
   std::vector<float> params;              // flat, PyTorch layout (ParamLayout(shape))
   std::vector<std::string> class_names;   // from the training data, when it had them
   int64_t epoch = 0;                      // epochs completed
@@ -55,7 +56,8 @@ struct Checkpoint {
   std::string optimizer;                  // sgd | adam | adamw
   int64_t optimizer_steps = 0;
   std::vector<float> opt_m, opt_v;        // momentum / Adam moments, flat like params (v empty for sgd)
-  std::vector<float> feature_mean;        // (F) with --normalize; empty otherwise
+  std::string normalization = "none";     // --normalize: none | feature | series
+  std::vector<float> feature_mean;        // (F) with --normalize feature; empty otherwise
   std::vector<float> feature_std;         // (F)
 
   int64_t version = kCheckpointVersion;   // as read; written files always get kCheckpointVersion

@@ -10,15 +10,12 @@
 
 namespace ragtrain {
 
-// The run being started, as far as resuming is concerned.
+// The run being started, as far as resuming is concerned: the model it builds and where its schedule stands
+// (RunPosition as a checkpoint of this run would hold it), and its effective configuration.
 struct ResumeTarget {
   ModelShape shape;
-  int64_t world_size = 1, batch_per_rank = 1;
-  int64_t steps_per_epoch = 0, epochs = 0;
-  uint64_t seed = 0;
-  std::string schedule;
-  int64_t data_sequences = 0;
-  uint32_t data_lengths_crc32 = 0;
+  RunPosition position;
+  DropoutRates dropout;
   std::string effective_config;   // RunConfig::effective of this run
 };
 
@@ -31,8 +28,8 @@ struct ResumePlan {
   std::string message;          // one or more lines for the terminal, saying where the run continues and how
 };
 
-// Options that change the numbers a run produces, besides --seed, --schedule and the global batch (checked on
-// their own); they must equal those stored in the checkpoint. (--epochs may grow; --val, --out, --log-every,
+// Options that change the numbers a run produces, besides the model shape (--hidden, --layers), --seed,
+// --schedule and the global batch (checked on their own); they must equal those stored in the checkpoint. (--epochs may grow; --val, --out, --log-every,
 // --device and the checkpoint options may change.)
 const std::vector<std::string>& trajectory_options();
 

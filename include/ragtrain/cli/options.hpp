@@ -1,4 +1,5 @@
-// The one option table (Boost.Program_options) for every subcommand and config file, and the parsed RunConfig.
+// The one option table (Boost.Program_options) for every subcommand and config file, the parsed RunConfig, and
+// the typed configuration each subcommand with a larger engine takes from it (TrainConfig, BenchConfig).
 #pragma once
 
 #include <cstdint>
@@ -6,9 +7,18 @@
 #include <string>
 #include <vector>
 
+#include "ragtrain/backend/backend.hpp"
+#include "ragtrain/data/normalization.hpp"
+#include "ragtrain/model/model.hpp"
+#include "ragtrain/optim/optimizer.hpp"
+#include "ragtrain/schedule/schedule.hpp"
+#include "ragtrain/train/train_config.hpp"
+
 namespace ragtrain {
 
-// Every option of every subcommand; names match the command line (dashes become underscores here only).
+// Every option of every subcommand; names match the command line (dashes become underscores here only). String
+// choices arrive here already parsed into their enums (a bad value is a UserError naming the option); a
+// subcommand accepts only the options it uses (the table in options.cpp says which).
 struct RunConfig {
   std::string command;          // gen | convert | inspect | train | eval | predict | bench | simulate | plot
   std::string config_file;      // --config
@@ -19,23 +29,30 @@ struct RunConfig {
 
   // gen
   int64_t sequences = 1000, features = 36, min_length = 60, max_length = 130, classes = 10, outputs = 1;
-  std::string task = "classification";
+  Task task = Task::Classification;
 
   // model
   int64_t layers = 1, hidden = 50;
-  bool normalize = false;
+  bool bidirectional = false;   // --bidirectional
+  Pool pool = Pool::Last;       // --pool last | mean | max
+  double dropout = 0.0, head_dropout = 0.0;   // --dropout (between LSTM layers), --head-dropout (before the head)
+  Normalization normalize = Normalization::None;   // --normalize none | feature | series
   std::string init_from;   // train: initial weights from a checkpoint
   bool write_order = false;
 
   // training
   int64_t epochs = 10, batch_per_rank = 1, warmup_steps = 0, log_every = 100;
-  std::string optimizer = "adam", lr_decay = "none", device = "cpu", lstm = "auto";
+  OptimizerKind optimizer = OptimizerKind::Adam;
+  LrDecay lr_decay = LrDecay::None;
+  Device device = Device::Cpu;
+  std::string lstm = "auto";   // --lstm: the CUDA backend's LSTM, cudnn | fused | auto
   double lr = 1e-3, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0, clip = 0.0,
          lr_final_fraction = 0.0;
   uint64_t seed = 1;
   bool quiet = false;
   bool verbose = false;         // --verbose: more detail (files read by convert, per-rank counts in eval)
   bool print_config = false;    // --print-config: print `effective` and exit 0
+  bool force = false;           // --force: outputs may replace existing files (never inputs, data sets, checkpoints)
 
   // convert: labels of CSV folders and .npz files
   std::string labels;             // --labels LABELS.csv (a folder of CSV files)
@@ -50,14 +67,14 @@ struct RunConfig {
   // reliability (doc/reliability.md)
   std::string max_memory = "auto";   // --max-memory: bytes one rank may allocate for its data ("auto": RAM/ranks per node)
   double comm_timeout = 20.0;        // --comm-timeout: seconds a rank waits on the others before declaring one dead
-  std::string on_nonfinite = "stop"; // --on-nonfinite: stop | skip (a NaN/Inf loss or gradient)
+  NonfinitePolicy on_nonfinite = NonfinitePolicy::Stop;   // --on-nonfinite: stop | skip (a NaN/Inf loss or gradient)
 
   // plot
   std::string run;              // the folder to plot
 
   // bench
   int64_t steps = 200, warmup = 20;
-  std::string schedule = "balanced";
+  ScheduleKind schedule = ScheduleKind::Balanced;
 
   // simulate
   std::string ranks = "8,64,1024", lengths = "uniform:60:130";
@@ -66,6 +83,17 @@ struct RunConfig {
   // The effective configuration in config-file form (name = value), options of this command only.
   std::string effective;
 };
+
+// `bench`: the Trainer's set-up and step, timed.
+struct BenchConfig {
+  TrainConfig run;              // data (file or synthetic), model, optimizer, schedule, device
+  int64_t steps = 200, warmup = 20;
+  std::string out;              // RESULT.json; empty: none
+};
+
+// The typed configuration of `train` and `bench`, from a RunConfig parsed for that command.
+TrainConfig train_config(const RunConfig& c);
+BenchConfig bench_config(const RunConfig& c);
 
 struct Invocation {
   RunConfig config;

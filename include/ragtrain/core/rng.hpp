@@ -5,12 +5,15 @@
 #include <cstdint>
 #include <utility>
 
+#include "ragtrain/core/host_device.hpp"
+
 namespace ragtrain {
 
 __extension__ using uint128 = unsigned __int128;   // for the multiply-shift range reduction
 
-// SplitMix64 finaliser: a bijective mix of 64 bits, good enough to drive shuffles and initialisation.
-inline uint64_t mix64(uint64_t z) {
+// SplitMix64 finaliser: a bijective mix of 64 bits, good enough to drive shuffles and initialisation. Also callable
+// from CUDA kernels (dropout masks, model/dropout_mask.hpp), so both backends draw the same numbers.
+RAGTRAIN_HOST_DEVICE inline uint64_t mix64(uint64_t z) {
   z += 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;

@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "ragtrain/cli/options.hpp"
 #include "ragtrain/comm/context.hpp"
 #include "ragtrain/metrics/metrics.hpp"
 
@@ -16,7 +15,7 @@ namespace ragtrain {
 std::string git_revision();
 
 // Versions of the libraries linked in: {"mpi": MPI_Get_library_version's first line, "mpi_standard": "3.1",
-// "hdf5": "1.10.8", "compiler": ...} plus, in CUDA builds, cuda_versions().
+// "hdf5": "1.10.8", "boost": "1.74.0", "zlib": "1.2.13", "compiler": ...} plus, in CUDA builds, cuda_versions().
 Json library_versions();
 
 // CUDA runtime and driver, cuDNN and NCCL versions; an empty object in builds without CUDA
@@ -29,8 +28,8 @@ std::string device_description(const std::string& backend_name);
 // Collective. On rank 0: {"command_line", "config", "git_revision", "versions", "started_at", "recorded_at",
 // "slurm" (job id, restart count, ... when under Slurm), "layout": {"world_size", "nodes", "hosts": {host:
 // [ranks]}, "ranks": [{"rank", "host", "local_rank", "device", "cuda_visible_devices"}]}}; empty elsewhere.
-Json collect_provenance(const Context& ctx, const RunConfig& cfg, const std::string& backend_name,
-                        const std::string& started_at);
+Json collect_provenance(const Context& ctx, const std::string& command_line, const std::string& effective_config,
+                        const std::string& backend_name, const std::string& started_at);
 
 // The current time as ISO 8601 UTC ("2026-12-02T14:21:07Z").
 std::string utc_now();

@@ -3,17 +3,35 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace ragtrain {
 
+// Parsed once from --optimizer (cli/options.cpp); the update code switches on it, never on a string.
+enum class OptimizerKind { Sgd, Adam, AdamW };
+const char* optimizer_name(OptimizerKind k);                          // "sgd" | "adam" | "adamw"
+std::optional<OptimizerKind> parse_optimizer_kind(const std::string& name);
+
+// --lr-decay after the warm-up.
+enum class LrDecay { None, Linear, Cosine };
+const char* lr_decay_name(LrDecay d);                                  // "none" | "linear" | "cosine"
+std::optional<LrDecay> parse_lr_decay(const std::string& name);
+
 struct OptimizerConfig {
-  std::string kind = "adam";   // sgd | adam | adamw
+  OptimizerKind kind = OptimizerKind::Adam;
   double momentum = 0.9;       // sgd
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double weight_decay = 0.0;   // L2 added to the gradient (sgd, adam); decoupled (adamw)
   double clip = 0.0;           // max global gradient norm; 0 = off
+};
+
+// What a checkpoint keeps of an optimizer: SGD's momentum buffer or Adam's moments, flat in PyTorch layout like
+// the parameters (v empty for SGD), and the step count that drives Adam's bias correction.
+struct OptimizerState {
+  std::vector<float> m, v;
+  int64_t steps_taken = 0;
 };
 
 class Optimizer {
@@ -32,6 +50,9 @@ class Optimizer {
   std::vector<float>& m() { return m_; }
   std::vector<float>& v() { return v_; }
   void set_steps_taken(int64_t t) { t_ = t; }
+  OptimizerState state() const { return OptimizerState{m_, v_, t_}; }
+  // Restores a checkpoint's state; UserError when its sizes do not fit this optimizer (another model or kind).
+  void set_state(const OptimizerState& s);
 
  private:
   OptimizerConfig cfg_;
@@ -48,7 +69,7 @@ double global_norm(const float* g, int64_t n);
 struct LrSchedule {
   double lr = 1e-3;
   int64_t warmup = 0;
-  std::string decay = "none";
+  LrDecay decay = LrDecay::None;
   double final_fraction = 0.0;
   int64_t total_steps = 1;
 

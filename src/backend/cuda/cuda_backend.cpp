@@ -12,6 +12,9 @@
 #include "ragtrain/core/error_cuda.hpp"
 
 namespace ragtrain {
+
+static_assert(kMaxGatherSlots == kMaxCudaBatchPerRank, "the option check and the gather kernel must agree on K");
+
 namespace {
 
 // Copies n elements from pageable host memory to `dst` (grown if needed) through two pinned chunks, so the copy
@@ -76,7 +79,15 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
   USER_CHECK(parse_batch_layout(tuning.layout).has_value(), "batch layout '" << tuning.layout << "'",
              "use padded or ragged");
   batch_layout_ = *parse_batch_layout(tuning.layout);
+  USER_CHECK(!shape.bidirectional && shape.pool == Pool::Last && !opts.dropout.any(),
+             "--bidirectional, --pool mean|max and dropout are not yet available on the cuda backend",
+             "use --device cpu for these options");
   RT_CHECK(shape.hidden <= INT32_MAX && shape.outputs <= INT32_MAX, "model too large for the CUDA kernels");
+  // Before any collective: every rank has the same K, so every rank refuses it alike.
+  USER_CHECK(opts.batch >= 1 && opts.batch <= kMaxGatherSlots,
+             "--batch-per-rank " << opts.batch << " exceeds the CUDA backend's " << kMaxGatherSlots
+                                 << " sequences per rank per step",
+             "use --batch-per-rank " << kMaxGatherSlots << " or fewer, and more ranks for a larger global batch");
   // Both collectives first, every rank reaching them (bind_gpu turns local failures into a shared verdict).
   gpu_ = bind_gpu(opts.local_rank, opts.comm);
   nccl_ = std::make_unique<NcclComm>(opts.comm, opts.watchdog);
@@ -98,7 +109,7 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
   fused_.zero_async(compute_.get());
   m_.resize_discard(static_cast<size_t>(N_));
   m_.zero_async(compute_.get());
-  if (opts.optimizer.kind != "sgd") {
+  if (opts.optimizer.kind != OptimizerKind::Sgd) {
     v_.resize_discard(static_cast<size_t>(N_));
     v_.zero_async(compute_.get());
   }
@@ -118,12 +129,16 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
     e.opt_end = Event::create(true);
   }
   build_index();
-  CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
   USER_CHECK(tuning.lstm == "cudnn" || tuning.lstm == "fused" || tuning.lstm == "auto", "--lstm " << tuning.lstm,
              "use cudnn, fused or auto");
   lstm_mode_ = tuning.lstm;
   set_up_fused();
-  choose_lstm_path(1);   // a collective (rank 0's choice is broadcast)
+  // K slots per step from the first step on: the algorithms are measured again at this width and every buffer
+  // is sized for it here, not inside a step (adopt_batch is a collective: every rank constructs with the same K;
+  // with --lstm auto it also picks the LSTM path at this width).
+  if (opts.batch > 1) adopt_batch(opts.batch);
+  CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
+  if (opts.batch <= 1 || lstm_mode_ != "auto") choose_lstm_path(std::max<int64_t>(opts.batch, 1));   // collective
 }
 
 void CudaBackend::set_up_fused() {
@@ -136,6 +151,10 @@ void CudaBackend::set_up_fused() {
     why = r.why;
   }
   lstm_note_ = why.empty() ? "" : "fused kernel not used: " + why;
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(comm_, &rank));
+  if (!why.empty() && lstm_mode_ == "fused" && rank == 0)
+    std::fprintf(stderr, "ragtrain: --lstm fused: %s; using cuDNN\n", why.c_str());
 }
 
 void CudaBackend::choose_lstm_path(int64_t K) {
@@ -143,8 +162,6 @@ void CudaBackend::choose_lstm_path(int64_t K) {
   MPI_CHECK(MPI_Comm_rank(comm_, &rank));
   if (!fused_lstm_) {   // cudnn, or a model the fused kernel does not cover (the same on every rank)
     use_fused_ = false;
-    if (lstm_mode_ == "fused" && rank == 0 && K == 1)
-      std::fprintf(stderr, "ragtrain: --lstm fused: %s; using cuDNN\n", lstm_note_.c_str());
     return;
   }
   if (lstm_mode_ == "fused") {
@@ -261,30 +278,29 @@ std::vector<float> CudaBackend::fused_buffer() const {
   return out;
 }
 
-Optimizer& CudaBackend::optimizer() {
+OptimizerState CudaBackend::optimizer_state() const {
   const size_t P = static_cast<size_t>(layout_.total());
-  opt_.m().resize(P);
-  to_pytorch_layout(download(m_.get(), static_cast<size_t>(N_), compute_.get()), opt_.m().data());
+  OptimizerState st;
+  st.steps_taken = opt_.steps_taken();
+  st.m.resize(P);
+  to_pytorch_layout(download(m_.get(), static_cast<size_t>(N_), compute_.get()), st.m.data());
   if (v_.size()) {
-    opt_.v().resize(P);
-    to_pytorch_layout(download(v_.get(), static_cast<size_t>(N_), compute_.get()), opt_.v().data());
+    st.v.resize(P);
+    to_pytorch_layout(download(v_.get(), static_cast<size_t>(N_), compute_.get()), st.v.data());
   }
-  optimizer_handed_out_ = true;
-  return opt_;
+  return st;
 }
 
-void CudaBackend::push_optimizer_state() {
-  const size_t P = static_cast<size_t>(layout_.total());
-  RT_CHECK(opt_.m().size() == P && (v_.size() == 0 || opt_.v().size() == P), "optimizer state has the wrong size");
-  const std::vector<float> m = to_device_layout(opt_.m().data());
+void CudaBackend::set_optimizer_state(const OptimizerState& state) {
+  opt_.set_state(state);   // checks the sizes; keeps the step count for the bias correction
+  const std::vector<float> m = to_device_layout(state.m.data());
   CUDA_CHECK(cudaMemcpyAsync(m_.get(), m.data(), m.size() * sizeof(float), cudaMemcpyHostToDevice, compute_.get()));
   std::vector<float> v;
   if (v_.size()) {
-    v = to_device_layout(opt_.v().data());
+    v = to_device_layout(state.v.data());
     CUDA_CHECK(cudaMemcpyAsync(v_.get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice, compute_.get()));
   }
-  CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
-  optimizer_handed_out_ = false;
+  CUDA_CHECK(cudaStreamSynchronize(compute_.get()));   // the host vectors die here
 }
 
 void CudaBackend::switch_algorithm(cudnnRNNAlgo_t algo) {
@@ -298,10 +314,12 @@ void CudaBackend::switch_algorithm(cudnnRNNAlgo_t algo) {
   RT_CHECK(next->weight_floats() == W_, "weight space of " << rnn_algo_name(algo) << " differs in size");
   lstm_ = std::move(next);
   build_index();
-  if (fused_lstm_) {   // the weight space moved: the fused kernel's offsets follow it
+  if (fused_lstm_) {   // the weight space moved: the fused kernel's offsets follow it (the choice stays)
     const bool was = use_fused_;
+    const std::string note = lstm_note_;
     set_up_fused();
     use_fused_ = was && fused_lstm_ != nullptr;
+    if (fused_lstm_) lstm_note_ = note;
   }
   set_params(p);
   const std::vector<float> md = to_device_layout(m.data());
@@ -614,7 +632,6 @@ void CudaBackend::allreduce() {
 }
 
 StepTotals CudaBackend::update(float lr) {
-  if (optimizer_handed_out_) push_optimizer_state();
   const cudaStream_t s = compute_.get();
   StepEvents& ev = current();
   if (!ev.allreduced) CUDA_CHECK(cudaEventRecord(ev.ar_end.get(), s));   // single-process use without allreduce()
@@ -636,7 +653,7 @@ StepTotals CudaBackend::update(float lr) {
   a.barrier = barrier_.get();
   a.launch = opt_launches_;
   a.blocks = opt_blocks_;
-  a.kind = c.kind == "sgd" ? 0 : (c.kind == "adam" ? 1 : 2);
+  a.kind = c.kind == OptimizerKind::Sgd ? 0 : (c.kind == OptimizerKind::Adam ? 1 : 2);
   a.lr = lr;
   a.momentum = static_cast<float>(c.momentum);
   a.weight_decay = static_cast<float>(c.weight_decay);

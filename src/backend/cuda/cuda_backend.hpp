@@ -43,16 +43,17 @@ class CudaBackend final : public Backend {
  public:
   // Collective over opts.comm: binds the GPU (duplicate check), creates the NCCL communicator, measures the
   // cuDNN algorithms at batch one (rank 0's choice is used by every rank, so all ranks run the same arithmetic).
-  // The first forward_backward with K > 1 slots measures them again at batch K (a collective: every rank calls
-  // forward_backward with the same number of slots).
+  // With opts.batch = K > 1 it measures them again at batch K and sizes every buffer for K. A later
+  // forward_backward with more slots than K (tests only; train and bench construct with their K) does the same
+  // at that step, a collective: every rank calls it with the same number of slots.
   CudaBackend(const ModelShape& shape, const BackendOptions& opts, const CudaTuning& tuning = {});
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }
   void set_params(const std::vector<float>& params) override;
   std::vector<float> params() const override;
-  // A host mirror of the device state in PyTorch layout; the next update() loads it back, so edits take effect.
-  Optimizer& optimizer() override;
+  OptimizerState optimizer_state() const override;   // downloads the moments (waits for the GPU)
+  void set_optimizer_state(const OptimizerState& state) override;   // uploads them at once
   void set_train_shard(const Shard& shard) override;
   void forward_backward(const std::vector<int64_t>& positions) override;
   void allreduce() override;
@@ -99,15 +100,13 @@ class CudaBackend final : public Backend {
   bool capture_graph(const CudnnLstm::Batch& b, const GatherArgs& ga);
   bool harvest(int64_t step);
   void wait_for_totals(const StepEvents& ev, double tag);
-  void push_optimizer_state();
   std::vector<float> to_device_layout(const float* pytorch) const;
   void to_pytorch_layout(const std::vector<float>& device, float* pytorch) const;
 
   ModelShape shape_;
   ParamLayout layout_;
   MPI_Comm comm_;
-  Optimizer opt_;                         // configuration, step count, and the host mirror for checkpoints
-  bool optimizer_handed_out_ = false;
+  Optimizer opt_;                         // configuration and step count (the moments live in m_, v_)
   GpuBinding gpu_;
   int sms_ = 1;
   std::unique_ptr<NcclComm> nccl_;

@@ -10,10 +10,10 @@
 namespace ragtrain {
 
 std::unique_ptr<Backend> make_cuda_backend(const ModelShape& shape, const BackendOptions& opts) {
-  RT_CHECK(opts.device == "cuda" || opts.device == "auto", "make_cuda_backend for device " << opts.device);
+  RT_CHECK(opts.device != Device::Cpu, "make_cuda_backend for device cpu");
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(opts.comm, &rank));
-  if (opts.device == "auto") {
+  if (opts.device == Device::Auto) {
     // All ranks must take the same backend (their collectives must match), so the answer is "CUDA" only when
     // every rank sees a GPU.
     std::string why;

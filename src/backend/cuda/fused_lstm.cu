@@ -600,6 +600,8 @@ int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
 std::string fused_lstm_unsupported(const ModelShape& shape) {
   if (shape.layers != 1) return RT_MSG(shape.layers << " layers (the fused kernel runs one)");
+  if (shape.bidirectional) return "a bidirectional LSTM (the fused kernel runs one direction)";
+  if (shape.pool != Pool::Last) return "pooling over time (the fused kernel's head reads the last step)";
   if (shape.hidden > kMaxH) return RT_MSG("H=" << shape.hidden << " (the fused kernel runs H <= " << kMaxH << ")");
   if (shape.hidden < 1 || shape.input_size < 1 || shape.outputs < 1) return "an empty model";
   return "";

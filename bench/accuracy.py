@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Accuracy table on real data: ragtrain (CPU backend, both schedules) and the same model in PyTorch
+(tools/torch_model.py) trained with the same recipe, for several seeds, on the data sets embedded in inputs/.
+
+  bench/accuracy.py [--sets plaid,japanese-vowels] [--seeds 1,2,3] [--np 2] [--variants ...] [--set key=value]
+                    [--tag NAME] [--out DIR] [--table-only]
+
+For every data set: `ragtrain convert` its _TRAIN.ts / _TEST.ts to format v1 (once, under OUT/work/), then for
+every seed and variant trains on the training split and evaluates the final model (no model selection) on the
+test split:
+  ragtrain-balanced / ragtrain-random  mpirun -np NP ragtrain train --config RECIPE (schedule set to each), then
+                                       ragtrain eval on the run's checkpoint.h5
+  torch                                tools/torch_model.py with the same options and global batch (NP x
+                                       batch-per-rank), a fresh random permutation per epoch
+--set key=value overrides a recipe option for every run (both programs), and --tag names such a sweep.
+Every finished run is appended to OUT/accuracy.json at once (an interrupted table keeps what it ran; a rerun skips
+the runs already there); the table is printed at the end (or alone with --table-only).
+Needs numpy, h5py and torch (CPU) on /usr/bin/python3, and a built build/bin/ragtrain.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import torch_model  # noqa: E402
+
+# name, folder under inputs/, file stem, best published test accuracy we can cite, its source.
+UCR_2018 = ("1-NN DTW, learned window; UCR archive 2018 DataSummary.csv (Dau et al., \"The UCR Time Series "
+            "Archive\", IEEE/CAA J. Autom. Sinica 6(6), 2019)")
+DATASETS = [
+    ("japanese-vowels", "JapaneseVowels", 0.949,
+     "1-NN DTW_D; UEA archive paper (Bagnall et al. 2018, arXiv:1811.00075)"),
+    ("pickup-gesture-wiimote-z", "PickupGestureWiimoteZ", 1 - 0.34, UCR_2018),
+    ("shake-gesture-wiimote-z", "ShakeGestureWiimoteZ", 1 - 0.16, UCR_2018),
+    ("gesture-pebble-z1", "GesturePebbleZ1", 1 - 0.1744, UCR_2018),
+    ("gesture-midair-d1", "GestureMidAirD1", 1 - 0.3615, UCR_2018),
+    ("all-gesture-wiimote-x", "AllGestureWiimoteX", 1 - 0.2829, UCR_2018),
+    ("plaid", "PLAID", 1 - 0.1657, UCR_2018),
+]
+VARIANTS = ("ragtrain-balanced", "ragtrain-random", "torch")
+
+
+def sh(cmd, log):
+    log.write("+ " + " ".join(cmd) + "\n")
+    log.flush()
+    r = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        raise SystemExit(f"failed (exit {r.returncode}): {' '.join(cmd)}; see {log.name}")
+
+
+def convert(bin_path, folder, stem, work, log):
+    """format v1 files of the set's train and test split (converted once)."""
+    os.makedirs(work, exist_ok=True)
+    out = {}
+    for split in ("TRAIN", "TEST"):
+        src = os.path.join(ROOT, "inputs", folder, f"{stem}_{split}.ts")
+        dst = os.path.join(work, f"{split.lower()}.h5")
+        if not os.path.exists(dst) or os.path.getmtime(dst) < os.path.getmtime(src):
+            sh([bin_path, "convert", src, dst, "--quiet"], log)
+        out[split.lower()] = dst
+    return out
+
+
+def write_recipe(recipe_path, overrides, path):
+    """The recipe with `overrides` replacing (or adding) keys: the exact configuration a run used."""
+    lines, seen = [], set()
+    with open(recipe_path, encoding="utf-8") as f:
+        for line in f:
+            key = line.split("=", 1)[0].strip() if "=" in line and not line.lstrip().startswith("#") else None
+            if key in overrides:
+                line = f"{key} = {overrides[key]}\n"
+                seen.add(key)
+            lines.append(line)
+    lines += [f"{k} = {v}\n" for k, v in overrides.items() if k not in seen]
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(lines)
+
+
+def run_ragtrain(a, files, recipe, run_dir, log):
+    cmd = ["mpirun", "--oversubscribe", "-np", str(a.np), a.bin] if a.np > 1 else [a.bin]
+    # --val: `train --normalize` needs a validation set on the current main (issue 13 part 2); the test split
+    # is evaluated every epoch for the curve in metrics.jsonl, never to choose a model.
+    sh(cmd + ["train", "--config", recipe, "--data", files["train"], "--val", files["test"], "--out", run_dir,
+              "--quiet"], log)
+    ev = os.path.join(run_dir, "eval.json")
+    sh([a.bin, "eval", "--checkpoint", os.path.join(run_dir, "checkpoint.h5"), "--data", files["test"],
+        "--out", ev, "--quiet"], log)
+    with open(ev) as f:
+        e = json.load(f)
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        s = json.load(f)
+    return {"test_accuracy": e["accuracy"], "test_loss": e["loss"], "train_seconds": s["wall_seconds"],
+            "steps": s["steps"]}
+
+
+def load_results(path):
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    return {"runs": []}
+
+
+def save_results(path, results):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(results, f, indent=1)
+    os.replace(tmp, path)
+
+
+def stats(values):
+    m = statistics.mean(values)
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return m, sd, min(values), max(values)
+
+
+def agree(a, b, n_test):
+    """Means agree when they differ by no more than twice the standard error of the difference, or by no more
+    than one test example (accuracies are multiples of 1/n_test)."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    ma, sa, _, _ = stats(a)
+    mb, sb, _, _ = stats(b)
+    se = math.sqrt(sa * sa / len(a) + sb * sb / len(b))
+    return abs(ma - mb) <= max(2 * se, 1.0 / n_test + 1e-12)
+
+
+def fmt(values):
+    if not values:
+        return "-"
+    m, sd, lo, hi = stats(values)
+    return f"{m:.3f} ± {sd:.3f} [{lo:.3f}–{hi:.3f}] n={len(values)}"
+
+
+def table(results, tag):
+    rows = [r for r in results["runs"] if r.get("tag", "") == tag]
+    out = [f"# accuracy on the test split, final model, mean ± sd [min–max] over seeds (tag '{tag or 'recipe'}')",
+           "| data set | ragtrain recipe | ragtrain (recipe's schedule) | ragtrain balanced | ragtrain random | "
+           "PyTorch same options | ragtrain = PyTorch | balanced = random | best published |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for folder, stem, pub, ref in DATASETS:
+        mine = [r for r in rows if r["set"] == folder]
+        if not mine:
+            continue
+        acc = {v: [r["test_accuracy"] for r in mine if r["variant"] == v] for v in VARIANTS}
+        sched = mine[0]["options"].get("recipe_schedule", "balanced")
+        recipe_v = "ragtrain-" + sched
+        n_test = mine[0]["n_test"]
+        yes = {True: "yes", False: "**no**", None: "-"}
+        out.append(f"| {stem} | inputs/{folder}.ini | {fmt(acc[recipe_v])} | {fmt(acc['ragtrain-balanced'])} | "
+                   f"{fmt(acc['ragtrain-random'])} | {fmt(acc['torch'])} | "
+                   f"{yes[agree(acc[recipe_v], acc['torch'], n_test)]} | "
+                   f"{yes[agree(acc['ragtrain-balanced'], acc['ragtrain-random'], n_test)]} | "
+                   f"{pub:.3f} ({ref.split(';')[0]}) |")
+    return "\n".join(out)
+
+
+def n_sequences(path):
+    import h5py
+    with h5py.File(path, "r") as f:
+        return int(f["offsets"].shape[0] - 1)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sets", default=",".join(d[0] for d in DATASETS), help="folders under inputs/, comma-separated")
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--np", type=int, default=2, help="ragtrain ranks (the PyTorch batch follows: np x batch-per-rank)")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a recipe option")
+    ap.add_argument("--tag", default="", help="name of this sweep in accuracy.json (default: the recipes as shipped)")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build/bin/ragtrain"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/accuracy-2026-12-03"))
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    ap.add_argument("--table-only", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    res_path = os.path.join(a.out, "accuracy.json")
+    results = load_results(res_path)
+    if a.table_only:
+        print(table(results, a.tag))
+        return
+    overrides = dict(kv.split("=", 1) for kv in a.set)
+    known = {d[0]: d for d in DATASETS}
+    results.setdefault("machine", {"host": platform.node(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
+                                   "torch": torch_model.torch.__version__})
+    torch_model.torch.set_num_threads(a.threads)
+    log = open(os.path.join(a.out, "accuracy.log"), "a")
+    for folder in a.sets.split(","):
+        _, stem, _, _ = known[folder]
+        files = convert(a.bin, folder, stem, os.path.join(a.out, "work", folder), log)
+        n_test = n_sequences(files["test"])
+        base_recipe = os.path.join(ROOT, "inputs", f"{folder}.ini")
+        recipe_opts = torch_model.read_recipe(base_recipe)
+        for seed in [int(s) for s in a.seeds.split(",")]:
+            for variant in a.variants.split(","):
+                done = [r for r in results["runs"] if (r["set"], r["variant"], r["seed"], r.get("tag", "")) ==
+                        (folder, variant, seed, a.tag)]
+                if done:
+                    continue
+                run_dir = os.path.join(a.out, "runs", a.tag or "recipe", folder, f"{variant}-seed{seed}")
+                os.makedirs(run_dir, exist_ok=True)
+                ov = dict(overrides, seed=str(seed))
+                if variant.startswith("ragtrain-"):
+                    ov["schedule"] = variant.split("-", 1)[1]
+                recipe = os.path.join(run_dir, "recipe.ini")
+                write_recipe(base_recipe, ov, recipe)
+                opt = torch_model.resolve_options(torch_model.read_recipe(recipe), {})
+                t0 = time.time()
+                if variant == "torch":
+                    r = torch_model.train_and_test(files["train"], files["test"], opt, a.np * opt["batch-per-rank"])
+                else:
+                    r = run_ragtrain(a, files, recipe, run_dir, log)
+                opt["recipe_schedule"] = recipe_opts.get("schedule", "balanced")
+                row = {"set": folder, "variant": variant, "seed": seed, "tag": a.tag, "overrides": overrides,
+                       "options": opt, "np": a.np, "n_test": n_test, "wall_seconds": time.time() - t0,
+                       "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), **r}
+                results["runs"].append(row)
+                save_results(res_path, results)
+                print(f"{folder:26s} {variant:18s} seed {seed}: test accuracy {r['test_accuracy']:.4f} "
+                      f"({row['wall_seconds']:.0f} s)", flush=True)
+    print(table(results, a.tag))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+// The training engine that `train` and `bench` share, in named phases: set-up (data, model, backend, resume),
+// step, log, validate, checkpoint, summarize. The phases run in the order they are declared; each set-up phase
+// and every phase of the loop is collective over the ranks (every rank calls it, in the same order).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ragtrain/backend/backend.hpp"
+#include "ragtrain/checkpoint/checkpoint.hpp"
+#include "ragtrain/checkpoint/resume.hpp"
+#include "ragtrain/comm/context.hpp"
+#include "ragtrain/data/format.hpp"
+#include "ragtrain/data/normalization.hpp"
+#include "ragtrain/metrics/evaluation.hpp"
+#include "ragtrain/metrics/metrics.hpp"
+#include "ragtrain/metrics/progress.hpp"
+#include "ragtrain/schedule/schedule.hpp"
+#include "ragtrain/train/step.hpp"
+#include "ragtrain/train/train_config.hpp"
+
+namespace ragtrain {
+
+class CommWatchdog;
+
+// The best validation so far (--select) and how many validations passed without improving it (--early-stop).
+// Kept in the checkpoint, so a resumed run knows the best of the run it continues.
+struct BestModel {
+  int64_t epoch = 0, step = -1;   // where it was validated (epoch 1-based; step -1: no validation yet)
+  double val_loss = 0, val_accuracy = 0;
+  int64_t validations_since = 0;  // validations since the best one (0 right after an improvement)
+};
+
+class Trainer {
+ public:
+  // `watchdog` (train's --comm-timeout) may be null (bench). Nothing happens until the phases are called.
+  Trainer(const Context& ctx, const TrainConfig& cfg, CommWatchdog* watchdog = nullptr);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // ---- set-up (in this order) ----
+  // Data headers, or the synthetic set (bench); the schedule and the model shape. Checks N >= ranks.
+  void setup_data();
+  // --resume: reads the checkpoint and checks that it continues this run; refuses step checkpoints in --out that
+  // are newer than the start. Returns false when the checkpoint is already at the last step (nothing to train).
+  bool setup_resume();
+  // Each rank reads its own training sequences and its block of --val; --normalize standardises both.
+  void setup_shards();
+  // The backend, built whole for (shape, K), and its parameters: the checkpoint's, --init-from's, or the seed's.
+  void setup_backend();
+  // train: --out with metrics.jsonl (a "resume" record when continuing) and --write-order's order.csv.
+  void open_run_folder();
+
+  // ---- the loop ----
+  // One global step at the current position of the schedule (forward+backward, all-reduce, update), then the
+  // position moves on by one step (into the next epoch's order after the last step of one). Time and sequences
+  // go to `counters`. A non-finite step is returned with finite = false, not acted on.
+  StepTotals step(RankCounters& counters);
+  // train: every step to the end (or a stop signal, a non-finite step with --on-nonfinite stop, --early-stop),
+  // with logging, validation and checkpoints. Returns the exit code.
+  int run();
+  // train: summary.json and the end-of-run table (rank 0).
+  void summarize();
+
+  // ---- what bench reads ----
+  const ModelShape& shape() const { return shape_; }
+  Backend& backend() { return *backend_; }
+  int64_t steps_per_epoch() const { return schedule_->steps_per_epoch(); }
+
+ private:
+  struct Records {              // rank 0's open files of the run folder
+    JsonlWriter log;            // metrics.jsonl
+    std::ofstream order_csv;    // --write-order: epoch,step,slot,sequence of every trained slot
+  };
+
+  void log_interval(const StepTotals& tot, float lr);   // a metrics.jsonl "step" record and the progress line
+  void end_epoch();                                     // the "epoch" record and line (after validation)
+  void validate();                                      // --val scored; the best model kept (--select)
+  void keep_if_best();                                  // best.h5 when this validation improved on the best
+  void checkpoint(const char* reason, bool complete);   // collective: rank 0 writes, every rank learns the outcome
+  Checkpoint make_checkpoint(bool complete) const;      // everything a checkpoint holds, from this state
+  void handle_nonfinite(const StepTotals& tot);         // stop every rank (exit 2) or count the skipped step
+  int stop_for_signal(int signal);                      // the "stop" record and message; returns the exit code
+  int finish();                                         // after the last step (or early stop): end checkpoint
+  bool classification() const { return shape_.task == Task::Classification; }
+  SelectMetric select_metric() const;
+
+  Context ctx_;
+  TrainConfig cfg_;
+  CommWatchdog* watchdog_;
+  bool talk_;   // rank 0 prints (not --quiet)
+  std::string started_at_;
+  Stopwatch wall_;
+
+  // set-up
+  MemoryBudget budget_;
+  DatasetInfo train_info_, val_info_;
+  RaggedData synthetic_;   // bench without --data
+  std::vector<int64_t> lengths_;
+  std::unique_ptr<Schedule> schedule_;
+  int64_t total_steps_ = 0;
+  ModelShape shape_;
+  Shard train_, val_;
+  std::unique_ptr<ShardIndex> index_;
+  Normalizer normalizer_;   // --normalize, with the training statistics for `feature`
+  std::unique_ptr<Backend> backend_;
+  bool resuming_ = false;
+  std::string resume_path_;
+  Checkpoint from_;   // the checkpoint resumed from
+  ResumePlan plan_;
+  Records records_;
+
+  // position and running sums
+  int64_t step_ = 0;
+  TrainAccumulators acc_;
+  std::vector<int64_t> positions_;
+  Schedule::Epoch order_;
+  int64_t order_epoch_ = -1;
+  RankCounters run_, interval_;
+  Stopwatch interval_clock_, epoch_clock_, since_checkpoint_;
+  std::unique_ptr<Progress> progress_;
+  double last_train_loss_ = 0, last_train_acc_ = 0;
+  EvalTotals last_val_;
+  bool have_val_result_ = false;
+  BestModel best_;
+  bool early_stopped_ = false;
+  std::string stop_reason_ = "epochs";   // why the run ended: epochs | early_stop
+  int64_t saved_step_ = -1;
+  std::string saved_path_;
+  bool warned_skip_ = false;
+};
+
+}  // namespace ragtrain

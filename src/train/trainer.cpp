@@ -1,0 +1,287 @@
+// The Trainer's set-up phases (data, resume, shards, backend, run folder) and the one function that turns its
+// state into a checkpoint. Reads top to bottom like the data path: headers -> schedule -> (resume) -> shards ->
+// backend -> run folder.
+#include "ragtrain/train/trainer.hpp"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "ragtrain/checkpoint/checksum.hpp"
+#include "ragtrain/checkpoint/rotation.hpp"
+#include "ragtrain/core/error.hpp"
+#include "ragtrain/metrics/provenance.hpp"
+
+namespace ragtrain {
+
+namespace {
+
+void check_compatible(const DatasetInfo& train, const DatasetInfo& val) {
+  USER_CHECK(val.num_features == train.num_features,
+             "validation file '" << val.path << "' has " << val.num_features << " features per timestep, the training file '"
+                                 << train.path << "' has " << train.num_features,
+             "both files must come from the same feature pipeline");
+  USER_CHECK(val.task == train.task, "validation file '" << val.path << "' is a " << task_name(val.task)
+                                                         << " set, the training file is " << task_name(train.task),
+             "use a validation set of the same task");
+  USER_CHECK(val.num_outputs == train.num_outputs,
+             "validation file '" << val.path << "' declares " << val.num_outputs << (val.task == Task::Classification ? " classes" : " targets")
+                                 << ", the training file '" << train.path << "' " << train.num_outputs,
+             "the attribute num_classes must agree between training and validation files");
+}
+
+uint32_t lengths_crc32(const std::vector<int64_t>& lengths) {
+  return crc32(lengths.data(), lengths.size() * sizeof(int64_t));
+}
+
+// The step checkpoints already in --out must all be older than where this run starts (`step`, -1 for a fresh
+// run): newer ones belong to another run or to a continuation being abandoned, and rotation, which keeps the
+// highest step numbers, would delete the new checkpoints instead of them.
+void check_no_newer_checkpoints(const std::string& out, int64_t step) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(out, ec)) return;
+  for (const StepCheckpoint& s : list_step_checkpoints(out)) {
+    USER_CHECK(step >= 0, "--out " << out << " holds the checkpoints of an earlier run (" << s.path << ")",
+               "continue that run with --resume " << out << ", or start afresh in another (or an emptied) --out folder");
+    USER_CHECK(s.step <= step,
+               "--out " << out << " holds " << s.path << ", newer than the resume point (step " << step << ")",
+               "resume from the newest checkpoint (--resume " << out << "), or write to another --out folder");
+  }
+}
+
+}  // namespace
+
+Trainer::Trainer(const Context& ctx, const TrainConfig& cfg, CommWatchdog* watchdog)
+    : ctx_(ctx), cfg_(cfg), watchdog_(watchdog), talk_(ctx.is_root() && !cfg.quiet), started_at_(utc_now()) {}
+
+Trainer::~Trainer() = default;
+
+void Trainer::setup_data() {
+  Stopwatch io;
+  if (cfg_.synthetic) {
+    // The same synthetic set on every rank (a pure function of the spec): nothing to read, nothing to agree on.
+    synthetic_ = make_synthetic(*cfg_.synthetic);
+    for (int64_t i = 0; i < synthetic_.num_sequences(); ++i)
+      lengths_.push_back(synthetic_.offsets[static_cast<size_t>(i + 1)] - synthetic_.offsets[static_cast<size_t>(i)]);
+    train_info_.num_sequences = synthetic_.num_sequences();
+    train_info_.num_features = synthetic_.num_features;
+    train_info_.num_outputs = synthetic_.num_outputs;
+    train_info_.task = synthetic_.task;
+  } else {
+    // Data headers: shapes, task and offsets only (cheap, identical on every rank).
+    collective_phase(ctx_, [&] {
+      budget_ = MemoryBudget::of(cfg_.max_memory, ctx_.local_size);
+      train_info_ = read_dataset_info(cfg_.data, ctx_.world, budget_);
+      if (!cfg_.val.empty()) {
+        val_info_ = read_dataset_info(cfg_.val, ctx_.world, budget_);
+        check_compatible(train_info_, val_info_);
+      }
+      // A rank without a single training sequence would only ever contribute empty gradients: almost certainly
+      // a launch mistake (-np too large, or the wrong --data), and its device would sit idle for the whole run.
+      USER_CHECK(train_info_.num_sequences >= ctx_.size,
+                 "--data " << cfg_.data << " holds " << train_info_.num_sequences << " sequence(s) but the job has "
+                           << ctx_.size << " ranks; every rank must train on at least one sequence",
+                 "use at most " << train_info_.num_sequences << " rank(s) (mpirun -np " << train_info_.num_sequences
+                                << "), or train on a larger data set");
+    });
+    lengths_ = train_info_.lengths();
+  }
+  // Which sequences this rank owns for the whole run (only those are read), and the model they train.
+  schedule_ = std::make_unique<Schedule>(lengths_, ctx_.size, cfg_.batch_per_rank, cfg_.seed, cfg_.schedule);
+  total_steps_ = cfg_.epochs * schedule_->steps_per_epoch();
+  cfg_.lr.total_steps = total_steps_;
+  shape_ = ModelShape{train_info_.num_features, cfg_.hidden,      cfg_.layers,  train_info_.num_outputs,
+                      train_info_.task,         cfg_.bidirectional, cfg_.pool};
+  run_.io_s += io.seconds();
+}
+
+bool Trainer::setup_resume() {
+  resuming_ = !cfg_.resume.empty();
+  if (!resuming_) {
+    collective_phase(ctx_, [&] {
+      if (ctx_.is_root()) check_no_newer_checkpoints(cfg_.out, -1);
+    });
+    return true;
+  }
+  // Every rank reads the checkpoint and checks that it continues this run (the same verdict everywhere).
+  collective_phase(ctx_, [&] {
+    resume_path_ = resolve_resume_path(cfg_.resume);
+    from_ = read_checkpoint(resume_path_);
+    ResumeTarget target;
+    target.shape = shape_;
+    target.position = make_checkpoint(false).position;
+    target.dropout = cfg_.dropout;
+    target.effective_config = cfg_.effective;
+    plan_ = plan_resume(resume_path_, from_, target);
+    USER_CHECK(!from_.opt_m.empty(), "checkpoint '" << resume_path_ << "' holds no optimizer state",
+               "the file is damaged; resume from another checkpoint");
+    USER_CHECK(from_.normalization == normalization_name(cfg_.normalize),
+               "checkpoint '" << resume_path_ << "' was trained with --normalize " << from_.normalization
+                              << ", this run has --normalize " << normalization_name(cfg_.normalize),
+               "resume with the options of the run that wrote it");
+    if (ctx_.is_root() && !plan_.finished) check_no_newer_checkpoints(cfg_.out, plan_.step);
+  });
+  if (talk_) {
+    std::printf("%s\n", plan_.message.c_str());
+    std::fflush(stdout);
+  }
+  if (plan_.finished) {
+    if (talk_)
+      std::printf("# nothing to train: the checkpoint is at the last step of --epochs %lld; raise --epochs to go on\n",
+                  static_cast<long long>(cfg_.epochs));
+    return false;
+  }
+  // Running sums, and the best model so far; a resumed run starts from the checkpoint's, so its records equal
+  // an uninterrupted run's.
+  step_ = plan_.step;
+  acc_ = from_.accumulators;
+  saved_step_ = plan_.step;
+  saved_path_ = resume_path_;
+  return true;
+}
+
+void Trainer::setup_shards() {
+  Stopwatch io;
+  const std::vector<int64_t> mine = schedule_->rank_sequences(ctx_.rank);
+  if (cfg_.synthetic) {
+    train_ = make_shard(synthetic_, mine);
+  } else {
+    collective_phase(ctx_, [&] { train_ = read_shard(train_info_, mine, ctx_.world, budget_); });
+    if (!cfg_.val.empty())
+      collective_phase(ctx_, [&] {
+        val_ = read_shard(val_info_, block_indices(val_info_.num_sequences, ctx_.size, ctx_.rank), ctx_.world, budget_);
+      });
+  }
+  run_.io_s += io.seconds();
+  // Standardisation uses training statistics only, over every rank's shard, so validation stays held out. A
+  // resumed run keeps the statistics the model was trained with.
+  normalizer_ = Normalizer{cfg_.normalize, {}};
+  if (normalizer_.mode == Normalization::Feature)
+    normalizer_.scaling =
+        resuming_ ? FeatureScaling{from_.feature_mean, from_.feature_std} : compute_scaling(train_, ctx_.world);
+  normalizer_.apply(train_);
+  if (!cfg_.val.empty()) normalizer_.apply(val_);   // no --val: there is no validation shard to scale
+
+  index_ = std::make_unique<ShardIndex>(train_);
+  positions_.assign(static_cast<size_t>(cfg_.batch_per_rank), -1);
+}
+
+void Trainer::setup_backend() {
+  BackendOptions opts;
+  opts.device = cfg_.device;
+  opts.lstm = cfg_.lstm;
+  opts.batch = cfg_.batch_per_rank;
+  opts.optimizer = cfg_.optimizer;
+  opts.comm = ctx_.world;
+  opts.local_rank = ctx_.local_rank;
+  opts.watchdog = watchdog_;
+  opts.dropout = cfg_.dropout;
+  opts.seed = cfg_.seed;
+  collective_phase(ctx_, [&] { backend_ = make_backend(shape_, opts); });
+  if (resuming_) {
+    backend_->set_params(from_.params);
+    backend_->set_optimizer_state(OptimizerState{from_.opt_m, from_.opt_v, from_.optimizer_steps});
+  } else if (!cfg_.init_from.empty()) {
+    // Weights from elsewhere (e.g. PyTorch via tools/torch_interop.py); --resume, which restores the whole run,
+    // takes precedence over it.
+    Checkpoint init;
+    collective_phase(ctx_, [&] {
+      init = read_checkpoint(cfg_.init_from);
+      USER_CHECK(init.shape == shape_,
+                 "--init-from '" << cfg_.init_from << "' holds a model with input " << init.shape.input_size
+                                 << ", hidden " << init.shape.hidden << ", layers " << init.shape.layers << ", outputs "
+                                 << init.shape.outputs << " (" << describe(init.shape) << "); this run needs input "
+                                 << shape_.input_size << ", hidden " << shape_.hidden << ", layers " << shape_.layers
+                                 << ", outputs " << shape_.outputs << " (" << describe(shape_) << ")",
+                 "match --hidden/--layers/--bidirectional/--pool to the checkpoint, or train from scratch");
+    });
+    backend_->set_params(init.params);
+  } else {
+    backend_->set_params(init_params(ParamLayout(shape_), cfg_.seed));
+  }
+  backend_->set_train_shard(train_);
+}
+
+void Trainer::open_run_folder() {
+  // Only once the inputs (data, checkpoints, --init-from) and the backend are known to be good: a bad input
+  // leaves nothing behind. A resumed run appends to the folder's metrics.jsonl, without the records of steps it
+  // is about to redo.
+  collective_phase(ctx_, [&] {
+    if (!ctx_.is_root()) return;
+    ensure_output_dir(cfg_.out);
+    const std::string path = cfg_.out + "/metrics.jsonl";
+    if (cfg_.write_order) {
+      records_.order_csv.open(cfg_.out + "/order.csv", resuming_ ? std::ios::app : std::ios::trunc);
+      USER_CHECK(records_.order_csv.good(), "cannot create '" << cfg_.out << "/order.csv'",
+                 "choose a writable --out folder");
+      if (!resuming_) records_.order_csv << "epoch,step,slot,sequence\n";
+    }
+    if (!resuming_) {
+      records_.log.open(path);
+      return;
+    }
+    const int64_t dropped = keep_records_through_step(path, plan_.step);
+    records_.log.open(path, /*append=*/true);
+    records_.log.write(Json{{"event", "resume"},
+                             {"step", plan_.step},
+                             {"epoch", plan_.epoch + 1},
+                             {"checkpoint", resume_path_},
+                             {"checkpoint_world_size", from_.position.world_size},
+                             {"checkpoint_batch_per_rank", from_.position.batch_per_rank},
+                             {"world_size", ctx_.size},
+                             {"batch_per_rank", cfg_.batch_per_rank},
+                             {"dropped_records", dropped},
+                             {"time", utc_now()}});
+  });
+  if (talk_) {
+    std::printf("# ragtrain train: %lld sequences (F=%lld, %s, %lld %s) on %d ranks x %lld per step = %lld steps/epoch, "
+                "backend %s, %lld parameters\n",
+                static_cast<long long>(train_info_.num_sequences), static_cast<long long>(shape_.input_size),
+                task_name(shape_.task), static_cast<long long>(shape_.outputs),
+                classification() ? "classes" : "targets", ctx_.size, static_cast<long long>(cfg_.batch_per_rank),
+                static_cast<long long>(steps_per_epoch()), backend_->name().c_str(),
+                static_cast<long long>(ParamLayout(shape_).total()));
+    std::printf("# model: %s%s\n", describe(shape_).c_str(),
+                cfg_.dropout.any()
+                    ? RT_MSG(", dropout " << cfg_.dropout.between << ", head dropout " << cfg_.dropout.head).c_str()
+                    : "");
+    std::fflush(stdout);
+  }
+}
+
+// Everything a checkpoint holds at the current step boundary. The parameters and optimizer state come from
+// the backend only when the checkpoint is written (rank 0); resume compares its shape and position only.
+Checkpoint Trainer::make_checkpoint(bool complete) const {
+  Checkpoint c;
+  c.shape = shape_;
+  c.dropout = cfg_.dropout;
+  c.class_names = train_info_.class_names;
+  c.epoch = step_ / steps_per_epoch();
+  c.step = step_;
+  c.config = cfg_.effective;
+  c.optimizer = optimizer_name(cfg_.optimizer.kind);
+  c.normalization = normalization_name(normalizer_.mode);
+  c.feature_mean = normalizer_.scaling.mean;
+  c.feature_std = normalizer_.scaling.std;
+  c.resumable = true;
+  c.position.steps_per_epoch = steps_per_epoch();
+  c.position.global_batch = schedule_->global_batch();
+  c.position.world_size = ctx_.size;
+  c.position.batch_per_rank = cfg_.batch_per_rank;
+  c.position.epochs = cfg_.epochs;
+  c.position.seed = cfg_.seed;
+  c.position.schedule = schedule_kind_name(cfg_.schedule);
+  c.position.data_sequences = train_info_.num_sequences;
+  c.position.data_lengths_crc32 = lengths_crc32(lengths_);
+  c.position.complete = complete;
+  c.accumulators = acc_;
+  if (backend_) {
+    c.params = backend_->params();
+    const OptimizerState opt = backend_->optimizer_state();
+    c.optimizer_steps = opt.steps_taken;
+    c.opt_m = opt.m;
+    c.opt_v = opt.v;
+  }
+  return c;
+}
+
+}  // namespace ragtrain

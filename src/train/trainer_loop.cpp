@@ -1,0 +1,259 @@
+// The Trainer's loop phases: step, log, validate, checkpoint, and the ways a run ends (last step, stop signal,
+// non-finite step).
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <sstream>
+
+#include "ragtrain/checkpoint/rotation.hpp"
+#include "ragtrain/comm/signals.hpp"
+#include "ragtrain/comm/watchdog.hpp"
+#include "ragtrain/core/error.hpp"
+#include "ragtrain/metrics/provenance.hpp"
+#include "ragtrain/metrics/units.hpp"
+#include "ragtrain/schedule/schedule_stats.hpp"
+#include "ragtrain/train/nonfinite.hpp"
+#include "ragtrain/train/trainer.hpp"
+
+namespace ragtrain {
+
+StepTotals Trainer::step(RankCounters& counters) {
+  const int64_t epoch = step_ / steps_per_epoch(), s = step_ % steps_per_epoch();
+  if (epoch != order_epoch_) {
+    order_ = schedule_->epoch(epoch);
+    order_epoch_ = epoch;
+  }
+  if (records_.order_csv.is_open()) {
+    const std::vector<int64_t> slots = order_.global_batch(s);
+    for (size_t j = 0; j < slots.size(); ++j)
+      if (slots[j] >= 0) records_.order_csv << epoch << ',' << s << ',' << j << ',' << slots[j] << '\n';
+  }
+  index_->positions(order_, s, ctx_.rank, positions_, counters);
+  const float lr = static_cast<float>(cfg_.lr.at(step_));
+  backend_->set_global_step(step_);   // keys the dropout masks
+  const StepTotals tot = train_step(*backend_, positions_, lr, counters);
+  ++step_;
+  return tot;
+}
+
+int Trainer::run() {
+  // A bar with rate and ETA on a terminal; one plain line per --log-every interval in a log file (rank 0 only).
+  progress_ = std::make_unique<Progress>(
+      stdout, talk_ ? progress_mode_for(stdout, cfg_.quiet, cfg_.verbose) : ProgressMode::Off, total_steps_, "step",
+      step_);
+  if (watchdog_) watchdog_->arm();   // set-up is done: from here on no rank waits on another longer than --comm-timeout
+  while (step_ < total_steps_) {
+    const int64_t s = step_ % steps_per_epoch();
+    if (watchdog_) watchdog_->set_step(step_ + 1);
+    if (s == 0) {
+      acc_.epoch_loss_sum = acc_.epoch_count = acc_.epoch_correct = acc_.epoch_imbalance_sum = 0;
+      epoch_clock_.restart();
+    }
+    const float lr = static_cast<float>(cfg_.lr.at(step_));
+    const StepTotals tot = step(interval_);   // step_ now counts it
+    if (!tot.finite) handle_nonfinite(tot);   // stops the run, or counts the skipped step
+    progress_->tick(step_);
+
+    if (tot.finite) {   // a skipped step adds nothing: its loss is NaN or Inf
+      acc_.epoch_loss_sum += tot.loss_sum;
+      acc_.epoch_count += tot.count;
+      acc_.epoch_correct += tot.correct;
+      acc_.interval_loss_sum += tot.loss_sum;
+      acc_.interval_count += tot.count;
+    }
+    // Length imbalance 1 - mean/max of per-rank timesteps: a pure function of the schedule, so rank 0
+    // computes it for every step without communication.
+    if (ctx_.is_root()) {
+      const double imbalance = step_imbalance(order_, s, *schedule_, lengths_);
+      acc_.interval_imbalance_sum += imbalance;
+      acc_.epoch_imbalance_sum += imbalance;
+      acc_.run_imbalance_sum += imbalance;
+    }
+    acc_.interval_steps += 1;
+
+    const bool last_of_epoch = s + 1 == steps_per_epoch();
+    if (step_ % cfg_.log_every == 0 || last_of_epoch) log_interval(tot, lr);
+    if (last_of_epoch) {
+      if (!cfg_.val.empty()) validate();
+      end_epoch();
+    }
+
+    // Step boundary: every --signal-check-every steps all ranks decide together whether to stop and whether
+    // rank 0's clock asks for a checkpoint (one tiny all-reduce; doc/hpc.md has its cost). --checkpoint-every
+    // needs no agreement: every rank counts the same steps. The last step needs neither: the run ends anyway.
+    if (step_ == total_steps_) break;
+    StepAgreement agreed;
+    if (step_ % cfg_.signal_check_every == 0) {
+      const bool clock_due =
+          cfg_.checkpoint_minutes > 0 && since_checkpoint_.seconds() >= 60.0 * cfg_.checkpoint_minutes;
+      agreed = agree_at_step_boundary(ctx_, clock_due);
+    }
+    const bool every_due = cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0;
+    if (agreed.stop_signal != 0 || agreed.timed_checkpoint || every_due)
+      checkpoint(agreed.stop_signal ? "signal" : every_due ? "every" : "minutes", false);
+    if (agreed.stop_signal != 0) return stop_for_signal(agreed.stop_signal);
+  }
+  return finish();
+}
+
+void Trainer::log_interval(const StepTotals& tot, float lr) {
+  const int64_t epoch = (step_ - 1) / steps_per_epoch(), s = (step_ - 1) % steps_per_epoch();
+  const double secs = interval_clock_.seconds();
+  const std::vector<RankCounters> all = gather_counters(ctx_, interval_);
+  const double loss = acc_.interval_loss_sum / acc_.interval_count;   // NaN (null in JSON) if all were skipped
+  if (acc_.first_loss < 0 && acc_.interval_count > 0) acc_.first_loss = loss;
+  if (ctx_.is_root()) {
+    RankCounters sum;
+    for (const auto& r : all) sum += r;
+    Json rec{{"event", "step"},          {"epoch", epoch + 1},
+             {"step", step_},            {"lr", lr},
+             {"loss", loss},             {"grad_norm", tot.grad_norm},
+             {"length_imbalance", acc_.interval_imbalance_sum / acc_.interval_steps},
+             {"comm_wait_fraction", spread_fraction(all)},
+             {"sequences", sum.sequences}, {"timesteps", sum.timesteps},
+             {"seconds", secs},          {"sequences_per_second", sum.sequences / secs},
+             {"timesteps_per_second", sum.timesteps / secs},
+             {"compute_s", spread(all, &RankCounters::compute_s)},
+             {"comm_s", spread(all, &RankCounters::comm_s)},
+             {"skipped_steps", static_cast<int64_t>(acc_.skipped_steps)}};
+    records_.log.write(rec);
+    char status[200];
+    std::snprintf(status, sizeof status, "epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.2e  %s",
+                  static_cast<long long>(epoch + 1), static_cast<long long>(cfg_.epochs),
+                  static_cast<long long>(s + 1), static_cast<long long>(steps_per_epoch()), loss, lr,
+                  with_unit(sum.sequences / secs, "seq/s").c_str());
+    progress_->report(step_, status);
+  }
+  run_ += interval_;
+  interval_ = RankCounters{};
+  acc_.interval_loss_sum = acc_.interval_count = acc_.interval_imbalance_sum = acc_.interval_steps = 0;
+  interval_clock_.restart();
+}
+
+void Trainer::validate() {
+  Stopwatch t;
+  last_val_ = allreduce(score(val_, backend_->infer(val_)), ctx_);
+  have_val_result_ = true;
+  run_.compute_s += t.seconds();
+  interval_clock_.restart();   // validation is not training: keep it out of the next interval's throughput
+}
+
+void Trainer::end_epoch() {
+  const int64_t epoch = step_ / steps_per_epoch();   // 1-based: the epoch just completed
+  last_train_loss_ = acc_.epoch_loss_sum / acc_.epoch_count;
+  last_train_acc_ = acc_.epoch_correct / acc_.epoch_count;
+  Json rec{{"event", "epoch"},
+           {"epoch", epoch},
+           {"step", step_},
+           {"train_loss", last_train_loss_},
+           {"length_imbalance", acc_.epoch_imbalance_sum / static_cast<double>(steps_per_epoch())},
+           {"seconds", epoch_clock_.seconds()}};
+  if (classification()) rec["train_accuracy"] = last_train_acc_;
+  const bool has_val = !cfg_.val.empty();
+  if (has_val) {
+    rec["val_loss"] = last_val_.loss();
+    if (classification())
+      rec["val_accuracy"] = last_val_.accuracy();
+    else
+      rec["val_mae"] = last_val_.mae();
+  }
+  if (ctx_.is_root()) {
+    // Share of this epoch's global batches the previous epoch also trained (schedule_stats.hpp); null if none.
+    const double repeat = batch_repeat_fraction(*schedule_, epoch - 1);
+    rec["batch_repeat_fraction"] = std::isnan(repeat) ? Json(nullptr) : Json(repeat);
+    records_.log.write(rec);
+    std::ostringstream line;
+    line << std::fixed << std::setprecision(4) << "epoch " << epoch << "/" << cfg_.epochs << " done: train loss "
+         << last_train_loss_;
+    if (classification()) line << " acc " << last_train_acc_;
+    if (has_val) {
+      line << "  val loss " << last_val_.loss();
+      if (classification()) line << " acc " << last_val_.accuracy();
+    }
+    line << "  (" << human_duration(epoch_clock_.seconds()) << ")";
+    progress_->println(line.str());
+  }
+  interval_clock_.restart();
+}
+
+void Trainer::checkpoint(const char* reason, bool complete) {
+  // Collective: rank 0 writes, every rank learns whether it worked (a full disk stops all ranks with code 2).
+  Stopwatch t;
+  collective_phase(ctx_, [&] {
+    if (!ctx_.is_root()) return;
+    try {
+      saved_path_ = save_checkpoint(cfg_.out, make_checkpoint(complete), cfg_.keep);
+    } catch (const UserError& e) {   // a full disk: say which checkpoint survives and how to go on from it
+      throw UserError(e.what(), e.hint() + (saved_step_ >= 0 ? "; the last complete one is " + saved_path_ +
+                                                                   " (step " + std::to_string(saved_step_) +
+                                                                   "): continue it with --resume " + cfg_.out
+                                                             : std::string()));
+    }
+    records_.log.write(Json{{"event", "checkpoint"}, {"step", step_}, {"reason", reason}, {"path", saved_path_},
+                            {"seconds", t.seconds()}});
+  });
+  saved_step_ = step_;
+  since_checkpoint_.restart();
+  run_.io_s += t.seconds();
+}
+
+// A NaN/Inf in the summed loss or gradient (StepTotals::finite, the same on every rank; the update was not
+// applied): find the rank and sequence, record it, then stop every rank with exit code 2 and the last good
+// checkpoint untouched (--on-nonfinite stop), or count the step as skipped and go on (skip).
+void Trainer::handle_nonfinite(const StepTotals& tot) {
+  const NonfiniteStep bad = locate_nonfinite(ctx_, *backend_, positions_, train_, tot, step_);   // 1-based
+  const std::string what = describe(bad, cfg_.data);
+  const bool stop = cfg_.on_nonfinite == NonfinitePolicy::Stop;
+  if (ctx_.is_root())
+    records_.log.write(Json{{"event", "nonfinite"}, {"step", bad.step}, {"rank", bad.rank}, {"sequence", bad.sequence},
+                            {"what", bad.what()}, {"action", stop ? "stop" : "skip"}, {"time", utc_now()}});
+  if (stop) {
+    progress_->finish();
+    const bool have_good = saved_step_ >= 0;
+    const std::string good = resuming_ && saved_step_ == plan_.step ? resume_path_
+                                                                     : cfg_.out + "/" + kLatestCheckpointName;
+    collective_phase(ctx_, [&] {
+      if (ctx_.rank != std::max(bad.rank, 0)) return;   // the guilty rank reports (rank 0 if none is alone)
+      throw UserError(
+          what + "; the run stopped before applying it, on every rank",
+          RT_MSG("lower --lr, set --clip (e.g. --clip 1), or check the data"
+                 << (bad.rank >= 0 ? RT_MSG(" (sequence " << bad.sequence << ": extreme features or targets?)")
+                                   : std::string())
+                 << "; --on-nonfinite skip drops such steps instead. "
+                 << (have_good ? RT_MSG("The last good checkpoint, " << good << " (step " << saved_step_
+                                                                     << "), is kept: --init-from " << good
+                                                                     << " starts a new run from its weights")
+                               : std::string("No checkpoint was written before this step"))));
+    });
+  }
+  acc_.skipped_steps += 1;
+  if (ctx_.is_root() && !warned_skip_) {
+    std::fprintf(stderr, "ragtrain: warning: %s: step skipped on every rank (--on-nonfinite skip); further skipped "
+                         "steps are counted in metrics.jsonl and summary.json without a warning\n", what.c_str());
+    std::fflush(stderr);
+  }
+  warned_skip_ = true;
+}
+
+int Trainer::stop_for_signal(int signal) {
+  progress_->finish();
+  collective_phase(ctx_, [&] {
+    if (!ctx_.is_root()) return;
+    records_.log.write(Json{{"event", "stop"}, {"step", step_}, {"signal", signal_name(signal)},
+                            {"checkpoint", saved_path_}, {"time", utc_now()}});
+    std::printf("# stopped by %s at step %lld of %lld: checkpoint %s; continue with --resume %s (exit code %d)\n",
+                signal_name(signal), static_cast<long long>(step_), static_cast<long long>(total_steps_),
+                saved_path_.c_str(), cfg_.out.c_str(), kExitCheckpointed);
+    std::fflush(stdout);
+  });
+  return kExitCheckpointed;
+}
+
+int Trainer::finish() {
+  progress_->finish();
+  // Final record: every rank holds identical parameters (checked by summarize), rank 0 writes them.
+  if (saved_step_ != step_) checkpoint("end", true);
+  return kExitOk;
+}
+
+}  // namespace ragtrain

@@ -1,0 +1,116 @@
+// The Trainer's last phase: summary.json (rank 0, atomically) and the end-of-run table on stdout.
+#include <cstdio>
+
+#include "ragtrain/checkpoint/rotation.hpp"
+#include "ragtrain/metrics/provenance.hpp"
+#include "ragtrain/train/trainer.hpp"
+
+namespace ragtrain {
+
+namespace {
+
+// One line of the end-of-run table per rank-spread quantity.
+void print_spread_row(const char* name, const Json& s) {
+  std::printf("#  %-12s %12.4f %12.4f %12.4f\n", name, s["min"].get<double>(), s["median"].get<double>(),
+              s["max"].get<double>());
+}
+
+// The per-rank counters as summary.json lists them, for the compute/wait plot.
+Json per_rank_json(const std::vector<RankCounters>& all, const Json& provenance) {
+  Json per_rank = Json::array();
+  for (size_t r = 0; r < all.size(); ++r)
+    per_rank.push_back(Json{{"rank", r},
+                            {"host", provenance["layout"]["ranks"][r]["host"]},
+                            {"compute_s", all[r].compute_s},
+                            {"comm_s", all[r].comm_s},
+                            {"io_s", all[r].io_s},
+                            {"sequences", all[r].sequences},
+                            {"timesteps", all[r].timesteps}});
+  return per_rank;
+}
+
+}  // namespace
+
+void Trainer::summarize() {
+  const double wall_s = wall_.seconds();
+  const std::vector<RankCounters> all = gather_counters(ctx_, run_);
+  const Json provenance = collect_provenance(ctx_, cfg_.command_line, cfg_.effective, backend_->name(), started_at_);
+  const Json validity = check_validity(ctx_, backend_->params(), acc_.first_loss, last_train_loss_);
+  collective_phase(ctx_, [&] {
+    if (!ctx_.is_root()) return;
+    RankCounters sum;
+    for (const auto& r : all) sum += r;
+    const bool has_val = !cfg_.val.empty();
+    Json summary{{"world_size", ctx_.size},
+                 {"backend", backend_->name()},
+                 {"epochs", cfg_.epochs},
+                 {"steps", step_},
+                 {"sequences", train_info_.num_sequences},
+                 {"batch_per_rank", cfg_.batch_per_rank},
+                 {"parameters", ParamLayout(shape_).total()},
+                 {"train_loss", last_train_loss_}};
+    if (classification()) summary["train_accuracy"] = last_train_acc_;
+    if (has_val) {
+      summary["val_loss"] = last_val_.loss();
+      if (classification())
+        summary["val_accuracy"] = last_val_.accuracy();
+      else
+        summary["val_mae"] = last_val_.mae();
+    } else {
+      summary["val_loss"] = nullptr;
+    }
+    summary["valid"] = validity["valid"];
+    summary["validity"] = validity;
+    summary["sequences_per_second"] = sum.sequences / wall_s;
+    summary["timesteps_per_second"] = sum.timesteps / wall_s;
+    summary["schedule"] = schedule_kind_name(cfg_.schedule);
+    summary["length_imbalance"] = step_ > 0 ? acc_.run_imbalance_sum / static_cast<double>(step_) : 0.0;
+    double wait = 0;
+    for (const auto& r : all) wait += wait_fraction(r);
+    summary["comm_wait_fraction"] = wait / static_cast<double>(all.size());
+    summary["wall_seconds"] = wall_s;
+    summary["timings"] = Json{{"compute_s", spread(all, &RankCounters::compute_s)},
+                              {"comm_s", spread(all, &RankCounters::comm_s)},
+                              {"io_s", spread(all, &RankCounters::io_s)},
+                              {"comm_wait_fraction", spread_fraction(all)},
+                              {"sequences", spread(all, &RankCounters::sequences)},
+                              {"timesteps", spread(all, &RankCounters::timesteps)}};
+    // Per rank, for the compute/wait plot; timings, throughput and wall time cover this invocation only.
+    summary["per_rank"] = per_rank_json(all, provenance);
+    summary["checkpoint"] = saved_path_;
+    summary["skipped_steps"] = static_cast<int64_t>(acc_.skipped_steps);   // --on-nonfinite skip
+    if (resuming_)
+      summary["resumed_from"] = Json{{"checkpoint", resume_path_},
+                                     {"step", plan_.step},
+                                     {"world_size", from_.position.world_size},
+                                     {"batch_per_rank", from_.position.batch_per_rank}};
+    summary["config"] = cfg_.effective;
+    summary["provenance"] = provenance;
+    write_json_atomic(cfg_.out + "/summary.json", summary);
+
+    if (!cfg_.quiet) {
+      std::printf("#\n# %-10s %8s %6s %7s %11s %11s %9s %10s %13s %9s\n", "result", "ranks", "epochs", "steps",
+                  "train_loss", "val_loss", "val_acc", "seq/s", "timesteps/s", "wall_s");
+      std::printf("# %-10s %8d %6lld %7lld %11.5f %11s %9s %10.1f %13.1f %9.2f\n", backend_->name().c_str(),
+                  ctx_.size, static_cast<long long>(cfg_.epochs), static_cast<long long>(step_), last_train_loss_,
+                  has_val ? std::to_string(last_val_.loss()).c_str() : "-",
+                  has_val && classification() ? std::to_string(last_val_.accuracy()).c_str() : "-",
+                  sum.sequences / wall_s, sum.timesteps / wall_s, wall_s);
+      std::printf("#\n#  %-12s %12s %12s %12s   (seconds per rank)\n", "", "min", "median", "max");
+      print_spread_row("compute", summary["timings"]["compute_s"]);
+      print_spread_row("comm wait", summary["timings"]["comm_s"]);
+      print_spread_row("io", summary["timings"]["io_s"]);
+      std::printf("# validity: %s (loss finite %s, falling %s, ranks agree %s)\n",
+                  validity["valid"].get<bool>() ? "OK" : "FAILED", validity["loss_finite"].get<bool>() ? "yes" : "no",
+                  validity["loss_falling"].get<bool>() ? "yes" : "no",
+                  validity["ranks_agree"].get<bool>() ? "yes" : "no");
+      std::printf("# outputs: %s/{metrics.jsonl,summary.json,checkpoint.h5}\n", cfg_.out.c_str());
+    }
+    if (has_val && classification())
+      std::printf("validation accuracy: %.4f (%lld/%lld)\n", last_val_.accuracy(),
+                  static_cast<long long>(last_val_.correct), static_cast<long long>(last_val_.count));
+    std::fflush(stdout);
+  });
+}
+
+}  // namespace ragtrain
