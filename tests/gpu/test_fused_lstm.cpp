@@ -2,7 +2,8 @@
 // one long sequence), each alone and several per step with an empty slot, both tasks, both kernel variants
 // (weights in registers for H <= 64, in shared memory above, H = 128 with the columns that do not fit); 100 SGD and
 // Adam steps against the CPU backend at K = 1 and K = 4 (H = 128: SGD); bitwise-identical reruns; the fallback to cuDNN for models
-// it does not cover; and the per-timestep cycle budget (printed for doc/performance.md).
+// it does not cover; the per-timestep cycle budget (printed for doc/performance.md); and, without a GPU, the gate-block
+// layout taken from the index map.
 // Tolerances are the cuDNN tests' (agreement.hpp): |gpu - ref| <= 1e-5 max|ref| of the tensor + 1e-5 |ref|.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -263,4 +264,35 @@ TEST(FusedBudget, CyclesPerTimestep) {
       EXPECT_GT(c.backward, 0);
     }
   }
+}
+
+// Host logic only (runs without a GPU): the gate-block offsets come from the PyTorch -> device index map, and a map
+// that splits a gate block is refused (the backend then falls back to cuDNN) rather than read wrongly.
+TEST(FusedLayout, GateBlocksFromTheIndexMap) {
+  const ModelShape shape{3, 4, 1, 2, Task::Classification};
+  const ParamLayout layout(shape);
+  const int64_t P = layout.total(), shift = 7;   // the device layout: PyTorch's, 7 floats further on
+  std::vector<int64_t> index(static_cast<size_t>(P));
+  for (int64_t i = 0; i < P; ++i) index[static_cast<size_t>(i)] = i + shift;
+  const FusedLayoutResult ok = fused_layout_from_index(shape, index, 100, 200);
+  ASSERT_TRUE(ok.ok) << ok.why;
+  for (int q = 0; q < 4; ++q) {
+    EXPECT_EQ(ok.layout.w_ih[q], layout.w_ih(0).offset + shift + q * 4 * 3);
+    EXPECT_EQ(ok.layout.w_hh[q], layout.w_hh(0).offset + shift + q * 4 * 4);
+    EXPECT_EQ(ok.layout.b_ih[q], layout.b_ih(0).offset + shift + q * 4);
+    EXPECT_EQ(ok.layout.b_hh[q], layout.b_hh(0).offset + shift + q * 4);
+  }
+  EXPECT_EQ(ok.layout.fc_w, 100);
+  EXPECT_EQ(ok.layout.fc_b, 100 + 2 * 4);
+  EXPECT_EQ(ok.layout.extras, 200);
+  std::swap(index[static_cast<size_t>(layout.w_hh(0).offset + 1)], index[static_cast<size_t>(layout.w_hh(0).offset + 2)]);
+  const FusedLayoutResult split = fused_layout_from_index(shape, index, 100, 200);
+  EXPECT_FALSE(split.ok);
+  EXPECT_NE(split.why.find("non-contiguously"), std::string::npos) << split.why;
+  EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 4, 2, 2, Task::Classification}), "");
+  EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 129, 1, 2, Task::Classification}), "");
+  EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 128, 1, 2, Task::Classification}), "");
+  ModelShape bi = shape;
+  bi.bidirectional = true;
+  EXPECT_NE(fused_lstm_unsupported(bi), "");
 }
