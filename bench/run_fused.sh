@@ -55,7 +55,8 @@ def load(name):
 def seq(r):
     return r["sequences_per_second"] if r else float("nan")
 print("# seq/s (us/step), one H200, F=36, 10 classes, lengths 60..130, Adam; ragtrain: balanced schedule, whole step")
-print(f"# {'case':>10} | {'cuDNN':>18} | {'fused':>18} | {'torch eager':>18} | {'torch graphs':>18} | fused/cuDNN  fused/graphs | target")
+cols = " | ".join(f"{n:>18}" for n in ("cuDNN", "fused", "torch eager", "torch graphs"))
+print(f"# {'case':>10} | {cols} | fused/cuDNN  fused/graphs | target")
 summary = {}
 for c in os.environ["CASES"].split():
     h, k = (int(v) for v in c.split(":"))
@@ -64,12 +65,14 @@ for c in os.environ["CASES"].split():
     tgt = TARGET.get((h, k))
     met = None if tgt is None or not rs["fused"] else seq(rs["fused"]) >= tgt
     verdict = "" if tgt is None else f">= {tgt:,.0f}: " + ("MET" if met else "MISSED")
-    print(f"  H={h:<3} K={k:<3} | {cell(rs['cudnn'])} | {cell(rs['fused'])} | {cell(rs['torch'])} | {cell(rs['graph'])} |"
-          f" {seq(rs['fused']) / seq(rs['cudnn']):10.2f}x {seq(rs['fused']) / seq(rs['graph']):12.2f}x | {verdict}")
+    cells = " | ".join(cell(rs[n]) for n in ("cudnn", "fused", "torch", "graph"))
+    ratios = f"{seq(rs['fused']) / seq(rs['cudnn']):10.2f}x {seq(rs['fused']) / seq(rs['graph']):12.2f}x"
+    print(f"  H={h:<3} K={k:<3} | {cells} | {ratios} | {verdict}")
     for n in ("cudnn", "fused"):
         r = rs[n]
         if r and r.get("phase_us_per_step_rank0"):
-            print(f"      {n} phases (us/step): " + ", ".join(f"{p} {v:.1f}" for p, v in r["phase_us_per_step_rank0"].items()))
+            phases = r["phase_us_per_step_rank0"].items()
+            print(f"      {n} phases (us/step): " + ", ".join(f"{p} {v:.1f}" for p, v in phases))
     summary[f"h{h}_k{k}"] = dict(rs, target_seq_s=tgt, met=met)
 with open(out_path, "w") as f:
     json.dump(summary, f, indent=1)

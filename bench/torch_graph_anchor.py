@@ -5,7 +5,8 @@ padded length (--batch K > 1: the K sequences zero-padded at the end to the batc
 sequence's own last step, which is exact because the LSTM is causal), every sequence already on the GPU (padded once
 to the file's longest). A step writes its K positions into the graphs' static index tensor and replays the graph of
 its (padded) length, which gathers its input, runs the step and updates the weights: what a PyTorch user who knows
-the CUDA-graph recipe gets, beside the eager loop of bench/torch_reference.py. Reads the v1 file `ragtrain gen` writes."""
+the CUDA-graph recipe gets, beside the eager loop of bench/torch_reference.py. Reads the v1 file `ragtrain gen`
+writes."""
 import argparse
 import json
 import time

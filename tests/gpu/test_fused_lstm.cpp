@@ -1,9 +1,9 @@
 // The fused LSTM kernel (--lstm fused) against the CPU reference: loss and every gradient for lengths 1 to 130 (and
 // one long sequence), each alone and several per step with an empty slot, both tasks, both kernel variants
 // (weights in registers for H <= 64, in shared memory above, H = 128 with the columns that do not fit); 100 SGD and
-// Adam steps against the CPU backend at K = 1 and K = 4 (H = 128: SGD); bitwise-identical reruns; the fallback to cuDNN for models
-// it does not cover; the per-timestep cycle budget (printed for doc/performance.md); and, without a GPU, the gate-block
-// layout taken from the index map.
+// Adam steps against the CPU backend at K = 1 and K = 4 (H = 128: SGD); bitwise-identical reruns; the fallback to
+// cuDNN for models it does not cover; the per-timestep cycle budget (printed for doc/performance.md); and, without a
+// GPU, the gate-block layout taken from the index map.
 // Tolerances are the cuDNN tests' (agreement.hpp): |gpu - ref| <= 1e-5 max|ref| of the tensor + 1e-5 |ref|.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -192,7 +192,8 @@ TEST(FusedDeterminism, BitwiseIdenticalReruns) {
       ASSERT_TRUE(gpu.fused_active());
       gpu.set_params(params);
       gpu.set_train_shard(shard);
-      for (const std::vector<int64_t>& batch : {std::vector<int64_t>{0}, std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, -1}}) {
+      const std::vector<std::vector<int64_t>> batches = {{0}, {0, 1, 2, 3, 4, 5, 6, 7, -1}};
+      for (const std::vector<int64_t>& batch : batches) {
         gpu.forward_backward(batch);
         got.push_back(gpu.fused_buffer());
         gpu.allreduce();
@@ -254,8 +255,8 @@ TEST(FusedBudget, CyclesPerTimestep) {
       gpu.fused_lstm()->record_cycles(false);
       int clock_khz = 0;
       cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
-      std::printf("[ budget   ] H=%lld K=%lld T=96: projection %lld, forward %lld (%.0f/step), head %lld, backward %lld "
-                  "(%.0f/step), weight grads %lld, total %lld cycles (%.1f us at %.2f GHz)\n",
+      std::printf("[ budget   ] H=%lld K=%lld T=96: projection %lld, forward %lld (%.0f/step), head %lld, "
+                  "backward %lld (%.0f/step), weight grads %lld, total %lld cycles (%.1f us at %.2f GHz)\n",
                   static_cast<long long>(H), static_cast<long long>(K), static_cast<long long>(c.projection),
                   static_cast<long long>(c.forward), c.forward / 96.0, static_cast<long long>(c.head),
                   static_cast<long long>(c.backward), c.backward / 96.0, static_cast<long long>(c.weight_grads),
@@ -285,7 +286,8 @@ TEST(FusedLayout, GateBlocksFromTheIndexMap) {
   EXPECT_EQ(ok.layout.fc_w, 100);
   EXPECT_EQ(ok.layout.fc_b, 100 + 2 * 4);
   EXPECT_EQ(ok.layout.extras, 200);
-  std::swap(index[static_cast<size_t>(layout.w_hh(0).offset + 1)], index[static_cast<size_t>(layout.w_hh(0).offset + 2)]);
+  const size_t hh = static_cast<size_t>(layout.w_hh(0).offset);
+  std::swap(index[hh + 1], index[hh + 2]);
   const FusedLayoutResult split = fused_layout_from_index(shape, index, 100, 200);
   EXPECT_FALSE(split.ok);
   EXPECT_NE(split.why.find("non-contiguously"), std::string::npos) << split.why;

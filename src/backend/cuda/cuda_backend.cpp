@@ -193,8 +193,9 @@ void CudaBackend::choose_lstm_path(int64_t K) {
   }
   MPI_CHECK(MPI_Bcast(us, 3, MPI_DOUBLE, 0, comm_));
   use_fused_ = us[2] != 0;
-  lstm_note_ = RT_MSG("auto at T=" << probe_length_ << ", batch " << K << ": fused " << static_cast<int64_t>(us[0] + 0.5)
-                                   << " us, cuDNN " << static_cast<int64_t>(us[1] + 0.5) << " us");
+  lstm_note_ = RT_MSG("auto at T=" << probe_length_ << ", batch " << K << ": fused "
+                                   << static_cast<int64_t>(us[0] + 0.5) << " us, cuDNN "
+                                   << static_cast<int64_t>(us[1] + 0.5) << " us");
 }
 
 CudaBackend::~CudaBackend() {
