@@ -103,6 +103,15 @@ const char* device_name(Device d) {
   return "?";
 }
 
+const char* lstm_path_name(LstmPath p) {
+  switch (p) {
+    case LstmPath::Cudnn: return "cudnn";
+    case LstmPath::Fused: return "fused";
+    case LstmPath::Auto: return "auto";
+  }
+  return "?";
+}
+
 std::optional<Device> parse_device(const std::string& name) {
   for (Device d : {Device::Cpu, Device::Cuda, Device::Auto})
     if (name == device_name(d)) return d;

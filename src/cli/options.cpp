@@ -69,6 +69,9 @@ void validate(boost::any& v, const std::vector<std::string>& values, Normalizati
                         "`");
   v = parse_normalization(s);
 }
+void validate(boost::any& v, const std::vector<std::string>& values, LstmPath*, int) {
+  parse_choice(v, values, {LstmPath::Cudnn, LstmPath::Fused, LstmPath::Auto}, lstm_path_name);
+}
 void validate(boost::any& v, const std::vector<std::string>& values, Pool*, int) {
   parse_choice(v, values, {Pool::Last, Pool::Mean, Pool::Max}, pool_name);
 }
@@ -303,6 +306,10 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
   b.add("device", po::value(&c.device)->default_value(c.device, device_name(c.device)),
       "cpu, or with a CUDA build cuda | auto (CUDA: at most 1024 sequences per rank per step)",
       {"train", "eval", "predict", "bench"});
+  b.add("lstm", po::value(&c.lstm)->default_value(c.lstm, lstm_path_name(c.lstm)),
+      "CUDA backend's LSTM: cudnn | fused (one kernel per step: 1 layer, H <= 128; other models use cuDNN) | auto "
+      "(the faster of the two, measured at start-up)",
+      {"train", "bench"});
   b.add("max-memory", po::value(&c.max_memory)->default_value(c.max_memory)->value_name("SIZE"),
       "most memory one rank may allocate for its data, e.g. 512M, 8G (auto: physical memory / ranks on the "
       "node); sizes declared in a file are checked against it before anything is read",
@@ -351,6 +358,7 @@ std::string any_to_string(const boost::any& v) {
   if (auto p = boost::any_cast<ScheduleKind>(&v)) return schedule_kind_name(*p);
   if (auto p = boost::any_cast<Device>(&v)) return device_name(*p);
   if (auto p = boost::any_cast<Pool>(&v)) return pool_name(*p);
+  if (auto p = boost::any_cast<LstmPath>(&v)) return lstm_path_name(*p);
   if (auto p = boost::any_cast<Normalization>(&v)) return normalization_name(*p);
   if (auto p = boost::any_cast<NonfinitePolicy>(&v)) return nonfinite_policy_name(*p);
   if (auto p = boost::any_cast<SelectMetric>(&v)) return select_metric_name(*p);
@@ -466,6 +474,7 @@ void validate(const RunConfig& c) {
     require(c.head_dropout >= 0 && c.head_dropout < 1, "head-dropout",
             "must be in [0, 1), got " + short_number(c.head_dropout), help);
   }
+  if (cmd == "train" || cmd == "bench")
 }
 
 }  // namespace
@@ -599,6 +608,7 @@ TrainConfig common_config(const RunConfig& c) {
   t.seed = c.seed;
   t.schedule = c.schedule;
   t.device = c.device;
+  t.lstm = c.lstm;
   t.quiet = c.quiet;
   t.verbose = c.verbose;
   t.command_line = c.command_line;

@@ -172,6 +172,7 @@ void Trainer::setup_shards() {
 void Trainer::setup_backend() {
   BackendOptions opts;
   opts.device = cfg_.device;
+  opts.lstm = cfg_.lstm;
   opts.batch = cfg_.batch_per_rank;
   opts.optimizer = cfg_.optimizer;
   opts.comm = ctx_.world;

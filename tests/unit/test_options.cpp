@@ -95,6 +95,10 @@ TEST(Options, BadOptionsNameTheOption) {
   EXPECT_NE(user_error_of({"frobnicate"}).find("frobnicate"), std::string::npos);
   EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--device", "tpu"}).find("--device"),
             std::string::npos);
+  EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--lstm", "fast"}).find("--lstm"),
+            std::string::npos);
+  EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d"}).config.lstm, LstmPath::Auto);
+  EXPECT_EQ(parse({"bench", "--lstm", "fused"}).config.lstm, LstmPath::Fused);
   for (const char* bad : {"1", "-0.1", "nan"}) {
     EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--dropout", bad}).find("--dropout"),
               std::string::npos) << bad;

@@ -95,6 +95,11 @@ enum class Device { Cpu, Cuda, Auto };
 const char* device_name(Device d);                           // "cpu" | "cuda" | "auto"
 std::optional<Device> parse_device(const std::string& name);
 
+// --lstm, parsed once at the command line: the CUDA backend's LSTM. Fused: one kernel per step (1 layer,
+// H <= 128; other models use cuDNN). Auto: the faster of the two, measured at start-up on rank 0.
+enum class LstmPath { Cudnn, Fused, Auto };
+const char* lstm_path_name(LstmPath p);                      // "cudnn" | "fused" | "auto"
+
 // The most sequences per rank per step (K) the CUDA backend takes: its gather kernel's slot table
 // (kMaxGatherSlots in src/backend/cuda/batch_gather.hpp). The option checks refuse a larger --batch-per-rank
 // with --device cuda|auto before any work.
@@ -104,6 +109,7 @@ inline constexpr int64_t kMaxCudaBatchPerRank = 1024;
 struct BackendOptions {
   Device device = Device::Cpu;
   int64_t batch = 1;            // K: sequences per rank per step (forward_backward's positions.size())
+  LstmPath lstm = LstmPath::Cudnn;   // CUDA backend (train and bench: --lstm, default auto)
   OptimizerConfig optimizer;
   MPI_Comm comm = MPI_COMM_WORLD;
   int local_rank = 0;           // picks the GPU

@@ -45,6 +45,7 @@ struct RunConfig {
   OptimizerKind optimizer = OptimizerKind::Adam;
   LrDecay lr_decay = LrDecay::None;
   Device device = Device::Cpu;
+  LstmPath lstm = LstmPath::Auto;   // --lstm: the CUDA backend's LSTM, cudnn | fused | auto
   double lr = 1e-3, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0, clip = 0.0,
          lr_final_fraction = 0.0;
   uint64_t seed = 1;

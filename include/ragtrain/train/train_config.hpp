@@ -47,6 +47,7 @@ struct TrainConfig {
   uint64_t seed = 1;
   ScheduleKind schedule = ScheduleKind::Balanced;
   Device device = Device::Cpu;
+  LstmPath lstm = LstmPath::Auto;         // --lstm: the CUDA backend's LSTM, cudnn | fused | auto
   NonfinitePolicy on_nonfinite = NonfinitePolicy::Stop;
   double comm_timeout = 20.0;             // --comm-timeout seconds (0: wait forever)
 

@@ -134,10 +134,71 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
     e.opt_end = Event::create(true);
   }
   build_index();
+  lstm_mode_ = tuning.lstm;
+  set_up_fused();
   // K slots per step from the first step on: the algorithms are measured again at this width and every buffer
-  // is sized for it here, not inside a step (adopt_batch is a collective: every rank constructs with the same K).
+  // is sized for it here, not inside a step (adopt_batch is a collective: every rank constructs with the same K;
+  // with --lstm auto it also picks the LSTM path at this width).
   if (opts.batch > 1) adopt_batch(opts.batch);
   CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
+  if (opts.batch <= 1 || lstm_mode_ != LstmPath::Auto) choose_lstm_path(std::max<int64_t>(opts.batch, 1));   // collective
+}
+
+void CudaBackend::set_up_fused() {
+  fused_lstm_.reset();
+  if (lstm_mode_ == LstmPath::Cudnn) return;
+  std::string why = fused_lstm_unsupported(shape_);
+  if (why.empty()) {
+    const FusedLayoutResult r = fused_layout_from_index(shape_, dev_index_, W_, N_);
+    if (r.ok) fused_lstm_ = std::make_unique<FusedLstm>(shape_, r.layout, N_ + kFusedExtras, gpu_.device);
+    why = r.why;
+  }
+  lstm_note_ = why.empty() ? "" : "fused kernel not used: " + why;
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(comm_, &rank));
+  if (!why.empty() && lstm_mode_ == LstmPath::Fused && rank == 0)
+    std::fprintf(stderr, "ragtrain: --lstm fused: %s; using cuDNN\n", why.c_str());
+}
+
+void CudaBackend::choose_lstm_path(int64_t K) {
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(comm_, &rank));
+  if (!fused_lstm_) {   // cudnn, or a model the fused kernel does not cover (the same on every rank)
+    use_fused_ = false;
+    return;
+  }
+  if (lstm_mode_ == LstmPath::Fused) {
+    use_fused_ = true;
+    return;
+  }
+  // auto: rank 0 times both at the probe length and this batch width; everyone takes its choice. A failure to
+  // measure never throws before the broadcast (every rank must reach it); it keeps cuDNN.
+  double us[3] = {0, 0, 0};   // fused, cuDNN, use fused
+  if (rank == 0) {
+    try {
+      auto it = std::find_if(timings_.begin(), timings_.end(),
+                             [&](const AlgoTiming& t) { return t.usable && t.algo == lstm_->algo(); });
+      if (timed_batch_ == K && it != timings_.end()) {
+        us[1] = it->us;
+      } else {
+        const std::vector<AlgoTiming> t = measure_algorithms(cudnn_.get(), compute_.get(), shape_.input_size,
+                                                             shape_.hidden, shape_.layers, probe_length_, K,
+                                                             {lstm_->algo()});
+        us[1] = !t.empty() && t.front().usable ? t.front().us : 1e30;
+      }
+      us[0] = fused_lstm_->time_us(K, probe_length_, compute_.get());
+      us[2] = us[0] < us[1] ? 1 : 0;
+    } catch (const std::exception& e) {
+      cudaGetLastError();
+      std::fprintf(stderr, "ragtrain: --lstm auto: timing the fused kernel failed (%s); using cuDNN\n", e.what());
+      us[2] = 0;
+    }
+  }
+  MPI_CHECK(MPI_Bcast(us, 3, MPI_DOUBLE, 0, comm_));
+  use_fused_ = us[2] != 0;
+  lstm_note_ = RT_MSG("auto at T=" << probe_length_ << ", batch " << K << ": fused "
+                                   << static_cast<int64_t>(us[0] + 0.5) << " us, cuDNN "
+                                   << static_cast<int64_t>(us[1] + 0.5) << " us");
 }
 
 CudaBackend::~CudaBackend() {
@@ -259,6 +320,13 @@ void CudaBackend::switch_algorithm(cudnnRNNAlgo_t algo) {
   lstm_ = std::move(next);
   lstm_->set_dropout(dropout_args(dropout_.between));
   build_index();
+  if (fused_lstm_) {   // the weight space moved: the fused kernel's offsets follow it (the choice stays)
+    const bool was = use_fused_;
+    const std::string note = lstm_note_;
+    set_up_fused();
+    use_fused_ = was && fused_lstm_ != nullptr;
+    if (fused_lstm_) lstm_note_ = note;
+  }
   set_params(p);
   const std::vector<float> md = to_device_layout(m.data());
   CUDA_CHECK(cudaMemcpyAsync(m_.get(), md.data(), md.size() * sizeof(float), cudaMemcpyHostToDevice, compute_.get()));
@@ -396,6 +464,7 @@ void CudaBackend::adopt_batch(int64_t K) {
   graphs_.clear();   // they captured the slot buffers' old addresses
   seen_.clear();
   if (have_shard_ && shard_max_len_ > 0) validate({{K, shard_max_len_}});
+  if (lstm_mode_ == LstmPath::Auto) choose_lstm_path(K);   // a collective, like the measurement above
 }
 
 GatherArgs CudaBackend::gather_args(const CudnnLstm::Batch& b) const {
@@ -565,7 +634,10 @@ void CudaBackend::forward_backward(const std::vector<int64_t>& positions) {
     slots_.push_back(GatherSlot{begin, static_cast<int32_t>(len), static_cast<int32_t>(pos)});
     T = std::max(T, len);
   }
-  if (!slots_.empty()) run_batch(T);
+  if (!slots_.empty() && use_fused_)
+    fused_lstm_->run(slots_, features_.get(), labels_.get(), targets_.get(), params_.get(), fused_.get(), s);
+  else if (!slots_.empty())
+    run_batch(T);
   CUDA_CHECK(cudaEventRecord(ev.fb_end.get(), s));
 }
 
@@ -767,7 +839,9 @@ std::string CudaBackend::describe() const {
                                                              ? "on for equal-length batches"
                                                              : "on")
                                                       : graphs_off_reason_)
-                                       << (single_rank_ ? ", one rank (no NCCL call)" : ""));
+                                       << (single_rank_ ? ", one rank (no NCCL call)" : "") << ", LSTM "
+                                       << (use_fused_ ? fused_lstm_->describe() : std::string("cuDNN"))
+                                       << (lstm_note_.empty() ? std::string() : " (" + lstm_note_ + ")"));
 }
 
 }  // namespace ragtrain

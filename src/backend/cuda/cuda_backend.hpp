@@ -16,6 +16,7 @@
 #include "batch_gather.hpp"
 #include "cuda_raii.hpp"
 #include "cudnn_lstm.hpp"
+#include "fused_lstm.hpp"
 #include "gpu_binding.hpp"
 #include "nccl_comm.hpp"
 #include "ragtrain/backend/backend.hpp"
@@ -31,6 +32,8 @@ struct CudaTuning {
                                    // (BatchLayout in cudnn_lstm.hpp; ragged runs without graphs). A bidirectional
                                    // model always runs ragged: padding would come first in its reverse direction.
   int64_t probe_length = 100;   // sequence length at which the algorithms are measured
+  LstmPath lstm = LstmPath::Cudnn;   // cudnn | fused (fused_lstm.hpp; models it does not cover use cuDNN) | auto (the
+                                // faster, measured at start-up and again for a new batch width); the CLI's --lstm
 
   // RAGTRAIN_CUDNN_ALGO (one of the names above), RAGTRAIN_CUDA_GRAPHS (0 = off) and RAGTRAIN_CUDA_BATCH_LAYOUT
   // (padded | ragged). UserError on a bad value.
@@ -69,6 +72,8 @@ class CudaBackend final : public Backend {
   const std::vector<AlgoTiming>& algorithm_timings() const { return timings_; }
   bool graphs_active() const { return graphs_on_; }
   std::string describe() const;   // one line: GPU, cuDNN algorithm and its measurement, layout, graphs
+  bool fused_active() const { return use_fused_; }
+  FusedLstm* fused_lstm() const { return fused_lstm_.get(); }   // null when the model is not covered
 
  private:
   // The events of one step: GPU timestamps that split it into phases (read one step later, off the critical path).
@@ -81,6 +86,8 @@ class CudaBackend final : public Backend {
 
   StepEvents& current() { return ring_[static_cast<size_t>(step_ % 3)]; }
   void choose_algorithm(const CudaTuning& tuning);
+  void set_up_fused();
+  void choose_lstm_path(int64_t K);
   void build_index();
   void switch_algorithm(cudnnRNNAlgo_t algo);
   void fall_back(const std::exception& why);
@@ -116,6 +123,10 @@ class CudaBackend final : public Backend {
   BatchLayout batch_layout_ = BatchLayout::Padded;
   std::unique_ptr<CudnnLstm> lstm_;
   bool single_rank_ = false;              // the communicator has one rank: the all-reduce is the identity
+  LstmPath lstm_mode_ = LstmPath::Cudnn;  // CudaTuning::lstm
+  std::unique_ptr<FusedLstm> fused_lstm_; // the fused kernel when the model is covered and the mode is not cudnn
+  bool use_fused_ = false;                // this step width runs the fused kernel (rank 0's choice, broadcast)
+  std::string lstm_note_;                 // why cuDNN (not covered), or the measurement behind auto's choice
 
   int64_t W_ = 0;                         // cuDNN weight space, floats
   int64_t N_ = 0;                         // device parameters: weight space + fc.weight (C, D*H) + fc.bias (C)

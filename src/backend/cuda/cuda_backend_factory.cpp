@@ -30,7 +30,8 @@ std::unique_ptr<Backend> make_cuda_backend(const ModelShape& shape, const Backen
       return nullptr;
     }
   }
-  const CudaTuning tuning = CudaTuning::from_environment();
+  CudaTuning tuning = CudaTuning::from_environment();
+  tuning.lstm = opts.lstm;
   auto backend = std::make_unique<CudaBackend>(shape, opts, tuning);
   if (rank == 0) std::fprintf(stderr, "ragtrain: %s\n", backend->describe().c_str());
   return backend;

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Issue 14 in ONE device call: for each case (H, K) of the issue's targets, `ragtrain bench --device cuda` with
+# --lstm cudnn and --lstm fused, the PyTorch eager loop (bench/torch_reference.py) and the PyTorch CUDA-graph anchor
+# (bench/torch_graph_anchor.py: one graph per length capturing forward, loss, backward and capturable Adam), all on
+# the same file (F=36, 10 classes, lengths uniform 60..130, 2000 sequences, Adam); then one table side by side with
+# the targets, and summary.json.
+# usage, from the repository root on the GPU machine:   BIN=build-gpu/bin OUT=$OUT bench/run_fused.sh
+# (CASES="50:1 128:1 50:128" by default; each H:K). Output: $OUT/bench.log, summary.txt, summary.json, results.tgz.
+set -uo pipefail
+BIN=${BIN:-build-gpu/bin}
+SCRIPTS=${SCRIPTS:-bench}   # where torch_reference.py and torch_graph_anchor.py are
+OUT=${OUT:-runs/bench-fused}
+WORK=${WORK:-/tmp/ragtrain-bench-fused}
+CASES=${CASES:-50:1 128:1 50:128}
+TORCH=${TORCH:-1}           # 0: ragtrain only (the PyTorch columns stay empty)
+mkdir -p "$OUT" "$WORK"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+DATA=(--features 36 --classes 10 --min-length 60 --max-length 130 --sequences 2000 --seed 1)
+LOG=$OUT/bench.log
+{
+  echo "# bench/run_fused.sh $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
+} 2>&1 | tee "$LOG"
+"$BIN/ragtrain" gen --out "$WORK/data.h5" "${DATA[@]}" 2>&1 | tee -a "$LOG"
+
+steps_for() { case $1 in 1) echo 5000 ;; *) echo 3000 ;; esac; }
+for c in $CASES; do
+  H=${c%%:*} K=${c##*:}
+  echo "## H=$H K=$K" | tee -a "$LOG"
+  for lstm in cudnn fused; do
+    timeout 150 mpirun -np 1 "$BIN/ragtrain" bench --device cuda --lstm "$lstm" --hidden "$H" "${DATA[@]}" \
+      --optimizer adam --lr 1e-3 --batch-per-rank "$K" --schedule balanced --steps "$(steps_for "$K")" \
+      --warmup 300 --out "$WORK/${lstm}_h${H}_k$K.json" 2>&1 | tee -a "$LOG"
+  done
+  [ "$TORCH" = 1 ] || continue
+  eager_steps=600
+  [ "$K" != 1 ] && eager_steps=150
+  timeout 150 python3 "$SCRIPTS/torch_reference.py" --data "$WORK/data.h5" --hidden "$H" --batch "$K" \
+    --steps "$eager_steps" --warmup 30 --out "$WORK/torch_h${H}_k$K.json" 2>&1 | tee -a "$LOG"
+  timeout 240 python3 "$SCRIPTS/torch_graph_anchor.py" --data "$WORK/data.h5" --hidden "$H" --batch "$K" \
+    --steps 3000 --warmup 200 --out "$WORK/graph_h${H}_k$K.json" 2>&1 | tee -a "$LOG"
+done
+tar -C "$WORK" -czf "$OUT/results.tgz" --exclude data.h5 .
+
+CASES="$CASES" python3 - "$WORK" "$OUT/summary.json" <<'EOF' 2>&1 | tee "$OUT/summary.txt" | tee -a "$LOG"
+import json, os, sys
+work, out_path = sys.argv[1], sys.argv[2]
+TARGET = {(50, 1): 15000.0, (128, 1): 6000.0, (50, 128): 1000000.0}
+def load(name):
+    try:
+        with open(os.path.join(work, name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+def seq(r):
+    return r["sequences_per_second"] if r else float("nan")
+print("# seq/s (us/step), one H200, F=36, 10 classes, lengths 60..130, Adam; ragtrain: balanced schedule, whole step")
+cols = " | ".join(f"{n:>18}" for n in ("cuDNN", "fused", "torch eager", "torch graphs"))
+print(f"# {'case':>10} | {cols} | fused/cuDNN  fused/graphs | target")
+summary = {}
+for c in os.environ["CASES"].split():
+    h, k = (int(v) for v in c.split(":"))
+    rs = {n: load(f"{n}_h{h}_k{k}.json") for n in ("cudnn", "fused", "torch", "graph")}
+    cell = lambda r: f"{seq(r):10.0f} ({r['us_per_step']:5.1f})" if r else f"{'-':>18}"
+    tgt = TARGET.get((h, k))
+    met = None if tgt is None or not rs["fused"] else seq(rs["fused"]) >= tgt
+    verdict = "" if tgt is None else f">= {tgt:,.0f}: " + ("MET" if met else "MISSED")
+    cells = " | ".join(cell(rs[n]) for n in ("cudnn", "fused", "torch", "graph"))
+    ratios = f"{seq(rs['fused']) / seq(rs['cudnn']):10.2f}x {seq(rs['fused']) / seq(rs['graph']):12.2f}x"
+    print(f"  H={h:<3} K={k:<3} | {cells} | {ratios} | {verdict}")
+    for n in ("cudnn", "fused"):
+        r = rs[n]
+        if r and r.get("phase_us_per_step_rank0"):
+            phases = r["phase_us_per_step_rank0"].items()
+            print(f"      {n} phases (us/step): " + ", ".join(f"{p} {v:.1f}" for p, v in phases))
+    summary[f"h{h}_k{k}"] = dict(rs, target_seq_s=tgt, met=met)
+with open(out_path, "w") as f:
+    json.dump(summary, f, indent=1)
+EOF

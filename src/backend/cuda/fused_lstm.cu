@@ -1,0 +1,816 @@
+// The fused LSTM training kernel. One thread block per sequence; thread r = 4 j + q owns gate q of hidden unit j
+// (PyTorch row q H + j), so the four gates of a unit sit in four adjacent lanes and the cell update needs only warp
+// shuffles: one block barrier per timestep, forward and backward (h and d gates are double-buffered in shared
+// memory). Phases, each over the whole sequence:
+//   1. input projection  W_ih x_t + b_ih + b_hh for every t, into a per-sequence global scratch (L2-resident)
+//   2. forward recurrence, gate activations, c, tanh(c) and h saved to the scratch
+//   3. head, loss and d loss / d h at the last step
+//   4. backward recurrence (d gates overwrite the activations in the scratch)
+//   5. weight gradients  dW_ih = sum_t dg_t x_t^T, dW_hh = sum_t dg_t h_{t-1}^T, db = sum_t dg_t, each summed
+//      over t in order, by the thread that owns the row
+// Recurrent weights: H <= 64 in registers (each thread its forward row and its backward column slice, zero-padded
+// to 32 or 64 so the unrolled loops have no branches); larger H in shared memory, transposed and padded so that
+// both the forward (row) and backward (column) reads are free of bank conflicts; columns that do not fit go to
+// registers (forward) and global memory (backward).
+// The step is latency-bound: what it costs is the chain of dependent instructions per timestep (shared-memory
+// loads, the FMA chains, the activations, the shuffles, the barrier) and every global round trip (~600 cycles)
+// left on that chain, so loads are issued far ahead and in batches (the H200's measurements are in
+// doc/performance.md). Every sum has a fixed order and there are no atomics, so a rerun gives identical bits.
+#include "fused_lstm.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "device_kernels.hpp"
+#include "ragtrain/core/error_cuda.hpp"
+
+namespace ragtrain {
+namespace {
+
+constexpr int kInline = 16;     // slots passed in the kernel parameters (larger batches: a device table)
+constexpr int kMaxH = 128;
+constexpr int kOvf = 32;        // shared-memory variant: forward weight columns beyond shared memory, in registers
+constexpr unsigned kFull = 0xffffffffu;
+
+struct Args {
+  const float* params = nullptr;
+  float* out = nullptr;           // B == 1: the fused buffer (+=); else the partials (=), block b at b * stride
+  int64_t stride = 0;
+  bool accumulate = true;
+  const float* features = nullptr;
+  const int32_t* labels = nullptr;
+  const float* targets = nullptr;
+  const GatherSlot* slots = nullptr;   // B > kInline
+  int32_t B = 0, F = 0, H = 0, C = 0;
+  bool classification = true;
+  FusedLayout lay;
+  float* scratch = nullptr;
+  int64_t per_seq = 0;
+  int32_t t_cap = 0;
+  int32_t S = 0, HP = 0, ksm = 0, fc = 0, fcp = 0, tc = 0, tz = 0, Cp = 0;
+  int64_t r_floats = 0;
+  long long* cycles = nullptr;    // (6) block 0's clock at the phase boundaries, or null
+};
+
+struct Params {
+  Args a;
+  GatherSlot slot[kInline];
+};
+
+// sigmoid(v), and tanh(v) = 2 sigmoid(2v) - 1 (gate g, tanh(c)): one exp and one reciprocal, no branch, so the
+// four gates of a quad take the same path (tanhf and expf in divergent lanes cost both, on the critical path).
+// The approximate reciprocal (__fdividef): the correctly rounded one adds a range check and a branch to every
+// activation (seen in the SASS); 1 / inf still gives 0, so sigmoid saturates correctly.
+__device__ __forceinline__ float sigmoid_f(float v) { return __fdividef(1.0f, 1.0f + __expf(-v)); }
+__device__ __forceinline__ float tanh_f(float v) { return 2.0f * sigmoid_f(2.0f * v) - 1.0f; }
+
+// For rows x cols: dst(row, k, src(row, k)). A warp per row, lanes along k (coalesced), 4 rows x 64 columns per warp
+// in flight: a loop that stores each value right after its load waits one memory latency (~600 cycles) per element.
+template <class Src, class Dst>
+__device__ __forceinline__ void copy_rows(int rows, int cols, Src src, Dst dst) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int nw = static_cast<int>(blockDim.x) >> 5;
+  for (int r0 = warp; r0 < rows; r0 += 4 * nw) {
+    for (int c0 = 0; c0 < cols; c0 += 64) {
+      float v[4][2];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+          const int row = r0 + i * nw, k = c0 + 32 * b + lane;
+          v[i][b] = (row < rows && k < cols) ? src(row, k) : 0.0f;
+        }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+          const int row = r0 + i * nw, k = c0 + 32 * b + lane;
+          if (row < rows && k < cols) dst(row, k, v[i][b]);
+        }
+    }
+  }
+}
+
+// dst[k * S + (4 j + q)] = src_q[j * n + col0 + k] for k < ncols, gate q of the 4 blocks at offs[q] (H rows of n);
+// zero for k in [ncols, rows_pad) and for interleaved rows in [4H, S).
+__device__ void stage_transposed(float* dst, int S, const float* params, const int64_t* offs, int H, int n, int col0,
+                                 int ncols, int rows_pad) {
+  const int G = 4 * H;
+  const int64_t o0 = offs[0], o1 = offs[1], o2 = offs[2], o3 = offs[3];
+  copy_rows(
+      G, ncols,
+      [&](int row, int k) {
+        const int q = row / H, j = row - q * H;
+        const int64_t o = q == 0 ? o0 : (q == 1 ? o1 : (q == 2 ? o2 : o3));
+        return params[o + static_cast<int64_t>(j) * n + col0 + k];
+      },
+      [&](int row, int k, float v) {
+        const int q = row / H, j = row - q * H;
+        dst[k * S + 4 * j + q] = v;
+      });
+  copy_rows(rows_pad - ncols, S, [](int, int) { return 0.0f; },
+            [&](int row, int k, float v) { dst[(ncols + row) * S + k] = v; });
+  copy_rows(ncols, S - G, [](int, int) { return 0.0f; }, [&](int row, int k, float v) { dst[row * S + G + k] = v; });
+}
+
+__device__ __forceinline__ void mark(const Args& a, int phase) {
+  if (a.cycles && blockIdx.x == 0 && threadIdx.x == 0) a.cycles[phase] = clock64();
+}
+
+// out[idx(u)] = val[u] (partials) or += (the fused buffer) for the U entries with ok(u); the old values are loaded
+// together first (one memory latency for all U, not U of them).
+template <int U, class Idx, class Ok>
+__device__ __forceinline__ void emit_batch(const Args& a, const float (&val)[U], Idx idx, Ok ok) {
+  float* out = a.out + static_cast<int64_t>(blockIdx.x) * a.stride;
+  float old[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) old[u] = (a.accumulate && ok(u)) ? out[idx(u)] : 0.0f;
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    if (ok(u)) out[idx(u)] = a.accumulate ? old[u] + val[u] : val[u];
+}
+
+// Phase 1: gbuf[t][r] = b_ih + b_hh + W_ih[row] x_t, chunked over features (fc) and timesteps (tc, a multiple of 8).
+__device__ void input_projection(const Args& a, float* R, const float* x, float* gbuf, int len) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int H = a.H, G = 4 * H, F = a.F, S = a.S, r = tid, j = r >> 2, q = r & 3;
+  const bool valid = r < G;
+  const int fcp = a.fcp, fc = a.fc, tc = a.tc;
+  const float bias = valid ? a.params[a.lay.b_ih[q] + j] + a.params[a.lay.b_hh[q] + j] : 0.0f;
+  float* xs = R + static_cast<int64_t>(fcp) * S;   // (tc, fcp) staged inputs
+  for (int f0 = 0; f0 < F; f0 += fc) {
+    const int nf = min(fc, F - f0);
+    __syncthreads();   // R is free
+    stage_transposed(R, S, a.params, a.lay.w_ih, H, F, f0, nf, fcp);
+    for (int t0 = 0; t0 < len; t0 += tc) {
+      const int n = min(tc, len - t0), n8 = (n + 7) & ~7;
+      __syncthreads();   // the staged weights are in; the previous inputs are consumed
+      copy_rows(
+          n8, fcp,
+          [&](int tt, int k) { return (tt < n && k < nf) ? x[static_cast<int64_t>(t0 + tt) * F + f0 + k] : 0.0f; },
+          [&](int tt, int k, float v) { xs[tt * fcp + k] = v; });
+      __syncthreads();
+      if (!valid) continue;
+      for (int tt = 0; tt < n; tt += 8) {
+        float acc[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) acc[u] = 0.0f;
+#pragma unroll 2
+        for (int k = 0; k < fcp; k += 4) {
+          const float w0 = R[k * S + r], w1 = R[(k + 1) * S + r], w2 = R[(k + 2) * S + r], w3 = R[(k + 3) * S + r];
+#pragma unroll
+          for (int u = 0; u < 8; ++u) {
+            const float4 xv = *reinterpret_cast<const float4*>(xs + (tt + u) * fcp + k);
+            acc[u] += w0 * xv.x;
+            acc[u] += w1 * xv.y;
+            acc[u] += w2 * xv.z;
+            acc[u] += w3 * xv.w;
+          }
+        }
+        if (f0 == 0) {
+#pragma unroll
+          for (int u = 0; u < 8; ++u)
+            if (tt + u < n) gbuf[(t0 + tt + u) * G + r] = bias + acc[u];
+        } else {
+          float old[8];
+#pragma unroll
+          for (int u = 0; u < 8; ++u) old[u] = tt + u < n ? gbuf[(t0 + tt + u) * G + r] : 0.0f;
+#pragma unroll
+          for (int u = 0; u < 8; ++u)
+            if (tt + u < n) gbuf[(t0 + tt + u) * G + r] = old[u] + acc[u];
+        }
+      }
+    }
+  }
+}
+
+// Phase 3: logits, loss, d loss / d logits (in lg_s), d loss / d h_last (dh_s), and the head's gradients.
+__device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, int pos) {
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int H = a.H, C = a.C, warp = tid / 32, lane = tid % 32, nw = nt / 32;
+  const float* fcw = a.params + a.lay.fc_w;
+  const float* fcb = a.params + a.lay.fc_b;
+  for (int c = warp; c < C; c += nw) {
+    float s = 0.0f;
+#pragma unroll 4
+    for (int k = lane; k < H; k += 32) s += fcw[static_cast<int64_t>(c) * H + k] * hl[k];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(kFull, s, o);
+    if (lane == 0) lg_s[c] = s + fcb[c];
+  }
+  __syncthreads();
+  if (tid == 0) {
+    float loss = 0.0f, hit = 0.0f;
+    if (a.classification) {
+      int label = a.labels[pos];
+      label = label < 0 ? 0 : (label >= C ? C - 1 : label);   // validated on the host; never index out of bounds
+      float m = -INFINITY;
+      int best = 0;   // argmax, ties to the lowest index as in the reference
+      for (int c = 0; c < C; ++c)
+        if (lg_s[c] > m) m = lg_s[c], best = c;
+      float sum = 0.0f;
+      for (int c = 0; c < C; ++c) sum += expf(lg_s[c] - m);
+      loss = m + logf(sum) - lg_s[label];
+      hit = best == label ? 1.0f : 0.0f;
+      for (int c = 0; c < C; ++c) lg_s[c] = expf(lg_s[c] - m) / sum - (c == label ? 1.0f : 0.0f);
+    } else {
+      const float inv_k = 1.0f / static_cast<float>(C);
+      const float* t = a.targets + static_cast<int64_t>(pos) * C;
+      float sq = 0.0f;
+      for (int c = 0; c < C; ++c) {
+        const float diff = lg_s[c] - t[c];
+        sq += diff * diff;
+        lg_s[c] = 2.0f * diff * inv_k;
+      }
+      loss = sq * inv_k;
+    }
+    misc[0] = loss;
+    misc[1] = hit;
+  }
+  __syncthreads();
+  for (int k = tid; k < H; k += nt) {
+    float s = 0.0f;
+    for (int c0 = 0; c0 < C; c0 += 8) {   // 8 loads in flight, then the sum in c order
+      float w[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) w[u] = c0 + u < C ? fcw[static_cast<int64_t>(c0 + u) * H + k] : 0.0f;
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (c0 + u < C) s += w[u] * lg_s[c0 + u];
+    }
+    dh_s[k] = s;
+  }
+  for (int i0 = tid; i0 < C * H + C + 3; i0 += 8 * nt) {   // fc.weight, fc.bias, then loss, count, correct
+    float v[8];
+    int64_t at[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int i = i0 + u * nt;
+      if (i < C * H) {
+        v[u] = lg_s[i / H] * hl[i % H];
+        at[u] = a.lay.fc_w + i;
+      } else if (i < C * H + C) {
+        v[u] = lg_s[i - C * H];
+        at[u] = a.lay.fc_b + (i - C * H);
+      } else {
+        const int e = i - C * H - C;
+        v[u] = e == 0 ? misc[0] : (e == 1 ? 1.0f : misc[1]);
+        at[u] = a.lay.extras + e;
+      }
+    }
+    const int lim = C * H + C + 3;
+    emit_batch<8>(a, v, [&](int u) { return at[u]; }, [&](int u) { return i0 + u * nt < lim; });
+  }
+  __syncthreads();
+}
+
+// Phase 5: the row's weight gradients over z_t = [x_t, h_{t-1}] (h_{-1} = 0), 32 columns at a time, summed in t
+// order; the bias gradient with the first chunk. Time chunks of tz (a multiple of 8) rows, zero-padded to 8.
+__device__ void weight_grads(const Args& a, float* R, const float* x, const float* gbuf, const float* hbuf, int len) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int H = a.H, G = 4 * H, F = a.F, r = tid, j = r >> 2, q = r & 3, tz = a.tz;
+  const bool valid = r < G;
+  const int64_t oih = a.lay.w_ih[q] + static_cast<int64_t>(j) * F, ohh = a.lay.w_hh[q] + static_cast<int64_t>(j) * H;
+  for (int c0 = 0; c0 < F + H; c0 += 32) {
+    float acc[32];
+#pragma unroll
+    for (int u = 0; u < 32; ++u) acc[u] = 0.0f;
+    float db = 0.0f;
+    for (int t0 = 0; t0 < len; t0 += tz) {
+      const int n = min(tz, len - t0), n8 = (n + 7) & ~7;
+      __syncthreads();   // R is free
+      copy_rows(
+          n8, 32,
+          [&](int tt, int cc) {
+            const int col = c0 + cc, t = t0 + tt;
+            float v = 0.0f;
+            if (tt < n && col < F) v = x[static_cast<int64_t>(t) * F + col];
+            else if (tt < n && col < F + H && t > 0) v = hbuf[(t - 1) * H + col - F];
+            return v;
+          },
+          [&](int tt, int cc, float v) { R[tt * 32 + cc] = v; });
+      __syncthreads();
+      if (!valid) continue;
+      for (int tt0 = 0; tt0 < n8; tt0 += 8) {
+        float d[8];   // 8 loads in flight; the padded steps add exact zeros
+#pragma unroll
+        for (int u = 0; u < 8; ++u) d[u] = tt0 + u < n ? gbuf[(t0 + tt0 + u) * G + r] : 0.0f;
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          db += d[u];
+          const float* z = R + (tt0 + u) * 32;
+#pragma unroll
+          for (int v = 0; v < 32; v += 4) {
+            const float4 zv = *reinterpret_cast<const float4*>(z + v);
+            acc[v] += d[u] * zv.x;
+            acc[v + 1] += d[u] * zv.y;
+            acc[v + 2] += d[u] * zv.z;
+            acc[v + 3] += d[u] * zv.w;
+          }
+        }
+      }
+    }
+    if (!valid) continue;
+    emit_batch<32>(
+        a, acc, [&](int u) { return c0 + u < F ? oih + c0 + u : ohh + (c0 + u - F); },
+        [&](int u) { return c0 + u < F + H; });
+    if (c0 == 0) {
+      const float b2[2] = {db, db};
+      emit_batch<2>(a, b2, [&](int u) { return u == 0 ? a.lay.b_ih[q] + j : a.lay.b_hh[q] + j; },
+                    [](int) { return true; });
+    }
+  }
+}
+
+// What the two recurrences share (inlined: these stay in registers).
+struct Step {
+  const Args* a;
+  float* R;          // staged W_hh (shared-memory variant)
+  float* h_s;        // (2, HP)
+  float* dg_s;       // (2, 4, HP)
+  const float* dh_s; // (HP) d loss / d h_last
+  int H, G, S, HP, ksm, len, r, j, q, quad;
+  bool valid;
+  float* g_r;        // this thread's gate column of gbuf
+  float* c_j;        // its unit's c, tanh(c) columns, and what it saves in the forward pass
+  float* tc_j;
+  float* save_j;
+};
+
+// Phase 2: the forward recurrence; returns which half of h_s holds h_{len-1}.
+template <int HR, int NW>
+__device__ __forceinline__ int forward_recurrence(const Step& st, const float (&wf)[NW]) {
+  const float* const R = st.R;
+  float* const h_s = st.h_s;
+  const int H = st.H, G = st.G, S = st.S, HP = st.HP, ksm = st.ksm, len = st.len;
+  const int r = st.r, j = st.j, q = st.q, quad = st.quad;
+  const bool valid = st.valid;
+  float* const g_r = st.g_r;
+  float* const save_j = st.save_j;
+  // The input projections of the next 4 steps wait in registers: each load is issued 4 steps before its use.
+  int cur = 0;
+  float c = 0.0f;
+  float pre[4];
+#pragma unroll
+  for (int u = 0; u < 4; ++u) pre[u] = (valid && u < len) ? g_r[u * G] : 0.0f;
+  for (int t0 = 0; t0 < len; t0 += 4) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int t = t0 + u;
+      if (t >= len) break;
+      const float xp = pre[u];
+      pre[u] = (valid && t + 4 < len) ? g_r[(t + 4) * G] : 0.0f;
+      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+      const float* hs = h_s + cur * HP;   // h_{t-1}: zero at t = 0
+      if constexpr (HR > 0) {
+#pragma unroll
+        for (int k0 = 0; k0 < HR; k0 += 8) {   // padded to HR with zero weights: no branch, loads hoisted
+          const float4 m0 = *reinterpret_cast<const float4*>(hs + k0);
+          const float4 m1 = *reinterpret_cast<const float4*>(hs + k0 + 4);
+          a0 += wf[k0] * m0.x;
+          a1 += wf[k0 + 1] * m0.y;
+          a2 += wf[k0 + 2] * m0.z;
+          a3 += wf[k0 + 3] * m0.w;
+          a0 += wf[k0 + 4] * m1.x;
+          a1 += wf[k0 + 5] * m1.y;
+          a2 += wf[k0 + 6] * m1.z;
+          a3 += wf[k0 + 7] * m1.w;
+        }
+      } else {
+        for (int k = 0; k < ksm; k += 4) {
+          const float4 m0 = *reinterpret_cast<const float4*>(hs + k);
+          a0 += R[k * S + r] * m0.x;
+          a1 += R[(k + 1) * S + r] * m0.y;
+          a2 += R[(k + 2) * S + r] * m0.z;
+          a3 += R[(k + 3) * S + r] * m0.w;
+        }
+        if (ksm < H) {
+#pragma unroll
+          for (int o = 0; o < kOvf; o += 4) {
+            if (ksm + o >= H) break;
+            a0 += wf[o] * hs[ksm + o];
+            a1 += wf[o + 1] * hs[ksm + o + 1];
+            a2 += wf[o + 2] * hs[ksm + o + 2];
+            a3 += wf[o + 3] * hs[ksm + o + 3];
+          }
+        }
+      }
+      const float pre_act = xp + ((a0 + a1) + (a2 + a3));
+      const float s = sigmoid_f(q == 2 ? 2.0f * pre_act : pre_act);
+      const float act = q == 2 ? 2.0f * s - 1.0f : s;   // gate g: tanh
+      const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
+      const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
+      c = (t > 0 ? fg * c : 0.0f) + ig * gg;
+      const float tc = tanh_f(c);
+      const float h = og * tc;
+      if (valid) g_r[t * G] = act;
+      if (valid && q < 3) save_j[t * H] = q == 0 ? h : (q == 1 ? c : tc);
+      if (valid && q == 0) h_s[(cur ^ 1) * HP + j] = h;
+      __syncthreads();
+      cur ^= 1;
+    }
+  }
+  return cur;
+}
+
+// Phase 4: the backward recurrence, from d loss / d h_last in dh_s; d gates replace the activations in gbuf.
+template <int HR, int NB>
+__device__ __forceinline__ void backward_recurrence(const Step& st, const float (&wb)[NB]) {
+  const Args& a = *st.a;
+  const float* const R = st.R;
+  float* const dg_s = st.dg_s;
+  const int H = st.H, G = st.G, S = st.S, HP = st.HP, ksm = st.ksm, len = st.len;
+  const int j = st.j, q = st.q, quad = st.quad;
+  const bool valid = st.valid;
+  float* const g_r = st.g_r;
+  const float* const c_j = st.c_j;
+  const float* const tc_j = st.tc_j;
+  const float* const dh_s = st.dh_s;
+  // Thread (j, q) sums gate q's share of (W_hh^T dg)[j]; the quad adds the four.
+  // Step t's activation, c_{t-1} and tanh(c_t) are loaded 4 steps ahead, as in the forward loop.
+  int cb = 0;
+  float dc = 0.0f;
+  float pa[4], pc[4], pt[4];
+  auto fetch = [&](int t, float& act, float& cp, float& tcv) {
+    act = (valid && t >= 0) ? g_r[t * G] : 0.0f;
+    cp = (valid && t >= 1) ? c_j[(t - 1) * H] : 0.0f;
+    tcv = (valid && t >= 0) ? tc_j[t * H] : 0.0f;
+  };
+#pragma unroll
+  for (int u = 0; u < 4; ++u) fetch(len - 1 - u, pa[u], pc[u], pt[u]);
+  for (int t0 = len - 1; t0 >= 0; t0 -= 4) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int t = t0 - u;
+      if (t < 0) break;
+      const float act = pa[u], cprev = pc[u], tc = pt[u];
+      fetch(t - 4, pa[u], pc[u], pt[u]);
+      // The gates of the unit first: they do not depend on the recurrence, so they leave its critical path.
+      const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
+      const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
+      float b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+      const float* d = dg_s + cb * 4 * HP + q * HP;   // d gates of step t + 1: zero at t = len - 1
+      if constexpr (HR > 0) {
+#pragma unroll
+        for (int i0 = 0; i0 < HR; i0 += 8) {
+          const float4 m0 = *reinterpret_cast<const float4*>(d + i0);
+          const float4 m1 = *reinterpret_cast<const float4*>(d + i0 + 4);
+          b0 += wb[i0] * m0.x;
+          b1 += wb[i0 + 1] * m0.y;
+          b2 += wb[i0 + 2] * m0.z;
+          b3 += wb[i0 + 3] * m0.w;
+          b0 += wb[i0 + 4] * m1.x;
+          b1 += wb[i0 + 5] * m1.y;
+          b2 += wb[i0 + 6] * m1.z;
+          b3 += wb[i0 + 7] * m1.w;
+        }
+      } else if (t < len - 1 && j < ksm) {
+        const float* w = R + j * S + q;
+        for (int i = 0; i < H; i += 4) {
+          const float4 m0 = *reinterpret_cast<const float4*>(d + i);
+          b0 += w[4 * i] * m0.x;
+          b1 += w[4 * i + 4] * m0.y;
+          b2 += w[4 * i + 8] * m0.z;
+          b3 += w[4 * i + 12] * m0.w;
+        }
+      } else if (t < len - 1 && valid) {
+        // Columns beyond shared memory: from global memory (L2), 16 loads in flight (d is zero-padded past H).
+        const float* w = a.params + a.lay.w_hh[q] + j;
+        for (int i0 = 0; i0 < H; i0 += 16) {
+          float wv[16];
+#pragma unroll
+          for (int u = 0; u < 16; ++u) wv[u] = i0 + u < H ? __ldg(w + static_cast<int64_t>(i0 + u) * H) : 0.0f;
+#pragma unroll
+          for (int u = 0; u < 16; u += 4) {
+            const float4 m0 = *reinterpret_cast<const float4*>(d + i0 + u);
+            b0 += wv[u] * m0.x;
+            b1 += wv[u + 1] * m0.y;
+            b2 += wv[u + 2] * m0.z;
+            b3 += wv[u + 3] * m0.w;
+          }
+        }
+      }
+      float P = (b0 + b1) + (b2 + b3);
+      P += __shfl_xor_sync(kFull, P, 1);   // identical bits in all four lanes (addition commutes exactly)
+      P += __shfl_xor_sync(kFull, P, 2);
+      const float dh = P + (t == len - 1 ? dh_s[j] : 0.0f);
+      const float dct = dc + dh * og * (1.0f - tc * tc);
+      // All four, then a select: branches on q would run the four paths one after another in every warp.
+      const float d0 = dct * gg * ig * (1.0f - ig);
+      const float d1 = t > 0 ? dct * cprev * fg * (1.0f - fg) : 0.0f;
+      const float d2 = dct * ig * (1.0f - gg * gg);
+      const float d3 = dh * tc * og * (1.0f - og);
+      const float dg = q == 0 ? d0 : (q == 1 ? d1 : (q == 2 ? d2 : d3));
+      dc = dct * fg;
+      if (valid) {
+        dg_s[(cb ^ 1) * 4 * HP + q * HP + j] = dg;
+        g_r[t * G] = dg;
+      }
+      __syncthreads();
+      cb ^= 1;
+    }
+  }
+}
+
+template <int HR>
+__global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __grid_constant__ Params p) {
+  const Args& a = p.a;
+  extern __shared__ float4 smem4[];
+  float* R = reinterpret_cast<float*>(smem4);   // staged weights / inputs (r_floats)
+  const int H = a.H, G = 4 * H, S = a.S, HP = a.HP, ksm = a.ksm;
+  float* h_s = R + a.r_floats;   // (2, HP) h, double-buffered
+  float* dg_s = h_s + 2 * HP;    // (2, 4, HP) d gates, gate-major, double-buffered
+  float* lg_s = dg_s + 8 * HP;   // (Cp) logits, then d loss / d logits
+  float* dh_s = lg_s + a.Cp;     // (HP) d loss / d h_last
+  float* misc = dh_s + HP;       // (4)
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, nt = static_cast<int>(blockDim.x);
+  const int r = tid, j = r >> 2, q = r & 3, quad = lane & ~3;
+  const bool valid = r < G;
+  const GatherSlot slot = a.B <= kInline ? p.slot[blockIdx.x] : a.slots[blockIdx.x];
+  const int len = slot.length;
+  const float* x = a.features + slot.row * a.F;
+  // This sequence's scratch (int offsets: t_cap * 4H fits easily).
+  float* gbuf = a.scratch + static_cast<int64_t>(blockIdx.x) * a.per_seq;   // (t_cap, G) by interleaved row
+  float* cbuf = gbuf + a.t_cap * G;                                          // (t_cap, H)
+  float* tcbuf = cbuf + a.t_cap * H;
+  float* hbuf = tcbuf + a.t_cap * H;
+  mark(a, 0);
+
+  input_projection(a, R, x, gbuf, len);
+  mark(a, 1);
+
+  // Recurrent weights: W_hh transposed into R (k * S + r), then into registers where they fit.
+  __syncthreads();
+  const int ksm_rows = HR ? H : ksm;
+  stage_transposed(R, S, a.params, a.lay.w_hh, H, H, 0, ksm_rows, HR ? HR : ((ksm_rows + 3) & ~3));
+  for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
+  __syncthreads();
+  float wf[HR ? HR : kOvf], wb[HR ? HR : 1];
+  if constexpr (HR > 0) {
+#pragma unroll
+    for (int k = 0; k < HR; ++k) wf[k] = (valid && k < H) ? R[k * S + r] : 0.0f;   // forward: row (q H + j)
+#pragma unroll
+    for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? R[j * S + 4 * i + q] : 0.0f;   // backward: column j
+  } else {
+#pragma unroll
+    for (int u = 0; u < kOvf; ++u)
+      wf[u] = (valid && ksm + u < H) ? a.params[a.lay.w_hh[q] + static_cast<int64_t>(j) * H + ksm + u] : 0.0f;
+    wb[0] = 0.0f;
+  }
+  float* const g_r = gbuf + r;       // this thread's gate column
+  float* const c_j = cbuf + j;       // its unit's columns
+  float* const tc_j = tcbuf + j;
+  // What lane q saves each forward step, branch-free: h (q = 0), c (q = 1), tanh(c) (q = 2); q = 3 saves nothing.
+  float* const save_j = (q == 0 ? hbuf : (q == 1 ? cbuf : tcbuf)) + j;
+
+  const Step st{&a, R, h_s, dg_s, dh_s, H, G, S, HP, ksm, len, r, j, q, quad, valid, g_r, c_j, tc_j, save_j};
+  const int cur = forward_recurrence<HR>(st, wf);
+  mark(a, 2);
+
+  head(a, h_s + cur * HP, lg_s, dh_s, misc, slot.pos);
+  mark(a, 3);
+
+  backward_recurrence<HR>(st, wb);
+  mark(a, 4);
+
+  weight_grads(a, R, x, gbuf, hbuf, len);
+  mark(a, 5);
+}
+
+// grads[i] += sum over b (in order) of partials[b * stride + i].
+__global__ void reduce_partials_kernel(const float* partials, int64_t stride, int B, int64_t n, float* grads) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float s = 0.0f;
+  for (int b0 = 0; b0 < B; b0 += 8) {   // 8 loads in flight, the sum in b order
+    float v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) v[u] = b0 + u < B ? partials[static_cast<int64_t>(b0 + u) * stride + i] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < 8; ++u) s += v[u];
+  }
+  grads[i] += s;
+}
+
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+}  // namespace
+
+std::string fused_lstm_unsupported(const ModelShape& shape) {
+  if (shape.layers != 1) return RT_MSG(shape.layers << " layers (the fused kernel runs one)");
+  if (shape.bidirectional) return "a bidirectional LSTM (the fused kernel runs one direction)";
+  if (shape.pool != Pool::Last) return "pooling over time (the fused kernel's head reads the last step)";
+  if (shape.hidden > kMaxH) return RT_MSG("H=" << shape.hidden << " (the fused kernel runs H <= " << kMaxH << ")");
+  if (shape.hidden < 1 || shape.input_size < 1 || shape.outputs < 1) return "an empty model";
+  return "";
+}
+
+FusedLayoutResult fused_layout_from_index(const ModelShape& shape, const std::vector<int64_t>& dev_index,
+                                          int64_t head_offset, int64_t extras_offset) {
+  FusedLayoutResult res;
+  const ParamLayout pl(shape);
+  const int64_t H = shape.hidden;
+  // Gate q's block of a tensor of `width` columns: rows q H .. q H + H - 1, contiguous in the device layout.
+  auto gate_block = [&](const ParamTensor& t, int64_t width, int q, int64_t* out) {
+    const int64_t first = t.offset + q * H * width;
+    const int64_t base = dev_index[static_cast<size_t>(first)];
+    for (int64_t i = 0; i < H * width; ++i)
+      if (dev_index[static_cast<size_t>(first + i)] != base + i) return false;
+    *out = base;
+    return true;
+  };
+  for (int q = 0; q < 4; ++q) {
+    if (!gate_block(pl.w_ih(0), shape.input_size, q, &res.layout.w_ih[q]) ||
+        !gate_block(pl.w_hh(0), H, q, &res.layout.w_hh[q]) || !gate_block(pl.b_ih(0), 1, q, &res.layout.b_ih[q]) ||
+        !gate_block(pl.b_hh(0), 1, q, &res.layout.b_hh[q])) {
+      res.why = "cuDNN's weight space stores a gate block non-contiguously";
+      return res;
+    }
+  }
+  res.layout.fc_w = head_offset;
+  res.layout.fc_b = head_offset + shape.outputs * H;
+  res.layout.extras = extras_offset;
+  res.ok = true;
+  return res;
+}
+
+FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t n_grad, int device)
+    : shape_(shape), layout_(layout), n_grad_(n_grad), stride_((n_grad + 31) / 32 * 32),
+      slots_copied_(Event::create(false)) {
+  const std::string why = fused_lstm_unsupported(shape);
+  RT_CHECK(why.empty(), "fused LSTM: " << why);
+  const int H = static_cast<int>(shape.hidden), F = static_cast<int>(shape.input_size), G = 4 * H;
+  hr_ = H <= 32 ? 32 : (H <= 64 ? 64 : 0);
+  registers_ = hr_ > 0;
+  threads_ = round_up(G, 32);
+  S_ = round_up(G, 32) + 4;                  // S = 4 (mod 32): conflict-free forward and backward reads
+  HP_ = round_up(H, 8);
+  HP_ += ((4 - HP_ % 32) + 32) % 32;         // HP = 4 (mod 32): the four gates' d-gate rows on distinct banks
+  Cp_ = round_up(static_cast<int>(shape.outputs), 4);
+  int optin = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const int64_t fixed = 2 * HP_ + 8 * HP_ + Cp_ + HP_ + 4;
+  const int64_t budget = optin / static_cast<int64_t>(sizeof(float)) - fixed;
+  // Recurrent weights: all H rows for the register variant (staged once), as many as fit otherwise (multiple of 4).
+  const int64_t want_hh = static_cast<int64_t>(hr_) * S_;   // register variant: H rows staged, padded to hr_
+  if (registers_) {
+    ksm_ = H;
+  } else {
+    const int64_t rows = budget / S_;   // all of W_hh when it fits (rows padded to 4), else a multiple of 4
+    ksm_ = rows >= round_up(H, 4) ? H : static_cast<int>(std::min<int64_t>(H, rows) / 4 * 4);
+    RT_CHECK(ksm_ >= H - kOvf && ksm_ > 0, "fused LSTM: H=" << H << " leaves too few weight columns in shared memory");
+  }
+  // Input projection: feature chunk fc (<= 64) and time chunk tc; weight gradients: time chunk tz.
+  fc_ = std::min(F, 64);
+  fcp_ = round_up(fc_, 4);
+  tc_ = 64;
+  const int64_t r_proj = static_cast<int64_t>(fcp_) * S_ + static_cast<int64_t>(tc_) * fcp_;
+  const int64_t r_hh = registers_ ? want_hh : static_cast<int64_t>(round_up(ksm_, 4)) * S_;
+  r_floats_ = std::max<int64_t>({r_proj, r_hh, 32 * 64});
+  r_floats_ = std::min<int64_t>(std::max<int64_t>(r_floats_, registers_ ? r_floats_ : budget), budget);
+  RT_CHECK(r_proj <= r_floats_ && r_hh <= r_floats_, "fused LSTM: F=" << F << ", H=" << H << " exceed shared memory");
+  tz_ = static_cast<int32_t>(std::min<int64_t>(r_floats_ / 32, 4096) / 8 * 8);
+  r_floats_ = r_floats_ / 4 * 4;   // float4 alignment of what follows; every part above is a multiple of 4
+  smem_bytes_ = static_cast<size_t>(r_floats_ + fixed) * sizeof(float);
+  const void* k = kernel();
+  CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
+  slots_host_ = PinnedBuffer<GatherSlot>(kMaxGatherSlots, false);
+  slots_dev_.resize_discard(kMaxGatherSlots);
+  cycles_.resize_discard(8);
+}
+
+const void* FusedLstm::kernel() const {
+  if (hr_ == 32) return reinterpret_cast<const void*>(fused_lstm_kernel<32>);
+  if (hr_ == 64) return reinterpret_cast<const void*>(fused_lstm_kernel<64>);
+  return reinterpret_cast<const void*>(fused_lstm_kernel<0>);
+}
+
+void FusedLstm::reserve(int64_t B, int64_t T) {
+  if (B <= cap_B_ && T <= cap_T_) return;
+  cap_B_ = std::max(cap_B_, B);
+  cap_T_ = std::max(cap_T_, T);
+  const int64_t H = shape_.hidden;
+  scratch_.resize_discard(static_cast<size_t>(cap_B_ * cap_T_ * (4 * H + 3 * H)));
+  if (cap_B_ > 1) {
+    partials_.resize_discard(static_cast<size_t>(cap_B_ * stride_));
+    CUDA_CHECK(cudaMemset(partials_.get(), 0, partials_.size() * sizeof(float)));   // padding entries stay zero
+  }
+}
+
+void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features, const int32_t* labels,
+                    const float* targets, const float* params, float* grads, cudaStream_t s) {
+  const int64_t B = static_cast<int64_t>(slots.size());
+  RT_CHECK(B >= 1 && B <= kMaxGatherSlots, "fused LSTM: " << B << " sequences in one step");
+  int64_t T = 0;
+  for (const GatherSlot& g : slots) {
+    RT_CHECK(g.length >= 1, "fused LSTM: a sequence of length " << g.length);
+    T = std::max<int64_t>(T, g.length);
+  }
+  if (B > cap_B_ || T > cap_T_) {
+    CUDA_CHECK(cudaStreamSynchronize(s));   // the buffers may still be in use by a queued launch
+    reserve(B, T);
+  }
+  const int64_t H = shape_.hidden;
+  Params p{};
+  Args& a = p.a;
+  a.params = params;
+  a.accumulate = B == 1;
+  a.out = B == 1 ? grads : partials_.get();
+  a.stride = B == 1 ? 0 : stride_;
+  a.features = features;
+  a.labels = labels;
+  a.targets = targets;
+  a.B = static_cast<int32_t>(B);
+  a.F = static_cast<int32_t>(shape_.input_size);
+  a.H = static_cast<int32_t>(H);
+  a.C = static_cast<int32_t>(shape_.outputs);
+  a.classification = shape_.task == Task::Classification;
+  a.lay = layout_;
+  a.scratch = scratch_.get();
+  a.per_seq = cap_T_ * 7 * H;
+  a.t_cap = static_cast<int32_t>(cap_T_);
+  a.S = S_;
+  a.HP = HP_;
+  a.ksm = ksm_;
+  a.fc = fc_;
+  a.fcp = fcp_;
+  a.tc = tc_;
+  a.tz = tz_;
+  a.Cp = Cp_;
+  a.r_floats = r_floats_;
+  a.cycles = record_ ? cycles_.get() : nullptr;
+  if (B <= kInline) {
+    for (int64_t i = 0; i < B; ++i) p.slot[i] = slots[static_cast<size_t>(i)];
+  } else {
+    // The host table is reused: the previous step's copy must have left it before it is rewritten.
+    CUDA_CHECK(cudaEventSynchronize(slots_copied_.get()));
+    std::copy(slots.begin(), slots.end(), slots_host_.get());
+    CUDA_CHECK(cudaMemcpyAsync(slots_dev_.get(), slots_host_.get(), static_cast<size_t>(B) * sizeof(GatherSlot),
+                               cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaEventRecord(slots_copied_.get(), s));
+    a.slots = slots_dev_.get();
+  }
+  void* args[] = {&p};
+  const void* k = kernel();
+  CUDA_CHECK(cudaLaunchKernel(k, dim3(static_cast<unsigned>(B)), dim3(static_cast<unsigned>(threads_)), args,
+                              smem_bytes_, s));
+  CUDA_CHECK_LAUNCH();
+  if (B > 1) {
+    const int64_t blocks = (n_grad_ + 255) / 256;
+    reduce_partials_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(partials_.get(), stride_,
+                                                                         static_cast<int>(B), n_grad_, grads);
+    CUDA_CHECK_LAUNCH();
+  }
+}
+
+FusedCycles FusedLstm::last_cycles(cudaStream_t s) {
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  long long c[8] = {};
+  CUDA_CHECK(cudaMemcpy(c, cycles_.get(), sizeof(c), cudaMemcpyDeviceToHost));
+  FusedCycles r;
+  r.projection = c[1] - c[0];
+  r.forward = c[2] - c[1];
+  r.head = c[3] - c[2];
+  r.backward = c[4] - c[3];
+  r.weight_grads = c[5] - c[4];
+  r.total = c[5] - c[0];
+  return r;
+}
+
+double FusedLstm::time_us(int64_t B, int64_t T, cudaStream_t s) {
+  const int64_t F = shape_.input_size, C = shape_.outputs;
+  DeviceBuffer<float> feats(static_cast<size_t>(B * T * F)), params(static_cast<size_t>(n_grad_)),
+      grads(static_cast<size_t>(n_grad_)), targets(static_cast<size_t>(B * C));
+  DeviceBuffer<int32_t> labels(static_cast<size_t>(B));
+  launch_fill_uniform(feats.get(), B * T * F, 11, -1.0f, 1.0f, s);
+  launch_fill_uniform(params.get(), n_grad_, 12, -0.1f, 0.1f, s);
+  launch_fill_uniform(targets.get(), B * C, 13, -1.0f, 1.0f, s);
+  launch_fill_int(labels.get(), B, 0, s);
+  CUDA_CHECK(cudaMemsetAsync(grads.get(), 0, static_cast<size_t>(n_grad_) * sizeof(float), s));
+  std::vector<GatherSlot> slots;
+  for (int64_t b = 0; b < B; ++b)
+    slots.push_back(GatherSlot{b * T, static_cast<int32_t>(T), static_cast<int32_t>(b)});
+  Event e0 = Event::create(true), e1 = Event::create(true);
+  std::vector<float> us;
+  for (int i = 0; i < 23; ++i) {
+    CUDA_CHECK(cudaEventRecord(e0.get(), s));
+    run(slots, feats.get(), labels.get(), targets.get(), params.get(), grads.get(), s);
+    CUDA_CHECK(cudaEventRecord(e1.get(), s));
+    CUDA_CHECK(cudaEventSynchronize(e1.get()));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0.get(), e1.get()));
+    if (i >= 3) us.push_back(1e3f * ms);   // the first runs include module load and buffer growth
+  }
+  std::sort(us.begin(), us.end());
+  return static_cast<double>(us[us.size() / 2]);
+}
+
+std::string FusedLstm::describe() const {
+  return RT_MSG("fused kernel (recurrent weights in " << (registers_ ? "registers" : "shared memory") << ", "
+                                                      << threads_ << " threads, "
+                                                      << (smem_bytes_ + 1023) / 1024 << " KiB shared)");
+}
+
+}  // namespace ragtrain

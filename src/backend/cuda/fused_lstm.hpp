@@ -1,0 +1,91 @@
+// The fused LSTM training step: one thread block per sequence runs the input projection, the forward recurrence,
+// the Linear head and loss, the backward recurrence and the weight gradients of a 1-layer unidirectional LSTM
+// (H <= 128) with no launch or grid-wide barrier per timestep; K sequences are K blocks whose gradients are then
+// summed on the GPU in a fixed order (bitwise-reproducible). It reads the parameters from, and adds the gradients
+// into, the CUDA backend's device layout (cuDNN's weight space, then the head), so the NCCL all-reduce and the fused
+// optimizer run unchanged.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "batch_gather.hpp"
+#include "cuda_raii.hpp"
+#include "ragtrain/model/model.hpp"
+
+namespace ragtrain {
+
+// Where each gate's block of the LSTM tensors starts in the device layout: gate q (PyTorch order i, f, g, o) of
+// weight_ih is H contiguous rows of F floats at w_ih[q], of weight_hh H rows of H at w_hh[q], of each bias H floats.
+// The head: fc.weight (C, H) at fc_w, fc.bias at fc_b; loss_sum, count, correct at extras.
+struct FusedLayout {
+  int64_t w_ih[4] = {}, w_hh[4] = {}, b_ih[4] = {}, b_hh[4] = {};
+  int64_t fc_w = 0, fc_b = 0, extras = 0;
+};
+
+// Why the fused kernel cannot run this model (empty when it can): more than one layer, H > 128, ...
+std::string fused_lstm_unsupported(const ModelShape& shape);
+
+// The layout above from the backend's PyTorch -> device index map, or an empty optional-like result (ok = false)
+// when some gate block is not contiguous there (then the caller falls back to cuDNN).
+struct FusedLayoutResult {
+  bool ok = false;
+  std::string why;
+  FusedLayout layout;
+};
+FusedLayoutResult fused_layout_from_index(const ModelShape& shape, const std::vector<int64_t>& dev_index,
+                                          int64_t head_offset, int64_t extras_offset);
+
+// Per-block cycle counts of one launch (block 0), for the latency budget in doc/performance.md.
+struct FusedCycles {
+  int64_t length = 0;
+  int64_t projection = 0, forward = 0, head = 0, backward = 0, weight_grads = 0, total = 0;
+};
+
+class FusedLstm {
+ public:
+  // n_grad: floats of the fused buffer (device parameters + the 3 extras). Sets the kernels' shared-memory limit.
+  FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t n_grad, int device);
+
+  // One training step's forward and backward for `slots` (1..kMaxGatherSlots sequences of the shard in `features`,
+  // labels or targets indexed by slot.pos): ADDS the summed gradients, loss, count and correct into `grads`.
+  void run(const std::vector<GatherSlot>& slots, const float* features, const int32_t* labels,
+           const float* targets, const float* params, float* grads, cudaStream_t s);
+
+  // Block 0's cycle counts of the last run (only when record_cycles(true) was set before it). Waits for `s`.
+  void record_cycles(bool on) { record_ = on; }
+  FusedCycles last_cycles(cudaStream_t s);
+
+  // Median microseconds of one run over B sequences of length T on random data (its own buffers; `s` is
+  // synchronized). For the start-up choice between this kernel and cuDNN.
+  double time_us(int64_t B, int64_t T, cudaStream_t s);
+
+  std::string describe() const;   // "fused kernel (weights in registers, 224 threads, 60 KiB shared)"
+
+ private:
+  void reserve(int64_t B, int64_t T);
+  const void* kernel() const;      // the variant for this H
+
+  ModelShape shape_;
+  FusedLayout layout_;
+  int64_t n_grad_ = 0, stride_ = 0;
+  int threads_ = 0;
+  bool registers_ = true;          // H <= 64: recurrent weights in registers; else in shared memory
+  int hr_ = 0;                     // register variant: H padded to 32 or 64 (the kernel's template argument)
+  int32_t S_ = 0, HP_ = 0, ksm_ = 0, fc_ = 0, fcp_ = 0, tc_ = 0, tz_ = 0, Cp_ = 0;
+  int64_t r_floats_ = 0;
+  size_t smem_bytes_ = 0;
+  int64_t cap_B_ = 0, cap_T_ = 0;
+  DeviceBuffer<float> scratch_;    // (cap_B, per sequence) gates, cell states, tanh(c), h
+  DeviceBuffer<float> partials_;   // (cap_B, stride) per-sequence gradients when B > 1
+  DeviceBuffer<GatherSlot> slots_dev_;
+  PinnedBuffer<GatherSlot> slots_host_;
+  Event slots_copied_;
+  DeviceBuffer<long long> cycles_;
+  bool record_ = false;
+};
+
+}  // namespace ragtrain
