@@ -474,7 +474,6 @@ void validate(const RunConfig& c) {
     require(c.head_dropout >= 0 && c.head_dropout < 1, "head-dropout",
             "must be in [0, 1), got " + short_number(c.head_dropout), help);
   }
-  if (cmd == "train" || cmd == "bench")
 }
 
 }  // namespace
