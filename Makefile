@@ -156,11 +156,14 @@ HAVE_FUZZ := $(if $(FUZZ_CXX),$(if $(wildcard $(shell $(FUZZ_CXX) -print-resourc
 FUZZ_DIR  := $(BUILD)/fuzz
 FUZZ_SAN  := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CXXFLAGS := -std=c++17 -O1 -g -Wall -Wextra $(FUZZ_SAN) -fsanitize=fuzzer-no-link
-# Only what each target reaches: the .ts parser, and the v1 validation with its HDF5 helpers.
+# Only what each target reaches: the .ts parser, the v1 validation with its HDF5 helpers, the NumPy readers.
 FUZZ_TS_SRCS := tests/fuzz/fuzz_ts.cpp src/data/ts_import.cpp src/data/checks.cpp src/core/error.cpp
 FUZZ_H5_SRCS := tests/fuzz/fuzz_h5.cpp src/data/format.cpp src/data/h5.cpp src/data/checks.cpp src/core/error.cpp \
                 src/core/memory.cpp
-FUZZ_BINS := $(FUZZ_DIR)/bin/fuzz_ts $(FUZZ_DIR)/bin/fuzz_h5
+# The .npy parser and the .npz importer (minizip reads the archive).
+FUZZ_NPZ_SRCS := tests/fuzz/fuzz_npz.cpp src/data/npz_import.cpp src/data/npy.cpp src/data/checks.cpp \
+                 src/data/class_labels.cpp src/core/error.cpp
+FUZZ_BINS := $(FUZZ_DIR)/bin/fuzz_ts $(FUZZ_DIR)/bin/fuzz_h5 $(FUZZ_DIR)/bin/fuzz_npz
 
 $(FUZZ_DIR)/obj/%.o: %.cpp
 	@mkdir -p $(dir $@)
@@ -171,6 +174,10 @@ $(FUZZ_DIR)/bin/fuzz_ts: $(FUZZ_TS_SRCS:%.cpp=$(FUZZ_DIR)/obj/%.o)
 $(FUZZ_DIR)/bin/fuzz_h5: $(FUZZ_H5_SRCS:%.cpp=$(FUZZ_DIR)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CXX) $(FUZZ_SAN) -fsanitize=fuzzer $^ -Wl,-rpath,$(HDF5_HOME)/lib -L$(HDF5_HOME)/lib -lhdf5 $(MPI_LIBS) -o $@
+
+$(FUZZ_DIR)/bin/fuzz_npz: $(FUZZ_NPZ_SRCS:%.cpp=$(FUZZ_DIR)/obj/%.o)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) $(FUZZ_SAN) -fsanitize=fuzzer $^ $(ZIP_LIBS) $(MPI_LIBS) -o $@
 
 fuzz: deps
 	@test "$(HAVE_FUZZ)" = 1 || { echo "make fuzz needs clang++ with libFuzzer (apt-get install clang libclang-rt-14-dev)"; exit 2; }

@@ -30,14 +30,14 @@ steps_for() { case $1 in 1) echo 5000 ;; 32) echo 4000 ;; *) echo 3000 ;; esac; 
 warmup_for() { case $1 in 1) echo 500 ;; 32) echo 300 ;; *) echo 200 ;; esac; }
 torch_steps_for() { case $1 in 1) echo "$TORCH_STEPS" ;; 32) echo 300 ;; *) echo 150 ;; esac; }
 
-"$BIN/ragtrain" gen --out "$WORK/data.h5" "${DATA[@]}" 2>&1 | tee -a "$LOG"
+"$BIN/ragtrain" gen --force --out "$WORK/data.h5" "${DATA[@]}" 2>&1 | tee -a "$LOG"
 ragtrain_bench() {   # H K tag [env...]
   local H=$1 K=$2 tag=$3
   shift 3
   # One local rank: it inherits this environment (RAGTRAIN_CUDA_GRAPHS and friends) from mpirun.
   env "$@" timeout 120 mpirun -np 1 "$BIN/ragtrain" bench --device cuda --hidden "$H" "${DATA[@]}" --optimizer adam \
     --lr 1e-3 --batch-per-rank "$K" --schedule balanced --steps "$(steps_for "$K")" --warmup "$(warmup_for "$K")" \
-    --out "$WORK/$tag.json" 2>&1 | tee -a "$LOG" "$WORK/$tag.log"
+    --force --out "$WORK/$tag.json" 2>&1 | tee -a "$LOG" "$WORK/$tag.log"
 }
 for K in $KS; do
   echo "## H=50 K=$K" | tee -a "$LOG"

@@ -75,9 +75,9 @@ SPEC=(--features 36 --classes 10 --min-length 60 --max-length 130)
 
 # ---- data: one file for every P (SEQ_PER_RANK sequences per rank at the largest P)
 DATA=$DATA_DIR/data.h5
-"$RT" gen --out "$DATA" "${SPEC[@]}" --sequences $((SEQ_PER_RANK * PMAX)) --seed 1 2>&1 | tee -a "$LOG"
+"$RT" gen --force --out "$DATA" "${SPEC[@]}" --sequences $((SEQ_PER_RANK * PMAX)) --seed 1 2>&1 | tee -a "$LOG"
 ranks_csv=$(IFS=,; echo "${PS_LIST[*]}")
-"$RT" simulate --ranks "$ranks_csv" --data "$DATA" --batch-per-rank 1 --out "$WORK/simulate.json" 2>&1 | tee -a "$LOG"
+"$RT" simulate --ranks "$ranks_csv" --data "$DATA" --batch-per-rank 1 --force --out "$WORK/simulate.json" 2>&1 | tee -a "$LOG"
 
 # ---- 1. weak scaling: ragtrain balanced / random, then DDP, for every P
 for P in "${PS_LIST[@]}"; do
@@ -85,7 +85,7 @@ for P in "${PS_LIST[@]}"; do
     in_budget "ragtrain bench P=$P $S" || continue
     say "## ragtrain bench P=$P schedule=$S"
     timeout 150 mpirun "${MPIRUN_EXTRA[@]}" -np "$P" "$RT" bench --device "$DEVICE" --data "$DATA" "${MODEL[@]}" \
-      --batch-per-rank 1 --schedule "$S" --steps "$STEPS" --warmup "$WARMUP" --out "$WORK/ragtrain_${S}_p$P.json" \
+      --batch-per-rank 1 --schedule "$S" --steps "$STEPS" --warmup "$WARMUP" --force --out "$WORK/ragtrain_${S}_p$P.json" \
       2>&1 | tee -a "$LOG" "$WORK/ragtrain_${S}_p$P.log"
   done
 done
@@ -137,7 +137,7 @@ declare -A CORR_MADE=()
 corr_data() {
   CDATA=$DATA_DIR/corr_p$1.h5
   [ -n "${CORR_MADE[$1]:-}" ] && return
-  "$RT" gen --out "$CDATA" "${SPEC[@]}" --sequences $((CORR_STEPS * $1)) --seed 2 --quiet 2>&1 | tee -a "$LOG"
+  "$RT" gen --force --out "$CDATA" "${SPEC[@]}" --sequences $((CORR_STEPS * $1)) --seed 2 --quiet 2>&1 | tee -a "$LOG"
   CORR_MADE[$1]=1
 }
 compare() {   # run_a run_b param_rtol label result_tag: bench/compare_runs.py, loss to 1e-5

@@ -10,7 +10,8 @@ PKGS=(build-essential make pkg-config
       libminizip-dev zlib1g-dev
       libgtest-dev nlohmann-json3-dev
       slurm-wlm munge gnuplot-nox   # the jobs/ tests run a real single-node Slurm; `ragtrain plot` draws with gnuplot
-      clang)                        # the fuzz targets (tests/fuzz): clang++ with -fsanitize=fuzzer
+      clang                         # the fuzz targets (tests/fuzz): clang++ with -fsanitize=fuzzer
+      python3-torch python3-h5py python3-numpy)   # the suite "torch" (tools/test_torch_agreement.py, /usr/bin/python3)
 # libFuzzer's runtime (libclang_rt.fuzzer-x86_64.a) is a package of its own on Debian 12 and later; older
 # releases ship it inside libclang-common-N-dev, which clang already pulls in.
 if command -v apt-cache >/dev/null 2>&1 && apt-cache show libclang-rt-dev >/dev/null 2>&1; then
@@ -26,7 +27,8 @@ else
   echo "ragtrain: not a Debian/Ubuntu system; install the equivalents of:" >&2
   printf '  %s\n' "${PKGS[@]}" >&2
   echo "  (Open MPI, parallel HDF5 built against it, Boost.Program_options, minizip and zlib, GoogleTest, nlohmann-json;" >&2
-  echo "   Slurm with munge for the jobs/ tests, gnuplot for ragtrain plot, clang with libFuzzer for tests/fuzz)" >&2
+  echo "   Slurm with munge for the jobs/ tests, gnuplot for ragtrain plot, clang with libFuzzer for tests/fuzz," >&2
+  echo "   PyTorch, h5py and NumPy for the PyTorch agreement suite)" >&2
   exit 1
 fi
 

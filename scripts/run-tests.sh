@@ -4,7 +4,8 @@
 # Suites: unit (one process), mpi (the same binary under mpirun -np 1..4 --oversubscribe), e2e (the ragtrain binary
 # driven as a user would, bad inputs on several ranks included), jobs (the jobs/ scripts: mpirun launcher, and
 # sbatch on a single-node Slurm the suite starts and stops; skipped with the reason where Slurm is missing),
-# fuzz (the libFuzzer targets of tests/fuzz, FUZZ_SECONDS each), gpu (built with CUDA; skipped without a GPU).
+# fuzz (the libFuzzer targets of tests/fuzz, FUZZ_SECONDS each), torch (ragtrain against PyTorch,
+# tools/test_torch_agreement.py; skipped without torch), gpu (built with CUDA; skipped without a GPU).
 set -u
 BUILD=${1:-build}
 ONLY=${2:-}
@@ -89,6 +90,8 @@ if [ "$ONLY" != gpu ]; then
   # default 60; a target that is not built is skipped with the reason.
   # (its own sanitizer options: leaks are checked with the fast unwinder there, no MPI job is started)
   run_script_suite fuzz env -u ASAN_OPTIONS "$(dirname "$0")/../tests/fuzz/run.sh" "$BUILD/fuzz" "${FUZZ_SECONDS:-60}"
+  # PyTorch agreement (tools/test_torch_agreement.py, CPU backend); skipped where /usr/bin/python3 lacks torch.
+  run_script_suite torch "${NO_LEAKS[@]}" "$(dirname "$0")/../tests/torch/run.sh" "$BUILD"
 fi
 if [ -x "$BUILD/bin/gpu_tests" ]; then
   run_suite gpu "$BUILD/bin/gpu_tests"

@@ -5,6 +5,7 @@
 
 #include "ragtrain/cli/commands.hpp"
 #include "ragtrain/cli/options.hpp"
+#include "ragtrain/cli/output_guard.hpp"
 #include "ragtrain/cli/version.hpp"
 #include "ragtrain/comm/context.hpp"
 #include "ragtrain/comm/signals.hpp"
@@ -39,6 +40,8 @@ int main(int argc, char** argv) {
       if (ctx.is_root()) std::cout << inv.config.effective;
       return kExitOk;
     }
+    // No output may destroy data: inputs, data sets, checkpoints, other runs' folders (cli/output_guard.hpp).
+    collective_phase(ctx, [&] { if (ctx.is_root()) check_outputs(inv.config); });
     const std::string& cmd = inv.config.command;
     if (cmd == "gen") return run_gen(ctx, inv.config);
     if (cmd == "convert") return run_convert(ctx, inv.config);

@@ -281,10 +281,16 @@ std::vector<char> build_image(const Checkpoint& c) {
       write_floats(opt.get(), "m", {static_cast<int64_t>(c.opt_m.size())}, c.opt_m.data());
       if (!c.opt_v.empty()) write_floats(opt.get(), "v", {static_cast<int64_t>(c.opt_v.size())}, c.opt_v.data());
     }
-    if (!c.feature_mean.empty()) {
+    // --normalize: the mode as an attribute of /normalization, with the statistics of `feature` inside it.
+    RT_CHECK((c.normalization == "feature") == !c.feature_mean.empty() && c.feature_std.size() == c.feature_mean.size(),
+             "normalization '" << c.normalization << "' with " << c.feature_mean.size() << " feature means");
+    if (c.normalization != "none") {
       H5Handle norm(H5_CHECK(H5Gcreate2(f, "normalization", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)), H5Gclose);
-      write_floats(norm.get(), "mean", {c.shape.input_size}, c.feature_mean.data());
-      write_floats(norm.get(), "std", {c.shape.input_size}, c.feature_std.data());
+      write_string_attr(norm.get(), "mode", c.normalization);
+      if (!c.feature_mean.empty()) {
+        write_floats(norm.get(), "mean", {c.shape.input_size}, c.feature_mean.data());
+        write_floats(norm.get(), "std", {c.shape.input_size}, c.feature_std.data());
+      }
     }
     group.reset();
   }
@@ -418,7 +424,16 @@ Checkpoint read_checkpoint(const std::string& path) {
       read_floats(path, f, "optimizer/v", {layout.total()}, c.opt_v.data(), v2);
     }
   }
-  if (H5Lexists(f, "normalization", H5P_DEFAULT) > 0) {
+  // Files from before --normalize had modes hold /normalization (mean and std) exactly when trained with it.
+  c.normalization = H5Lexists(f, "normalization", H5P_DEFAULT) > 0 ? "feature" : "none";
+  if (c.normalization != "none") {
+    H5Handle norm(H5_CHECK(H5Gopen2(f, "normalization", H5P_DEFAULT)), H5Gclose);
+    if (attr_shape(norm.get(), "mode").kind != AttrKind::Missing) c.normalization = string_attr(path, norm.get(), "mode");
+    USER_CHECK(c.normalization == "feature" || c.normalization == "series",
+               "checkpoint '" << path << "': normalization/mode is '" << c.normalization << "'",
+               "expected feature or series; the file is damaged or from a newer ragtrain");
+  }
+  if (c.normalization == "feature") {
     c.feature_mean.resize(static_cast<size_t>(c.shape.input_size));
     c.feature_std.resize(static_cast<size_t>(c.shape.input_size));
     read_floats(path, f, "normalization/mean", {c.shape.input_size}, c.feature_mean.data(), v2);

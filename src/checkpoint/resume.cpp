@@ -53,6 +53,12 @@ ResumePlan plan_resume(const std::string& path, const Checkpoint& c, const Resum
   std::map<std::string, std::string> before, now;
   for (auto& [k, v] : parse_effective_config(c.config)) before[k] = v;
   for (auto& [k, v] : parse_effective_config(target.effective_config)) now[k] = v;
+  // --normalize was a switch before it had modes: its `true` / `false` are `feature` / `none` now.
+  for (auto* m : {&before, &now}) {
+    const auto it = m->find("normalize");
+    if (it != m->end() && (it->second == "true" || it->second == "false"))
+      it->second = it->second == "true" ? "feature" : "none";
+  }
   for (const std::string& name : trajectory_options()) {
     const auto b = before.find(name), n = now.find(name);
     if (b == before.end() || n == now.end()) continue;   // an option this ragtrain or that one did not have

@@ -13,6 +13,7 @@
 #include "ragtrain/cli/commands.hpp"
 #include "ragtrain/comm/gather.hpp"
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/core/output_file.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/normalization.hpp"
 #include "ragtrain/metrics/confusion.hpp"
@@ -67,7 +68,9 @@ Applied apply_checkpoint(const Context& ctx, const EvalConfig& cfg) {
                   kBestCheckpointName);
     std::fflush(stdout);
   }
-  apply_scaling(FeatureScaling{a.ckpt.feature_mean, a.ckpt.feature_std}, a.shard);
+  // The standardisation the model was trained with (none, the training set's statistics, or per series).
+  Normalizer{parse_normalization(a.ckpt.normalization), FeatureScaling{a.ckpt.feature_mean, a.ckpt.feature_std}}
+      .apply(a.shard);
   BackendOptions opts;
   opts.device = cfg.device;
   opts.comm = ctx.world;
@@ -90,7 +93,10 @@ void describe(const Context& ctx, const EvalConfig& cfg, const Applied& a) {
   const ModelShape& m = a.ckpt.shape;
   std::printf("# model: %s, %s parameters, %s, normalisation %s, backend %s\n", ragtrain::describe(m).c_str(),
               si_number(static_cast<double>(a.ckpt.params.size())).c_str(), task_name(m.task),
-              a.ckpt.feature_mean.empty() ? "off" : "from the training set", a.backend.c_str());
+              a.ckpt.normalization == "feature"  ? "feature (the training set's statistics)"
+              : a.ckpt.normalization == "series" ? "series (each sequence by its own)"
+                                                 : "none",
+              a.backend.c_str());
   for (int r = 0; r < ctx.size; ++r)
     std::printf("# rank %d: %lld sequences, %lld timesteps\n", r, static_cast<long long>(all[2 * static_cast<size_t>(r)]),
                 static_cast<long long>(all[2 * static_cast<size_t>(r) + 1]));
@@ -168,7 +174,8 @@ int run_predict(const Context& ctx, const RunConfig& options) {
 
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
-    const std::string tmp = cfg.out + ".tmp." + std::to_string(::getpid());
+    AtomicOutput file(cfg.out);   // removed unless committed: a failed write leaves the previous file or none
+    const std::string& tmp = file.temp_path();
     std::ofstream out(tmp);
     USER_CHECK(out.good(), "cannot create '" << cfg.out << "'", "choose a writable --out path");
     const int64_t n = a.info.num_sequences;
@@ -204,7 +211,7 @@ int run_predict(const Context& ctx, const RunConfig& options) {
     out.flush();
     USER_CHECK(out.good(), "writing '" << tmp << "' failed (disk full?)", "free space where --out points");
     out.close();
-    commit_file(tmp, cfg.out);
+    file.commit();
     if (!cfg.quiet) std::printf("wrote %lld predictions to %s\n", static_cast<long long>(n), cfg.out.c_str());
   });
   return kExitOk;

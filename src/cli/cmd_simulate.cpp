@@ -1,5 +1,5 @@
-// `ragtrain simulate`: the length imbalance of the balanced and random schedules for any rank count, computed
-// from the schedule alone (a pure function), so 1024 ranks can be studied on a laptop.
+// `ragtrain simulate`: the length imbalance, padding and batch repeats of the balanced and random schedules for
+// any rank count, computed from the schedule alone (a pure function), so 1024 ranks can be studied on a laptop.
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -10,6 +10,7 @@
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/metrics/metrics.hpp"
 #include "ragtrain/schedule/schedule.hpp"
+#include "ragtrain/schedule/schedule_stats.hpp"
 
 namespace ragtrain {
 
@@ -70,9 +71,21 @@ int run_simulate(const Context& ctx, const RunConfig& cfg) {
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
     const std::string source = cfg.data.empty() ? cfg.lengths : cfg.data;
-    std::printf("# ragtrain simulate: length imbalance 1 - mean/max of per-rank timesteps, mean over %lld epoch(s)\n",
+    std::printf("# ragtrain simulate: means over %lld epoch(s) of the length imbalance (1 - mean/max of per-rank "
+                "timesteps), the padding of a rank's K sequences run as one call padded to its longest, and the "
+                "batch repeats (share of an epoch's global batches, as sets, also trained the epoch before)\n",
                 static_cast<long long>(cfg.epochs));
-    std::printf("# %-24s %8s %4s %10s %8s %12s %12s\n", "lengths", "ranks", "K", "N", "steps", "balanced", "random");
+    std::printf("# %-24s %6s %4s %9s %7s | %9s %9s | %9s %9s | %9s %9s\n", "", "", "", "", "", "imbalance", "",
+                "padding", "", "repeats", "");
+    std::printf("# %-24s %6s %4s %9s %7s | %9s %9s | %9s %9s | %9s %9s\n", "lengths", "ranks", "K", "N", "steps",
+                "balanced", "random", "balanced", "random", "balanced", "random");
+    auto pct = [](double v) {
+      char b[32];
+      if (std::isnan(v)) std::snprintf(b, sizeof b, "%9s", "-");
+      else std::snprintf(b, sizeof b, "%8.2f%%", 100 * v);
+      return std::string(b);
+    };
+    auto json_num = [](double v) { return std::isnan(v) ? Json(nullptr) : Json(v); };
     Json rows = Json::array();
     for (int64_t p : ranks) {
       const std::vector<int64_t> lengths =
@@ -81,16 +94,25 @@ int run_simulate(const Context& ctx, const RunConfig& cfg) {
       const int64_t n = static_cast<int64_t>(lengths.size());
       const Schedule bal(lengths, p, cfg.batch_per_rank, cfg.seed, ScheduleKind::Balanced);
       const Schedule rnd(lengths, p, cfg.batch_per_rank, cfg.seed, ScheduleKind::Random);
-      const double b = mean_imbalance(bal, lengths, cfg.epochs), r = mean_imbalance(rnd, lengths, cfg.epochs);
-      std::printf("  %-24s %8lld %4lld %10lld %8lld %11.2f%% %11.2f%%\n", source.c_str(), static_cast<long long>(p),
+      const ScheduleStats b = measure_schedule(bal, lengths, cfg.epochs), r = measure_schedule(rnd, lengths, cfg.epochs);
+      std::printf("  %-24s %6lld %4lld %9lld %7lld | %s %s | %s %s | %s %s\n", source.c_str(), static_cast<long long>(p),
                   static_cast<long long>(cfg.batch_per_rank), static_cast<long long>(n),
-                  static_cast<long long>(bal.steps_per_epoch()), 100 * b, 100 * r);
-      rows.push_back(Json{{"lengths", source},      {"ranks", p},
-                          {"batch_per_rank", cfg.batch_per_rank}, {"sequences", n},
-                          {"steps_per_epoch", bal.steps_per_epoch()}, {"epochs", cfg.epochs},
-                          {"balanced_imbalance", b}, {"random_imbalance", r}});
+                  static_cast<long long>(bal.steps_per_epoch()), pct(b.imbalance).c_str(), pct(r.imbalance).c_str(),
+                  pct(b.padding).c_str(), pct(r.padding).c_str(), pct(b.repeat).c_str(), pct(r.repeat).c_str());
+      rows.push_back(Json{{"lengths", source},
+                          {"ranks", p},
+                          {"batch_per_rank", cfg.batch_per_rank},
+                          {"sequences", n},
+                          {"steps_per_epoch", bal.steps_per_epoch()},
+                          {"epochs", cfg.epochs},
+                          {"balanced_imbalance", b.imbalance},
+                          {"random_imbalance", r.imbalance},
+                          {"balanced_padding", b.padding},
+                          {"random_padding", r.padding},
+                          {"balanced_batch_repeat_fraction", json_num(b.repeat)},
+                          {"random_batch_repeat_fraction", json_num(r.repeat)}});
     }
-    if (!cfg.out.empty()) write_json_atomic(cfg.out, Json{{"simulation", "length_imbalance"}, {"rows", rows}});
+    if (!cfg.out.empty()) write_json_atomic(cfg.out, Json{{"simulation", "schedules"}, {"rows", rows}});
     std::fflush(stdout);
   });
   return kExitOk;

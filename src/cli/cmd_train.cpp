@@ -2,6 +2,7 @@
 // configuration, then the Trainer's phases in order.
 #include <cstdio>
 
+#include "ragtrain/checkpoint/run_lock.hpp"
 #include "ragtrain/cli/commands.hpp"
 #include "ragtrain/comm/watchdog.hpp"
 #include "ragtrain/core/error.hpp"
@@ -11,6 +12,8 @@ namespace ragtrain {
 
 int run_train(const Context& launched, const RunConfig& options) {
   const TrainConfig cfg = train_config(options);
+  // One run per --out folder, held until this function returns (checkpoint/run_lock.hpp).
+  const RunLock run_lock = RunLock::acquire(launched, options.out, options.command_line);
   // Dead or stuck ranks: once the loop starts (Trainer::run arms it), every collective that takes `ctx` waits at
   // most --comm-timeout, then names the rank that did not come and ends the job (comm/watchdog.hpp).
   CommWatchdog watchdog(launched, cfg.comm_timeout);

@@ -61,6 +61,14 @@ void validate(boost::any& v, const std::vector<std::string>& values, NonfinitePo
 void validate(boost::any& v, const std::vector<std::string>& values, SelectMetric*, int) {
   parse_choice(v, values, {SelectMetric::ValLoss, SelectMetric::ValAccuracy}, select_metric_name);
 }
+void validate(boost::any& v, const std::vector<std::string>& values, Normalization*, int) {
+  const std::string& s = po::validators::get_single_string(values);
+  if (s == "true" || s == "false")   // --normalize was a switch before it had modes
+    throw UserError("option --normalize: must be none, feature or series, got '" + s + "'",
+                    "`normalize = " + s + "` of earlier versions is `normalize = " + (s == "true" ? "feature" : "none") +
+                        "`");
+  v = parse_normalization(s);
+}
 void validate(boost::any& v, const std::vector<std::string>& values, Pool*, int) {
   parse_choice(v, values, {Pool::Last, Pool::Mean, Pool::Max}, pool_name);
 }
@@ -101,7 +109,9 @@ const std::vector<CommandInfo>& command_infos() {
       {"bench", "ragtrain bench [--data FILE.h5] [--device D] [--hidden H] [--steps N] [--out RESULT.json]",
        "time training steps (synthetic data in memory, or a file) and print a table", {}},
       {"simulate", "ragtrain simulate --ranks 8,64,1024 [--lengths uniform:60:130 | --data FILE.h5] [--out R.json]",
-       "length imbalance of the balanced and random schedules for any rank count, without training", {}},
+       "length imbalance, padding and batch repeats of the balanced and random schedules for any rank count, "
+       "without training",
+       {}},
       {"plot", "ragtrain plot RUN_DIR [--out PLOT_DIR]",
        "PNG plots (gnuplot) of a train run folder, or of a folder of bench JSON files (scaling)", {"run"}},
   };
@@ -153,6 +163,10 @@ void add_file_rows(TableBuilder& b, RunConfig& c) {
   b.add("print-config", po::bool_switch(&c.print_config),
       "print the effective configuration in config-file form (usable with --config) and exit", b.all);
 
+  b.add("force", po::bool_switch(&c.force),
+      "replace existing output files; never an input of the command, a checkpoint, or a data set by anything but "
+      "a data set (doc/reliability.md)",
+      {"gen", "convert", "train", "eval", "predict", "bench", "simulate", "plot"});
   b.add("data", po::value(&c.data)->value_name("FILE.h5"), "data set in format v1 (train: training set)",
       {"inspect", "train", "eval", "predict", "bench", "simulate"});
   b.add("val", po::value(&c.val)->value_name("FILE.h5"), "validation set, evaluated after every epoch (and every --val-every steps)", b.train_only);
@@ -198,9 +212,15 @@ void add_data_and_model_rows(TableBuilder& b, RunConfig& c) {
   b.add("steps", po::value(&c.steps)->default_value(c.steps), "timed training steps", {"bench"});
   b.add("warmup", po::value(&c.warmup)->default_value(c.warmup), "untimed steps before timing", {"bench"});
 
-  b.add("normalize", po::bool_switch(&c.normalize),
-      "standardise every feature with the training set's mean and std (stored in the checkpoint, applied by "
-      "eval and predict)",
+  // implicit_value with an empty text: `--normalize` alone means feature, and the help keeps its usual width.
+  b.add("normalize",
+      po::value(&c.normalize)
+          ->default_value(c.normalize, normalization_name(c.normalize))
+          ->implicit_value(Normalization::Feature, "")
+          ->value_name("MODE"),
+      "standardise the features: none | feature (each feature by the training set's mean and std, stored in the "
+      "checkpoint; `--normalize` alone) | series (each sequence's features by its own mean and std); eval and "
+      "predict apply what the checkpoint was trained with",
       b.train_only);
   b.add("val-every", po::value(&c.val_every)->default_value(c.val_every),
       "also validate every N steps (0: after every epoch only); with --val", b.train_only);
@@ -331,6 +351,7 @@ std::string any_to_string(const boost::any& v) {
   if (auto p = boost::any_cast<ScheduleKind>(&v)) return schedule_kind_name(*p);
   if (auto p = boost::any_cast<Device>(&v)) return device_name(*p);
   if (auto p = boost::any_cast<Pool>(&v)) return pool_name(*p);
+  if (auto p = boost::any_cast<Normalization>(&v)) return normalization_name(*p);
   if (auto p = boost::any_cast<NonfinitePolicy>(&v)) return nonfinite_policy_name(*p);
   if (auto p = boost::any_cast<SelectMetric>(&v)) return select_metric_name(*p);
   if (auto p = boost::any_cast<double>(&v)) {
@@ -464,7 +485,8 @@ std::string program_help() {
     << "usage: ragtrain COMMAND [options]     (ragtrain COMMAND --help for its options)\n"
     << "       ragtrain --version             (release, git revision, backends and library versions)\n\ncommands:\n";
   for (const auto& c : command_infos()) s << "  " << c.name << std::string(10 - c.name.size(), ' ') << c.summary << "\n";
-  s << "\nexit codes: 0 success, 2 bad input or options, a full disk, a NaN/Inf loss with --on-nonfinite stop\n"
+  s << "\nexit codes: 0 success, 2 bad input or options, an output that would lose data (doc/reliability.md),\n"
+    << "            a full disk, a NaN/Inf loss with --on-nonfinite stop\n"
     << "            (every rank), 3 internal or library error,\n"
     << "            75 train stopped by SIGTERM/SIGUSR1 after saving a checkpoint (continue with --resume OUT),\n"
     << "            76 train ended because a rank died or got stuck (--comm-timeout; the message names it)\n";

@@ -1,4 +1,4 @@
-// Feature standardisation statistics and their application.
+// Feature standardisation: the modes, stable statistics merged across ranks, and their application.
 #include "ragtrain/data/normalization.hpp"
 
 #include <cmath>
@@ -7,36 +7,95 @@
 
 namespace ragtrain {
 
-FeatureScaling compute_scaling(const Shard& shard, MPI_Comm comm) {
-  const int64_t F = shard.num_features;
-  std::vector<double> sums(static_cast<size_t>(2 * F + 1), 0.0);   // (sum x | sum x^2 | rows)
-  const int64_t rows = shard.timesteps();
+Normalization parse_normalization(const std::string& name) {
+  if (name == "none") return Normalization::None;
+  if (name == "feature") return Normalization::Feature;
+  if (name == "series") return Normalization::Series;
+  throw UserError("option --normalize: must be none, feature or series, got '" + name + "'",
+                  "feature: the training set's statistics per feature (what `--normalize` alone and the former "
+                  "`normalize = true` mean); series: each sequence by its own mean and std");
+}
+
+const char* normalization_name(Normalization mode) {
+  switch (mode) {
+    case Normalization::Feature: return "feature";
+    case Normalization::Series: return "series";
+    case Normalization::None: break;
+  }
+  return "none";
+}
+
+double guarded_std(double mean, double std) { return std > kConstantStd * (1.0 + std::fabs(mean)) ? std : 1.0; }
+
+FeatureMoments FeatureMoments::of(const Shard& shard) {
+  const int64_t F = shard.num_features, rows = shard.timesteps();
+  FeatureMoments m;
+  m.count = static_cast<double>(rows);
+  m.mean.assign(static_cast<size_t>(F), 0.0);
+  m.m2.assign(static_cast<size_t>(F), 0.0);
+  if (rows == 0) return m;
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t f = 0; f < F; ++f) m.mean[static_cast<size_t>(f)] += shard.features[static_cast<size_t>(t * F + f)];
+  for (double& v : m.mean) v /= m.count;
   for (int64_t t = 0; t < rows; ++t)
     for (int64_t f = 0; f < F; ++f) {
-      const double v = shard.features[static_cast<size_t>(t * F + f)];
-      sums[static_cast<size_t>(f)] += v;
-      sums[static_cast<size_t>(F + f)] += v * v;
+      const double d = shard.features[static_cast<size_t>(t * F + f)] - m.mean[static_cast<size_t>(f)];
+      m.m2[static_cast<size_t>(f)] += d * d;
     }
-  sums.back() = static_cast<double>(rows);
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_DOUBLE, MPI_SUM, comm));
-  const double n = sums.back();
-  RT_CHECK(n > 0, "no timesteps to compute feature statistics from");
+  return m;
+}
+
+void FeatureMoments::merge(const FeatureMoments& o) {
+  if (o.count == 0) return;
+  if (count == 0) {
+    *this = o;
+    return;
+  }
+  const double n = count + o.count;
+  for (size_t f = 0; f < mean.size(); ++f) {
+    const double delta = o.mean[f] - mean[f];
+    mean[f] += delta * (o.count / n);
+    m2[f] += o.m2[f] + delta * delta * (count * o.count / n);
+  }
+  count = n;
+}
+
+FeatureScaling compute_scaling(const Shard& shard, MPI_Comm comm) {
+  const int64_t F = shard.num_features;
+  const FeatureMoments mine = FeatureMoments::of(shard);
+  // (count | mean (F) | m2 (F)) per rank. Every rank must pass the same F: the files were checked to agree.
+  std::vector<double> packed(static_cast<size_t>(2 * F + 1));
+  packed[0] = mine.count;
+  std::copy(mine.mean.begin(), mine.mean.end(), packed.begin() + 1);
+  std::copy(mine.m2.begin(), mine.m2.end(), packed.begin() + 1 + F);
+  int size = 0;
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  std::vector<double> all(packed.size() * static_cast<size_t>(size));
+  MPI_CHECK(MPI_Allgather(packed.data(), static_cast<int>(packed.size()), MPI_DOUBLE, all.data(),
+                          static_cast<int>(packed.size()), MPI_DOUBLE, comm));
+  FeatureMoments total;
+  for (int r = 0; r < size; ++r) {
+    const double* p = all.data() + static_cast<size_t>(r) * packed.size();
+    FeatureMoments part;
+    part.count = p[0];
+    part.mean.assign(p + 1, p + 1 + F);
+    part.m2.assign(p + 1 + F, p + 1 + 2 * F);
+    total.merge(part);
+  }
+  RT_CHECK(total.count > 0, "no timesteps to compute feature statistics from");
   FeatureScaling s;
   s.mean.resize(static_cast<size_t>(F));
   s.std.resize(static_cast<size_t>(F));
-  for (int64_t f = 0; f < F; ++f) {
-    const double mean = sums[static_cast<size_t>(f)] / n;
-    const double var = std::max(0.0, sums[static_cast<size_t>(F + f)] / n - mean * mean);
-    const double sd = std::sqrt(var);
-    s.mean[static_cast<size_t>(f)] = static_cast<float>(mean);
-    // A constant feature carries no information; dividing by ~0 would only amplify rounding.
-    s.std[static_cast<size_t>(f)] = sd > 1e-8 * (1.0 + std::fabs(mean)) ? static_cast<float>(sd) : 1.0f;
+  for (size_t f = 0; f < static_cast<size_t>(F); ++f) {
+    const double mean = total.mean[f];
+    s.mean[f] = static_cast<float>(mean);
+    s.std[f] = static_cast<float>(guarded_std(mean, std::sqrt(total.m2[f] / total.count)));
   }
   return s;
 }
 
 void apply_scaling(const FeatureScaling& s, Shard& shard) {
-  if (s.empty()) return;
+  if (s.empty() || shard.size() == 0) return;   // a rank may hold no sequence of a small validation set
   const int64_t F = shard.num_features;
   RT_CHECK(static_cast<int64_t>(s.mean.size()) == F, "scaling has " << s.mean.size() << " features, data " << F);
   const int64_t rows = shard.timesteps();
@@ -45,6 +104,39 @@ void apply_scaling(const FeatureScaling& s, Shard& shard) {
       float& v = shard.features[static_cast<size_t>(t * F + f)];
       v = (v - s.mean[static_cast<size_t>(f)]) / s.std[static_cast<size_t>(f)];
     }
+}
+
+void standardize_series(Shard& shard) {
+  const int64_t F = shard.num_features;
+  std::vector<double> mean(static_cast<size_t>(F)), m2(static_cast<size_t>(F));
+  for (int64_t p = 0; p < shard.size(); ++p) {
+    const int64_t T = shard.length(p);
+    if (T == 0) continue;
+    float* x = shard.features.data() + shard.offsets[static_cast<size_t>(p)] * F;   // (T, F)
+    std::fill(mean.begin(), mean.end(), 0.0);
+    std::fill(m2.begin(), m2.end(), 0.0);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t f = 0; f < F; ++f) mean[static_cast<size_t>(f)] += x[t * F + f];
+    for (double& v : mean) v /= static_cast<double>(T);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t f = 0; f < F; ++f) {
+        const double d = x[t * F + f] - mean[static_cast<size_t>(f)];
+        m2[static_cast<size_t>(f)] += d * d;
+      }
+    for (int64_t f = 0; f < F; ++f) {
+      const double mu = mean[static_cast<size_t>(f)];
+      const double sd = guarded_std(mu, std::sqrt(m2[static_cast<size_t>(f)] / static_cast<double>(T)));
+      for (int64_t t = 0; t < T; ++t) x[t * F + f] = static_cast<float>((x[t * F + f] - mu) / sd);
+    }
+  }
+}
+
+void Normalizer::apply(Shard& shard) const {
+  switch (mode) {
+    case Normalization::Feature: apply_scaling(scaling, shard); break;
+    case Normalization::Series: standardize_series(shard); break;
+    case Normalization::None: break;
+  }
 }
 
 }  // namespace ragtrain

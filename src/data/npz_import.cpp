@@ -73,7 +73,7 @@ class ZipArchive {
     USER_CHECK(unzOpenCurrentFile(zip_) == UNZ_OK, path_ << ": entry '" << name << "' cannot be opened",
                "the file is damaged; save it again");
     std::string bytes;
-    std::vector<char> chunk(1 << 20);
+    std::vector<char> chunk(1 << 16);
     int n = 0;
     while (bytes.size() < limit && (n = unzReadCurrentFile(zip_, chunk.data(), static_cast<unsigned>(chunk.size()))) > 0)
       bytes.append(chunk.data(), static_cast<size_t>(n));
@@ -132,226 +132,217 @@ std::vector<std::string> strings_of(const NpyArray& a) {
   return out;
 }
 
-// The .npy entries of an .npz archive: the arrays ragtrain reads, by key, and what the messages name.
+// What an archive holds: the arrays read whole (known names and seq_*), and what the others were.
 struct NpzContents {
   std::map<std::string, NpyArray> arrays;
-  std::map<int64_t, std::string> seqs;      // index -> key of the seq_* arrays
+  std::map<int64_t, std::string> seqs;      // index -> key
   std::vector<std::string> keys;            // every .npy entry, for messages
   std::vector<std::string> object_arrays;   // entries of no known name that hold pickled objects
-  std::string found;                        // the keys as one list ("none" when there are none)
-  std::string where(const std::string& path, const std::string& key) const {
-    return path + ": array '" + key + "'";
+
+  // "labels, seq_0, seq_1" (or "none"), for messages.
+  std::string found() const {
+    std::string out;
+    for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
+    return out.empty() ? "none" : out;
   }
 };
 
-NpzContents read_npz_arrays(const std::string& path, ImportLog* log) {
+bool known_key(const std::string& key) {
+  static const std::set<std::string> known = {"values", "lengths", "labels", "class_names"};
+  return known.count(key) > 0 || seq_index(key) >= 0;
+}
+
+// Reads the archive: arrays of known names whole, of other names only their header (to say what they are: an
+// object array is a common mistake, a list of arrays of different lengths).
+NpzContents read_archive(const std::string& path, ImportLog* log) {
   NpzContents c;
-  auto& arrays = c.arrays;
-  auto& seqs = c.seqs;
-  auto& keys = c.keys;
-  auto& object_arrays = c.object_arrays;
-  const std::set<std::string> known = {"values", "lengths", "labels", "class_names"};
-  {
-    ZipArchive zip(path);
-    zip.for_each(
-        [&](const std::string& name) {
-          const bool npy = name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0;
-          const std::string key = npy ? name.substr(0, name.size() - 4) : name;
-          if (!npy) {
-            if (log) log->ignored.push_back(name);
-            return size_t{0};
+  ZipArchive zip(path);
+  zip.for_each(
+      [&](const std::string& name) {
+        const bool npy = name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0;
+        if (!npy) {
+          if (log) log->ignored.push_back(name);
+          return size_t{0};
+        }
+        const std::string key = name.substr(0, name.size() - 4);
+        c.keys.push_back(key);
+        return known_key(key) ? ZipArchive::kAll : size_t{4096};
+      },
+      [&](const std::string& name, const std::string& bytes) {
+        const std::string key = name.substr(0, name.size() - 4);
+        if (!known_key(key)) {
+          std::string what = key;
+          try {
+            const NpyHeader h = parse_npy_header(bytes, key);
+            what += " " + h.descr;
+            if (h.descr.size() >= 2 && h.descr[1] == 'O') c.object_arrays.push_back(key);
+          } catch (const UserError&) {
+            what += " (not a readable .npy header)";
           }
-          keys.push_back(key);
-          // Arrays of no known name: only their header, to say what they are (an object array is a common
-          // mistake: a list of arrays of different lengths).
-          return known.count(key) || seq_index(key) >= 0 ? ZipArchive::kAll : size_t{4096};
-        },
-        [&](const std::string& name, const std::string& bytes) {
-          const std::string key = name.substr(0, name.size() - 4);
-          if (!known.count(key) && seq_index(key) < 0) {
-            std::string what = key;
-            try {
-              const NpyHeader h = parse_npy_header(bytes, key);
-              what += " " + h.descr;
-              if (h.descr.size() >= 2 && h.descr[1] == 'O') object_arrays.push_back(key);
-            } catch (const UserError&) {
-              what += " (not a readable .npy header)";
-            }
-            if (log) log->ignored.push_back(what);
-            return;
-          }
-          NpyArray a = parse_npy(bytes, path + ": array '" + key + "'");
-          if (log) log->read.push_back(key + ": " + a.shape_string() + " " + a.descr);
-          const int64_t s = seq_index(key);
-          if (s >= 0) seqs[s] = key;
-          arrays[key] = std::move(a);
-        });
-  }
-  for (const auto& k : keys) c.found += (c.found.empty() ? "" : ", ") + k;
-  if (c.found.empty()) c.found = "none";
+          if (log) log->ignored.push_back(what);
+          return;
+        }
+        NpyArray a = parse_npy(bytes, path + ": array '" + key + "'");
+        if (log) log->read.push_back(key + ": " + a.shape_string() + " " + a.descr);
+        const int64_t s = seq_index(key);
+        if (s >= 0) c.seqs[s] = key;
+        c.arrays[key] = std::move(a);
+      });
   return c;
 }
 
-// The features and offsets of d from either layout (values + lengths, or seq_0 .. seq_N-1); returns the layout's
-// name for messages.
-std::string read_npz_sequences(const std::string& path, const NpzContents& c, RaggedData& d) {
-  const auto& arrays = c.arrays;
-  const auto& seqs = c.seqs;
-  const auto& object_arrays = c.object_arrays;
-  const std::string& found = c.found;
-  const auto where = [&](const std::string& key) { return c.where(path, key); };
-  std::string layout;
-  const bool has_values = arrays.count("values") > 0;
-  USER_CHECK(!(has_values && !seqs.empty()),
-             path << ": holds both 'values' and 'seq_*' arrays; expected one layout", kNpzHint);
-  if (has_values) {
-    USER_CHECK(arrays.count("lengths"), path << ": has 'values' but no 'lengths' array (arrays: " << found << ")",
+std::string where_in(const std::string& path, const std::string& key) { return path + ": array '" + key + "'"; }
+
+// The sequences of the layout values (total_T, F) + lengths (N) into d; returns the layout's name.
+std::string sequences_from_values(const NpzContents& c, const std::string& path, RaggedData& d) {
+  const auto where = [&](const std::string& key) { return where_in(path, key); };
+  USER_CHECK(c.arrays.count("lengths"), path << ": has 'values' but no 'lengths' array (arrays: " << c.found() << ")",
+             kNpzHint);
+  const NpyArray& len = c.arrays.at("lengths");
+  USER_CHECK(len.kind == 'i' || len.kind == 'u',
+             where("lengths") << ": has dtype '" << len.descr << "'; expected integers", kNpzHint);
+  USER_CHECK(len.shape.size() == 1 && len.size() >= 1,
+             where("lengths") << ": has shape " << len.shape_string() << "; expected (N,) with N >= 1", kNpzHint);
+  int64_t row = 0;
+  append_rows(c.arrays.at("values"), where("values"), d, row);
+  for (int64_t i = 0; i < len.size(); ++i) {
+    // Checked as a double before any conversion: a length from the file need not fit int64_t (uint64 2^64-1),
+    // and a running sum kept within the rows of 'values' cannot overflow.
+    const double n = npy_number(len, i);
+    USER_CHECK(n >= 1, where("lengths") << ": lengths[" << i << "] is " << n
+                                        << "; expected at least one timestep per sequence",
+               "drop empty sequences before saving");
+    USER_CHECK(n <= static_cast<double>(row - d.offsets.back()),
+               where("lengths") << ": lengths[0.." << i << "] add up to more than the " << row
+                                << " rows of 'values' (lengths[" << i << "] is " << n << ")",
                kNpzHint);
-    const NpyArray& len = arrays.at("lengths");
-    USER_CHECK(len.kind == 'i' || len.kind == 'u',
-               where("lengths") << ": has dtype '" << len.descr << "'; expected integers", kNpzHint);
-    USER_CHECK(len.shape.size() == 1 && len.size() >= 1,
-               where("lengths") << ": has shape " << len.shape_string() << "; expected (N,) with N >= 1", kNpzHint);
-    const NpyArray& values = arrays.at("values");
-    int64_t row = 0;
-    append_rows(values, where("values"), d, row);
-    for (int64_t i = 0; i < len.size(); ++i) {
-      const auto n = static_cast<int64_t>(npy_number(len, i));
-      USER_CHECK(n >= 1, where("lengths") << ": lengths[" << i << "] is " << n
-                                          << "; expected at least one timestep per sequence",
-                 "drop empty sequences before saving");
-      d.offsets.push_back(d.offsets.back() + n);
-    }
-    USER_CHECK(d.offsets.back() == row,
-               where("lengths") << ": the lengths add up to " << d.offsets.back() << " but 'values' has " << row
-                                << " rows; expected them equal",
-               kNpzHint);
-    layout = "values + lengths";
-  } else {
-    USER_CHECK(seqs.size() > 0 || object_arrays.empty(),
-               path << ": array '" << object_arrays[0] << "' is an object array (a pickle, as numpy.savez writes a list "
-                    << "of arrays of different lengths); pickles are never loaded",
-               "store each sequence as its own array, numpy.savez(f, **{f\"seq_{i}\": a for i, a in "
-               "enumerate(seqs)}, labels=y), or as values + lengths; see doc/data-format.md, \"Bring your own data\"");
-    USER_CHECK(!seqs.empty(),
-               path << ": no sequences: expected arrays seq_0, seq_1, ... or values + lengths (arrays: " << found << ")",
-               (found.find("arr_0") != std::string::npos
-                    ? std::string("numpy.savez(f, *arrays) names them arr_0, arr_1, ...; pass names instead: "
-                                  "numpy.savez(f, **{f\"seq_{i}\": a for i, a in enumerate(arrays)}, labels=y)")
-                    : std::string(kNpzHint)));
-    const int64_t n = seqs.rbegin()->first + 1;
-    for (int64_t i = 0; i < n; ++i) {
-      USER_CHECK(seqs.count(i),
-                 path << ": has seq_0 .. seq_" << n - 1 << " but no seq_" << i
-                      << "; expected every index from 0 to the last",
-                 kNpzHint);
-      const std::string& key = seqs.at(i);
-      const NpyArray& a = arrays.at(key);
-      USER_CHECK(a.shape.empty() || a.shape[0] >= 1,
-                 where(key) << ": has shape " << a.shape_string() << "; expected at least one timestep",
-                 "drop empty sequences before saving");
-      int64_t row = 0;
-      append_rows(a, where(key), d, row);
-      d.offsets.push_back(d.offsets.back() + row);
-    }
-    layout = "seq_0 .. seq_" + std::to_string(n - 1);
+    d.offsets.push_back(d.offsets.back() + static_cast<int64_t>(n));
   }
-  return layout;
+  USER_CHECK(d.offsets.back() == row,
+             where("lengths") << ": the lengths add up to " << d.offsets.back() << " but 'values' has " << row
+                              << " rows; expected them equal",
+             kNpzHint);
+  return "values + lengths";
 }
 
-// The class names: --class-names-from's (opts), checked against and replaced by the file's own class_names.
-std::vector<std::string> read_npz_class_names(const std::string& path, const NpzContents& c, const ImportOptions& opts,
-                                              std::string& names_source) {
-  const auto& arrays = c.arrays;
-  const auto where = [&](const std::string& key) { return c.where(path, key); };
+// The sequences of the layout seq_0, seq_1, ... into d; returns the layout's name.
+std::string sequences_from_seq_arrays(const NpzContents& c, const std::string& path, RaggedData& d) {
+  USER_CHECK(c.seqs.size() > 0 || c.object_arrays.empty(),
+             path << ": array '" << c.object_arrays[0] << "' is an object array (a pickle, as numpy.savez writes a list "
+                  << "of arrays of different lengths); pickles are never loaded",
+             "store each sequence as its own array, numpy.savez(f, **{f\"seq_{i}\": a for i, a in "
+             "enumerate(seqs)}, labels=y), or as values + lengths; see doc/data-format.md, \"Bring your own data\"");
+  const std::string found = c.found();
+  USER_CHECK(!c.seqs.empty(),
+             path << ": no sequences: expected arrays seq_0, seq_1, ... or values + lengths (arrays: " << found << ")",
+             (found.find("arr_0") != std::string::npos
+                  ? std::string("numpy.savez(f, *arrays) names them arr_0, arr_1, ...; pass names instead: "
+                                "numpy.savez(f, **{f\"seq_{i}\": a for i, a in enumerate(arrays)}, labels=y)")
+                  : std::string(kNpzHint)));
+  const int64_t n = c.seqs.rbegin()->first + 1;
+  for (int64_t i = 0; i < n; ++i) {
+    USER_CHECK(c.seqs.count(i),
+               path << ": has seq_0 .. seq_" << n - 1 << " but no seq_" << i
+                    << "; expected every index from 0 to the last",
+               kNpzHint);
+    const std::string& key = c.seqs.at(i);
+    const NpyArray& a = c.arrays.at(key);
+    USER_CHECK(a.shape.empty() || a.shape[0] >= 1,
+               where_in(path, key) << ": has shape " << a.shape_string() << "; expected at least one timestep",
+               "drop empty sequences before saving");
+    int64_t row = 0;
+    append_rows(a, where_in(path, key), d, row);
+    d.offsets.push_back(d.offsets.back() + row);
+  }
+  return "seq_0 .. seq_" + std::to_string(n - 1);
+}
+
+// Float labels (or any numbers with --regression): targets (N,) or (N, K) into d.
+void regression_targets(const NpyArray& y, const std::string& where, const std::vector<std::string>& names,
+                        const std::string& names_source, RaggedData& d) {
+  USER_CHECK(y.numeric(), where << ": holds text (dtype '" << y.descr << "'); regression targets are numbers",
+             "leave out --regression for class labels");
+  USER_CHECK(names.empty(), where << ": float labels are regression targets, but class names were given ("
+                                  << names_source << ")",
+             "store class ids as integers (labels.astype(numpy.int64)), or drop the class names");
+  USER_CHECK(y.shape.size() <= 2, where << ": has shape " << y.shape_string() << "; expected (N,) or (N, K)", kNpzHint);
+  d.task = Task::Regression;
+  d.num_outputs = y.shape.size() == 2 ? y.shape[1] : 1;
+  USER_CHECK(d.num_outputs >= 1, where << ": has shape " << y.shape_string() << ", no targets", kNpzHint);
+  for (int64_t i = 0; i < y.size(); ++i) {
+    const double v = npy_number(y, i);
+    USER_CHECK(finite_as_float32(v), where << ": sequence " << i / d.num_outputs << " has the target " << v
+                                           << "; expected finite numbers within float32 range",
+               "impute or drop missing targets before saving");
+    d.targets.push_back(static_cast<float>(v));
+  }
+}
+
+// Integer or string labels (N,): class ids into d, numbered by `names` when given.
+void class_labels(const NpyArray& y, const std::string& where, const std::vector<std::string>& names,
+                  const std::string& names_source, RaggedData& d) {
+  const int64_t n = d.num_sequences();
+  USER_CHECK(y.shape.size() == 1, where << ": has shape " << y.shape_string() << "; class labels need shape (N,)",
+             "flatten them with labels.ravel(), or pass --regression for several targets");
+  d.task = Task::Classification;
+  if (y.text()) {
+    ClassLabels mapped = map_class_labels(strings_of(y), names, names_source,
+                                          [&](int64_t i) { return RT_MSG(where << ": labels[" << i << "]"); });
+    d.labels = std::move(mapped.ids);
+    d.class_names = std::move(mapped.names);
+    d.num_outputs = static_cast<int64_t>(d.class_names.size());
+    return;
+  }
+  // Integer labels are class ids already; the class count is the number of names, or the largest id + 1.
+  double largest = 0;
+  for (int64_t i = 0; i < n; ++i) largest = std::max(largest, npy_number(y, i));
+  USER_CHECK(largest < 2147483647.0, where << ": class id " << largest << " is too large",
+             "class ids count from 0 to the number of classes - 1");
+  const int64_t classes = names.empty() ? static_cast<int64_t>(largest) + 1 : static_cast<int64_t>(names.size());
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = npy_number(y, i);
+    USER_CHECK(v >= 0 && v < static_cast<double>(classes),
+               where << ": labels[" << i << "] is " << v << "; expected a class id in 0.." << classes - 1
+                     << (names.empty() ? "" : " (" + std::to_string(classes) + " class names)"),
+               "class ids count from 0; string labels are mapped to ids for you");
+    d.labels.push_back(static_cast<int32_t>(v));
+  }
+  USER_CHECK(classes >= 2, where << ": every label is 0; classification needs at least 2 classes",
+             "check the labels; for regression targets pass --regression or store them as floats");
+  d.class_names = names;
+  d.num_outputs = classes;
+}
+
+// The labels of the N sequences in d (and the archive's class_names, checked against --class-names-from).
+void labels_into(const NpzContents& c, const std::string& path, const std::string& layout, const ImportOptions& opts,
+                 RaggedData& d) {
+  const auto where = [&](const std::string& key) { return where_in(path, key); };
+  const int64_t n = d.num_sequences();
+  USER_CHECK(c.arrays.count("labels"), path << ": no 'labels' array (arrays: " << c.found() << ")",
+             "add the labels: numpy.savez(..., labels=y), one per sequence");
+  const NpyArray& y = c.arrays.at("labels");
+  USER_CHECK(!y.shape.empty() && y.shape[0] == n,
+             where("labels") << ": has shape " << y.shape_string() << "; expected " << n << " rows, one per sequence ("
+                             << layout << ")",
+             "give every sequence exactly one label (or one row of targets)");
   std::vector<std::string> names = opts.class_names;
-  names_source = opts.class_names_source;
-  if (arrays.count("class_names")) {
-    const NpyArray& cn = arrays.at("class_names");
+  std::string names_source = opts.class_names_source;
+  if (c.arrays.count("class_names")) {
+    const NpyArray& cn = c.arrays.at("class_names");
     USER_CHECK(cn.text() && cn.shape.size() == 1,
                where("class_names") << ": has dtype '" << cn.descr << "' and shape " << cn.shape_string()
                                     << "; expected a 1-D array of strings",
                "numpy.savez(..., class_names=np.array([\"walk\", \"run\"]))");
     const std::vector<std::string> own = strings_of(cn);
-    USER_CHECK(names.empty() || names == own,
-               where("class_names") << " differs from the class names of " << names_source,
+    USER_CHECK(names.empty() || names == own, where("class_names") << " differs from the class names of " << names_source,
                "leave one of them out, or make them agree");
     names = own;
     names_source = where("class_names");
     const std::set<std::string> distinct(names.begin(), names.end());
     USER_CHECK(distinct.size() == names.size(), where("class_names") << ": has a name twice", "give every class one name");
   }
-
-  return names;
-}
-
-// d's labels or targets, task and outputs from the 'labels' array (float labels, or --regression: targets).
-void read_npz_labels(const std::string& path, const NpzContents& c, const ImportOptions& opts,
-                     const std::string& layout, RaggedData& d) {
-  const auto& arrays = c.arrays;
-  const std::string& found = c.found;
-  const auto where = [&](const std::string& key) { return c.where(path, key); };
-  const int64_t n = d.num_sequences();
-  USER_CHECK(arrays.count("labels"), path << ": no 'labels' array (arrays: " << found << ")",
-             "add the labels: numpy.savez(..., labels=y), one per sequence");
-  const NpyArray& y = arrays.at("labels");
-  USER_CHECK(!y.shape.empty() && y.shape[0] == n,
-             where("labels") << ": has shape " << y.shape_string() << "; expected " << n << " rows, one per sequence ("
-                             << layout << ")",
-             "give every sequence exactly one label (or one row of targets)");
-  std::string names_source;
-  const std::vector<std::string> names = read_npz_class_names(path, c, opts, names_source);
-  const bool regression = y.kind == 'f' || opts.regression;
-  if (regression) {
-    USER_CHECK(y.numeric(), where("labels") << ": holds text (dtype '" << y.descr << "'); regression targets are numbers",
-               "leave out --regression for class labels");
-    USER_CHECK(names.empty(), where("labels") << ": float labels are regression targets, but class names were given ("
-                                              << names_source << ")",
-               "store class ids as integers (labels.astype(numpy.int64)), or drop the class names");
-    USER_CHECK(y.shape.size() <= 2, where("labels") << ": has shape " << y.shape_string() << "; expected (N,) or (N, K)",
-               kNpzHint);
-    d.task = Task::Regression;
-    d.num_outputs = y.shape.size() == 2 ? y.shape[1] : 1;
-    USER_CHECK(d.num_outputs >= 1, where("labels") << ": has shape " << y.shape_string() << ", no targets", kNpzHint);
-    for (int64_t i = 0; i < y.size(); ++i) {
-      const double v = npy_number(y, i);
-      USER_CHECK(finite_as_float32(v), where("labels") << ": sequence " << i / d.num_outputs << " has the target "
-                                                       << v << "; expected finite numbers within float32 range",
-                 "impute or drop missing targets before saving");
-      d.targets.push_back(static_cast<float>(v));
-    }
-  } else {
-    USER_CHECK(y.shape.size() == 1, where("labels") << ": has shape " << y.shape_string()
-                                                    << "; class labels need shape (N,)",
-               "flatten them with labels.ravel(), or pass --regression for several targets");
-    d.task = Task::Classification;
-    if (y.text()) {
-      ClassLabels mapped = map_class_labels(strings_of(y), names, names_source,
-                                            [&](int64_t i) { return RT_MSG(where("labels") << ": labels[" << i << "]"); });
-      d.labels = std::move(mapped.ids);
-      d.class_names = std::move(mapped.names);
-      d.num_outputs = static_cast<int64_t>(d.class_names.size());
-    } else {
-      // Integer labels are class ids already; the class count is the number of names, or the largest id + 1.
-      double largest = 0;
-      for (int64_t i = 0; i < n; ++i) largest = std::max(largest, npy_number(y, i));
-      USER_CHECK(largest < 2147483647.0, where("labels") << ": class id " << largest << " is too large",
-                 "class ids count from 0 to the number of classes - 1");
-      const int64_t classes = names.empty() ? static_cast<int64_t>(largest) + 1 : static_cast<int64_t>(names.size());
-      for (int64_t i = 0; i < n; ++i) {
-        const double v = npy_number(y, i);
-        USER_CHECK(v >= 0 && v < static_cast<double>(classes),
-                   where("labels") << ": labels[" << i << "] is " << v << "; expected a class id in 0.." << classes - 1
-                                   << (names.empty() ? "" : " (" + std::to_string(classes) + " class names)"),
-                   "class ids count from 0; string labels are mapped to ids for you");
-        d.labels.push_back(static_cast<int32_t>(v));
-      }
-      USER_CHECK(classes >= 2, where("labels") << ": every label is 0; classification needs at least 2 classes",
-                 "check the labels; for regression targets pass --regression or store them as floats");
-      d.class_names = names;
-      d.num_outputs = classes;
-    }
-  }
+  if (y.kind == 'f' || opts.regression) regression_targets(y, where("labels"), names, names_source, d);
+  else class_labels(y, where("labels"), names, names_source, d);
 }
 
 }  // namespace
@@ -359,10 +350,13 @@ void read_npz_labels(const std::string& path, const NpzContents& c, const Import
 RaggedData read_npz_file(const std::string& path, const ImportOptions& opts, ImportLog* log) {
   std::error_code ec;
   USER_CHECK(std::filesystem::is_regular_file(path, ec), path << ": no such file", "check the path of the .npz file");
-  const NpzContents contents = read_npz_arrays(path, log);
+  const NpzContents c = read_archive(path, log);
   RaggedData d;
-  const std::string layout = read_npz_sequences(path, contents, d);
-  read_npz_labels(path, contents, opts, layout, d);
+  const bool has_values = c.arrays.count("values") > 0;
+  USER_CHECK(!(has_values && !c.seqs.empty()), path << ": holds both 'values' and 'seq_*' arrays; expected one layout",
+             kNpzHint);
+  const std::string layout = has_values ? sequences_from_values(c, path, d) : sequences_from_seq_arrays(c, path, d);
+  labels_into(c, path, layout, opts, d);
   d.source = RT_MSG("ragtrain convert: " << std::filesystem::path(path).filename().string() << " (" << layout << ")");
   return d;
 }

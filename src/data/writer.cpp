@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/core/output_file.hpp"
 #include "ragtrain/data/checks.hpp"
 #include "ragtrain/data/dataset.hpp"
 #include "ragtrain/data/format.hpp"
@@ -45,23 +46,6 @@ void check_data(const std::string& path, const RaggedData& d) {
   }
 }
 
-// Removes the temporary file unless the rename happened: a failed write leaves nothing behind.
-class TempFile {
- public:
-  explicit TempFile(std::string path) : path_(std::move(path)) {}
-  ~TempFile() {
-    if (!committed_) std::remove(path_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  const std::string& path() const { return path_; }
-  void commit() { committed_ = true; }
-
- private:
-  std::string path_;
-  bool committed_ = false;
-};
-
 template <class T>
 void write_array(hid_t file, const char* name, hid_t file_type, hid_t mem_type, const std::vector<hsize_t>& dims,
                  const T* data) {
@@ -69,16 +53,6 @@ void write_array(hid_t file, const char* name, hid_t file_type, hid_t mem_type, 
   H5Handle dset = h5_dataset(
       H5_CHECK(H5Dcreate2(file, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
   H5_CHECK(H5Dwrite(dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
-}
-
-// fsync on a path: the file's data before the rename, the folder's entry after it, so a crash leaves
-// either the old file or the complete new one.
-bool sync_path(const std::string& path, int flags) {
-  const int fd = ::open(path.c_str(), flags);
-  if (fd < 0) return false;
-  const bool ok = ::fsync(fd) == 0;
-  ::close(fd);
-  return ok;
 }
 
 }  // namespace
@@ -96,10 +70,10 @@ void write_dataset(const std::string& path, const RaggedData& data) {
   USER_CHECK(::access(folder.c_str(), W_OK) == 0, path << ": the folder " << folder << " is not writable",
              "choose an output path in a folder you can write to");
 
-  TempFile tmp(path + ".tmp." + std::to_string(::getpid()));
+  AtomicOutput tmp(path);   // a failed write leaves nothing behind, a kill the previous file or none
   {
-    H5Handle file = h5_file(H5Fcreate(tmp.path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-    USER_CHECK(file, path << ": could not create the temporary file " << tmp.path(),
+    H5Handle file = h5_file(H5Fcreate(tmp.temp_path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    USER_CHECK(file, path << ": could not create the temporary file " << tmp.temp_path(),
                "check free space and permissions; if the file system lacks file locking, set "
                "HDF5_USE_FILE_LOCKING=FALSE");
     const hid_t f = file.get();
@@ -123,16 +97,10 @@ void write_dataset(const std::string& path, const RaggedData& data) {
       write_array(f, "/labels", H5T_STD_I32LE, H5T_NATIVE_INT32, {n}, data.labels.data());
     else
       write_array(f, "/labels", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {n, K}, data.targets.data());
-    USER_CHECK(file.close() >= 0, path << ": writing the temporary file " << tmp.path() << " failed",
+    USER_CHECK(file.close() >= 0, path << ": writing the temporary file " << tmp.temp_path() << " failed",
                "check free space on the file system");
   }
-  USER_CHECK(sync_path(tmp.path(), O_RDONLY), path << ": fsync of " << tmp.path() << " failed: " << std::strerror(errno),
-             "check the file system");
-  USER_CHECK(std::rename(tmp.path().c_str(), path.c_str()) == 0,
-             path << ": could not rename " << tmp.path() << " to it: " << std::strerror(errno),
-             "check that " << path << " is not a folder and that the folder is writable");
-  tmp.commit();
-  sync_path(folder, O_RDONLY | O_DIRECTORY);   // best effort: some file systems refuse fsync on folders
+  tmp.commit();   // fsync, rename over `path`, fsync of the folder
 }
 
 }  // namespace ragtrain

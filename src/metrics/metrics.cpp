@@ -12,6 +12,7 @@
 
 #include "ragtrain/comm/watchdog.hpp"
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/core/output_file.hpp"
 
 namespace ragtrain {
 
@@ -58,10 +59,19 @@ Json spread_fraction(const std::vector<RankCounters>& all) {
   return min_median_max(std::move(v));
 }
 
+JsonlWriter::~JsonlWriter() { close(); }
+
+void JsonlWriter::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
 void JsonlWriter::open(const std::string& path, bool append) {
+  close();
   path_ = path;
-  out_.open(path, std::ios::out | (append ? std::ios::app : std::ios::trunc));
-  USER_CHECK(out_.good(), "cannot " << (append ? "append to" : "create") << " '" << path << "': " << std::strerror(errno),
+  // O_APPEND: every write() lands at the end of the file as one piece, even with another writer on it.
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (append ? 0 : O_TRUNC), 0644);
+  USER_CHECK(fd_ >= 0, "cannot " << (append ? "append to" : "create") << " '" << path << "': " << std::strerror(errno),
              "choose a writable --out folder");
 }
 
@@ -79,51 +89,34 @@ int64_t keep_records_through_step(const std::string& path, int64_t step) {
       ++dropped;
   }
   in.close();
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::out | std::ios::trunc);
-    USER_CHECK(out.good(), "cannot create '" << tmp << "': " << std::strerror(errno), "choose a writable --out folder");
-    out << kept;
-    out.flush();
-    USER_CHECK(out.good(), "writing '" << tmp << "' failed (disk full?)", "free space in the output folder");
-  }
-  commit_file(tmp, path);
+  write_text_atomic(path, kept);
   return dropped;
 }
 
 void JsonlWriter::write(const Json& record) {
-  out_ << record.dump() << '\n';
-  out_.flush();
-}
-
-void commit_file(const std::string& tmp, const std::string& path) {
-  const int fd = ::open(tmp.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw UserError("cannot write '" + path + "': " + why, "check that the output folder is writable");
-  }
-}
-
-void write_json_atomic(const std::string& path, const Json& value) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::out | std::ios::trunc);
-    USER_CHECK(out.good(), "cannot create '" << tmp << "': " << std::strerror(errno),
-               "check that the output folder is writable");
-    out << value.dump(2) << '\n';
-    out.flush();
-    if (!out.good()) {
-      std::remove(tmp.c_str());
-      throw UserError("writing '" + tmp + "' failed (disk full?)", "free space in the output folder");
+  // One write() per record, the newline included: a reader (or a second writer) never sees half a line, and a
+  // kill leaves whole records only. A short write (a full disk) is finished by the loop or reported.
+  const std::string line = record.dump() + '\n';
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      // Not an exception: only rank 0 writes, outside any collective, and the run itself is fine; the next
+      // checkpoint write finds a full disk and stops every rank together. Said once, on stderr.
+      if (!warned_)
+        std::fprintf(stderr, "ragtrain: warning: cannot append to '%s': %s; records are being lost\n", path_.c_str(),
+                     std::strerror(n < 0 ? errno : ENOSPC));
+      warned_ = true;
+      return;
     }
+    done += static_cast<size_t>(n);
   }
-  commit_file(tmp, path);
 }
+
+void commit_file(const std::string& tmp, const std::string& path) { commit_temp_file(tmp, path); }
+
+void write_json_atomic(const std::string& path, const Json& value) { write_text_atomic(path, value.dump(2) + '\n'); }
 
 void ensure_output_dir(const std::string& dir) {
   std::error_code ec;

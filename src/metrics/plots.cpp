@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/core/output_file.hpp"
 #include "ragtrain/metrics/metrics.hpp"
 #include "ragtrain/metrics/scaling.hpp"
 
@@ -39,11 +40,8 @@ double field(const Json& rec, const char* name) {
   return rec.contains(name) && rec[name].is_number() ? rec[name].get<double>() : std::nan("");
 }
 
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  USER_CHECK(out.good(), "cannot write '" << path.string() << "'", "choose a writable --out folder for the plots");
-}
+// Atomically (core/output_file.hpp): a kill or a full disk leaves the previous table or script, or none.
+void write_text(const fs::path& path, const std::string& text) { write_text_atomic(path.string(), text); }
 
 // Runs gnuplot on `script` inside `dir` (the scripts name their files relative to it); UserError with gnuplot's
 // own message when it fails.
@@ -249,6 +247,14 @@ Figure scaling_figure(const std::vector<ScalingRow>& rows, const fs::path& out) 
 
 }  // namespace
 
+const std::vector<std::string>& plot_file_names() {
+  static const std::vector<std::string> names = {
+      "steps.tsv",  "epochs.tsv",   "ranks.tsv",       "scaling.tsv",    "scaling.txt", "loss.png",
+      "loss.gp",    "accuracy.png", "accuracy.gp",     "throughput.png", "throughput.gp",
+      "ranks.png",  "ranks.gp",     "scaling.png",     "scaling.gp"};
+  return names;
+}
+
 PlotOutputs plot_folder(const std::string& dir_name, const std::string& out_name) {
   const fs::path dir(dir_name), out(out_name);
   std::error_code ec;
@@ -274,9 +280,16 @@ PlotOutputs plot_folder(const std::string& dir_name, const std::string& out_name
   USER_CHECK(have_gnuplot(), "gnuplot is not installed; the tables are in '" << out_name << "'",
              "install gnuplot (Debian: apt-get install gnuplot-nox) and run ragtrain plot again");
   for (const Figure& f : figs) {
+    // gnuplot draws into a temporary PNG (driven by a temporary script naming it), renamed when complete; the
+    // script kept beside the PNG names the final file, for redrawing by hand.
     const fs::path png = out / (f.name + ".png"), gp = out / (f.name + ".gp");
+    AtomicOutput image(png.string());
+    const std::string tmp_png = fs::path(image.temp_path()).filename().string();
+    AtomicOutput run_script((out / (f.name + ".draw.gp")).string());
+    write_text(run_script.temp_path(), std::string(kPreamble) + "set output '" + tmp_png + "'\n" + f.script);
+    run_gnuplot(out, fs::path(run_script.temp_path()).filename().string());
+    image.commit();
     write_text(gp, std::string(kPreamble) + "set output '" + f.name + ".png'\n" + f.script);
-    run_gnuplot(out, f.name + ".gp");
     result.images.push_back(png.string());
   }
   return result;

@@ -2,6 +2,7 @@
 #include "ragtrain/schedule/schedule.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "ragtrain/core/error.hpp"
@@ -13,6 +14,7 @@ namespace {
 constexpr uint64_t kDealStream = 0xD3A1;
 constexpr uint64_t kEpochStream = 0xE90C;
 constexpr uint64_t kRowStream = 0x7A0B;
+constexpr uint64_t kLastStream = 0x1A57;
 
 std::vector<int64_t> seeded_permutation(int64_t n, uint64_t seed) {
   std::vector<int64_t> perm(static_cast<size_t>(n));
@@ -57,17 +59,44 @@ Schedule::Schedule(const std::vector<int64_t>& lengths, int64_t world_size, int6
     return lengths[static_cast<size_t>(a)] < lengths[static_cast<size_t>(b)];
   });
   deal(perm);
-  // Buckets of consecutive rows: row m holds sorted positions [m*G, m*G+G), so a bucket of rows [m0, m1) spans
-  // the lengths perm[m0*G] .. perm[min(m1*G, N) - 1].
+  // Row m of every column holds sorted positions [m*G, m*G+G) (the partial row: the longest N mod G). The
+  // jitter window of row m: the rows whose shortest length is within kLengthTolerance of row m's (so
+  // equal lengths always mix freely); mixing_columns() columns also get at least mixing_window() rows.
   const int64_t rows = steps_per_epoch();
-  auto len_at = [&](int64_t sorted_pos) { return static_cast<double>(lengths[static_cast<size_t>(perm[static_cast<size_t>(sorted_pos)])]); };
-  for (int64_t m0 = 0; m0 < rows;) {
-    int64_t m1 = m0 + 1;
-    const double shortest = len_at(m0 * g_);
-    while (m1 < rows && len_at(std::min((m1 + 1) * g_, n_) - 1) <= (1.0 + kBucketTolerance) * shortest) ++m1;
-    bucket_end_.push_back(m1);
-    m0 = m1;
+  window_.resize(static_cast<size_t>(rows));
+  auto row_len = [&](int64_t m) { return lengths[static_cast<size_t>(perm[static_cast<size_t>(m * g_)])]; };
+  int64_t hi = 0;
+  for (int64_t m = 0; m < rows; ++m) {
+    hi = std::max(hi, m + 1);
+    const double limit = (1.0 + kLengthTolerance) * static_cast<double>(row_len(m));
+    while (hi < rows && static_cast<double>(row_len(hi)) <= limit) ++hi;
+    window_[static_cast<size_t>(m)] = static_cast<double>(hi - m);
   }
+}
+
+int64_t Schedule::mixing_columns() const { return std::min<int64_t>(g_ - 1, kMixingColumns); }
+
+double Schedule::mixing_window(int64_t columns) {
+  if (columns < 1) return 1.0;
+  // c(W): the chance that a column puts the same sequence at a row position in two epochs, for the jittered
+  // sort of epoch() with window W over rows of distinct lengths. W <= 2 only swaps neighbours, each pair with
+  // probability p = (1 - 1/W)^2 / 2, so c = (1-2p)^2 + 2p^2; a wider window spreads a sequence over about
+  // W - 0.32 rows (fitted to meet the first form at W = 2). A global batch repeats when all mixing columns
+  // agree with the others: about c^columns, which the smallest such W keeps at kRepeatTarget.
+  auto agree = [](double w) {
+    if (w <= 2.0) {
+      const double p = (1.0 - 1.0 / w) * (1.0 - 1.0 / w) / 2.0;
+      return (1.0 - 2.0 * p) * (1.0 - 2.0 * p) + 2.0 * p * p;
+    }
+    return 1.0 / (w - 0.32);
+  };
+  const double target = std::pow(kRepeatTarget, 1.0 / static_cast<double>(columns));
+  double lo = 1.0, hi = 1e9;
+  for (int i = 0; i < 200 && hi - lo > 1e-9 * hi; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (agree(mid) > target ? lo : hi) = mid;
+  }
+  return hi;
 }
 
 void Schedule::deal(const std::vector<int64_t>& perm) {
@@ -103,31 +132,45 @@ Schedule::Epoch Schedule::epoch(int64_t e) const {
     }
     return ep;
   }
-  // Balanced: one row order shared by all columns (full rows shuffled, the partial row kept last so that only
-  // the last step is short), and a per-column shuffle inside each length bucket.
-  const int64_t full = n_ / g_, rows = steps_per_epoch();
-  std::vector<int64_t> row_order(static_cast<size_t>(rows));
+  // Balanced: every column jitters its own order within its rows' windows (a sort by m + window * U[0,1)), so
+  // the sequences that meet at a row position change every epoch while staying of nearly equal length; one
+  // shared shuffle of the full rows orders the steps.
+  const int64_t full = n_ / g_;
+  std::vector<int64_t> row_order(static_cast<size_t>(full));
   std::iota(row_order.begin(), row_order.end(), 0);
   Rng row_rng = epoch_rng(seed_, e, kRowStream);
-  std::vector<int64_t> full_rows(row_order.begin(), row_order.begin() + full);
-  shuffle(full_rows, row_rng);
-  std::copy(full_rows.begin(), full_rows.end(), row_order.begin());
-  std::vector<int64_t> col;
+  shuffle(row_order, row_rng);
+  // The short last step: the sequences at one random row (0 .. N/G, after the jitter) of the columns c < N mod G,
+  // so every one of their sequences lands in it with about the same chance, 1 / (N/G + 1), as with the random
+  // schedule. One row shared by those columns keeps every other row a run of about G consecutive lengths (the
+  // columns' later sequences all move down one row), where a row drawn per column would mix two blocks in
+  // many rows and pad every step.
+  Rng last_rng = epoch_rng(seed_, e, kLastStream);
+  const int64_t last_row = static_cast<int64_t>(last_rng.below(static_cast<uint64_t>(full + 1)));
+  std::vector<int64_t> col, rank;
+  std::vector<double> key;
+  const int64_t mixing = mixing_columns();
+  const double mixing_rows = mixing_window(mixing);
   for (int64_t c = 0; c < g_; ++c) {
     Rng rng = epoch_rng(seed_, e, kEpochStream + static_cast<uint64_t>(c) * 0x10001);
-    const auto first = dealt_.begin() + col_begin(c);
-    col.assign(first, first + col_size(c));
-    int64_t m0 = 0;
-    for (int64_t m1 : bucket_end_) {
-      const int64_t end = std::min(m1, col_size(c));
-      if (end - m0 > 1) {
-        std::vector<int64_t> part(col.begin() + m0, col.begin() + end);
-        shuffle(part, rng);
-        std::copy(part.begin(), part.end(), col.begin() + m0);
-      }
-      m0 = m1;
+    const int64_t size = col_size(c);   // full, or full + 1 for c < N mod G
+    key.resize(static_cast<size_t>(size));
+    for (int64_t m = 0; m < size; ++m) {
+      const double w = c < mixing ? std::max(window_[static_cast<size_t>(m)], mixing_rows) : window_[static_cast<size_t>(m)];
+      key[static_cast<size_t>(m)] = static_cast<double>(m) + w * rng.uniform();
     }
-    for (int64_t s = 0; s < col_size(c); ++s)
+    rank.resize(static_cast<size_t>(size));
+    std::iota(rank.begin(), rank.end(), 0);
+    std::stable_sort(rank.begin(), rank.end(),
+                     [&](int64_t a, int64_t b) { return key[static_cast<size_t>(a)] < key[static_cast<size_t>(b)]; });
+    col.resize(static_cast<size_t>(size));
+    for (int64_t m = 0; m < size; ++m)
+      col[static_cast<size_t>(m)] = dealt_[static_cast<size_t>(col_begin(c) + rank[static_cast<size_t>(m)])];
+    if (size > full) {
+      ep.order_[static_cast<size_t>(col_begin(c) + full)] = col[static_cast<size_t>(last_row)];
+      col.erase(col.begin() + last_row);
+    }
+    for (int64_t s = 0; s < full; ++s)
       ep.order_[static_cast<size_t>(col_begin(c) + s)] = col[static_cast<size_t>(row_order[static_cast<size_t>(s)])];
   }
   return ep;

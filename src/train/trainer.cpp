@@ -117,8 +117,9 @@ bool Trainer::setup_resume() {
     plan_ = plan_resume(resume_path_, from_, target);
     USER_CHECK(!from_.opt_m.empty(), "checkpoint '" << resume_path_ << "' holds no optimizer state",
                "the file is damaged; resume from another checkpoint");
-    USER_CHECK(!cfg_.normalize || !from_.feature_mean.empty(),
-               "checkpoint '" << resume_path_ << "' holds no normalization, this run has --normalize",
+    USER_CHECK(from_.normalization == normalization_name(cfg_.normalize),
+               "checkpoint '" << resume_path_ << "' was trained with --normalize " << from_.normalization
+                              << ", this run has --normalize " << normalization_name(cfg_.normalize),
                "resume with the options of the run that wrote it");
     if (ctx_.is_root() && !plan_.finished) check_no_newer_checkpoints(cfg_.out, plan_.step);
   });
@@ -157,11 +158,13 @@ void Trainer::setup_shards() {
   run_.io_s += io.seconds();
   // Standardisation uses training statistics only, over every rank's shard, so validation stays held out. A
   // resumed run keeps the statistics the model was trained with.
-  if (cfg_.normalize) {
-    scaling_ = resuming_ ? FeatureScaling{from_.feature_mean, from_.feature_std} : compute_scaling(train_, ctx_.world);
-    apply_scaling(scaling_, train_);
-    if (!cfg_.val.empty()) apply_scaling(scaling_, val_);   // no --val: there is no validation shard to scale
-  }
+  normalizer_ = Normalizer{cfg_.normalize, {}};
+  if (normalizer_.mode == Normalization::Feature)
+    normalizer_.scaling =
+        resuming_ ? FeatureScaling{from_.feature_mean, from_.feature_std} : compute_scaling(train_, ctx_.world);
+  normalizer_.apply(train_);
+  if (!cfg_.val.empty()) normalizer_.apply(val_);   // no --val: there is no validation shard to scale
+
   index_ = std::make_unique<ShardIndex>(train_);
   positions_.assign(static_cast<size_t>(cfg_.batch_per_rank), -1);
 }
@@ -259,8 +262,9 @@ Checkpoint Trainer::make_checkpoint(bool complete) const {
   c.step = step_;
   c.config = cfg_.effective;
   c.optimizer = optimizer_name(cfg_.optimizer.kind);
-  c.feature_mean = scaling_.mean;
-  c.feature_std = scaling_.std;
+  c.normalization = normalization_name(normalizer_.mode);
+  c.feature_mean = normalizer_.scaling.mean;
+  c.feature_std = normalizer_.scaling.std;
   c.resumable = true;
   c.position.steps_per_epoch = steps_per_epoch();
   c.position.global_batch = schedule_->global_batch();

@@ -11,6 +11,7 @@
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/metrics/provenance.hpp"
 #include "ragtrain/metrics/units.hpp"
+#include "ragtrain/schedule/schedule_stats.hpp"
 #include "ragtrain/train/nonfinite.hpp"
 #include "ragtrain/train/trainer.hpp"
 
@@ -204,6 +205,9 @@ void Trainer::end_epoch() {
       rec["val_mae"] = last_val_.mae();
   }
   if (ctx_.is_root()) {
+    // Share of this epoch's global batches the previous epoch also trained (schedule_stats.hpp); null if none.
+    const double repeat = batch_repeat_fraction(*schedule_, epoch - 1);
+    rec["batch_repeat_fraction"] = std::isnan(repeat) ? Json(nullptr) : Json(repeat);
     records_.log.write(rec);
     std::ostringstream line;
     line << std::fixed << std::setprecision(4) << "epoch " << epoch << "/" << cfg_.epochs << " done: train loss "

@@ -56,9 +56,19 @@ class Scratch {
   std::filesystem::path path_;
 };
 
+// Shell commands for a rank under mpirun (no single quotes: they go inside sh -c '...'): record the exit code $rc
+// in DIR/rc.RANK and, when it is not 0, wait until all `np` ranks have recorded theirs before exiting: mpirun kills
+// the remaining ranks as soon as one exits non-zero, and a fixed linger (a second, before) lost that race to a
+// rank slowed by a busy machine. The wait is bounded (30 s x time_scale()) for a rank that died without a record.
+inline std::string record_exit_code(const std::string& dir, int np) {
+  const int tenths = static_cast<int>(300 * time_scale());
+  return "echo $rc > " + dir + "/rc.$OMPI_COMM_WORLD_RANK; if [ $rc -ne 0 ]; then i=0; while [ $(ls " + dir +
+         " | grep -c \"^rc\\.\") -lt " + std::to_string(np) + " ] && [ $i -lt " + std::to_string(tenths) +
+         " ]; do sleep 0.1; i=$((i+1)); done; fi; exit $rc";
+}
+
 // Runs `ragtrain ARGS` on `np` ranks (np = 0: without mpirun). Each rank writes its exit code to a file so
-// that the test can check that every rank, not only the first, exited with the documented code (a failing rank
-// lingers a second so that mpirun does not kill the others before they record theirs).
+// that the test can check that every rank, not only the first, exited with the documented code.
 inline Result run(int np, const std::string& args, int timeout_s = 120) {
   const std::string rcdir = std::filesystem::temp_directory_path() / ("ragtrain_rc_" + std::to_string(::getpid()) + "_" +
                                                                     std::to_string(std::rand()));
@@ -69,7 +79,7 @@ inline Result run(int np, const std::string& args, int timeout_s = 120) {
     cmd = "timeout " + std::to_string(timeout_s) + " sh -c '" + inner + "; rc=$?; echo $rc > " + rcdir + "/rc.0; exit $rc'";
   } else {
     cmd = "timeout " + std::to_string(timeout_s) + " mpirun --oversubscribe -np " + std::to_string(np) + " sh -c '" +
-          inner + "; rc=$?; echo $rc > " + rcdir + "/rc.$OMPI_COMM_WORLD_RANK; [ $rc -eq 0 ] || sleep 1; exit $rc'";
+          inner + "; rc=$?; " + record_exit_code(rcdir, np) + "'";
   }
   cmd += " 2>&1";
   Result r;

@@ -67,16 +67,17 @@ class Background {
   Background(const Scratch& d, int np, const std::string& args, const std::string& tag) : dir_(d / tag) {
     fs::create_directories(dir_);
     const std::string inner = bin() + " " + args;
-    const std::string rank_cmd = inner + " & p=$!; echo $p > " + dir_ + "/pid.$OMPI_COMM_WORLD_RANK; wait $p; rc=$?; echo $rc > " +
-                                 dir_ + "/rc.$OMPI_COMM_WORLD_RANK; [ $rc -eq 0 ] || sleep 1; exit $rc";
-    const std::string cmd = "(timeout 120 mpirun --oversubscribe -np " + std::to_string(np) + " sh -c '" + rank_cmd +
+    const std::string rank_cmd = inner + " & p=$!; echo $p > " + dir_ + "/pid.$OMPI_COMM_WORLD_RANK; wait $p; rc=$?; " +
+                                 record_exit_code(dir_, np);
+    const std::string cmd = "(timeout " + std::to_string(static_cast<int>(120 * time_scale())) + " mpirun --oversubscribe -np " + std::to_string(np) + " sh -c '" + rank_cmd +
                             "'; echo $? > " + dir_ + "/mpirun.rc) > " + dir_ + "/output.log 2>&1 &";
     np_ = np;
     EXPECT_EQ(std::system(cmd.c_str()), 0);
   }
   pid_t pid(int rank) const {
     const std::string f = dir_ + "/pid." + std::to_string(rank);
-    for (int i = 0; i < 3000 && !fs::exists(f); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < 3000 * time_scale() && !fs::exists(f); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::ifstream in(f);
     pid_t p = 0;
     in >> p;
@@ -86,7 +87,8 @@ class Background {
   // Waits for mpirun; returns its exit code and fills every rank's (-1: killed before recording one).
   int wait(std::vector<int>& rank_rcs) const {
     const std::string f = dir_ + "/mpirun.rc";
-    for (int i = 0; i < 1200 && !fs::exists(f); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int i = 0; i < 1200 * time_scale() && !fs::exists(f); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::this_thread::sleep_for(std::chrono::milliseconds(100));   // the writer of mpirun.rc finishes its line
     rank_rcs.clear();
     for (int r = 0; r < np_; ++r) {
@@ -109,9 +111,9 @@ class Background {
   int np_ = 0;
 };
 
-// Waits until `needle` occurs `count` times in the file at `path` (at most `seconds`).
+// Waits until `needle` occurs `count` times in the file at `path` (at most `seconds` x time_scale()).
 bool wait_for_text(const std::string& path, const std::string& needle, int count, double seconds) {
-  for (int i = 0; i < static_cast<int>(seconds * 100); ++i) {
+  for (int i = 0; i < static_cast<int>(seconds * time_scale() * 100); ++i) {
     std::ifstream in(path);
     const std::string text((std::istreambuf_iterator<char>(in)), {});
     int n = 0;
@@ -122,9 +124,9 @@ bool wait_for_text(const std::string& path, const std::string& needle, int count
   return false;
 }
 
-// Waits until `path` exists (at most `seconds`).
+// Waits until `path` exists (at most `seconds` x time_scale()).
 bool wait_for(const std::string& path, double seconds) {
-  for (int i = 0; i < static_cast<int>(seconds * 100) && !fs::exists(path); ++i)
+  for (int i = 0; i < static_cast<int>(seconds * time_scale() * 100) && !fs::exists(path); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   return fs::exists(path);
 }

@@ -35,7 +35,7 @@ crash_site() {
 
 passed=0; failed=0; skipped=0
 # target name, corpus folder under tests/fuzz/corpus
-for spec in "fuzz_ts ts" "fuzz_h5 h5"; do
+for spec in "fuzz_ts ts" "fuzz_h5 h5" "fuzz_npz npz"; do
   set -- $spec
   target=$1; corpus=$HERE/corpus/$2
   bin=$DIR/bin/$target
@@ -75,7 +75,7 @@ for spec in "fuzz_ts ts" "fuzz_h5 h5"; do
     passed=$((passed + 1))
   else
     echo "[  FAILED  ] $target (exit $rc; $summary); log: $log"
-    grep -E 'ERROR:|SUMMARY:|runtime error|fuzz_(ts|h5):|terminate called|what\(\)|Test unit written' "$log" | head -20
+    grep -E 'ERROR:|SUMMARY:|runtime error|fuzz_(ts|h5|npz):|terminate called|what\(\)|Test unit written' "$log" | head -20
     ls "$crashes" | sed 's/^/  saved: /'
     failed=$((failed + 1))
   fi

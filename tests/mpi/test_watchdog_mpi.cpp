@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "ragtrain/comm/context.hpp"
@@ -32,8 +31,11 @@ TEST(Watchdog, TheRankThatDoesNotComeIsNamedByItsRightNeighbour) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (size < 2) GTEST_SKIP() << "needs 2 or more ranks";
   // A duplicate: the abandoned all-reduce must not disturb the other tests' collectives on MPI_COMM_WORLD.
-  MPI_Comm comm;
+  MPI_Comm comm, done;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  // The other ranks tell the stuck one here that they have given up: it must not join the all-reduce before
+  // (which a fixed sleep could not promise on a loaded machine: the all-reduce would complete, no one named).
+  MPI_Comm_dup(MPI_COMM_WORLD, &done);
   const Context ctx = Context::create(comm);
   const double timeout = 1.0, grace = 0.5;
   const int missing = 1;
@@ -57,10 +59,15 @@ TEST(Watchdog, TheRankThatDoesNotComeIsNamedByItsRightNeighbour) {
         code = f.code;
       }
       waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      int given_up = 1;
+      MPI_Send(&given_up, 1, MPI_INT, missing, 0, done);
     } else {
       // Stuck: answers nobody (no watched wait) until every other rank has given up, then joins the all-reduce
       // (unwatched) so that the abandoned operation completes everywhere.
-      std::this_thread::sleep_for(std::chrono::duration<double>(timeout + 3 * grace + timeout + 1.0));
+      for (int r = 0; r < size - 1; ++r) {
+        int given_up = 0;
+        MPI_Recv(&given_up, 1, MPI_INT, MPI_ANY_SOURCE, 0, done, MPI_STATUS_IGNORE);
+      }
       MPI_Request req;
       MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_SUM, comm, &req);
       MPI_Wait(&req, MPI_STATUS_IGNORE);
@@ -83,6 +90,7 @@ TEST(Watchdog, TheRankThatDoesNotComeIsNamedByItsRightNeighbour) {
       EXPECT_GE(waited, timeout + 2 * grace + timeout) << "the rank whose neighbour is alive leaves the naming to another";
     }
   }
+  MPI_Comm_free(&done);
   MPI_Comm_free(&comm);
 }
 

@@ -249,6 +249,18 @@ TEST(ByodNpz, RejectsMalformedArchives) {
       {"lengths do not add up",
        {{"values", f4("(3, 1)", {1, 2, 3})}, {"lengths", i8("(2,)", {1, 1})}, {"labels", i8("(2,)", {0, 1})}},
        {"'lengths'", "add up to 2", "3 rows"}},
+      // Found by fuzz_npz: a uint64 length beyond int64_t was converted unchecked (undefined behaviour), and
+      // lengths whose sum overflows int64_t wrapped around.
+      {"length beyond int64",
+       {{"values", f4("(2, 1)", {1, 2})},
+        {"lengths", npy("<u8", "(1,)", raw(std::vector<uint64_t>{~uint64_t{0}}))},
+        {"labels", i8("(1,)", {0})}},
+       {"'lengths'", "add up to more than the 2 rows", "lengths[0] is 1.84467e+19"}},
+      {"lengths whose sum overflows",
+       {{"values", f4("(2, 1)", {1, 2})},
+        {"lengths", i8("(3,)", {1, int64_t{1} << 62, int64_t{1} << 62})},
+        {"labels", i8("(3,)", {0, 1, 0})}},
+       {"'lengths'", "lengths[0..1] add up to more than the 2 rows"}},
       {"empty sequence in lengths",
        {{"values", f4("(2, 1)", {1, 2})}, {"lengths", i8("(3,)", {1, 0, 1})}, {"labels", i8("(3,)", {0, 1, 0})}},
        {"lengths[1] is 0"}},

@@ -66,6 +66,7 @@ Checkpoint sample(int64_t step = 30) {
   c.config = kConfig;
   c.optimizer = "adam";
   c.optimizer_steps = step;
+  c.normalization = "feature";
   c.feature_mean = {0.5f, -1.0f, 2.0f};
   c.feature_std = {1.5f, 0.25f, 3.0f};
   c.resumable = true;
@@ -336,6 +337,70 @@ TEST(Resume, WhatWouldChangeTheRunIsRefused) {
   v1.version = 1;
   msg = user_error_of([&] { plan_resume("old.h5", v1, target_for(c)); });
   EXPECT_NE(msg.find("no training position"), std::string::npos) << msg;
+}
+
+// --normalize none | feature | series: the mode is stored; files from before the modes hold mean and std exactly
+// when trained with the switch, which now reads as `feature` (and without them as `none`).
+TEST(Checkpoint, NormalizationModeRoundTripsAndOlderFilesRead) {
+  TempDir d;
+  Checkpoint series = sample();
+  series.normalization = "series";
+  series.feature_mean.clear();
+  series.feature_std.clear();
+  write_checkpoint(d / "series.h5", series);
+  Checkpoint r = read_checkpoint(d / "series.h5");
+  EXPECT_EQ(r.normalization, "series");
+  EXPECT_TRUE(r.feature_mean.empty());
+
+  Checkpoint none = series;
+  none.normalization = "none";
+  write_checkpoint(d / "none.h5", none);
+  EXPECT_EQ(read_checkpoint(d / "none.h5").normalization, "none");
+
+  const Checkpoint feature = sample();
+  write_checkpoint(d / "old.h5", feature);
+  r = read_checkpoint(d / "old.h5");
+  EXPECT_EQ(r.normalization, "feature");
+  EXPECT_EQ(r.feature_mean, feature.feature_mean);
+  // An older file: /normalization holds mean and std but no mode attribute.
+  const hid_t f = H5Fopen((d / "old.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  ASSERT_GE(H5Adelete_by_name(f, "normalization", "mode", H5P_DEFAULT), 0);
+  H5Fclose(f);
+  r = read_checkpoint(d / "old.h5");
+  EXPECT_EQ(r.normalization, "feature");
+  EXPECT_EQ(r.feature_std, feature.feature_std);
+
+  // A mode this ragtrain does not know is a damaged (or newer) file, not a crash.
+  Checkpoint odd = series;
+  write_checkpoint(d / "odd.h5", odd);
+  const hid_t g = H5Fopen((d / "odd.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(g, 0);
+  ASSERT_GE(H5Adelete_by_name(g, "normalization", "mode", H5P_DEFAULT), 0);
+  const hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, H5T_VARIABLE);
+  const hid_t space = H5Screate(H5S_SCALAR);
+  const hid_t a = H5Acreate_by_name(g, "normalization", "mode", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  const char* value = "quantile";
+  H5Awrite(a, type, &value);
+  H5Aclose(a);
+  H5Sclose(space);
+  H5Tclose(type);
+  H5Fclose(g);
+  const std::string msg = user_error_of([&] { read_checkpoint(d / "odd.h5"); });
+  EXPECT_NE(msg.find("quantile"), std::string::npos) << msg;
+}
+
+TEST(Resume, NormalizeTrueOfOlderRunsIsFeature) {
+  Checkpoint c = sample();
+  c.config = std::string(kConfig) + "normalize = true\n";
+  ResumeTarget t = target_for(c);
+  t.effective_config = std::string(kConfig) + "normalize = feature\n";
+  EXPECT_NO_THROW(plan_resume("c.h5", c, t));
+  t.effective_config = std::string(kConfig) + "normalize = series\n";
+  const std::string msg = user_error_of([&] { plan_resume("c.h5", c, t); });
+  EXPECT_NE(msg.find("--normalize feature"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--normalize series"), std::string::npos) << msg;
 }
 
 TEST(Resume, AtTheLastStepThereIsNothingToDo) {

@@ -66,7 +66,8 @@ struct Checkpoint {
   std::string optimizer;                  // sgd | adam | adamw
   int64_t optimizer_steps = 0;
   std::vector<float> opt_m, opt_v;        // momentum / Adam moments, flat like params (v empty for sgd)
-  std::vector<float> feature_mean;        // (F) with --normalize; empty otherwise
+  std::string normalization = "none";     // --normalize: none | feature | series
+  std::vector<float> feature_mean;        // (F) with --normalize feature; empty otherwise
   std::vector<float> feature_std;         // (F)
 
   int64_t version = kCheckpointVersion;   // as read; written files always get kCheckpointVersion

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ragtrain/backend/backend.hpp"
+#include "ragtrain/data/normalization.hpp"
 #include "ragtrain/model/model.hpp"
 #include "ragtrain/optim/optimizer.hpp"
 #include "ragtrain/schedule/schedule.hpp"
@@ -35,7 +36,7 @@ struct RunConfig {
   bool bidirectional = false;   // --bidirectional
   Pool pool = Pool::Last;       // --pool last | mean | max
   double dropout = 0.0, head_dropout = 0.0;   // --dropout (between LSTM layers), --head-dropout (before the head)
-  bool normalize = false;
+  Normalization normalize = Normalization::None;   // --normalize none | feature | series
   std::string init_from;   // train: initial weights from a checkpoint
   bool write_order = false;
 
@@ -50,6 +51,7 @@ struct RunConfig {
   bool quiet = false;
   bool verbose = false;         // --verbose: more detail (files read by convert, per-rank counts in eval)
   bool print_config = false;    // --print-config: print `effective` and exit 0
+  bool force = false;           // --force: outputs may replace existing files (never inputs, data sets, checkpoints)
 
   // convert: labels of CSV folders and .npz files
   std::string labels;             // --labels LABELS.csv (a folder of CSV files)

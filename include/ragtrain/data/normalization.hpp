@@ -1,14 +1,44 @@
-// Per-feature standardisation (z-score) with statistics of the training set, computed over all ranks' shards
-// and stored with the model so that eval and predict apply exactly the same transform.
+// Standardisation of the input features (--normalize none | feature | series): the statistics, their stable
+// computation over all ranks, and their application, the same in train (training and validation), eval and
+// predict. The mode and, for `feature`, the statistics are stored with the model.
 #pragma once
 
 #include <mpi.h>
 
+#include <string>
 #include <vector>
 
 #include "ragtrain/data/shard.hpp"
 
 namespace ragtrain {
+
+// none:    features as stored.
+// feature: x <- (x - mean_f) / std_f with every feature's mean and population std over all timesteps of the
+//          training set (all ranks' shards), so validation, eval and predict use the training statistics.
+// series:  x <- (x - mean_{s,f}) / std_{s,f} with the mean and population std of feature f over the timesteps of
+//          sequence s itself (the usual UCR/UEA practice: each series is put on the same scale whatever its
+//          offset and amplitude); needs no statistics, so it acts the same on any data set.
+// Both: a standard deviation at most kConstantStd * (1 + |mean|) means a constant feature (up to rounding);
+// dividing by it would only amplify rounding noise, so such a feature is only centred (std taken as 1), which
+// maps a constant feature, and every feature of a one-step sequence in `series`, to 0.
+enum class Normalization { None, Feature, Series };
+Normalization parse_normalization(const std::string& name);   // none | feature | series; UserError otherwise
+const char* normalization_name(Normalization mode);
+inline constexpr double kConstantStd = 1e-8;
+
+// The std to divide by for a mean and a population std (see kConstantStd).
+double guarded_std(double mean, double std);
+
+// Count, mean and sum of squared deviations (M2) of every feature: the state of Welford's / Chan's method.
+struct FeatureMoments {
+  double count = 0;
+  std::vector<double> mean, m2;   // (F)
+  // Two passes in double over the shard's timesteps (mean first, then squared deviations from it): no
+  // cancellation, unlike E[x^2] - mean^2, which loses everything once the offset dwarfs the spread.
+  static FeatureMoments of(const Shard& shard);
+  // Chan et al.'s pairwise update: the moments of the union of two disjoint sets of timesteps.
+  void merge(const FeatureMoments& other);
+};
 
 struct FeatureScaling {
   std::vector<float> mean;   // (F)
@@ -16,11 +46,22 @@ struct FeatureScaling {
   bool empty() const { return mean.empty(); }
 };
 
-// Mean and standard deviation of every feature over all timesteps of every rank's shard (collective).
-// Sums in double, reduced with one MPI_Allreduce, so the result is identical on every rank.
+// Mean and standard deviation of every feature over all timesteps of every rank's shard (collective). Each rank
+// computes its moments by two passes; MPI_Allgather hands every rank all of them and every rank merges them in
+// rank order, so the result is bitwise the same on every rank and depends on the rank count only by rounding.
 FeatureScaling compute_scaling(const Shard& shard, MPI_Comm comm);
 
 // x <- (x - mean) / std for every timestep of the shard. No-op for an empty scaling.
 void apply_scaling(const FeatureScaling& scaling, Shard& shard);
+
+// x <- (x - mean) / std per sequence and feature, over that sequence's own timesteps (Normalization::Series).
+void standardize_series(Shard& shard);
+
+// What a model was trained with: the mode and, for `feature`, the training statistics.
+struct Normalizer {
+  Normalization mode = Normalization::None;
+  FeatureScaling scaling;   // Feature only
+  void apply(Shard& shard) const;
+};
 
 }  // namespace ragtrain

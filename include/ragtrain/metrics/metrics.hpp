@@ -48,18 +48,24 @@ double wait_fraction(const RankCounters& r);
 // min / median / max over ranks of wait_fraction.
 Json spread_fraction(const std::vector<RankCounters>& all);
 
-// Appends one JSON object per line and flushes it, so a killed job still leaves its record.
+// Appends one JSON object per line, each with a single write() to a file opened O_APPEND, so a killed job still
+// leaves its record and the file parses line by line whatever else appends to it.
 class JsonlWriter {
  public:
   JsonlWriter() = default;
+  ~JsonlWriter();
+  JsonlWriter(const JsonlWriter&) = delete;
+  JsonlWriter& operator=(const JsonlWriter&) = delete;
   // Truncates, or with `append` continues the file (a resumed run); throws UserError if it cannot be opened.
   void open(const std::string& path, bool append = false);
-  bool is_open() const { return out_.is_open(); }
+  bool is_open() const { return fd_ >= 0; }
   void write(const Json& record);
+  void close();
 
  private:
-  std::ofstream out_;
+  int fd_ = -1;
   std::string path_;
+  bool warned_ = false;   // a failed append was reported (once)
 };
 
 // Rewrites the JSONL file `path` atomically, keeping the records whose "step" is <= `step`: when a run resumes

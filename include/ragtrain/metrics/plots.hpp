@@ -22,4 +22,7 @@ struct PlotOutputs {
 // gnuplot is missing or fails (the tables are written first).
 PlotOutputs plot_folder(const std::string& dir, const std::string& out_dir);
 
+// Every file name plot_folder may write into `out_dir` (for the check that it replaces nothing unasked).
+const std::vector<std::string>& plot_file_names();
+
 }  // namespace ragtrain

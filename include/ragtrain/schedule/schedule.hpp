@@ -12,10 +12,15 @@ namespace ragtrain {
 //           epoch. Every step waits for its longest sequence: E[max of P lengths], ~21% idle for U[64,128], P=8.
 // balanced: sequences are sorted by length (ties in seeded random order) and dealt round-robin, so row m of
 //           every column holds the m-th block of G consecutive lengths and every rank has the same length
-//           profile. Each epoch, rows are visited in a shared random order (every rank trains on the same row
-//           at the same step, so the lengths of a step are nearly equal), and each column shuffles its own
-//           sequences within length buckets (consecutive rows whose lengths lie within kBucketTolerance), so
-//           the sequences that meet in a step still change from epoch to epoch.
+//           profile. Each epoch every column reorders its own sequences with a jittered sort (row m gets the key
+//           m + W_m * U[0,1)), so a sequence moves among the rows of nearly its length: W_m spans the rows whose
+//           lengths lie within kLengthTolerance of row m's. Where lengths are sparse that alone would leave a row
+//           unchanged, so the lowest mixing_columns() columns get at least mixing_window() rows: enough for about
+//           kRepeatTarget of the global batches to repeat between two epochs even if every length is distinct,
+//           and cheap, because column c of row m+1 is only c+1 sorted positions longer than row m's longest. The
+//           full rows are then visited in a shared random order: a step's lengths stay nearly equal while the
+//           sequences that meet in it change every epoch. The columns that hold one sequence more (c < N mod G)
+//           give the short last step their sequences at one random row, drawn anew every epoch.
 enum class ScheduleKind { Random, Balanced };
 ScheduleKind parse_schedule_kind(const std::string& name);   // "random" | "balanced"; UserError otherwise
 const char* schedule_kind_name(ScheduleKind kind);
@@ -26,10 +31,13 @@ const char* schedule_kind_name(ScheduleKind kind);
 //  - every sequence is visited exactly once per epoch, in an order reshuffled every epoch;
 //  - the sequences of a global step depend only on (lengths, seed, epoch, G), never on how G splits into P x K;
 //  - when N is not a multiple of G, columns c >= N mod G are one shorter, so only the last step is partial
-//    and the ranks owning the short columns contribute nothing to it.
+//    and the ranks owning the short columns contribute nothing to it; its sequences, one of every longer
+//    column, are drawn anew every epoch.
 class Schedule {
  public:
-  static constexpr double kBucketTolerance = 0.01;   // longest / shortest - 1 within a balanced bucket
+  static constexpr double kLengthTolerance = 0.01;   // balanced: rows within 1% of a row's length mix freely
+  static constexpr double kRepeatTarget = 1.0 / 64;   // balanced: aimed-for share of batches met again next epoch
+  static constexpr int64_t kMixingColumns = 7;        // balanced: columns that mix across distinct lengths
 
   // Random schedule without lengths (every sequence counts the same).
   Schedule(int64_t num_sequences, int64_t world_size, int64_t batch_per_rank, uint64_t seed);
@@ -42,6 +50,12 @@ class Schedule {
   int64_t world_size() const { return p_; }
   ScheduleKind kind() const { return kind_; }
   int64_t steps_per_epoch() const { return (n_ + g_ - 1) / g_; }
+
+  // Balanced: how many columns (the lowest) mix across rows of distinct lengths, min(G-1, kMixingColumns), and
+  // the jitter window in rows that keeps a global batch repeating with about kRepeatTarget probability when
+  // that many columns mix.
+  int64_t mixing_columns() const;
+  static double mixing_window(int64_t columns);
 
   // Global indices owned by `rank` for the whole run: column r*K first, then r*K+1, ...; within a column in
   // the order dealt. This is the order of the rank's shard.
@@ -73,7 +87,7 @@ class Schedule {
   uint64_t seed_;
   ScheduleKind kind_ = ScheduleKind::Random;
   std::vector<int64_t> dealt_;          // (N) column-major fixed assignment
-  std::vector<int64_t> bucket_end_;     // balanced: end row of each bucket, ascending, last == steps_per_epoch()
+  std::vector<double> window_;          // balanced: (rows) how many rows from each lie within kLengthTolerance
 };
 
 // Length imbalance of one step: 1 - mean/max of the per-rank timesteps (all P ranks, idle ones count 0).

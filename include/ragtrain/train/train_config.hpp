@@ -8,6 +8,7 @@
 
 #include "ragtrain/backend/backend.hpp"
 #include "ragtrain/data/dataset.hpp"
+#include "ragtrain/data/normalization.hpp"
 #include "ragtrain/optim/optimizer.hpp"
 #include "ragtrain/schedule/schedule.hpp"
 
@@ -29,7 +30,7 @@ struct TrainConfig {
   std::optional<SyntheticSpec> synthetic; // set when there is no --data (bench)
   std::string val;                        // --val; empty: no validation
   std::string max_memory = "auto";        // --max-memory
-  bool normalize = false;                 // --normalize
+  Normalization normalize = Normalization::None;   // --normalize
 
   // Model and its initial weights.
   int64_t hidden = 50, layers = 1;

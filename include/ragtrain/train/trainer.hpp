@@ -102,7 +102,7 @@ class Trainer {
   ModelShape shape_;
   Shard train_, val_;
   std::unique_ptr<ShardIndex> index_;
-  FeatureScaling scaling_;
+  Normalizer normalizer_;   // --normalize, with the training statistics for `feature`
   std::unique_ptr<Backend> backend_;
   bool resuming_ = false;
   std::string resume_path_;

@@ -1,0 +1,169 @@
+// libFuzzer target for the NumPy readers. Three forms of input:
+//   - bytes that start like a .npy file ("\x93NUMPY") go to parse_npy (src/data/npy.cpp), every element then read
+//     back;
+//   - bytes that start like a zip archive ("PK") are an .npz file for read_npz_file (src/data/npz_import.cpp,
+//     through minizip, from an in-memory file);
+//   - anything else is a list of archive entries, NAME '\n' BYTES, separated by "|npz|": the harness zips them
+//     (stored and deflated in turn, with correct CRC-32s) and hands the archive to read_npz_file, so that mutated
+//     arrays reach the importer instead of stopping at a checksum.
+// Each must give data that keeps the invariants write_dataset relies on, or throw UserError naming the input.
+// Anything else (a sanitizer report, InternalError or another exception, a broken invariant) is a finding: the
+// process aborts and libFuzzer saves the input.
+#include <minizip/zip.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "ragtrain/core/error.hpp"
+#include "ragtrain/data/dataset.hpp"
+#include "ragtrain/data/npy.hpp"
+
+namespace {
+
+// A broken promise of a reader: print it and abort, so libFuzzer records the input as a crash.
+[[noreturn]] void fail(const char* what) {
+  std::fprintf(stderr, "fuzz_npz: a reader returned data that breaks an invariant: %s\n", what);
+  std::abort();
+}
+
+bool verbose() {   // FUZZ_VERBOSE=1 prints what became of each input (for triage: fuzz_npz FILE...)
+  static const bool on = std::getenv("FUZZ_VERBOSE") != nullptr;
+  return on;
+}
+
+void check_array(const ragtrain::NpyArray& a) {
+  if (a.item_size < 1) fail("item_size < 1");
+  for (int64_t d : a.shape)
+    if (d < 0) fail("negative dimension");
+  if (static_cast<int64_t>(a.data.size()) != a.size() * a.item_size) fail("data size != elements x item size");
+  for (int64_t i = 0; i < a.size(); ++i) {   // every element converts (the importer reads them all)
+    if (a.numeric()) (void)ragtrain::npy_number(a, i);
+    else if (a.text()) (void)ragtrain::npy_string(a, i);
+    else fail("neither numeric nor text");
+  }
+}
+
+void check_data(const ragtrain::RaggedData& d) {
+  const int64_t n = d.num_sequences();
+  if (n < 1) fail("no sequence");
+  if (d.num_features < 1) fail("num_features < 1");
+  if (d.offsets.front() != 0) fail("offsets[0] != 0");
+  for (int64_t i = 0; i < n; ++i)
+    if (d.offsets[static_cast<size_t>(i + 1)] <= d.offsets[static_cast<size_t>(i)]) fail("empty or decreasing sequence");
+  if (static_cast<int64_t>(d.features.size()) != d.offsets.back() * d.num_features) fail("features size");
+  for (float v : d.features)
+    if (!std::isfinite(v)) fail("non-finite feature");
+  if (d.task == ragtrain::Task::Classification) {
+    if (d.num_outputs < 2) fail("fewer than 2 classes");
+    if (!d.class_names.empty() && static_cast<int64_t>(d.class_names.size()) != d.num_outputs) fail("class names");
+    if (static_cast<int64_t>(d.labels.size()) != n || !d.targets.empty()) fail("labels size");
+    for (int32_t y : d.labels)
+      if (y < 0 || y >= d.num_outputs) fail("label out of range");
+  } else {
+    if (d.num_outputs < 1 || static_cast<int64_t>(d.targets.size()) != n * d.num_outputs || !d.labels.empty())
+      fail("targets size");
+    for (float y : d.targets)
+      if (!std::isfinite(y)) fail("non-finite target");
+  }
+}
+
+// A UserError must name the input it is about.
+void check_message(const ragtrain::UserError& e, const std::string& name) {
+  if (std::string(e.what()).find(name) == std::string::npos) {
+    std::fprintf(stderr, "message: %s\n", e.what());
+    fail("a UserError that does not name the input");
+  }
+  if (verbose()) std::fprintf(stderr, "fuzz_npz: UserError: %s\n", e.what());
+}
+
+[[noreturn]] void harness_error(const char* what) {
+  std::perror(what);
+  std::abort();
+}
+
+// A file that minizip can open by name without touching the disk: an anonymous memory file, closed on every
+// path out.
+class MemoryFile {
+ public:
+  MemoryFile() : fd_(memfd_create("fuzz.npz", 0)) {
+    if (fd_ < 0) harness_error("fuzz_npz: memfd_create");
+  }
+  MemoryFile(const uint8_t* data, size_t size) : MemoryFile() {
+    if (write(fd_, data, size) != static_cast<ssize_t>(size)) harness_error("fuzz_npz: write");
+  }
+  ~MemoryFile() { close(fd_); }
+  MemoryFile(const MemoryFile&) = delete;
+  MemoryFile& operator=(const MemoryFile&) = delete;
+  std::string path() const { return "/proc/self/fd/" + std::to_string(fd_); }
+
+ private:
+  int fd_;
+};
+
+// Zips the entries of `spec` (NAME '\n' BYTES, separated by "|npz|") into `file`, as numpy.savez (stored) and
+// numpy.savez_compressed (deflated) would, in turn.
+void zip_entries(const std::string& spec, const MemoryFile& file) {
+  zipFile zip = zipOpen64(file.path().c_str(), APPEND_STATUS_CREATE);
+  if (zip == nullptr) harness_error("fuzz_npz: zipOpen64");
+  const std::string sep = "|npz|";
+  int index = 0;
+  for (size_t at = 0; at <= spec.size(); ++index) {
+    size_t end = spec.find(sep, at);
+    if (end == std::string::npos) end = spec.size();
+    const std::string entry = spec.substr(at, end - at);
+    at = end + sep.size();
+    const size_t nl = entry.find('\n');
+    const std::string name = entry.substr(0, nl);
+    const std::string bytes = nl == std::string::npos ? "" : entry.substr(nl + 1);
+    zip_fileinfo info{};
+    const int method = index % 2 ? Z_DEFLATED : 0;
+    if (zipOpenNewFileInZip64(zip, name.c_str(), &info, nullptr, 0, nullptr, 0, nullptr, method,
+                              Z_DEFAULT_COMPRESSION, 1) != ZIP_OK ||
+        zipWriteInFileInZip(zip, bytes.data(), static_cast<unsigned>(bytes.size())) != ZIP_OK ||
+        zipCloseFileInZip(zip) != ZIP_OK)
+      harness_error("fuzz_npz: writing a zip entry");
+  }
+  if (zipClose(zip, nullptr) != ZIP_OK) harness_error("fuzz_npz: zipClose");
+}
+
+// read_npz_file on `file` as `convert` reads it, and as `convert --regression` does (integer labels become
+// targets).
+void import(const MemoryFile& file) {
+  for (const bool regression : {false, true}) {
+    ragtrain::ImportOptions opts;
+    opts.regression = regression;
+    try {
+      check_data(ragtrain::read_npz_file(file.path(), opts));
+      if (verbose()) std::fprintf(stderr, "fuzz_npz: accepted (regression: %d)\n", regression);
+    } catch (const ragtrain::UserError& e) {
+      check_message(e, file.path());
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+  // Any exception other than UserError escapes and terminates: InternalError on input is a bug of the reader.
+  if (bytes.compare(0, 6, "\x93NUMPY") == 0) {
+    try {
+      check_array(ragtrain::parse_npy(bytes, "fuzz.npy"));
+      if (verbose()) std::fprintf(stderr, "fuzz_npz: accepted .npy\n");
+    } catch (const ragtrain::UserError& e) {
+      check_message(e, "fuzz.npy");
+    }
+  } else if (bytes.compare(0, 2, "PK") == 0) {
+    import(MemoryFile(data, size));
+  } else {
+    const MemoryFile file;
+    zip_entries(bytes, file);
+    import(file);
+  }
+  return 0;
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The PyTorch agreement checks of tools/test_torch_agreement.py (loss trajectories of SGD and Adam, and predict,
+# against nn.LSTM + nn.Linear) as a script suite of scripts/run-tests.sh, on the CPU backend: one
+# "[  PASSED  ] check" / "[  FAILED  ] check" line per check, then "N passed, N failed, N skipped". Skipped, and
+# counted as skipped, where /usr/bin/python3 lacks torch, h5py or numpy (scripts/install-deps.sh installs
+# Debian's python3-torch, python3-h5py and python3-numpy). /usr/bin/python3 on purpose: the first python3 on PATH
+# may be another interpreter (a virtual environment, a conda base) without these packages.
+# usage: tests/torch/run.sh BUILD_DIR     (RAGTRAIN_TORCH_PYTHON=PATH: another interpreter, e.g. to see the skip)
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=$(cd "${1:-build}" && pwd)
+PY=${RAGTRAIN_TORCH_PYTHON:-/usr/bin/python3}
+CHECKS=4   # per device: the loss trajectory and predict, for SGD and for Adam
+
+if [ ! -x "$PY" ]; then
+  echo "[  SKIPPED ] torch agreement: no $PY (apt-get install python3-torch python3-h5py python3-numpy)"
+  echo "0 passed, 0 failed, $CHECKS skipped"
+  exit 0
+fi
+if ! missing=$("$PY" -c 'import importlib.util as u, sys
+m = [n for n in ("torch", "h5py", "numpy") if u.find_spec(n) is None]
+print(" ".join(m)); sys.exit(1 if m else 0)' 2>&1); then
+  echo "[  SKIPPED ] torch agreement: $PY lacks ${missing:-python} (apt-get install python3-torch python3-h5py python3-numpy)"
+  echo "0 passed, 0 failed, $CHECKS skipped"
+  exit 0
+fi
+
+OUT=$(mktemp -d "${TMPDIR:-/tmp}/ragtrain-torch.XXXXXX")
+trap 'rm -rf "$OUT"' EXIT
+"$PY" "$ROOT/tools/test_torch_agreement.py" --bin "$BUILD/bin/ragtrain" --out "$OUT" --devices cpu >"$OUT/log" 2>&1
+rc=$?
+# One line per check from the tool's JSON; a run that ended before writing it counts as one failure. On a
+# failure the tool's log comes first, so that the counts stay the last line (scripts/run-tests.sh reads it).
+report=$("$PY" - "$OUT/torch_agreement.json" "$rc" <<'PY'
+import json, sys
+try:
+    checks = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    sys.exit(3)
+passed = sum(1 for c in checks if c["passed"])
+for c in checks:
+    detail = ", ".join(f"{k}={v}" for k, v in c.items() if k not in ("check", "passed"))
+    print(f"[  {'PASSED' if c['passed'] else 'FAILED'}  ] {c['check']} ({detail})")
+failed = len(checks) - passed + (1 if int(sys.argv[2]) != 0 and passed == len(checks) else 0)
+print(f"{passed} passed, {failed} failed, 0 skipped")
+sys.exit(1 if failed else 0)
+PY
+)
+status=$?
+[ "$status" -ne 0 ] && tail -30 "$OUT/log" | sed 's/^/  log: /'
+if [ "$status" -eq 3 ]; then
+  echo "[  FAILED  ] torch agreement: tools/test_torch_agreement.py ended with $rc before writing its results"
+  echo "0 passed, 1 failed, 0 skipped"
+else
+  echo "$report"
+fi
+exit "$status"
