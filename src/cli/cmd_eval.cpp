@@ -37,7 +37,7 @@ struct Applied {
 };
 
 // Loads the checkpoint and this rank's block of the data, checks they fit, runs the model.
-Applied apply_checkpoint(const Context& ctx, const RunConfig& cfg) {
+Applied apply_checkpoint(const Context& ctx, const EvalConfig& cfg) {
   Applied a;
   collective_phase(ctx, [&] {
     a.path = resolve_model_path(cfg.checkpoint);
@@ -84,7 +84,7 @@ Applied apply_checkpoint(const Context& ctx, const RunConfig& cfg) {
 }
 
 // --verbose: the model and how the sequences were spread over the ranks (collective: every rank calls it).
-void describe(const Context& ctx, const RunConfig& cfg, const Applied& a) {
+void describe(const Context& ctx, const EvalConfig& cfg, const Applied& a) {
   if (!cfg.verbose) return;
   const int64_t mine[2] = {a.shard.size(), a.shard.timesteps()};
   std::vector<int64_t> all(ctx.is_root() ? 2 * static_cast<size_t>(ctx.size) : 0);
@@ -111,7 +111,8 @@ void allreduce_sum(std::vector<int64_t>& v, MPI_Comm comm) {
 
 }  // namespace
 
-int run_eval(const Context& ctx, const RunConfig& cfg) {
+int run_eval(const Context& ctx, const RunConfig& options) {
+  const EvalConfig cfg = eval_config(options);
   const Applied a = apply_checkpoint(ctx, cfg);
   if (ctx.is_root())
     std::printf("# eval %s on %s (%lld sequences, %d rank%s)\n", a.path.c_str(), cfg.data.c_str(),
@@ -161,7 +162,8 @@ int run_eval(const Context& ctx, const RunConfig& cfg) {
   return kExitOk;
 }
 
-int run_predict(const Context& ctx, const RunConfig& cfg) {
+int run_predict(const Context& ctx, const RunConfig& options) {
+  const EvalConfig cfg = eval_config(options);
   const Applied a = apply_checkpoint(ctx, cfg);
   describe(ctx, cfg, a);
   const int64_t C = a.ckpt.shape.outputs;

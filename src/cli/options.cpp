@@ -667,4 +667,17 @@ BenchConfig bench_config(const RunConfig& c) {
   return b;
 }
 
+EvalConfig eval_config(const RunConfig& c) {
+  RT_CHECK(c.command == "eval" || c.command == "predict", "eval_config for " << c.command);
+  EvalConfig e;
+  e.checkpoint = c.checkpoint;
+  e.data = c.data;
+  e.out = c.out;
+  e.max_memory = c.max_memory;
+  e.device = c.device;
+  e.quiet = c.quiet;
+  e.verbose = c.verbose;
+  return e;
+}
+
 }  // namespace ragtrain

@@ -73,7 +73,7 @@ TEST(Select, BestByAccuracySurvivesRotationAndEvalPredictUseIt) {
     char acc[32];
     std::snprintf(acc, sizeof acc, "accuracy %.4f", s["best_val_accuracy"].get<double>());
     EXPECT_TRUE(contains(e.output, acc)) << e.output << " expected " << acc;
-    const Result p = run(np, "predict --checkpoint " + out + " --data " + d / "val.h5" + " --out " + d / "p.csv");
+    const Result p = run(np, "predict --checkpoint " + out + " --data " + d / "val.h5" + " --out " + out + "/pred.csv");
     ASSERT_EQ(p.rc, 0) << p.output;
     EXPECT_TRUE(contains(p.output, out + "/best.h5")) << p.output;
   }

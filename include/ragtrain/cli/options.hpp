@@ -95,9 +95,20 @@ struct BenchConfig {
   std::string out;              // RESULT.json; empty: none
 };
 
-// The typed configuration of `train` and `bench`, from a RunConfig parsed for that command.
+// `eval` and `predict`: a checkpoint (or a run folder) applied to a data set.
+struct EvalConfig {
+  std::string checkpoint;       // CKPT.h5, or a train --out folder (its best.h5, else its checkpoint.h5)
+  std::string data;
+  std::string out;              // eval: METRICS.json (optional); predict: PRED.csv
+  std::string max_memory = "auto";
+  Device device = Device::Cpu;
+  bool quiet = false, verbose = false;
+};
+
+// The typed configuration of `train`, `bench`, `eval` and `predict`, from a RunConfig parsed for that command.
 TrainConfig train_config(const RunConfig& c);
 BenchConfig bench_config(const RunConfig& c);
+EvalConfig eval_config(const RunConfig& c);
 
 struct Invocation {
   RunConfig config;
