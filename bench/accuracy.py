@@ -5,7 +5,7 @@
   bench/accuracy.py [--sets plaid,japanese-vowels] [--seeds 1,2,3] [--np 2] [--variants ...] [--set key=value]
                     [--tag NAME] [--out DIR] [--table-only]
 
-For every data set: `ragtrain convert` its _TRAIN.ts / _TEST.ts to format v1 (once, under OUT/work/), then for
+For every data set: `ragtrain convert` its _TRAIN.ts / _TEST.ts to format v1 (once, under WORK/data/), then for
 every seed and variant trains on the training split and evaluates the final model (no model selection) on the
 test split:
   ragtrain-balanced / ragtrain-random  mpirun -np NP ragtrain train --config RECIPE (schedule set to each), then
@@ -18,6 +18,7 @@ the runs already there); the table is printed at the end (or alone with --table-
 Needs numpy, h5py and torch (CPU) on /usr/bin/python3, and a built build/bin/ragtrain.
 """
 import argparse
+import concurrent.futures
 import datetime
 import json
 import math
@@ -86,10 +87,8 @@ def write_recipe(recipe_path, overrides, path):
 
 def run_ragtrain(a, files, recipe, run_dir, log):
     cmd = ["mpirun", "--oversubscribe", "-np", str(a.np), a.bin] if a.np > 1 else [a.bin]
-    # --val: `train --normalize` needs a validation set on the current main (issue 13 part 2); the test split
-    # is evaluated every epoch for the curve in metrics.jsonl, never to choose a model.
-    sh(cmd + ["train", "--config", recipe, "--data", files["train"], "--val", files["test"], "--out", run_dir,
-              "--quiet"], log)
+    # No --val: the test split is looked at once, by the final model, never to choose one.
+    sh(cmd + ["train", "--config", recipe, "--data", files["train"], "--out", run_dir, "--quiet"], log)
     ev = os.path.join(run_dir, "eval.json")
     sh([a.bin, "eval", "--checkpoint", os.path.join(run_dir, "checkpoint.h5"), "--data", files["test"],
         "--out", ev, "--quiet"], log)
@@ -162,10 +161,87 @@ def table(results, tag):
     return "\n".join(out)
 
 
+def sweep_table(results):
+    """One row per tag: every set's mean test accuracy over the ragtrain runs of that tag (both schedules and all
+    seeds pooled), and the median over the sets the tag covers: the evidence for choosing defaults."""
+    tags = sorted({r.get("tag", "") for r in results["runs"]})
+    sets = [d[0] for d in DATASETS if any(r["set"] == d[0] for r in results["runs"])]
+    out = ["| tag | overrides | " + " | ".join(sets) + " | median |", "|---" * (len(sets) + 3) + "|"]
+    for tag in tags:
+        rows = [r for r in results["runs"] if r.get("tag", "") == tag and r["variant"].startswith("ragtrain")]
+        if not rows:
+            continue
+        cells, means = [], []
+        for folder in sets:
+            acc = [r["test_accuracy"] for r in rows if r["set"] == folder]
+            if acc:
+                means.append(statistics.mean(acc))
+                cells.append(f"{means[-1]:.3f} (n={len(acc)})")
+            else:
+                cells.append("-")
+        ov = " ".join(f"{k}={v}" for k, v in rows[0]["overrides"].items()) or "recipe"
+        out.append(f"| {tag or 'recipe'} | {ov} | " + " | ".join(cells) + f" | {statistics.median(means):.3f} |")
+    return "\n".join(out)
+
+
 def n_sequences(path):
     import h5py
     with h5py.File(path, "r") as f:
         return int(f["offsets"].shape[0] - 1)
+
+
+def plan_runs(a, overrides, results):
+    """(folder, variant, seed, run_dir, recipe path, files, n_test) of every run not yet in the results."""
+    known = {d[0]: d for d in DATASETS}
+    todo = []
+    for folder in a.sets.split(","):
+        _, stem, _, _ = known[folder]
+        files = convert(a.bin, folder, stem, os.path.join(a.work, "data", folder), a.log)
+        n_test = n_sequences(files["test"])
+        base_recipe = os.path.join(ROOT, "inputs", f"{folder}.ini")
+        for seed in [int(s) for s in a.seeds.split(",")]:
+            for variant in a.variants.split(","):
+                key = (folder, variant, seed, a.tag)
+                if any((r["set"], r["variant"], r["seed"], r.get("tag", "")) == key for r in results["runs"]):
+                    continue
+                run_dir = os.path.join(a.work, "runs", a.tag or "recipe", folder, f"{variant}-seed{seed}")
+                os.makedirs(run_dir, exist_ok=True)
+                ov = dict(overrides, seed=str(seed))
+                if variant.startswith("ragtrain-"):
+                    ov["schedule"] = variant.split("-", 1)[1]
+                recipe = os.path.join(run_dir, "recipe.ini")
+                write_recipe(base_recipe, ov, recipe)
+                todo.append((folder, variant, seed, run_dir, recipe, files, n_test, base_recipe))
+    return todo
+
+
+def run_one(a, job):
+    folder, variant, seed, run_dir, recipe, files, n_test, base_recipe = job
+    t0 = time.time()
+    with open(os.path.join(run_dir, "run.log"), "w") as log:
+        if variant == "torch":
+            out = os.path.join(run_dir, "torch.json")
+            env = dict(os.environ)
+            if a.blas_dir:   # an optimised libblas.so.3 for torch and numpy (the generic one is ~20x slower)
+                env["LD_LIBRARY_PATH"] = a.blas_dir + ":" + env.get("LD_LIBRARY_PATH", "")
+            cmd = [sys.executable, os.path.join(ROOT, "tools", "torch_model.py"), "--train", files["train"],
+                   "--test", files["test"], "--config", recipe, "--ranks", str(a.np), "--threads", str(a.threads),
+                   "--out", out]
+            log.write("+ " + " ".join(cmd) + "\n")
+            log.flush()
+            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+            if rc != 0:
+                raise SystemExit(f"failed (exit {rc}): {' '.join(cmd)}; see {log.name}")
+            with open(out) as f:
+                r = json.load(f)
+            r.pop("options", None)
+        else:
+            r = run_ragtrain(a, files, recipe, run_dir, log)
+    opt = torch_model.resolve_options(torch_model.read_recipe(recipe), {})
+    opt["recipe_schedule"] = torch_model.read_recipe(base_recipe).get("schedule", "balanced")
+    return {"set": folder, "variant": variant, "seed": seed, "tag": a.tag, "overrides": a.overrides,
+            "options": opt, "np": a.np, "n_test": n_test, "wall_seconds": time.time() - t0,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), **r}
 
 
 def main():
@@ -177,8 +253,13 @@ def main():
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a recipe option")
     ap.add_argument("--tag", default="", help="name of this sweep in accuracy.json (default: the recipes as shipped)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build/bin/ragtrain"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/accuracy-2026-12-03"))
-    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/accuracy-2026-12-03"),
+                    help="accuracy.json and accuracy.log")
+    ap.add_argument("--work", default=os.path.join(ROOT, "runs/accuracy"),
+                    help="converted files and run folders (git-ignored)")
+    ap.add_argument("--jobs", type=int, default=1, help="runs at the same time")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads per run")
+    ap.add_argument("--blas-dir", default="", help="folder with an optimised libblas.so.3 for the PyTorch runs")
     ap.add_argument("--table-only", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -186,46 +267,24 @@ def main():
     results = load_results(res_path)
     if a.table_only:
         print(table(results, a.tag))
+        print()
+        print(sweep_table(results))
         return
-    overrides = dict(kv.split("=", 1) for kv in a.set)
-    known = {d[0]: d for d in DATASETS}
+    a.overrides = dict(kv.split("=", 1) for kv in a.set)
     results.setdefault("machine", {"host": platform.node(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
                                    "torch": torch_model.torch.__version__})
-    torch_model.torch.set_num_threads(a.threads)
-    log = open(os.path.join(a.out, "accuracy.log"), "a")
-    for folder in a.sets.split(","):
-        _, stem, _, _ = known[folder]
-        files = convert(a.bin, folder, stem, os.path.join(a.out, "work", folder), log)
-        n_test = n_sequences(files["test"])
-        base_recipe = os.path.join(ROOT, "inputs", f"{folder}.ini")
-        recipe_opts = torch_model.read_recipe(base_recipe)
-        for seed in [int(s) for s in a.seeds.split(",")]:
-            for variant in a.variants.split(","):
-                done = [r for r in results["runs"] if (r["set"], r["variant"], r["seed"], r.get("tag", "")) ==
-                        (folder, variant, seed, a.tag)]
-                if done:
-                    continue
-                run_dir = os.path.join(a.out, "runs", a.tag or "recipe", folder, f"{variant}-seed{seed}")
-                os.makedirs(run_dir, exist_ok=True)
-                ov = dict(overrides, seed=str(seed))
-                if variant.startswith("ragtrain-"):
-                    ov["schedule"] = variant.split("-", 1)[1]
-                recipe = os.path.join(run_dir, "recipe.ini")
-                write_recipe(base_recipe, ov, recipe)
-                opt = torch_model.resolve_options(torch_model.read_recipe(recipe), {})
-                t0 = time.time()
-                if variant == "torch":
-                    r = torch_model.train_and_test(files["train"], files["test"], opt, a.np * opt["batch-per-rank"])
-                else:
-                    r = run_ragtrain(a, files, recipe, run_dir, log)
-                opt["recipe_schedule"] = recipe_opts.get("schedule", "balanced")
-                row = {"set": folder, "variant": variant, "seed": seed, "tag": a.tag, "overrides": overrides,
-                       "options": opt, "np": a.np, "n_test": n_test, "wall_seconds": time.time() - t0,
-                       "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), **r}
-                results["runs"].append(row)
-                save_results(res_path, results)
-                print(f"{folder:26s} {variant:18s} seed {seed}: test accuracy {r['test_accuracy']:.4f} "
-                      f"({row['wall_seconds']:.0f} s)", flush=True)
+    os.makedirs(a.work, exist_ok=True)
+    a.log = open(os.path.join(a.work, "convert.log"), "a")
+    # The PyTorch runs take longest (per-timestep overhead on the CPU): start them first.
+    todo = sorted(plan_runs(a, a.overrides, results), key=lambda job: job[1] != "torch")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
+        futures = {pool.submit(run_one, a, job): job for job in todo}
+        for fut in concurrent.futures.as_completed(futures):
+            row = fut.result()
+            results["runs"].append(row)
+            save_results(res_path, results)
+            print(f"{row['set']:26s} {row['variant']:18s} seed {row['seed']}: test accuracy "
+                  f"{row['test_accuracy']:.4f} ({row['wall_seconds']:.0f} s)", flush=True)
     print(table(results, a.tag))
 
 

@@ -10,7 +10,7 @@ Model (attributes `lstm` and `fc`, so its state_dict uses ragtrain's checkpoint 
 Data (format v1, as `ragtrain convert` writes it): normalisation none | feature (every feature standardised with
   the training set's mean and population std over all timesteps) | series (every sequence's features standardised
   by that sequence's own mean and std); a (near-)constant feature keeps std 1, as in ragtrain.
-Training (ragtrain's recipe): initial weights uniform(-1/sqrt(hidden), 1/sqrt(hidden)) for every tensor; a global
+Training (ragtrain's recipe): initial weights uniform(+-1/sqrt(hidden)), the head's uniform(+-1/sqrt(its inputs)); a global
   batch of G sequences per step (ragtrain: ranks x batch-per-rank) drawn from a fresh random permutation every
   epoch (ragtrain's --schedule random), the last step of an epoch shorter; the loss is the mean cross-entropy over
   the step's sequences; sgd (momentum) | adam | adamw with ragtrain's learning-rate schedule (linear warm-up, then
@@ -133,14 +133,30 @@ class RaggedLSTMClassifier(nn.Module):
                             bidirectional=bidirectional)
         self.head_dropout = nn.Dropout(head_dropout)
         self.fc = nn.Linear(hidden * (2 if bidirectional else 1), classes)
-        bound = 1.0 / math.sqrt(hidden)   # ragtrain's initialisation, every tensor alike
+        # ragtrain's initialisation: the LSTM's tensors uniform(+-1/sqrt(hidden)), as nn.LSTM; the head's
+        # uniform(+-1/sqrt(its input size)), as nn.Linear's bound.
         with torch.no_grad():
-            for p in self.parameters():
-                p.uniform_(-bound, bound)
+            for p in self.lstm.parameters():
+                p.uniform_(-1.0 / math.sqrt(hidden), 1.0 / math.sqrt(hidden))
+            for p in self.fc.parameters():
+                p.uniform_(-1.0 / math.sqrt(self.fc.in_features), 1.0 / math.sqrt(self.fc.in_features))
 
     def forward(self, seqs, lengths):
         """seqs: list of (T_i, F) tensors; lengths: (B,) int64 on the CPU -> (B, classes) logits."""
         padded = pad_sequence(seqs, batch_first=True)                     # (B, T_max, F)
+        if not self.bidirectional:
+            # A forward LSTM's outputs at a sequence's valid steps never depend on the zero padding after them,
+            # and the pooling below reads valid steps only, so the padded batch gives the packed batch's result
+            # (value and gradient) at a third of the CPU time: packing re-slices the state at every step.
+            y, _ = self.lstm(padded)                                       # (B, T_max, H)
+            valid = (torch.arange(y.shape[1])[None, :] < lengths[:, None]).unsqueeze(2)   # (B, T_max, 1)
+            if self.pool == "last":
+                z = y[torch.arange(y.shape[0]), lengths - 1]
+            elif self.pool == "mean":
+                z = y.masked_fill(~valid, 0.0).sum(dim=1) / lengths[:, None].to(y.dtype)
+            else:
+                z = y.masked_fill(~valid, float("-inf")).max(dim=1).values
+            return self.fc(self.head_dropout(z))
         packed = pack_padded_sequence(padded, lengths, batch_first=True, enforce_sorted=False)
         out, (h_n, _) = self.lstm(packed)
         if self.pool == "last":

@@ -167,6 +167,14 @@ void write_position(hid_t f, const Checkpoint& c) {
   write_double_attr(g.get(), "interval_steps", a.interval_steps);
   write_double_attr(g.get(), "first_loss", a.first_loss);
   write_double_attr(g.get(), "skipped_steps", a.skipped_steps);
+  const BestSoFar& b = c.best;
+  if (b.step >= 0) {   // float64 like the rest of train_state: integers this size are exact
+    write_double_attr(g.get(), "best_step", static_cast<double>(b.step));
+    write_double_attr(g.get(), "best_epoch", static_cast<double>(b.epoch));
+    write_double_attr(g.get(), "best_val_loss", b.val_loss);
+    write_double_attr(g.get(), "best_val_accuracy", b.val_accuracy);
+    write_double_attr(g.get(), "best_validations_since", static_cast<double>(b.validations_since));
+  }
 }
 
 void read_position(const std::string& path, hid_t f, Checkpoint& c) {
@@ -206,6 +214,16 @@ void read_position(const std::string& path, hid_t f, Checkpoint& c) {
   a.first_loss = double_attr(path, g.get(), "first_loss");
   if (attr_shape(g.get(), "skipped_steps").kind != AttrKind::Missing)   // written since --on-nonfinite
     a.skipped_steps = double_attr(path, g.get(), "skipped_steps");
+  if (attr_shape(g.get(), "best_step").kind != AttrKind::Missing) {   // written since --select
+    BestSoFar& b = c.best;
+    b.step = static_cast<int64_t>(double_attr(path, g.get(), "best_step"));
+    b.epoch = static_cast<int64_t>(double_attr(path, g.get(), "best_epoch"));
+    b.val_loss = double_attr(path, g.get(), "best_val_loss");
+    b.val_accuracy = double_attr(path, g.get(), "best_val_accuracy");
+    b.validations_since = static_cast<int64_t>(double_attr(path, g.get(), "best_validations_since"));
+    USER_CHECK(b.step >= 0 && b.step <= c.step && b.validations_since >= 0,
+               "checkpoint '" << path << "': train_state/best_step " << b.step << " at step " << c.step, kDamaged);
+  }
   c.resumable = true;
 }
 

@@ -136,4 +136,15 @@ std::string resolve_resume_path(const std::string& path) {
   return all.back().path;
 }
 
+std::string resolve_model_path(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return path;   // read_checkpoint says what is wrong with a file
+  for (const char* name : {kBestCheckpointName, kLatestCheckpointName}) {
+    const std::string file = (fs::path(path) / name).string();
+    if (fs::exists(file, ec)) return file;
+  }
+  throw UserError("--checkpoint " + path + ": the folder holds neither best.h5 nor checkpoint.h5",
+                  "pass the --out folder of a train run, or a checkpoint file");
+}
+
 }  // namespace ragtrain

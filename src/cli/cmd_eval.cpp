@@ -9,6 +9,7 @@
 #include "ragtrain/backend/backend.hpp"
 #include "ragtrain/backend/cpu_lstm.hpp"
 #include "ragtrain/checkpoint/checkpoint.hpp"
+#include "ragtrain/checkpoint/rotation.hpp"
 #include "ragtrain/cli/commands.hpp"
 #include "ragtrain/comm/gather.hpp"
 #include "ragtrain/core/error.hpp"
@@ -27,6 +28,7 @@ namespace ragtrain {
 namespace {
 
 struct Applied {
+  std::string path;             // the checkpoint file (--checkpoint, or the one a run folder holds)
   Checkpoint ckpt;
   DatasetInfo info;
   Shard shard;
@@ -38,16 +40,17 @@ struct Applied {
 Applied apply_checkpoint(const Context& ctx, const RunConfig& cfg) {
   Applied a;
   collective_phase(ctx, [&] {
-    a.ckpt = read_checkpoint(cfg.checkpoint);
+    a.path = resolve_model_path(cfg.checkpoint);
+    a.ckpt = read_checkpoint(a.path);
     a.info = read_dataset_info(cfg.data, ctx.world, MemoryBudget::of(cfg.max_memory, ctx.local_size));
     const ModelShape& m = a.ckpt.shape;
     USER_CHECK(a.info.num_features == m.input_size,
                "data file '" << cfg.data << "' has " << a.info.num_features << " features per timestep, the model in '"
-                             << cfg.checkpoint << "' expects " << m.input_size,
+                             << a.path << "' expects " << m.input_size,
                "evaluate with data prepared like the training set");
     USER_CHECK(a.info.task == m.task && a.info.num_outputs == m.outputs,
                "data file '" << cfg.data << "' is " << task_name(a.info.task) << " with " << a.info.num_outputs
-                             << " outputs, the model in '" << cfg.checkpoint << "' is " << task_name(m.task) << " with "
+                             << " outputs, the model in '" << a.path << "' is " << task_name(m.task) << " with "
                              << m.outputs,
                "use the checkpoint trained for this data");
   });
@@ -55,6 +58,16 @@ Applied apply_checkpoint(const Context& ctx, const RunConfig& cfg) {
     a.shard = read_shard(a.info, block_indices(a.info.num_sequences, ctx.size, ctx.rank), ctx.world,
                          MemoryBudget::of(cfg.max_memory, ctx.local_size));
   });
+  if (ctx.is_root() && a.path != cfg.checkpoint) {   // a run folder: say which of its models this is
+    if (a.ckpt.best.step >= 0 && a.path.size() >= 7 && a.path.compare(a.path.size() - 7, 7, kBestCheckpointName) == 0)
+      std::printf("# model: %s, the run's best validation (epoch %lld, step %lld; the last is %s/%s)\n",
+                  a.path.c_str(), static_cast<long long>(a.ckpt.best.epoch), static_cast<long long>(a.ckpt.best.step),
+                  cfg.checkpoint.c_str(), kLatestCheckpointName);
+    else
+      std::printf("# model: %s, the run's last (the folder has no %s: the run had no --val)\n", a.path.c_str(),
+                  kBestCheckpointName);
+    std::fflush(stdout);
+  }
   // The standardisation the model was trained with (none, the training set's statistics, or per series).
   Normalizer{parse_normalization(a.ckpt.normalization), FeatureScaling{a.ckpt.feature_mean, a.ckpt.feature_std}}
       .apply(a.shard);
@@ -101,7 +114,7 @@ void allreduce_sum(std::vector<int64_t>& v, MPI_Comm comm) {
 int run_eval(const Context& ctx, const RunConfig& cfg) {
   const Applied a = apply_checkpoint(ctx, cfg);
   if (ctx.is_root())
-    std::printf("# eval %s on %s (%lld sequences, %d rank%s)\n", cfg.checkpoint.c_str(), cfg.data.c_str(),
+    std::printf("# eval %s on %s (%lld sequences, %d rank%s)\n", a.path.c_str(), cfg.data.c_str(),
                 static_cast<long long>(a.info.num_sequences), ctx.size, ctx.size == 1 ? "" : "s");
   describe(ctx, cfg, a);
   const EvalTotals t = allreduce(score(a.shard, a.outputs), ctx.world);
@@ -136,7 +149,7 @@ int run_eval(const Context& ctx, const RunConfig& cfg) {
       if (!cfg.quiet) std::printf("\n%s", format_regression_report(errors).c_str());
     }
     if (!cfg.out.empty()) {
-      Json j{{"checkpoint", cfg.checkpoint}, {"data", cfg.data},
+      Json j{{"checkpoint", a.path}, {"data", cfg.data},
              {"task", task_name(a.info.task)}, {"sequences", static_cast<int64_t>(t.count)},
              {"ranks", ctx.size},           {"loss", t.loss()}};
       j.update(classification ? classification_json(confusion, a.ckpt.class_names) : regression_json(errors));

@@ -136,11 +136,12 @@ std::string short_number(double v) {
   return s.str();
 }
 
-Table build_table(RunConfig& c) {
+// The table under construction: each row is (option, the subcommands that accept it).
+struct TableBuilder {
   Table t;
-  auto add = [&](const char* name, po::value_semantic* v, const char* help, std::set<std::string> cmds) {
+  void add(const char* name, po::value_semantic* v, const char* help, std::set<std::string> cmds) {
     t.rows.emplace_back(boost::make_shared<po::option_description>(name, v, help), std::move(cmds));
-  };
+  }
   const std::set<std::string> all = {"gen",   "convert", "inspect",  "train", "eval",
                                      "predict", "bench", "simulate", "plot"};
   // Options of the model and the update that bench times as train runs them; the rest of the optimizer's knobs,
@@ -149,59 +150,70 @@ Table build_table(RunConfig& c) {
   const std::set<std::string> train_only = {"train"};
   const std::set<std::string> synth = {"gen", "bench"};
   const std::set<std::string> use_model = {"eval", "predict"};
+};
 
-  add("config", po::value(&c.config_file)->value_name("FILE.ini"),
-      "read options from an INI file (same names as the command line; the command line wins)", all);
-  add("quiet", po::bool_switch(&c.quiet), "print only errors and the final result", all);
-  add("verbose", po::bool_switch(&c.verbose),
+// Options every command shares, and the files each reads and writes.
+void add_file_rows(TableBuilder& b, RunConfig& c) {
+  b.add("config", po::value(&c.config_file)->value_name("FILE.ini"),
+      "read options from an INI file (same names as the command line; the command line wins)", b.all);
+  b.add("quiet", po::bool_switch(&c.quiet), "print only errors and the final result", b.all);
+  b.add("verbose", po::bool_switch(&c.verbose),
       "print more: every file or array convert reads, the model and per-rank sequence counts of eval and predict",
-      all);
-  add("print-config", po::bool_switch(&c.print_config),
-      "print the effective configuration in config-file form (usable with --config) and exit", all);
+      b.all);
+  b.add("print-config", po::bool_switch(&c.print_config),
+      "print the effective configuration in config-file form (usable with --config) and exit", b.all);
 
-  add("force", po::bool_switch(&c.force),
+  b.add("force", po::bool_switch(&c.force),
       "replace existing output files; never an input of the command, a checkpoint, or a data set by anything but "
       "a data set (doc/reliability.md)",
       {"gen", "convert", "train", "eval", "predict", "bench", "simulate", "plot"});
-  add("data", po::value(&c.data)->value_name("FILE.h5"), "data set in format v1 (train: training set)",
+  b.add("data", po::value(&c.data)->value_name("FILE.h5"), "data set in format v1 (train: training set)",
       {"inspect", "train", "eval", "predict", "bench", "simulate"});
-  add("val", po::value(&c.val)->value_name("FILE.h5"), "validation set, evaluated after every epoch", train_only);
-  add("out", po::value(&c.out)->value_name("PATH"),
-      "output: gen FILE.h5, train DIR (metrics.jsonl, summary.json, checkpoint.h5), eval FILE.json, predict FILE.csv, "
+  b.add("val", po::value(&c.val)->value_name("FILE.h5"), "validation set, evaluated after every epoch (and every --val-every steps)", b.train_only);
+  b.add("out", po::value(&c.out)->value_name("PATH"),
+      "output: gen FILE.h5, train DIR (metrics.jsonl, summary.json, checkpoint.h5, best.h5 with --val), eval "
+      "FILE.json, predict FILE.csv, "
       "bench FILE.json, "
       "plot DIR (default RUN_DIR/plots)",
       {"gen", "train", "eval", "predict", "bench", "simulate", "plot"});
-  add("run", po::value(&c.run)->value_name("DIR"),
+  b.add("run", po::value(&c.run)->value_name("DIR"),
       "what to plot: a train --out folder, or a folder of bench --out JSON files (e.g. from jobs/scaling.sbatch)",
       {"plot"});
-  add("checkpoint", po::value(&c.checkpoint)->value_name("CKPT.h5"), "checkpoint written by train", use_model);
-  add("input", po::value(&c.input)->value_name("INPUT"),
+  b.add("checkpoint", po::value(&c.checkpoint)->value_name("CKPT.h5|DIR"),
+      "checkpoint written by train, or a train --out folder: its best.h5 when it has one, else its checkpoint.h5 "
+      "(the file used is printed)",
+      b.use_model);
+  b.add("input", po::value(&c.input)->value_name("INPUT"),
       "what to convert: a UEA/sktime .ts file, a NumPy .npz file, or a folder of CSV files (one per sequence)",
       {"convert"});
-  add("output", po::value(&c.output)->value_name("OUTPUT.h5"), "format v1 file to write", {"convert"});
-  add("labels", po::value(&c.labels)->value_name("LABELS.csv"),
+  b.add("output", po::value(&c.output)->value_name("OUTPUT.h5"), "format v1 file to write", {"convert"});
+  b.add("labels", po::value(&c.labels)->value_name("LABELS.csv"),
       "labels of a CSV folder: a header row, then FILE,LABEL per sequence (FILE,Y1,..,YK with --regression)",
       {"convert"});
-  add("regression", po::bool_switch(&c.regression),
+  b.add("regression", po::bool_switch(&c.regression),
       "the labels are regression targets (CSV: numbers; .npz: integer labels too; float .npz labels always are)",
       {"convert"});
-  add("class-names-from", po::value(&c.class_names_from)->value_name("TRAIN.h5"),
+  b.add("class-names-from", po::value(&c.class_names_from)->value_name("TRAIN.h5"),
       "number the classes as this converted file does (convert the test set like the training set)", {"convert"});
 
-  add("sequences", po::value(&c.sequences)->default_value(c.sequences), "number of sequences", synth);
-  add("features", po::value(&c.features)->default_value(c.features), "features per timestep (F)", synth);
-  add("min-length", po::value(&c.min_length)->default_value(c.min_length), "shortest sequence", synth);
-  add("max-length", po::value(&c.max_length)->default_value(c.max_length), "longest sequence", synth);
-  add("classes", po::value(&c.classes)->default_value(c.classes), "number of classes (classification)", synth);
-  add("task", po::value(&c.task)->default_value(c.task, task_name(c.task)), "classification | regression", synth);
-  add("outputs", po::value(&c.outputs)->default_value(c.outputs), "targets per sequence (regression)", synth);
-  add("seed", po::value(&c.seed)->default_value(c.seed),
+}
+
+// Synthetic data (gen, bench), validation and model selection, the model.
+void add_data_and_model_rows(TableBuilder& b, RunConfig& c) {
+  b.add("sequences", po::value(&c.sequences)->default_value(c.sequences), "number of sequences", b.synth);
+  b.add("features", po::value(&c.features)->default_value(c.features), "features per timestep (F)", b.synth);
+  b.add("min-length", po::value(&c.min_length)->default_value(c.min_length), "shortest sequence", b.synth);
+  b.add("max-length", po::value(&c.max_length)->default_value(c.max_length), "longest sequence", b.synth);
+  b.add("classes", po::value(&c.classes)->default_value(c.classes), "number of classes (classification)", b.synth);
+  b.add("task", po::value(&c.task)->default_value(c.task, task_name(c.task)), "classification | regression", b.synth);
+  b.add("outputs", po::value(&c.outputs)->default_value(c.outputs), "targets per sequence (regression)", b.synth);
+  b.add("seed", po::value(&c.seed)->default_value(c.seed),
       "random seed: data (gen), initial weights and shuffling (train)", {"gen", "train", "bench", "simulate"});
-  add("steps", po::value(&c.steps)->default_value(c.steps), "timed training steps", {"bench"});
-  add("warmup", po::value(&c.warmup)->default_value(c.warmup), "untimed steps before timing", {"bench"});
+  b.add("steps", po::value(&c.steps)->default_value(c.steps), "timed training steps", {"bench"});
+  b.add("warmup", po::value(&c.warmup)->default_value(c.warmup), "untimed steps before timing", {"bench"});
 
   // implicit_value with an empty text: `--normalize` alone means feature, and the help keeps its usual width.
-  add("normalize",
+  b.add("normalize",
       po::value(&c.normalize)
           ->default_value(c.normalize, normalization_name(c.normalize))
           ->implicit_value(Normalization::Feature, "")
@@ -209,86 +221,108 @@ Table build_table(RunConfig& c) {
       "standardise the features: none | feature (each feature by the training set's mean and std, stored in the "
       "checkpoint; `--normalize` alone) | series (each sequence's features by its own mean and std); eval and "
       "predict apply what the checkpoint was trained with",
-      train_only);
-  add("init-from", po::value(&c.init_from)->value_name("CKPT.h5"),
+      b.train_only);
+  b.add("val-every", po::value(&c.val_every)->default_value(c.val_every),
+      "also validate every N steps (0: after every epoch only); with --val", b.train_only);
+  b.add("select", po::value<SelectMetric>()->value_name("val_loss|val_accuracy")->notifier([&c](SelectMetric m) {
+        c.select = m;
+      }),
+      "the validation figure that picks the model kept as OUT/best.h5 (default: val_accuracy for classification, "
+      "val_loss for regression); with --val",
+      b.train_only);
+  b.add("early-stop", po::value(&c.early_stop)->default_value(c.early_stop)->value_name("N"),
+      "stop after N validations in a row without a better --select figure (exit 0; 0: off); with --val",
+      b.train_only);
+  b.add("init-from", po::value(&c.init_from)->value_name("CKPT.h5"),
       "start from these weights (a ragtrain checkpoint, e.g. exported from PyTorch by tools/torch_interop.py) "
       "instead of a random initialisation",
       {"train"});
-  add("write-order", po::bool_switch(&c.write_order),
+  b.add("write-order", po::bool_switch(&c.write_order),
       "write DIR/order.csv: the sequence trained in every slot of every step (to replay the run elsewhere)",
       {"train"});
-  add("layers", po::value(&c.layers)->default_value(c.layers), "LSTM layers", learn);
-  add("hidden", po::value(&c.hidden)->default_value(c.hidden), "LSTM hidden size", learn);
-  add("bidirectional", po::bool_switch(&c.bidirectional),
-      "run every LSTM layer both ways (nn.LSTM(bidirectional=True)); the head reads 2 x hidden", learn);
-  add("pool", po::value(&c.pool)->default_value(c.pool, pool_name(c.pool)),
+  b.add("layers", po::value(&c.layers)->default_value(c.layers), "LSTM layers", b.learn);
+  b.add("hidden", po::value(&c.hidden)->default_value(c.hidden), "LSTM hidden size", b.learn);
+  b.add("bidirectional", po::bool_switch(&c.bidirectional),
+      "run every LSTM layer both ways (nn.LSTM(bidirectional=True)); the head reads 2 x hidden", b.learn);
+  b.add("pool", po::value(&c.pool)->default_value(c.pool, pool_name(c.pool)),
       "what the head reads of the top layer, over each sequence's own steps: last (the final states, PyTorch's "
       "h_n) | mean | max",
-      learn);
-  add("dropout", po::value(&c.dropout)->default_value(c.dropout, short_number(c.dropout)),
-      "dropout on the outputs of every LSTM layer but the last (nn.LSTM's dropout); training only", learn);
-  add("head-dropout", po::value(&c.head_dropout)->default_value(c.head_dropout, short_number(c.head_dropout)),
-      "dropout on the head's input (the pooled vector); training only", learn);
-  add("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set",
+      b.learn);
+  b.add("dropout", po::value(&c.dropout)->default_value(c.dropout, short_number(c.dropout)),
+      "dropout on the outputs of every LSTM layer but the last (nn.LSTM's dropout); training only", b.learn);
+  b.add("head-dropout", po::value(&c.head_dropout)->default_value(c.head_dropout, short_number(c.head_dropout)),
+      "dropout on the head's input (the pooled vector); training only", b.learn);
+}
+
+// The schedule, the optimizer and its learning rate, checkpoints, the device and reliability.
+void add_training_rows(TableBuilder& b, RunConfig& c) {
+  b.add("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set",
       {"train", "simulate"});
-  add("batch-per-rank", po::value(&c.batch_per_rank)->default_value(c.batch_per_rank),
+  b.add("batch-per-rank", po::value(&c.batch_per_rank)->default_value(c.batch_per_rank),
       "sequences per rank per step (global batch = ranks x this)", {"train", "bench", "simulate"});
-  add("schedule", po::value(&c.schedule)->default_value(c.schedule, schedule_kind_name(c.schedule)),
+  b.add("schedule", po::value(&c.schedule)->default_value(c.schedule, schedule_kind_name(c.schedule)),
       "balanced (equal lengths across ranks in every step) | random", {"train", "bench"});
-  add("ranks", po::value(&c.ranks)->default_value(c.ranks), "comma-separated rank counts to simulate", {"simulate"});
-  add("lengths", po::value(&c.lengths)->default_value(c.lengths),
+  b.add("ranks", po::value(&c.ranks)->default_value(c.ranks), "comma-separated rank counts to simulate", {"simulate"});
+  b.add("lengths", po::value(&c.lengths)->default_value(c.lengths),
       "length distribution: uniform:MIN:MAX | lognormal:MEDIAN:SIGMA (ignored with --data)", {"simulate"});
-  add("sequences-per-rank", po::value(&c.sequences_per_rank)->default_value(c.sequences_per_rank),
+  b.add("sequences-per-rank", po::value(&c.sequences_per_rank)->default_value(c.sequences_per_rank),
       "simulated data set size per rank (N = ranks x this x batch-per-rank)", {"simulate"});
-  add("optimizer", po::value(&c.optimizer)->default_value(c.optimizer, optimizer_name(c.optimizer)),
-      "sgd (with momentum) | adam | adamw", learn);
-  add("lr", po::value(&c.lr)->default_value(c.lr, short_number(c.lr)), "peak learning rate", learn);
-  add("momentum", po::value(&c.momentum)->default_value(c.momentum, short_number(c.momentum)), "SGD momentum", train_only);
-  add("beta1", po::value(&c.beta1)->default_value(c.beta1, short_number(c.beta1)), "Adam/AdamW beta1", train_only);
-  add("beta2", po::value(&c.beta2)->default_value(c.beta2, short_number(c.beta2)), "Adam/AdamW beta2", train_only);
-  add("eps", po::value(&c.eps)->default_value(c.eps, short_number(c.eps)), "Adam/AdamW epsilon", train_only);
-  add("weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay, short_number(c.weight_decay)),
-      "L2 penalty (sgd, adam) or decoupled decay (adamw)", learn);
-  add("clip", po::value(&c.clip)->default_value(c.clip, short_number(c.clip)), "clip the global gradient norm to this (0 = off)", learn);
-  add("warmup-steps", po::value(&c.warmup_steps)->default_value(c.warmup_steps),
-      "linear learning-rate warm-up over this many steps", train_only);
-  add("lr-decay", po::value(&c.lr_decay)->default_value(c.lr_decay, lr_decay_name(c.lr_decay)),
-      "after warm-up: none | linear | cosine, down to lr x lr-final-fraction at the last step", train_only);
-  add("lr-final-fraction", po::value(&c.lr_final_fraction)->default_value(c.lr_final_fraction, short_number(c.lr_final_fraction)),
-      "final learning rate as a fraction of --lr (with --lr-decay)", train_only);
-  add("log-every", po::value(&c.log_every)->default_value(c.log_every),
-      "steps between progress lines and metrics.jsonl records", train_only);
-  add("resume", po::value(&c.resume)->value_name("CKPT.h5|DIR"),
+  b.add("optimizer", po::value(&c.optimizer)->default_value(c.optimizer, optimizer_name(c.optimizer)),
+      "sgd (with momentum) | adam | adamw", b.learn);
+  b.add("lr", po::value(&c.lr)->default_value(c.lr, short_number(c.lr)), "peak learning rate", b.learn);
+  b.add("momentum", po::value(&c.momentum)->default_value(c.momentum, short_number(c.momentum)), "SGD momentum", b.train_only);
+  b.add("beta1", po::value(&c.beta1)->default_value(c.beta1, short_number(c.beta1)), "Adam/AdamW beta1", b.train_only);
+  b.add("beta2", po::value(&c.beta2)->default_value(c.beta2, short_number(c.beta2)), "Adam/AdamW beta2", b.train_only);
+  b.add("eps", po::value(&c.eps)->default_value(c.eps, short_number(c.eps)), "Adam/AdamW epsilon", b.train_only);
+  b.add("weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay, short_number(c.weight_decay)),
+      "L2 penalty (sgd, adam) or decoupled decay (adamw)", b.learn);
+  b.add("clip", po::value(&c.clip)->default_value(c.clip, short_number(c.clip)), "clip the global gradient norm to this (0 = off)", b.learn);
+  b.add("warmup-steps", po::value(&c.warmup_steps)->default_value(c.warmup_steps),
+      "linear learning-rate warm-up over this many steps", b.train_only);
+  b.add("lr-decay", po::value(&c.lr_decay)->default_value(c.lr_decay, lr_decay_name(c.lr_decay)),
+      "after warm-up: none | linear | cosine, down to lr x lr-final-fraction at the last step", b.train_only);
+  b.add("lr-final-fraction", po::value(&c.lr_final_fraction)->default_value(c.lr_final_fraction, short_number(c.lr_final_fraction)),
+      "final learning rate as a fraction of --lr (with --lr-decay)", b.train_only);
+  b.add("log-every", po::value(&c.log_every)->default_value(c.log_every),
+      "steps between progress lines and metrics.jsonl records", b.train_only);
+  b.add("resume", po::value(&c.resume)->value_name("CKPT.h5|DIR"),
       "continue the run saved in a checkpoint, or in the newest checkpoint of a run folder; needs the same "
       "options and global batch (ranks x batch-per-rank), any rank count",
       {"train"});
-  add("checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
+  b.add("checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
       "also save a checkpoint every N steps (0: only at the end and when stopped by SIGTERM/SIGUSR1)", {"train"});
-  add("checkpoint-minutes",
+  b.add("checkpoint-minutes",
       po::value(&c.checkpoint_minutes)->default_value(c.checkpoint_minutes, short_number(c.checkpoint_minutes)),
       "also save a checkpoint when this many minutes passed since the last one (rank 0's clock; 0: off)", {"train"});
-  add("signal-check-every", po::value(&c.signal_check_every)->default_value(c.signal_check_every),
+  b.add("signal-check-every", po::value(&c.signal_check_every)->default_value(c.signal_check_every),
       "steps between the all-ranks check for SIGTERM/SIGUSR1 and a due --checkpoint-minutes (one tiny "
       "all-reduce; doc/hpc.md has its cost)",
       {"train"});
-  add("keep", po::value(&c.keep)->default_value(c.keep),
+  b.add("keep", po::value(&c.keep)->default_value(c.keep),
       "step checkpoints (OUT/checkpoint-stepNNNNNNNNN.h5) to keep; OUT/checkpoint.h5 is always the newest", {"train"});
-  add("device", po::value(&c.device)->default_value(c.device, device_name(c.device)),
+  b.add("device", po::value(&c.device)->default_value(c.device, device_name(c.device)),
       "cpu, or with a CUDA build cuda | auto (CUDA: at most 1024 sequences per rank per step)",
       {"train", "eval", "predict", "bench"});
-  add("max-memory", po::value(&c.max_memory)->default_value(c.max_memory)->value_name("SIZE"),
+  b.add("max-memory", po::value(&c.max_memory)->default_value(c.max_memory)->value_name("SIZE"),
       "most memory one rank may allocate for its data, e.g. 512M, 8G (auto: physical memory / ranks on the "
       "node); sizes declared in a file are checked against it before anything is read",
       {"inspect", "train", "eval", "predict"});
-  add("comm-timeout", po::value(&c.comm_timeout)->default_value(c.comm_timeout, short_number(c.comm_timeout)),
+  b.add("comm-timeout", po::value(&c.comm_timeout)->default_value(c.comm_timeout, short_number(c.comm_timeout)),
       "seconds a rank waits for the others in a collective before it names the rank that stopped and ends the "
       "job (0: wait forever); watches the training loop, not the start-up",
       {"train"});
-  add("on-nonfinite", po::value(&c.on_nonfinite)->default_value(c.on_nonfinite, nonfinite_policy_name(c.on_nonfinite)),
+  b.add("on-nonfinite", po::value(&c.on_nonfinite)->default_value(c.on_nonfinite, nonfinite_policy_name(c.on_nonfinite)),
       "a NaN/Inf loss or gradient: stop (keep the last good checkpoint, exit 2) | skip (drop that step on every "
       "rank)",
       {"train"});
-  return t;
+}
+
+Table build_table(RunConfig& c) {
+  TableBuilder b;
+  add_file_rows(b, c);
+  add_data_and_model_rows(b, c);
+  add_training_rows(b, c);
+  return b.t;
 }
 
 // argv as one line a shell would split back into the same words ('...' around anything unusual).
@@ -377,6 +411,12 @@ void validate(const RunConfig& c) {
     require(c.lr_final_fraction >= 0 && c.lr_final_fraction <= 1, "lr-final-fraction", "must be in [0, 1]", help);
     require(c.val.empty() || c.val != c.data, "val", "is the same file as --data",
             "validate on held-out data, or leave --val out");
+    require(c.val_every >= 0, "val-every", "must be >= 0 (0: validate after every epoch only)", help);
+    require(c.early_stop >= 0, "early-stop", "must be >= 0 (0 turns early stopping off)", help);
+    for (const auto& [used, name] : {std::pair<bool, const char*>{c.val_every > 0, "val-every"},
+                                     {c.select.has_value(), "select"},
+                                     {c.early_stop > 0, "early-stop"}})
+      require(!used || !c.val.empty(), name, "needs a validation set", "add --val VAL.h5 (held-out data)");
     require(c.checkpoint_every >= 0, "checkpoint-every", "must be >= 0 (0 turns step checkpoints off)", help);
     require(c.checkpoint_minutes >= 0, "checkpoint-minutes", "must be >= 0 (0 turns timed checkpoints off)", help);
     require(c.keep >= 1, "keep", "must be >= 1, got " + std::to_string(c.keep), help);
@@ -589,6 +629,9 @@ TrainConfig train_config(const RunConfig& c) {
   t.keep = c.keep;
   t.signal_check_every = c.signal_check_every;
   t.checkpoint_minutes = c.checkpoint_minutes;
+  t.val_every = c.val_every;
+  t.select = c.select;
+  t.early_stop = c.early_stop;
   return t;
 }
 

@@ -60,7 +60,7 @@ Schedule::Schedule(const std::vector<int64_t>& lengths, int64_t world_size, int6
   });
   deal(perm);
   // Row m of every column holds sorted positions [m*G, m*G+G) (the partial row: the longest N mod G). The
-  // jitter window of full row m: the rows whose shortest length is within kLengthTolerance of row m's (so
+  // jitter window of row m: the rows whose shortest length is within kLengthTolerance of row m's (so
   // equal lengths always mix freely); mixing_columns() columns also get at least mixing_window() rows.
   const int64_t rows = steps_per_epoch();
   window_.resize(static_cast<size_t>(rows));
@@ -68,7 +68,8 @@ Schedule::Schedule(const std::vector<int64_t>& lengths, int64_t world_size, int6
   int64_t hi = 0;
   for (int64_t m = 0; m < rows; ++m) {
     hi = std::max(hi, m + 1);
-    while (hi < rows && static_cast<double>(row_len(hi)) <= (1.0 + kLengthTolerance) * static_cast<double>(row_len(m))) ++hi;
+    const double limit = (1.0 + kLengthTolerance) * static_cast<double>(row_len(m));
+    while (hi < rows && static_cast<double>(row_len(hi)) <= limit) ++hi;
     window_[static_cast<size_t>(m)] = static_cast<double>(hi - m);
   }
 }
@@ -155,8 +156,8 @@ Schedule::Epoch Schedule::epoch(int64_t e) const {
     const int64_t size = col_size(c);   // full, or full + 1 for c < N mod G
     key.resize(static_cast<size_t>(size));
     for (int64_t m = 0; m < size; ++m) {
-      const double w = window_[static_cast<size_t>(m)];
-      key[static_cast<size_t>(m)] = static_cast<double>(m) + (c < mixing ? std::max(w, mixing_rows) : w) * rng.uniform();
+      const double w = c < mixing ? std::max(window_[static_cast<size_t>(m)], mixing_rows) : window_[static_cast<size_t>(m)];
+      key[static_cast<size_t>(m)] = static_cast<double>(m) + w * rng.uniform();
     }
     rank.resize(static_cast<size_t>(size));
     std::iota(rank.begin(), rank.end(), 0);

@@ -82,6 +82,9 @@ void Trainer::setup_data() {
                            << ctx_.size << " ranks; every rank must train on at least one sequence",
                  "use at most " << train_info_.num_sequences << " rank(s) (mpirun -np " << train_info_.num_sequences
                                 << "), or train on a larger data set");
+      USER_CHECK(!(cfg_.select == SelectMetric::ValAccuracy && train_info_.task != Task::Classification),
+                 "option --select val_accuracy: --data " << cfg_.data << " is a regression set (no accuracy)",
+                 "use --select val_loss, or leave --select out");
     });
     lengths_ = train_info_.lengths();
   }
@@ -134,6 +137,7 @@ bool Trainer::setup_resume() {
   // an uninterrupted run's.
   step_ = plan_.step;
   acc_ = from_.accumulators;
+  best_ = from_.best;
   saved_step_ = plan_.step;
   saved_path_ = resume_path_;
   return true;
@@ -273,6 +277,7 @@ Checkpoint Trainer::make_checkpoint(bool complete) const {
   c.position.data_lengths_crc32 = lengths_crc32(lengths_);
   c.position.complete = complete;
   c.accumulators = acc_;
+  c.best = best_;
   if (backend_) {
     c.params = backend_->params();
     const OptimizerState opt = backend_->optimizer_state();

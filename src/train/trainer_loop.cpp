@@ -73,10 +73,12 @@ int Trainer::run() {
 
     const bool last_of_epoch = s + 1 == steps_per_epoch();
     if (step_ % cfg_.log_every == 0 || last_of_epoch) log_interval(tot, lr);
-    if (last_of_epoch) {
-      if (!cfg_.val.empty()) validate();
-      end_epoch();
-    }
+    // Validation after every epoch and every --val-every steps: a function of the step count, so every rank
+    // validates at the same steps; each may keep a new best.h5 and decide an early stop (the same everywhere).
+    const bool every_val = cfg_.val_every > 0 && step_ % cfg_.val_every == 0;
+    if (!cfg_.val.empty() && (last_of_epoch || every_val)) validate(last_of_epoch);
+    if (last_of_epoch) end_epoch();
+    if (early_stopped_) break;
 
     // Step boundary: every --signal-check-every steps all ranks decide together whether to stop and whether
     // rank 0's clock asks for a checkpoint (one tiny all-reduce; doc/hpc.md has its cost). --checkpoint-every
@@ -130,12 +132,57 @@ void Trainer::log_interval(const StepTotals& tot, float lr) {
   interval_clock_.restart();
 }
 
-void Trainer::validate() {
+void Trainer::validate(bool at_epoch_end) {
   Stopwatch t;
   last_val_ = allreduce(score(val_, backend_->infer(val_)), ctx_);
-  have_val_result_ = true;
   run_.compute_s += t.seconds();
+  if (!at_epoch_end && ctx_.is_root()) {   // the epoch record carries the numbers of an epoch's end
+    Json rec{{"event", "validation"}, {"epoch", (step_ - 1) / steps_per_epoch() + 1}, {"step", step_},
+             {"val_loss", last_val_.loss()}};
+    if (classification())
+      rec["val_accuracy"] = last_val_.accuracy();
+    else
+      rec["val_mae"] = last_val_.mae();
+    records_.log.write(rec);
+  }
+  keep_if_best();
   interval_clock_.restart();   // validation is not training: keep it out of the next interval's throughput
+}
+
+SelectMetric Trainer::select_metric() const {
+  if (cfg_.select) return *cfg_.select;
+  return classification() ? SelectMetric::ValAccuracy : SelectMetric::ValLoss;
+}
+
+void Trainer::keep_if_best() {
+  const double loss = last_val_.loss(), acc = classification() ? last_val_.accuracy() : 0.0;
+  bool better = false;
+  if (!std::isfinite(loss))
+    better = false;   // a diverged model is never the one to keep
+  else if (best_.step < 0)
+    better = true;
+  else if (select_metric() == SelectMetric::ValLoss)
+    better = loss < best_.val_loss;
+  else   // accuracy moves in steps of 1/N: a tie goes to the lower loss
+    better = acc > best_.val_accuracy || (acc == best_.val_accuracy && loss < best_.val_loss);
+  if (!better) {
+    ++best_.validations_since;
+    if (cfg_.early_stop > 0 && best_.validations_since >= cfg_.early_stop) early_stopped_ = true;
+    return;
+  }
+  best_ = BestSoFar{step_, (step_ - 1) / steps_per_epoch() + 1, loss, acc, 0};
+  // Collective like checkpoint(): rank 0 writes (temporary file, fsync, rename: a reader never sees half a
+  // best.h5), every rank learns whether it worked. The same writer and contents as checkpoint.h5, best included.
+  Stopwatch t;
+  collective_phase(ctx_, [&] {
+    if (!ctx_.is_root()) return;
+    write_checkpoint(best_path(), make_checkpoint(false));
+    Json rec{{"event", "best"}, {"epoch", best_.epoch}, {"step", best_.step}, {"select", select_metric_name(select_metric())},
+             {"val_loss", loss}, {"path", best_path()}, {"seconds", t.seconds()}};
+    if (classification()) rec["val_accuracy"] = acc;
+    records_.log.write(rec);
+  });
+  run_.io_s += t.seconds();
 }
 
 void Trainer::end_epoch() {
@@ -251,8 +298,24 @@ int Trainer::stop_for_signal(int signal) {
 
 int Trainer::finish() {
   progress_->finish();
+  early_stopped_ = early_stopped_ && step_ < total_steps_;   // patience ran out on the last step: a full run
+  if (early_stopped_) {
+    stop_reason_ = "early_stop";
+    if (ctx_.is_root()) {
+      records_.log.write(Json{{"event", "early_stop"}, {"step", step_}, {"validations", best_.validations_since},
+                              {"best_step", best_.step}, {"best_epoch", best_.epoch}, {"time", utc_now()}});
+      if (!cfg_.quiet) {
+        std::printf("# early stop at step %lld of %lld: %lld validations without a better %s; the best model (epoch "
+                    "%lld, step %lld) is %s\n",
+                    static_cast<long long>(step_), static_cast<long long>(total_steps_),
+                    static_cast<long long>(best_.validations_since), select_metric_name(select_metric()),
+                    static_cast<long long>(best_.epoch), static_cast<long long>(best_.step), best_path().c_str());
+        std::fflush(stdout);
+      }
+    }
+  }
   // Final record: every rank holds identical parameters (checked by summarize), rank 0 writes them.
-  if (saved_step_ != step_) checkpoint("end", true);
+  if (saved_step_ != step_) checkpoint(early_stopped_ ? "early_stop" : "end", true);
   return kExitOk;
 }
 

@@ -31,6 +31,21 @@ Json per_rank_json(const std::vector<RankCounters>& all, const Json& provenance)
 
 }  // namespace
 
+// The model kept (best.h5, by --select) beside the model the run ended with (checkpoint.h5).
+void Trainer::print_best_and_last() const {
+  std::printf("#\n# %-6s %6s %8s %11s %9s  %s\n", "model", "epoch", "step", "val_loss", "val_acc", "file");
+  auto row = [&](const char* name, int64_t epoch, int64_t step, double loss, double acc, const std::string& file) {
+    char acc_text[32] = "-";
+    if (classification()) std::snprintf(acc_text, sizeof acc_text, "%.4f", acc);
+    std::printf("# %-6s %6lld %8lld %11.5f %9s  %s\n", name, static_cast<long long>(epoch),
+                static_cast<long long>(step), loss, acc_text, file.c_str());
+  };
+  if (best_.step >= 0)
+    row("best", best_.epoch, best_.step, best_.val_loss, best_.val_accuracy, best_path());
+  row("last", (step_ - 1) / steps_per_epoch() + 1, step_, last_val_.loss(), last_val_.accuracy(),
+      cfg_.out + "/" + kLatestCheckpointName);
+}
+
 void Trainer::summarize() {
   const double wall_s = wall_.seconds();
   const std::vector<RankCounters> all = gather_counters(ctx_, run_);
@@ -78,6 +93,17 @@ void Trainer::summarize() {
     // Per rank, for the compute/wait plot; timings, throughput and wall time cover this invocation only.
     summary["per_rank"] = per_rank_json(all, provenance);
     summary["checkpoint"] = saved_path_;
+    // The model a user keeps (--select): where the best validation was, and why the run ended.
+    summary["select"] = has_val ? Json(select_metric_name(select_metric())) : Json(nullptr);
+    const bool have_best = best_.step >= 0;
+    summary["best_epoch"] = have_best ? Json(best_.epoch) : Json(nullptr);
+    summary["best_step"] = have_best ? Json(best_.step) : Json(nullptr);
+    summary["best_val_loss"] = have_best ? Json(best_.val_loss) : Json(nullptr);
+    summary["best_val_accuracy"] = have_best && classification() ? Json(best_.val_accuracy) : Json(nullptr);
+    summary["best_checkpoint"] = have_best ? Json(best_path()) : Json(nullptr);
+    summary["stop_reason"] = stop_reason_;
+    if (early_stopped_) summary["early_stop"] = Json{{"validations_without_improvement", best_.validations_since},
+                                                     {"patience", cfg_.early_stop}};
     summary["skipped_steps"] = static_cast<int64_t>(acc_.skipped_steps);   // --on-nonfinite skip
     if (resuming_)
       summary["resumed_from"] = Json{{"checkpoint", resume_path_},
@@ -96,6 +122,7 @@ void Trainer::summarize() {
                   has_val ? std::to_string(last_val_.loss()).c_str() : "-",
                   has_val && classification() ? std::to_string(last_val_.accuracy()).c_str() : "-",
                   sum.sequences / wall_s, sum.timesteps / wall_s, wall_s);
+      if (has_val) print_best_and_last();
       std::printf("#\n#  %-12s %12s %12s %12s   (seconds per rank)\n", "", "min", "median", "max");
       print_spread_row("compute", summary["timings"]["compute_s"]);
       print_spread_row("comm wait", summary["timings"]["comm_s"]);
@@ -104,7 +131,8 @@ void Trainer::summarize() {
                   validity["valid"].get<bool>() ? "OK" : "FAILED", validity["loss_finite"].get<bool>() ? "yes" : "no",
                   validity["loss_falling"].get<bool>() ? "yes" : "no",
                   validity["ranks_agree"].get<bool>() ? "yes" : "no");
-      std::printf("# outputs: %s/{metrics.jsonl,summary.json,checkpoint.h5}\n", cfg_.out.c_str());
+      std::printf("# outputs: %s/{metrics.jsonl,summary.json,checkpoint.h5%s}\n", cfg_.out.c_str(),
+                  best_.step >= 0 ? ",best.h5" : "");
     }
     if (has_val && classification())
       std::printf("validation accuracy: %.4f (%lld/%lld)\n", last_val_.accuracy(),

@@ -92,6 +92,35 @@ void expect_refused(const Scratch& d, const std::vector<Case>& cases, const std:
   }
 }
 
+// Starts `ragtrain ARGS` in the background (no mpirun) and returns its pid; the process is SIGKILLed when the
+// returned guard goes, so a failed assertion never leaves a long run behind.
+struct Background {
+  pid_t pid = 0;
+  ~Background() {
+    if (pid > 0) ::kill(pid, SIGKILL);
+  }
+};
+void start_background(const Scratch& d, const std::string& args, Background& bg) {
+  const std::string pidfile = d / "background.pid";
+  const std::string cmd = "sh -c 'echo $$ > " + pidfile + "; exec " + bin() + " " + args + "' >/dev/null 2>&1 &";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  for (int i = 0; i < 500 && bg.pid <= 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::ifstream(pidfile) >> bg.pid;
+  }
+  ASSERT_GT(bg.pid, 0);
+}
+
+// Waits (time-scaled, at most `seconds`) until `path` exists, or with `gone` until it does not.
+bool wait_for(const std::string& path, double seconds, bool gone = false) {
+  const int rounds = static_cast<int>(50 * seconds * time_scale());
+  for (int i = 0; i < rounds; ++i) {
+    if (fs::exists(path) != gone) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return fs::exists(path) != gone;
+}
+
 std::string eval_args(const Scratch& d, const std::string& cmd, const std::string& out, const std::string& extra = "") {
   return cmd + " --checkpoint " + d / "run/checkpoint.h5" + " --data " + d / "data.h5" + " --out " + out +
          " --quiet " + extra;
@@ -185,17 +214,11 @@ TEST(DataSafety, ADataSetOrACheckpointIsNeverReplacedByAnotherKindOfFileEvenWith
 TEST(DataSafety, NothingWritesIntoAFolderHeldByARunningTrain) {
   Scratch d;
   make_inputs(d);
-  // A long run in held/, started in the background; its pid file lets the test stop it (SIGTERM: exit 75).
-  const std::string pidfile = d / "holder.pid";
-  const std::string holder = "sh -c 'echo $$ > " + pidfile + "; exec " + bin() + " train --data " + d / "data.h5" +
-                             " --out " + d / "held" + " --epochs 100000" + kModel + "' >/dev/null 2>&1 &";
-  ASSERT_EQ(std::system(holder.c_str()), 0);
-  for (int i = 0; i < 500 && !fs::exists(d / "held/ragtrain.lock"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_TRUE(fs::exists(d / "held/ragtrain.lock"));
-  std::ifstream pf(pidfile);
-  pid_t pid = 0;
-  pf >> pid;
-  ASSERT_GT(pid, 0);
+  // A long run in held/, started in the background; stopped with SIGTERM at the end (exit 75).
+  Background holder;
+  start_background(d, "train --data " + d / "data.h5" + " --out " + d / "held" + " --epochs 100000" + kModel, holder);
+  ASSERT_TRUE(wait_for(d / "held/ragtrain.lock", 10));
+  const pid_t pid = holder.pid;
 
   const std::string held = d / "held";
   const std::vector<std::string> holder_words = {"in use by a running training run", "pid " + std::to_string(pid)};
@@ -221,8 +244,9 @@ TEST(DataSafety, NothingWritesIntoAFolderHeldByARunningTrain) {
   for (const char* f : {"x.h5", "e.json", "p.csv", "b.json", "s.json", "loss.png", "steps.tsv"})
     EXPECT_FALSE(fs::exists(held + "/" + f)) << f;
   ASSERT_EQ(::kill(pid, SIGTERM), 0);
-  for (int i = 0; i < 500 && fs::exists(d / "held/ragtrain.lock"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_FALSE(fs::exists(d / "held/ragtrain.lock")) << "a run stopped by SIGTERM released its lock";
+  EXPECT_TRUE(wait_for(d / "held/ragtrain.lock", 10, /*gone=*/true)) << "a run stopped by SIGTERM released its lock";
+  for (int i = 0; i < 500 && ::kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (::kill(pid, 0) != 0) holder.pid = 0;   // gone: nothing for the guard to kill (its pid may be reused)
 }
 
 // Two trains into one folder, started together: one runs to the end, the other is refused at once naming it.
@@ -261,18 +285,14 @@ TEST(DataSafety, TwoTrainsStartedTogetherIntoOneFolderTwoRanks) { two_trains_tog
 TEST(DataSafety, ALockLeftByAKilledRunDoesNotBlockItsResumeAndForeignLocksAreNamed) {
   Scratch d;
   make_inputs(d);
-  const std::string pidfile = d / "k.pid";
-  const std::string cmd = "sh -c 'echo $$ > " + pidfile + "; exec " + bin() + " train --data " + d / "data.h5" +
-                          " --out " + d / "k --epochs 100000 --checkpoint-every 200" + kModel + "' >/dev/null 2>&1 &";
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
-  for (int i = 0; i < 1000 && !fs::exists(d / "k/checkpoint.h5"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_TRUE(fs::exists(d / "k/checkpoint.h5"));
-  std::ifstream pf(pidfile);
-  pid_t pid = 0;
-  pf >> pid;
-  ASSERT_GT(pid, 0);
+  Background killed;
+  start_background(d, "train --data " + d / "data.h5" + " --out " + d / "k --epochs 100000 --checkpoint-every 200" + kModel,
+                   killed);
+  ASSERT_TRUE(wait_for(d / "k/checkpoint.h5", 20));
+  const pid_t pid = killed.pid;
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   for (int i = 0; i < 250 && ::kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (::kill(pid, 0) != 0) killed.pid = 0;
   ASSERT_TRUE(fs::exists(d / "k/ragtrain.lock")) << "SIGKILL leaves the lock behind";
 
   // The resume takes the stale lock over, says so, and trains one more epoch after the newest checkpoint (40

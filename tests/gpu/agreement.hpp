@@ -26,15 +26,18 @@ inline BackendOptions options(const std::string& device, const std::string& opti
 }
 
 // Checks the GPU's fused buffer for `batch` against the float reference (and reports the double one); then the
-// StepTotals of update(lr = 0) against the CPU backend's.
+// StepTotals of update(lr = 0) against the CPU backend's. With dropout (the backends built with these rates and
+// seed) both draw the masks of global step `step`.
 inline void check_batch(CudaBackend& gpu, Backend& cpu, const ParamLayout& layout, const std::vector<float>& params,
                         const Shard& shard, const std::vector<int64_t>& batch, const std::string& label,
-                        double atol_scale) {
+                        double atol_scale, const DropoutRates& rates = {}, uint64_t seed = 0, int64_t step = 0) {
   const int64_t P = layout.total();
+  gpu.set_global_step(step);
+  cpu.set_global_step(step);
   gpu.forward_backward(batch);
   const std::vector<float> got = gpu.fused_buffer();
-  const std::vector<double> ref = reference_fused<float>(layout, params, shard, batch);
-  const std::vector<double> truth = reference_fused<double>(layout, params, shard, batch);
+  const std::vector<double> ref = reference_fused<float>(layout, params, shard, batch, rates, seed, step);
+  const std::vector<double> truth = reference_fused<double>(layout, params, shard, batch, rates, seed, step);
 
   const Agreement a = compare_params(layout, got, ref, kGradRtol, atol_scale);
   const Agreement t = compare_params(layout, got, truth, kGradRtol, atol_scale);

@@ -55,9 +55,11 @@ inline Shard make_shard(const ModelShape& s, const std::vector<int64_t>& lengths
 
 // The fused buffer (P gradient sums | loss_sum | count | correct) that the CPU backend computes for `batch`, with
 // the reference functions in precision T (float: exactly the CPU backend's arithmetic; double: the truth).
+// With dropout rates, each sequence draws the mask of (seed, step, its global index), as the backends do.
 template <class T>
 std::vector<double> reference_fused(const ParamLayout& layout, const std::vector<float>& params, const Shard& shard,
-                                    const std::vector<int64_t>& batch) {
+                                    const std::vector<int64_t>& batch, const DropoutRates& rates = {},
+                                    uint64_t seed = 0, int64_t step = 0) {
   const int64_t P = layout.total(), C = layout.shape().outputs;
   std::vector<T> p(params.begin(), params.end()), grad(static_cast<size_t>(P), T(0)), d_out(static_cast<size_t>(C));
   LstmCache<T> cache;
@@ -65,7 +67,8 @@ std::vector<double> reference_fused(const ParamLayout& layout, const std::vector
   T loss_t = 0;
   for (int64_t pos : batch) {
     if (pos < 0) continue;
-    const T* out = lstm_forward(layout, p.data(), shard.x(pos), shard.length(pos), cache);
+    const DropoutDraw drop{rates, DropoutKey{seed, step, shard.indices[static_cast<size_t>(pos)]}};
+    const T* out = lstm_forward(layout, p.data(), shard.x(pos), shard.length(pos), cache, drop);
     const bool cls = shard.task == Task::Classification;
     const int32_t label = cls ? shard.labels[static_cast<size_t>(pos)] : 0;
     loss_t += loss_and_grad(shard.task, out, C, label, cls ? nullptr : shard.target(pos), d_out.data());

@@ -458,3 +458,34 @@ TEST(Checkpoint, EffectiveConfigParses) {
   EXPECT_EQ(kv[0].first, "hidden");
   EXPECT_EQ(kv[3].second, "0.01");
 }
+
+// The best validation so far travels in the checkpoint (train --select, --early-stop), exactly; a checkpoint
+// without one (no --val, or an older file) reads back as "none".
+TEST(Checkpoint, BestSoFarRoundTrips) {
+  TempDir d;
+  Checkpoint c = sample();
+  write_checkpoint(d / "none.h5", c);
+  EXPECT_EQ(read_checkpoint(d / "none.h5").best.step, -1);
+  c.best = BestSoFar{20, 3, 0.123456789012345, 2.0 / 3.0, 4};
+  write_checkpoint(d / "best.h5", c);
+  const BestSoFar b = read_checkpoint(d / "best.h5").best;
+  EXPECT_EQ(b.step, 20);
+  EXPECT_EQ(b.epoch, 3);
+  EXPECT_EQ(b.val_loss, 0.123456789012345);
+  EXPECT_EQ(b.val_accuracy, 2.0 / 3.0);
+  EXPECT_EQ(b.validations_since, 4);
+}
+
+// eval/predict --checkpoint DIR: best.h5 when the run kept one, else checkpoint.h5; a file as it is.
+TEST(Rotation, ARunFolderMeansItsBestModelElseItsLatest) {
+  TempDir d;
+  EXPECT_NE(user_error_of([&] { resolve_model_path(d.str()); }).find("neither best.h5 nor checkpoint.h5"),
+            std::string::npos);
+  save_checkpoint(d.str(), sample(10), 2);
+  EXPECT_EQ(resolve_model_path(d.str()), d / kLatestCheckpointName);
+  write_checkpoint(d / kBestCheckpointName, sample(5));
+  EXPECT_EQ(resolve_model_path(d.str()), d / kBestCheckpointName);
+  save_checkpoint(d.str(), sample(20), 1);
+  EXPECT_TRUE(fs::exists(d / kBestCheckpointName)) << "rotation leaves best.h5 alone";
+  EXPECT_EQ(resolve_model_path(d / "x.h5"), d / "x.h5");
+}

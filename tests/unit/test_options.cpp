@@ -109,3 +109,21 @@ TEST(Options, BadOptionsNameTheOption) {
   EXPECT_NE(user_error_of({"train", "--config", "/nonexistent/x.ini", "--data", "a", "--out", "d"}).find("x.ini"),
             std::string::npos);
 }
+
+// --normalize MODE; `--normalize` alone keeps meaning what the switch meant (feature), also before another option.
+TEST(Options, NormalizeModes) {
+  EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d"}).config.normalize, Normalization::None);
+  EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d", "--normalize"}).config.normalize, Normalization::Feature);
+  const RunConfig alone = parse({"train", "--normalize", "--data", "a.h5", "--out", "d"}).config;
+  EXPECT_EQ(alone.normalize, Normalization::Feature);
+  EXPECT_EQ(alone.data, "a.h5");
+  EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d", "--normalize", "series"}).config.normalize, Normalization::Series);
+  EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d", "--normalize=none"}).config.normalize, Normalization::None);
+  EXPECT_NE(parse({"train", "--data", "a.h5", "--out", "d", "--normalize", "series"}).config.effective.find(
+                "normalize = series"),
+            std::string::npos);
+  const std::string bad = ragtrain::test::user_error_of({"train", "--data", "a.h5", "--out", "d", "--normalize", "yes"});
+  EXPECT_NE(bad.find("none, feature or series"), std::string::npos) << bad;
+  const std::string old = ragtrain::test::user_error_of({"train", "--data", "a.h5", "--out", "d", "--normalize", "true"});
+  EXPECT_NE(old.find("normalize = feature"), std::string::npos) << old;
+}

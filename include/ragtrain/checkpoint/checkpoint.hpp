@@ -45,6 +45,16 @@ struct TrainAccumulators {
   double skipped_steps = 0; // steps dropped by --on-nonfinite skip (absent in older files: 0)
 };
 
+// The best validation of the run so far (train --select) and how many validations passed without improving on it
+// (--early-stop); step -1: none yet. In the checkpoint, so that a resumed run knows the best of the run it
+// continues (absent in older files: none).
+struct BestSoFar {
+  int64_t step = -1;            // global steps done when it was validated
+  int64_t epoch = 0;            // the epoch it was validated in (1-based)
+  double val_loss = 0, val_accuracy = 0;
+  int64_t validations_since = 0;
+};
+
 struct Checkpoint {
   ModelShape shape;                       // files without bidirectional/pool attributes: unidirectional, last
   DropoutRates dropout;                   // the training run's rates (absent in older files: 0)
@@ -64,6 +74,7 @@ struct Checkpoint {
   bool resumable = false;                 // position and accumulators present (version >= 2)
   RunPosition position;
   TrainAccumulators accumulators;
+  BestSoFar best;
 };
 
 // Writes `ckpt` to `path`: the file is built in memory, written to a temporary file in the same folder with every

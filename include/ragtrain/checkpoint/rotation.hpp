@@ -11,6 +11,8 @@
 namespace ragtrain {
 
 inline constexpr const char* kLatestCheckpointName = "checkpoint.h5";
+// The model train --select kept (the best validation so far); never rotated, written with write_checkpoint.
+inline constexpr const char* kBestCheckpointName = "best.h5";
 
 // "checkpoint-step000000123.h5": nine digits, so that names sort in step order.
 std::string step_checkpoint_name(int64_t step);
@@ -33,5 +35,9 @@ std::string save_checkpoint(const std::string& dir, const Checkpoint& ckpt, int6
 // back to its newest step file; a step file newer than checkpoint.h5 (a run killed between the two renames of
 // save_checkpoint) wins. Throws UserError when there is none.
 std::string resolve_resume_path(const std::string& path);
+
+// The file `eval|predict --checkpoint PATH` means: PATH itself, or for a run folder its best.h5 when there is one
+// (the model --select kept), else its checkpoint.h5 (the newest). Throws UserError when a folder has neither.
+std::string resolve_model_path(const std::string& path);
 
 }  // namespace ragtrain

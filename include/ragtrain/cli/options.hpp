@@ -58,6 +58,10 @@ struct RunConfig {
   std::string class_names_from;   // --class-names-from TRAIN.h5: number the classes as that file does
   bool regression = false;        // --regression: the labels are regression targets
 
+  // model selection (train): validate also every N steps, which figure picks DIR/best.h5, early stopping
+  int64_t val_every = 0, early_stop = 0;
+  std::optional<SelectMetric> select;   // unset: val_accuracy for classification, val_loss for regression
+
   // checkpoints and resume (train)
   std::string resume;           // --resume CKPT.h5 | DIR
   int64_t checkpoint_every = 0, keep = 3, signal_check_every = 10;

@@ -31,8 +31,8 @@ const char* schedule_kind_name(ScheduleKind kind);
 //  - every sequence is visited exactly once per epoch, in an order reshuffled every epoch;
 //  - the sequences of a global step depend only on (lengths, seed, epoch, G), never on how G splits into P x K;
 //  - when N is not a multiple of G, columns c >= N mod G are one shorter, so only the last step is partial
-//    and the ranks owning the short columns contribute nothing to it; its sequences are random (one of every
-//    longer column, drawn anew every epoch).
+//    and the ranks owning the short columns contribute nothing to it; its sequences, one of every longer
+//    column, are drawn anew every epoch.
 class Schedule {
  public:
   static constexpr double kLengthTolerance = 0.01;   // balanced: rows within 1% of a row's length mix freely

@@ -12,6 +12,7 @@
 #include "ragtrain/backend/backend.hpp"
 #include "ragtrain/checkpoint/checkpoint.hpp"
 #include "ragtrain/checkpoint/resume.hpp"
+#include "ragtrain/checkpoint/rotation.hpp"
 #include "ragtrain/comm/context.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/normalization.hpp"
@@ -25,14 +26,6 @@
 namespace ragtrain {
 
 class CommWatchdog;
-
-// The best validation so far (--select) and how many validations passed without improving it (--early-stop).
-// Kept in the checkpoint, so a resumed run knows the best of the run it continues.
-struct BestModel {
-  int64_t epoch = 0, step = -1;   // where it was validated (epoch 1-based; step -1: no validation yet)
-  double val_loss = 0, val_accuracy = 0;
-  int64_t validations_since = 0;  // validations since the best one (0 right after an improvement)
-};
 
 class Trainer {
  public:
@@ -79,15 +72,18 @@ class Trainer {
 
   void log_interval(const StepTotals& tot, float lr);   // a metrics.jsonl "step" record and the progress line
   void end_epoch();                                     // the "epoch" record and line (after validation)
-  void validate();                                      // --val scored; the best model kept (--select)
-  void keep_if_best();                                  // best.h5 when this validation improved on the best
+  void validate(bool at_epoch_end);                     // --val scored; the best model kept (--select)
+  void keep_if_best();                                  // best.h5 when this validation improved on the best;
+                                                        // counts validations without one (--early-stop)
   void checkpoint(const char* reason, bool complete);   // collective: rank 0 writes, every rank learns the outcome
   Checkpoint make_checkpoint(bool complete) const;      // everything a checkpoint holds, from this state
   void handle_nonfinite(const StepTotals& tot);         // stop every rank (exit 2) or count the skipped step
   int stop_for_signal(int signal);                      // the "stop" record and message; returns the exit code
-  int finish();                                         // after the last step (or early stop): end checkpoint
+  int finish();
+  void print_best_and_last() const;                     // the end table's rows for best.h5 and checkpoint.h5                                         // after the last step (or early stop): end checkpoint
   bool classification() const { return shape_.task == Task::Classification; }
-  SelectMetric select_metric() const;
+  SelectMetric select_metric() const;                   // --select, or the task's default
+  std::string best_path() const { return cfg_.out + "/" + kBestCheckpointName; }
 
   Context ctx_;
   TrainConfig cfg_;
@@ -125,9 +121,8 @@ class Trainer {
   std::unique_ptr<Progress> progress_;
   double last_train_loss_ = 0, last_train_acc_ = 0;
   EvalTotals last_val_;
-  bool have_val_result_ = false;
-  BestModel best_;
-  bool early_stopped_ = false;
+  BestSoFar best_;
+  bool early_stopped_ = false;           // --early-stop: N validations in a row without a better one
   std::string stop_reason_ = "epochs";   // why the run ended: epochs | early_stop
   int64_t saved_step_ = -1;
   std::string saved_path_;

@@ -31,7 +31,9 @@ __global__ void __launch_bounds__(kThreads) gather_batch_kernel(const __grid_con
     a.lengths[tid] = s.length;
     a.cudnn_lengths[tid] = a.ragged ? s.length : a.T;
     if (a.labels) a.label[tid] = a.labels[s.pos];
+    if (a.seq) a.seq[tid] = a.indices[s.pos];
   }
+  if (tid == 0 && a.step_out) *a.step_out = a.step;
   if (a.targets)
     for (int32_t i = tid; i < a.B * a.C; i += stride)
       a.target[i] = a.targets[static_cast<int64_t>(p.slot[i / a.C].pos) * a.C + i % a.C];

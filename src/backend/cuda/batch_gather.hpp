@@ -22,13 +22,17 @@ struct GatherSlot {
 struct GatherArgs {
   float* x = nullptr;                 // (T, B, F) out: x[t*B + b] = step t of slot b, zero for t >= its length
   const float* features = nullptr;    // (timesteps, F) the shard
-  float* dy = nullptr;                // (T, B, H) out: zeroed (the head then writes each sequence's last step)
+  float* dy = nullptr;                // (T, B, H) out: zeroed (the head then writes where it pooled); H = D * hidden
   int32_t* cudnn_lengths = nullptr;   // (B) out: T (padded layout) or the true lengths (ragged layout)
   int32_t* lengths = nullptr;         // (B) out: the true lengths (where each head reads)
   int32_t* label = nullptr;           // (B) out: labels[pos], classification
   const int32_t* labels = nullptr;    // (n) the shard's labels
   float* target = nullptr;            // (B, C) out: targets[pos], regression
   const float* targets = nullptr;     // (n, C) the shard's targets
+  int64_t* seq = nullptr;             // (B) out: indices[pos], the global sequence indices (dropout keys); optional
+  const int64_t* indices = nullptr;   // (n) the shard's global sequence indices
+  int64_t* step_out = nullptr;        // (1) out: `step` (dropout key); optional
+  int64_t step = 0;                   // the global step of this batch
   int32_t B = 0, T = 0, F = 0, H = 0, C = 0;
   bool ragged = false;
 };

@@ -10,6 +10,7 @@
 
 #include "device_kernels.hpp"
 #include "ragtrain/core/error_cuda.hpp"
+#include "ragtrain/model/dropout_mask.hpp"
 
 namespace ragtrain {
 
@@ -74,14 +75,13 @@ CudaTuning CudaTuning::from_environment() {
 }
 
 CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, const CudaTuning& tuning)
-    : shape_(shape), layout_(shape), comm_(opts.comm), opt_(opts.optimizer, layout_.total()),
+    : shape_(shape), layout_(shape), dropout_(opts.dropout), seed_(opts.seed),
+      split_layers_(opts.dropout.between > 0 && shape.layers > 1), comm_(opts.comm), opt_(opts.optimizer, layout_.total()),
       auto_algo_(tuning.algo == "auto"), graphs_on_(tuning.graphs), probe_length_(tuning.probe_length) {
   USER_CHECK(parse_batch_layout(tuning.layout).has_value(), "batch layout '" << tuning.layout << "'",
              "use padded or ragged");
-  batch_layout_ = *parse_batch_layout(tuning.layout);
-  USER_CHECK(!shape.bidirectional && shape.pool == Pool::Last && !opts.dropout.any(),
-             "--bidirectional, --pool mean|max and dropout are not yet available on the cuda backend",
-             "use --device cpu for these options");
+  // The reverse direction must start at each sequence's own last step: only per-sequence lengths do that.
+  batch_layout_ = shape.bidirectional ? BatchLayout::Ragged : *parse_batch_layout(tuning.layout);
   RT_CHECK(shape.hidden <= INT32_MAX && shape.outputs <= INT32_MAX, "model too large for the CUDA kernels");
   // Before any collective: every rank has the same K, so every rank refuses it alike.
   USER_CHECK(opts.batch >= 1 && opts.batch <= kMaxGatherSlots,
@@ -100,7 +100,7 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
 
   choose_algorithm(tuning);   // contains the last collective (MPI_Bcast of rank 0's choice)
 
-  const int64_t H = shape.hidden, C = shape.outputs;
+  const int64_t H = shape.head_input(), C = shape.outputs;   // the head reads D*H
   W_ = lstm_->weight_floats();
   N_ = W_ + C * H + C;
   params_.resize_discard(static_cast<size_t>(N_));
@@ -122,6 +122,11 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
   slot_lengths_.resize_discard(1);
   label_slot_.resize_discard(1);
   target_slot_.resize_discard(static_cast<size_t>(C));
+  seq_slot_.resize_discard(1);
+  seq_slot_.zero_async(compute_.get());
+  step_dev_.resize_discard(1);
+  step_dev_.zero_async(compute_.get());
+  lstm_->set_dropout(dropout_args(dropout_.between));
   for (StepEvents& e : ring_) {
     e.fb_start = Event::create(true);
     e.fb_end = Event::create(true);
@@ -150,7 +155,7 @@ void CudaBackend::choose_algorithm(const CudaTuning& tuning) {
     candidates = {parse_rnn_algo(tuning.algo).value_or(CUDNN_RNN_ALGO_STANDARD)};
   // measure_algorithms never throws, so every rank reaches the broadcast below.
   timings_ = measure_algorithms(cudnn_.get(), compute_.get(), shape_.input_size, shape_.hidden, shape_.layers,
-                                tuning.probe_length, 1, candidates);
+                                tuning.probe_length, 1, candidates, shape_.bidirectional, split_layers_);
   timed_batch_ = 1;
   std::stable_sort(timings_.begin(), timings_.end(), [](const AlgoTiming& a, const AlgoTiming& b) {
     if (a.usable != b.usable) return a.usable;
@@ -172,7 +177,8 @@ void CudaBackend::choose_algorithm(const CudaTuning& tuning) {
                                                                            << why));
   }
   lstm_ = std::make_unique<CudnnLstm>(cudnn_.get(), compute_.get(), shape_.input_size, shape_.hidden, shape_.layers,
-                                      static_cast<cudnnRNNAlgo_t>(chosen), batch_layout_);
+                                      static_cast<cudnnRNNAlgo_t>(chosen), batch_layout_, shape_.bidirectional,
+                                      split_layers_);
 }
 
 void CudaBackend::build_index() {
@@ -248,9 +254,10 @@ void CudaBackend::switch_algorithm(cudnnRNNAlgo_t algo) {
   to_pytorch_layout(download(m_.get(), static_cast<size_t>(N_), compute_.get()), m.data());
   if (v_.size()) to_pytorch_layout(download(v_.get(), static_cast<size_t>(N_), compute_.get()), v.data());
   auto next = std::make_unique<CudnnLstm>(cudnn_.get(), compute_.get(), shape_.input_size, shape_.hidden,
-                                          shape_.layers, algo, batch_layout_);
+                                          shape_.layers, algo, batch_layout_, shape_.bidirectional, split_layers_);
   RT_CHECK(next->weight_floats() == W_, "weight space of " << rnn_algo_name(algo) << " differs in size");
   lstm_ = std::move(next);
+  lstm_->set_dropout(dropout_args(dropout_.between));
   build_index();
   set_params(p);
   const std::vector<float> md = to_device_layout(m.data());
@@ -282,7 +289,7 @@ void CudaBackend::validate(const std::vector<std::pair<int64_t, int64_t>>& shape
                                    cudaMemcpyHostToDevice, s));
         scratch.zero_async(s);
         launch_fill_uniform(lstm_->x_staging(), B * T * shape_.input_size, 21, -1.0f, 1.0f, s);
-        launch_fill_uniform(lstm_->dy(), B * T * shape_.hidden, 22, -0.1f, 0.1f, s);
+        launch_fill_uniform(lstm_->dy(), B * T * shape_.head_input(), 22, -0.1f, 0.1f, s);
         lstm_->forward(b, lstm_->x_staging(), params_.get());
         lstm_->backward(b, lstm_->x_staging(), params_.get(), scratch.get());
         CUDA_CHECK(cudaStreamSynchronize(s));   // also: `lengths` is pageable and about to go away
@@ -333,6 +340,7 @@ void CudaBackend::set_train_shard(const Shard& shard) {
   } else {
     upload(targets_, shard.targets.data(), shard.targets.size(), s);
   }
+  upload(indices_, shard.indices.data(), shard.indices.size(), s);
   offsets_ = shard.offsets;
   have_shard_ = true;
   if (shard.size() == 0) return;
@@ -362,7 +370,8 @@ void CudaBackend::adopt_batch(int64_t K) {
     for (const AlgoTiming& t : timings_)
       if (t.usable) candidates.push_back(t.algo);
     std::vector<AlgoTiming> timed = measure_algorithms(cudnn_.get(), compute_.get(), shape_.input_size, shape_.hidden,
-                                                       shape_.layers, probe_length_, K, candidates);
+                                                       shape_.layers, probe_length_, K, candidates,
+                                                       shape_.bidirectional, split_layers_);
     for (const AlgoTiming& t : timings_)
       if (!t.usable) timed.push_back(t);
     std::stable_sort(timed.begin(), timed.end(), [](const AlgoTiming& a, const AlgoTiming& b) {
@@ -382,6 +391,8 @@ void CudaBackend::adopt_batch(int64_t K) {
   slot_lengths_.reserve_discard(static_cast<size_t>(K));
   label_slot_.reserve_discard(static_cast<size_t>(K));
   target_slot_.reserve_discard(static_cast<size_t>(K * shape_.outputs));
+  if (seq_slot_.reserve_discard(static_cast<size_t>(K))) seq_slot_.zero_async(compute_.get());
+  lstm_->set_dropout(dropout_args(dropout_.between));   // the slot buffer may have moved
   graphs_.clear();   // they captured the slot buffers' old addresses
   seen_.clear();
   if (have_shard_ && shard_max_len_ > 0) validate({{K, shard_max_len_}});
@@ -402,15 +413,29 @@ GatherArgs CudaBackend::gather_args(const CudnnLstm::Batch& b) const {
   a.B = static_cast<int32_t>(b.B);
   a.T = static_cast<int32_t>(b.T);
   a.F = static_cast<int32_t>(shape_.input_size);
-  a.H = static_cast<int32_t>(shape_.hidden);
+  a.H = static_cast<int32_t>(shape_.head_input());
   a.C = static_cast<int32_t>(shape_.outputs);
   a.ragged = lstm_->layout() == BatchLayout::Ragged;
+  a.seq = seq_slot_.get();
+  a.indices = indices_.get();
+  a.step_out = step_dev_.get();
+  a.step = global_step_;
   return a;
+}
+
+DropoutArgs CudaBackend::dropout_args(double p) const {
+  DropoutArgs d;
+  d.threshold = dropout_threshold(p);
+  d.scale = static_cast<float>(dropout_scale(p));
+  d.seed = seed_;
+  d.step = step_dev_.get();
+  d.seq = seq_slot_.get();
+  return d;
 }
 
 void CudaBackend::enqueue_batch(const CudnnLstm::Batch& b) {
   const cudaStream_t s = compute_.get();
-  const int64_t H = shape_.hidden, C = shape_.outputs;
+  const int64_t H = shape_.head_input(), C = shape_.outputs;
   const bool cls = shape_.task == Task::Classification;
   lstm_->forward(b, lstm_->x_staging(), params_.get());
   HeadArgs a;
@@ -420,8 +445,11 @@ void CudaBackend::enqueue_batch(const CudnnLstm::Batch& b) {
   a.batch = static_cast<int32_t>(b.B);
   a.weight = params_.get() + W_;
   a.bias = params_.get() + W_ + C * H;
-  a.hidden = static_cast<int32_t>(H);
+  a.hidden = static_cast<int32_t>(shape_.hidden);
   a.outputs = static_cast<int32_t>(C);
+  a.directions = static_cast<int32_t>(shape_.directions());
+  a.pool = static_cast<int32_t>(shape_.pool);
+  a.dropout = dropout_args(dropout_.head);
   a.classification = cls;
   a.labels = cls ? label_slot_.get() : nullptr;
   a.targets = cls ? nullptr : target_slot_.get();
@@ -709,9 +737,12 @@ std::vector<float> CudaBackend::infer(const Shard& shard) {
     RT_CHECK(T >= 1, "sequence " << p << " has length 0");
     const CudnnLstm::Batch& b = lstm_->prepare(1, T);
     lstm_->set_equal_lengths(1, T);
-    lstm_->forward(b, infer_x_.get() + shard.offsets[static_cast<size_t>(p)] * F, params_.get());
-    launch_head_forward(lstm_->y() + (T - 1) * shape_.hidden, params_.get() + W_, params_.get() + W_ + C * shape_.hidden,
-                        static_cast<int32_t>(shape_.hidden), static_cast<int32_t>(C), infer_out_.get() + p * C, s);
+    lstm_->forward(b, infer_x_.get() + shard.offsets[static_cast<size_t>(p)] * F, params_.get(), nullptr,
+                   /*train=*/false);
+    launch_head_forward(lstm_->y(), static_cast<int32_t>(T), static_cast<int32_t>(shape_.hidden),
+                        static_cast<int32_t>(shape_.directions()), static_cast<int32_t>(shape_.pool), params_.get() + W_,
+                        params_.get() + W_ + C * shape_.head_input(), static_cast<int32_t>(C), infer_out_.get() + p * C,
+                        s);
   }
   return download(infer_out_.get(), static_cast<size_t>(n * C), s);
 }
@@ -728,7 +759,10 @@ std::string CudaBackend::describe() const {
                                        << (timings_.size() > 1 ? RT_MSG(" (measured at T=" << probe_length_ << ", batch "
                                                                                            << timed_batch_ << ": " << m << ")")
                                                                : std::string())
-                                       << ", batch layout " << batch_layout_name(lstm_->layout()) << ", CUDA graphs "
+                                       << ", " << ragtrain::describe(shape_)
+                                       << (split_layers_ ? " (one cuDNN call per layer: dropout between layers)" : "")
+                                       << ", batch layout " << batch_layout_name(lstm_->layout())
+                                       << (shape_.bidirectional ? " (bidirectional)" : "") << ", CUDA graphs "
                                        << (graphs_on_ ? (lstm_->layout() == BatchLayout::Ragged
                                                              ? "on for equal-length batches"
                                                              : "on")

@@ -28,7 +28,8 @@ struct CudaTuning {
                                 // persist_dynamic
   bool graphs = true;           // replay each batch shape's cuDNN + head work from a CUDA graph (after its first run)
   std::string layout = "padded";   // padded | ragged: how K > 1 sequences of different lengths reach cuDNN
-                                   // (BatchLayout in cudnn_lstm.hpp; ragged runs without graphs)
+                                   // (BatchLayout in cudnn_lstm.hpp; ragged runs without graphs). A bidirectional
+                                   // model always runs ragged: padding would come first in its reverse direction.
   int64_t probe_length = 100;   // sequence length at which the algorithms are measured
 
   // RAGTRAIN_CUDNN_ALGO (one of the names above), RAGTRAIN_CUDA_GRAPHS (0 = off) and RAGTRAIN_CUDA_BATCH_LAYOUT
@@ -94,10 +95,14 @@ class CudaBackend final : public Backend {
   bool harvest(int64_t step);
   void wait_for_totals(const StepEvents& ev, double tag);
   std::vector<float> to_device_layout(const float* pytorch) const;
+  DropoutArgs dropout_args(double p) const;   // the mask keys on the device, for rate p
   void to_pytorch_layout(const std::vector<float>& device, float* pytorch) const;
 
   ModelShape shape_;
   ParamLayout layout_;
+  DropoutRates dropout_;                  // training only (forward_backward)
+  uint64_t seed_ = 0;                     // keys the masks
+  bool split_layers_ = false;             // dropout between layers: one cuDNN call per layer
   MPI_Comm comm_;
   Optimizer opt_;                         // configuration and step count (the moments live in m_, v_)
   GpuBinding gpu_;
@@ -113,7 +118,7 @@ class CudaBackend final : public Backend {
   bool single_rank_ = false;              // the communicator has one rank: the all-reduce is the identity
 
   int64_t W_ = 0;                         // cuDNN weight space, floats
-  int64_t N_ = 0;                         // device parameters: weight space + fc.weight (C, H) + fc.bias (C)
+  int64_t N_ = 0;                         // device parameters: weight space + fc.weight (C, D*H) + fc.bias (C)
   std::vector<int64_t> dev_index_;        // (P) PyTorch flat index -> device flat index
   DeviceBuffer<float> params_;            // (N) [weight space | fc.weight | fc.bias]
   DeviceBuffer<float> fused_;             // (N + 3) [d weight space | d fc.weight | d fc.bias | loss, count, correct]
@@ -129,6 +134,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer<float> features_;          // (timesteps, F)
   DeviceBuffer<int32_t> labels_;          // (n) classification
   DeviceBuffer<float> targets_;           // (n, C) regression
+  DeviceBuffer<int64_t> indices_;         // (n) global sequence indices (dropout keys)
   std::vector<int64_t> offsets_;          // (n + 1) host copy: row offsets of each sequence
   bool have_shard_ = false;
   int64_t shard_min_len_ = 0, shard_max_len_ = 0;
@@ -143,6 +149,8 @@ class CudaBackend final : public Backend {
   DeviceBuffer<int32_t> slot_lengths_;    // (K) true lengths of the step's sequences
   DeviceBuffer<int32_t> label_slot_;      // (K) their labels
   DeviceBuffer<float> target_slot_;       // (K, C) their targets
+  DeviceBuffer<int64_t> seq_slot_;        // (K) their global sequence indices (written by the gather)
+  DeviceBuffer<int64_t> step_dev_;        // (1) the global step (written by the gather)
   struct ShapeGraph {
     Graph graph;                          // kept: its gather node is updated in the executable each launch
     GraphExec exec;

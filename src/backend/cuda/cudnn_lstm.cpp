@@ -36,65 +36,83 @@ std::optional<BatchLayout> parse_batch_layout(const std::string& name) {
 }
 
 CudnnLstm::CudnnLstm(cudnnHandle_t handle, cudaStream_t stream, int64_t input_size, int64_t hidden, int64_t layers,
-                     cudnnRNNAlgo_t algo, BatchLayout layout)
-    : handle_(handle), stream_(stream), F_(input_size), H_(hidden), L_(layers), algo_(algo), layout_(layout) {
+                     cudnnRNNAlgo_t algo, BatchLayout layout, bool bidirectional, bool split_layers)
+    : handle_(handle), stream_(stream), F_(input_size), H_(hidden), L_(layers), D_(bidirectional ? 2 : 1), algo_(algo),
+      layout_(layout) {
   RT_CHECK(F_ > 0 && H_ > 0 && L_ > 0 && F_ <= INT32_MAX && H_ <= INT32_MAX && L_ <= INT32_MAX,
            "LSTM shape F=" << F_ << " H=" << H_ << " L=" << L_);
-  dropout_ = DropoutDesc::create();
+  no_dropout_ = DropoutDesc::create();
   // Dropout 0 needs no state buffer (what PyTorch passes for a model without dropout).
-  CUDNN_CHECK(cudnnSetDropoutDescriptor(dropout_.get(), handle_, 0.0f, nullptr, 0, 0));
-  rnn_ = RnnDesc::create();
-  // FP32 storage and math with CUDNN_FMA_MATH: FMA kernels only, no TF32 tensor-op conversion, so results agree
-  // with the CPU reference to float rounding. projSize == H means no projection. DOUBLE_BIAS maps b_ih and b_hh.
+  CUDNN_CHECK(cudnnSetDropoutDescriptor(no_dropout_.get(), handle_, 0.0f, nullptr, 0, 0));
   // Padded I/O only for the ragged layout (unpacked data with per-sequence lengths needs it).
   const uint32_t aux = layout_ == BatchLayout::Ragged ? CUDNN_RNN_PADDED_IO_ENABLED : CUDNN_RNN_PADDED_IO_DISABLED;
-  CUDNN_CHECK(cudnnSetRNNDescriptor_v8(rnn_.get(), algo_, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS, CUDNN_UNIDIRECTIONAL,
-                                       CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH,
-                                       static_cast<int32_t>(F_), static_cast<int32_t>(H_), static_cast<int32_t>(H_),
-                                       static_cast<int32_t>(L_), dropout_.get(), aux));
-  if (algo_ == CUDNN_RNN_ALGO_PERSIST_DYNAMIC) CUDNN_CHECK(cudnnBuildRNNDynamic(handle_, rnn_.get(), 1));
-  CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(handle_, rnn_.get(), &weight_bytes_));
+  const int64_t per = split_layers ? 1 : L_;
+  segments_.resize(static_cast<size_t>(L_ / per));
+  for (size_t k = 0; k < segments_.size(); ++k) {
+    Segment& g = segments_[k];
+    g.first_layer = static_cast<int64_t>(k) * per;
+    g.layers = per;
+    g.in = k == 0 ? F_ : D_ * H_;
+    g.rnn = RnnDesc::create();
+    // FP32 storage and math with CUDNN_FMA_MATH: FMA kernels only, no TF32 tensor-op conversion, so results agree
+    // with the CPU reference to float rounding. projSize == H means no projection. DOUBLE_BIAS maps b_ih and b_hh.
+    CUDNN_CHECK(cudnnSetRNNDescriptor_v8(g.rnn.get(), algo_, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS,
+                                         D_ == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT,
+                                         CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH, static_cast<int32_t>(g.in),
+                                         static_cast<int32_t>(H_), static_cast<int32_t>(H_),
+                                         static_cast<int32_t>(g.layers), no_dropout_.get(), aux));
+    if (algo_ == CUDNN_RNN_ALGO_PERSIST_DYNAMIC) CUDNN_CHECK(cudnnBuildRNNDynamic(handle_, g.rnn.get(), 1));
+    CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(handle_, g.rnn.get(), &g.weight_bytes));
+    g.weight_offset = weight_floats_;
+    const int64_t floats = static_cast<int64_t>(g.weight_bytes / sizeof(float));
+    weight_floats_ += (floats + 63) / 64 * 64;   // the next segment starts 256-byte aligned
+  }
 }
 
 std::vector<int64_t> CudnnLstm::pytorch_to_weight_space(const ParamLayout& layout, const float* weights) const {
-  RT_CHECK(layout.shape().input_size == F_ && layout.shape().hidden == H_ && layout.shape().layers == L_,
+  RT_CHECK(layout.shape().input_size == F_ && layout.shape().hidden == H_ && layout.shape().layers == L_ &&
+               layout.shape().directions() == D_,
            "layout does not match the LSTM");
   const int64_t lstm_params = layout.fc_weight().offset;   // the LSTM tensors come first
   std::vector<int64_t> map(static_cast<size_t>(lstm_params), -1);
   TensorDesc m = TensorDesc::create(), b = TensorDesc::create();
-  for (int64_t l = 0; l < L_; ++l) {
-    // linLayerID 0-3: input-to-hidden matrices and b_ih for gates i, f, g, o; 4-7: hidden-to-hidden and b_hh.
-    for (int id = 0; id < 8; ++id) {
-      void* m_addr = nullptr;
-      void* b_addr = nullptr;
-      CUDNN_CHECK(cudnnGetRNNWeightParams(handle_, rnn_.get(), static_cast<int32_t>(l), weight_bytes_, weights, id,
-                                          m.get(), &m_addr, b.get(), &b_addr));
-      RT_CHECK(m_addr && b_addr, "cuDNN gave no address for layer " << l << " id " << id);
-      const bool input_side = id < 4;
-      const int64_t gate = id % 4;
-      const int64_t cols = input_side ? (l == 0 ? F_ : H_) : H_;
-      const ParamTensor& wt = input_side ? layout.w_ih(l) : layout.w_hh(l);
-      const ParamTensor& bt = input_side ? layout.b_ih(l) : layout.b_hh(l);
+  for (const Segment& g : segments_) {
+    const float* base = weights + g.weight_offset;
+    // cuDNN numbers a bidirectional stack's pseudo-layers 2l (forward) and 2l + 1 (reverse).
+    for (int64_t pl = 0; pl < g.layers * D_; ++pl) {
+      const int64_t l = g.first_layer + pl / D_, d = pl % D_;
+      // linLayerID 0-3: input-to-hidden matrices and b_ih for gates i, f, g, o; 4-7: hidden-to-hidden and b_hh.
+      for (int id = 0; id < 8; ++id) {
+        void* m_addr = nullptr;
+        void* b_addr = nullptr;
+        CUDNN_CHECK(cudnnGetRNNWeightParams(handle_, g.rnn.get(), static_cast<int32_t>(pl), g.weight_bytes, base, id,
+                                            m.get(), &m_addr, b.get(), &b_addr));
+        RT_CHECK(m_addr && b_addr, "cuDNN gave no address for layer " << l << " direction " << d << " id " << id);
+        const bool input_side = id < 4;
+        const int64_t gate = id % 4;
+        const int64_t cols = input_side ? (l == 0 ? F_ : D_ * H_) : H_;
+        const ParamTensor& wt = input_side ? layout.w_ih(l, d) : layout.w_hh(l, d);
+        const ParamTensor& bt = input_side ? layout.b_ih(l, d) : layout.b_hh(l, d);
 
-      cudnnDataType_t type;
-      int nb = 0, dims[3] = {0, 0, 0}, strides[3] = {0, 0, 0};
-      CUDNN_CHECK(cudnnGetTensorNdDescriptor(m.get(), 3, &type, &nb, dims, strides));
-      RT_CHECK(nb == 3 && type == CUDNN_DATA_FLOAT && static_cast<int64_t>(dims[0]) * dims[1] * dims[2] == H_ * cols &&
-                   dims[1] == H_ && dims[2] == cols,
-               "unexpected cuDNN matrix shape " << dims[0] << "x" << dims[1] << "x" << dims[2] << " for layer " << l
-                                                << " id " << id);
-      const int64_t m_base = static_cast<const float*>(m_addr) - weights;
-      for (int64_t r = 0; r < H_; ++r)
-        for (int64_t c = 0; c < cols; ++c)
-          map[static_cast<size_t>(wt.offset + (gate * H_ + r) * cols + c)] = m_base + r * strides[1] + c * strides[2];
+        cudnnDataType_t type;
+        int nb = 0, dims[3] = {0, 0, 0}, strides[3] = {0, 0, 0};
+        CUDNN_CHECK(cudnnGetTensorNdDescriptor(m.get(), 3, &type, &nb, dims, strides));
+        RT_CHECK(nb == 3 && type == CUDNN_DATA_FLOAT &&
+                     static_cast<int64_t>(dims[0]) * dims[1] * dims[2] == H_ * cols && dims[1] == H_ && dims[2] == cols,
+                 "unexpected cuDNN matrix shape " << dims[0] << "x" << dims[1] << "x" << dims[2] << " for layer " << l
+                                                  << " id " << id);
+        const int64_t m_base = static_cast<const float*>(m_addr) - weights;
+        for (int64_t r = 0; r < H_; ++r)
+          for (int64_t c = 0; c < cols; ++c)
+            map[static_cast<size_t>(wt.offset + (gate * H_ + r) * cols + c)] = m_base + r * strides[1] + c * strides[2];
 
-      CUDNN_CHECK(cudnnGetTensorNdDescriptor(b.get(), 3, &type, &nb, dims, strides));
-      RT_CHECK(nb == 3 && static_cast<int64_t>(dims[0]) * dims[1] * dims[2] == H_,
-               "unexpected cuDNN bias shape for layer " << l << " id " << id);
-      const int64_t b_base = static_cast<const float*>(b_addr) - weights;
-      const int64_t b_stride = dims[1] == H_ ? strides[1] : (dims[2] == H_ ? strides[2] : strides[0]);
-      for (int64_t r = 0; r < H_; ++r)
-        map[static_cast<size_t>(bt.offset + gate * H_ + r)] = b_base + r * b_stride;
+        CUDNN_CHECK(cudnnGetTensorNdDescriptor(b.get(), 3, &type, &nb, dims, strides));
+        RT_CHECK(nb == 3 && static_cast<int64_t>(dims[0]) * dims[1] * dims[2] == H_,
+                 "unexpected cuDNN bias shape for layer " << l << " id " << id);
+        const int64_t b_base = static_cast<const float*>(b_addr) - weights;
+        const int64_t b_stride = dims[1] == H_ ? strides[1] : (dims[2] == H_ ? strides[2] : strides[0]);
+        for (int64_t r = 0; r < H_; ++r) map[static_cast<size_t>(bt.offset + gate * H_ + r)] = b_base + r * b_stride;
+      }
     }
   }
   // Every PyTorch element must land on its own weight-space slot.
@@ -112,24 +130,36 @@ void CudnnLstm::make_batch(Batch& d, const std::vector<int32_t>& lengths, int64_
   d.B = B;
   d.T = T;
   d.x = RnnDataDesc::create();
+  d.xi = RnnDataDesc::create();
   d.y = RnnDataDesc::create();
   d.h = TensorDesc::create();
   const cudnnRNNDataLayout_t lay =
       layout_ == BatchLayout::Ragged ? CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED;
   float fill = 0.0f;   // y is written as zeros past each sequence's end (ragged layout)
+  float* pad = layout_ == BatchLayout::Ragged ? &fill : nullptr;
+  const int DH = static_cast<int>(D_ * H_);
   CUDNN_CHECK(cudnnSetRNNDataDescriptor(d.x.get(), CUDNN_DATA_FLOAT, lay, static_cast<int>(T), B, static_cast<int>(F_),
-                                        lengths.data(), layout_ == BatchLayout::Ragged ? &fill : nullptr));
-  CUDNN_CHECK(cudnnSetRNNDataDescriptor(d.y.get(), CUDNN_DATA_FLOAT, lay, static_cast<int>(T), B, static_cast<int>(H_),
-                                        lengths.data(), layout_ == BatchLayout::Ragged ? &fill : nullptr));
-  const int dims[3] = {static_cast<int>(L_), B, static_cast<int>(H_)};
+                                        lengths.data(), pad));
+  CUDNN_CHECK(cudnnSetRNNDataDescriptor(d.xi.get(), CUDNN_DATA_FLOAT, lay, static_cast<int>(T), B, DH, lengths.data(), pad));
+  CUDNN_CHECK(cudnnSetRNNDataDescriptor(d.y.get(), CUDNN_DATA_FLOAT, lay, static_cast<int>(T), B, DH, lengths.data(), pad));
+  const int dims[3] = {static_cast<int>(segments_[0].layers * D_), B, static_cast<int>(H_)};
   const int strides[3] = {B * static_cast<int>(H_), static_cast<int>(H_), 1};
   CUDNN_CHECK(cudnnSetTensorNdDescriptor(d.h.get(), CUDNN_DATA_FLOAT, 3, dims, strides));
-  CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle_, rnn_.get(), CUDNN_FWD_MODE_TRAINING, d.x.get(), &d.work, &d.reserve));
+  d.work = 0;
+  d.reserve.assign(segments_.size(), 0);
+  for (size_t k = 0; k < segments_.size(); ++k) {
+    size_t work = 0;
+    CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle_, segments_[k].rnn.get(), CUDNN_FWD_MODE_TRAINING,
+                                          k == 0 ? d.x.get() : d.xi.get(), &work, &d.reserve[k]));
+    d.work = std::max(d.work, work);
+  }
 }
 
-void CudnnLstm::grow(int64_t B, int64_t T, size_t work, size_t reserve) {
+void CudnnLstm::grow(int64_t B, int64_t T, size_t work, const std::vector<size_t>& reserve) {
   const int64_t rows = B * T;
-  if (rows <= cap_rows_ && B <= cap_B_ && work <= work_.size() && reserve <= reserve_.size()) return;
+  bool enough = rows <= cap_rows_ && B <= cap_B_ && work <= work_.size();
+  for (size_t k = 0; k < segments_.size(); ++k) enough = enough && reserve[k] <= segments_[k].reserve.size();
+  if (enough) return;
   // Work queued on the stream may still use the old buffers: let it finish before they are freed.
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   if (B > cap_B_) {
@@ -138,16 +168,23 @@ void CudnnLstm::grow(int64_t B, int64_t T, size_t work, size_t reserve) {
   }
   if (rows > cap_rows_) {
     cap_rows_ = rows;
-    const size_t n = static_cast<size_t>(rows);
+    const size_t n = static_cast<size_t>(rows), DH = static_cast<size_t>(D_ * H_);
     x_stage_.resize_discard(n * static_cast<size_t>(F_));
     x_stage_.zero_async(stream_);
-    y_.resize_discard(n * static_cast<size_t>(H_));
-    dy_.resize_discard(n * static_cast<size_t>(H_));
-    dy_.zero_async(stream_);
     dx_.resize_discard(n * static_cast<size_t>(F_));
+    for (size_t k = 0; k < segments_.size(); ++k) {
+      Segment& g = segments_[k];
+      g.y.resize_discard(n * DH);
+      g.dy.resize_discard(n * DH);
+      g.dy.zero_async(stream_);
+      if (k > 0) {
+        g.xi.resize_discard(n * DH);
+        g.dx.resize_discard(n * DH);
+      }
+    }
   }
   work_.reserve_discard(std::max<size_t>(work, 1));
-  reserve_.reserve_discard(std::max<size_t>(reserve, 1));
+  for (size_t k = 0; k < segments_.size(); ++k) segments_[k].reserve.reserve_discard(std::max<size_t>(reserve[k], 1));
   ++generation_;
 }
 
@@ -185,14 +222,28 @@ void CudnnLstm::set_equal_lengths(int64_t B, int64_t T) {
   launch_fill_int(lengths_.get(), B, static_cast<int32_t>(T), stream_);
 }
 
-void CudnnLstm::forward(const Batch& b, const float* x, const float* weights, const int32_t* lengths) {
+// What segment k reads: x for the first; else the segment below's outputs, through the dropout mask in training.
+const float* CudnnLstm::segment_input(size_t k, const float* x, bool masked) const {
+  if (k == 0) return x;
+  return masked ? segments_[k].xi.get() : segments_[k - 1].y.get();
+}
+
+void CudnnLstm::forward(const Batch& b, const float* x, const float* weights, const int32_t* lengths, bool train) {
   RT_CHECK(b.B * b.T <= cap_rows_ && b.B <= cap_B_, "batch (" << b.B << ", " << b.T << ") not prepared");
   // Zero initial states (hx = cx = null) as in PyTorch; the final states are not needed (hy = cy = null): the head
-  // reads each sequence's last step from y.
+  // reads what it pools from y.
   const int32_t* len = lengths ? lengths : lengths_.get();
-  CUDNN_CHECK(cudnnRNNForward(handle_, rnn_.get(), CUDNN_FWD_MODE_TRAINING, len, b.x.get(), x, b.y.get(),
-                              y_.get(), b.h.get(), nullptr, nullptr, b.h.get(), nullptr, nullptr, weight_bytes_,
-                              weights, work_.bytes(), work_.get(), reserve_.bytes(), reserve_.get()));
+  masked_ = train && dropout_.threshold > 0 && segments_.size() > 1;
+  for (size_t k = 0; k < segments_.size(); ++k) {
+    Segment& g = segments_[k];
+    if (k > 0 && masked_)   // nn.LSTM's dropout on the outputs of layer k - 1, the input of layer k
+      launch_dropout_apply(segments_[k - 1].y.get(), g.xi.get(), b.T, b.B, D_ * H_, g.first_layer - 1, dropout_,
+                           stream_);
+    CUDNN_CHECK(cudnnRNNForward(handle_, g.rnn.get(), CUDNN_FWD_MODE_TRAINING, len, k == 0 ? b.x.get() : b.xi.get(),
+                                segment_input(k, x, masked_), b.y.get(), g.y.get(), b.h.get(), nullptr, nullptr,
+                                b.h.get(), nullptr, nullptr, g.weight_bytes, weights + g.weight_offset, work_.bytes(),
+                                work_.get(), g.reserve.bytes(), g.reserve.get()));
+  }
 }
 
 void CudnnLstm::backward(const Batch& b, const float* x, const float* weights, float* d_weights,
@@ -200,31 +251,48 @@ void CudnnLstm::backward(const Batch& b, const float* x, const float* weights, f
   RT_CHECK(b.B * b.T <= cap_rows_ && b.B <= cap_B_, "batch (" << b.B << ", " << b.T << ") not prepared");
   // dhy = dcy = null (zero): the loss enters through dy; dhx/dcx are not needed.
   const int32_t* len = lengths ? lengths : lengths_.get();
-  CUDNN_CHECK(cudnnRNNBackwardData_v8(handle_, rnn_.get(), len, b.y.get(), y_.get(), dy_.get(), b.x.get(),
-                                      dx_.get(), b.h.get(), nullptr, nullptr, nullptr, b.h.get(), nullptr, nullptr,
-                                      nullptr, weight_bytes_, weights, work_.bytes(), work_.get(), reserve_.bytes(),
-                                      reserve_.get()));
-  CUDNN_CHECK(cudnnRNNBackwardWeights_v8(handle_, rnn_.get(), CUDNN_WGRAD_MODE_ADD, len, b.x.get(), x,
-                                         b.h.get(), nullptr, b.y.get(), y_.get(), weight_bytes_, d_weights,
-                                         work_.bytes(), work_.get(), reserve_.bytes(), reserve_.get()));
+  for (size_t k = segments_.size(); k-- > 0;) {
+    Segment& g = segments_[k];
+    const cudnnRNNDataDescriptor_t xd = k == 0 ? b.x.get() : b.xi.get();
+    float* dx = k == 0 ? dx_.get() : g.dx.get();
+    CUDNN_CHECK(cudnnRNNBackwardData_v8(handle_, g.rnn.get(), len, b.y.get(), g.y.get(), g.dy.get(), xd, dx,
+                                        b.h.get(), nullptr, nullptr, nullptr, b.h.get(), nullptr, nullptr, nullptr,
+                                        g.weight_bytes, weights + g.weight_offset, work_.bytes(), work_.get(),
+                                        g.reserve.bytes(), g.reserve.get()));
+    CUDNN_CHECK(cudnnRNNBackwardWeights_v8(handle_, g.rnn.get(), CUDNN_WGRAD_MODE_ADD, len, xd,
+                                           segment_input(k, x, masked_), b.h.get(), nullptr, b.y.get(), g.y.get(),
+                                           g.weight_bytes, d_weights + g.weight_offset, work_.bytes(), work_.get(),
+                                           g.reserve.bytes(), g.reserve.get()));
+    // The layer below's output gradient: this input gradient through the same mask (all zero-or-scale factors).
+    if (k > 0) {
+      if (masked_)
+        launch_dropout_apply(g.dx.get(), segments_[k - 1].dy.get(), b.T, b.B, D_ * H_, g.first_layer - 1, dropout_,
+                             stream_);
+      else
+        CUDA_CHECK(cudaMemcpyAsync(segments_[k - 1].dy.get(), g.dx.get(),
+                                   static_cast<size_t>(b.T * b.B * D_ * H_) * sizeof(float), cudaMemcpyDeviceToDevice,
+                                   stream_));
+    }
+  }
 }
 
 std::vector<AlgoTiming> measure_algorithms(cudnnHandle_t handle, cudaStream_t stream, int64_t input_size,
                                            int64_t hidden, int64_t layers, int64_t T, int64_t B,
-                                           const std::vector<cudnnRNNAlgo_t>& candidates) {
+                                           const std::vector<cudnnRNNAlgo_t>& candidates, bool bidirectional,
+                                           bool split_layers) {
   std::vector<AlgoTiming> out;
   for (cudnnRNNAlgo_t algo : candidates) {
     AlgoTiming t;
     t.algo = algo;
     try {
-      CudnnLstm lstm(handle, stream, input_size, hidden, layers, algo);
+      CudnnLstm lstm(handle, stream, input_size, hidden, layers, algo, BatchLayout::Padded, bidirectional, split_layers);
       const CudnnLstm::Batch& b = lstm.prepare(B, T);
       lstm.set_equal_lengths(B, T);
       DeviceBuffer<float> w(static_cast<size_t>(lstm.weight_floats())), dw(static_cast<size_t>(lstm.weight_floats()));
       const float bound = 1.0f / std::sqrt(static_cast<float>(hidden));
       launch_fill_uniform(w.get(), lstm.weight_floats(), 11, -bound, bound, stream);
       launch_fill_uniform(lstm.x_staging(), B * T * input_size, 12, -1.0f, 1.0f, stream);
-      launch_fill_uniform(lstm.dy(), B * T * hidden, 13, -0.1f, 0.1f, stream);
+      launch_fill_uniform(lstm.dy(), B * T * lstm.directions() * hidden, 13, -0.1f, 0.1f, stream);
       dw.zero_async(stream);
       auto once = [&] {
         lstm.forward(b, lstm.x_staging(), w.get());

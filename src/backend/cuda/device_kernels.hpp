@@ -14,17 +14,36 @@ void launch_fill_uniform(float* p, int64_t n, uint64_t seed, float lo, float hi,
 // Fills p[0..n) with v.
 void launch_fill_int(int32_t* p, int64_t n, int32_t v, cudaStream_t s);
 
-// The Linear head on each sequence's own last step, the per-sequence losses and the gradients, for a batch of B
-// sequences in one launch. One thread block (fixed summation order, so results are deterministic); sequences are
-// taken in chunks that fit in shared memory.
+// Training-time dropout of one batch on the device, drawn as model/dropout_mask.hpp draws it on the CPU. The step
+// and the slots' global sequence indices are read from device memory (the gather writes them), so a replayed CUDA
+// graph draws the masks of its own step.
+struct DropoutArgs {
+  uint32_t threshold = 0;            // dropout_threshold(p); 0: off
+  float scale = 1;                   // 1 / (1 - p)
+  uint64_t seed = 0;
+  const int64_t* step = nullptr;     // (1) the global step
+  const int64_t* seq = nullptr;      // (B) each slot's global sequence index
+};
+
+// out[t, b, k] = in[t, b, k] * (kept ? scale : 0) for the (T, B, W) time-major buffers, the mask of `layer`.
+// The same call applies the mask to an output (forward) and to its gradient (backward).
+void launch_dropout_apply(const float* in, float* out, int64_t T, int64_t B, int64_t W, int64_t layer,
+                          const DropoutArgs& d, cudaStream_t s);
+
+// Pooling over each sequence's valid steps, the Linear head, the per-sequence losses and the gradients, for a
+// batch of B sequences in one launch. One thread block (fixed summation order, so results are deterministic);
+// sequences are taken in chunks that fit in shared memory.
 struct HeadArgs {
-  const float* y = nullptr;          // (T, B, H) last layer's outputs, time-major: step t of sequence b at row t*B + b
-  float* dy = nullptr;               // (T, B, H) zero but at each sequence's last step, where d loss / d h is WRITTEN
-  const int32_t* lengths = nullptr;  // (B) true lengths: sequence b's head reads row (lengths[b] - 1) * B + b
+  const float* y = nullptr;          // (T, B, D*H) last layer's outputs, time-major: step t of sequence b at row t*B + b
+  float* dy = nullptr;               // (T, B, D*H) zero but where the pooling read, where d loss / d h is WRITTEN
+  const int32_t* lengths = nullptr;  // (B) true lengths: sequence b's steps are rows t*B + b, t < lengths[b]
   int32_t batch = 0;                 // B
-  const float* weight = nullptr;     // (C, H) fc.weight
+  const float* weight = nullptr;     // (C, D*H) fc.weight
   const float* bias = nullptr;       // (C) fc.bias
   int32_t hidden = 0, outputs = 0;   // H, C
+  int32_t directions = 1;            // D
+  int32_t pool = 0;                  // Pool: 0 last (forward h at len-1, reverse h at 0), 1 mean, 2 max
+  DropoutArgs dropout;               // on the pooled vector (layer kHeadDropoutLayer)
   bool classification = true;
   const int32_t* labels = nullptr;   // (B) class ids, classification
   const float* targets = nullptr;    // (B, C) targets, regression
@@ -34,9 +53,9 @@ struct HeadArgs {
 };
 void launch_head_loss_grad(const HeadArgs& a, cudaStream_t s);
 
-// Inference: out (C) = weight h + bias.
-void launch_head_forward(const float* h, const float* weight, const float* bias, int32_t hidden, int32_t outputs,
-                         float* out, cudaStream_t s);
+// Inference on one sequence: out (C) = weight pool(y) + bias, y (T, 1, D*H) its top-layer outputs.
+void launch_head_forward(const float* y, int32_t length, int32_t hidden, int32_t directions, int32_t pool,
+                         const float* weight, const float* bias, int32_t outputs, float* out, cudaStream_t s);
 
 // The optimizer step over the flat device buffers. Every scalar that depends on the step number is computed on
 // the host exactly as the CPU optimizer computes it; the sequence count (the divisor) is read on the device.

@@ -1,4 +1,4 @@
-// The Linear head, the per-sequence losses (cross-entropy or mean squared error) and their gradients on the GPU for
+// Pooling over each sequence's valid steps, head dropout, the Linear head, the per-sequence losses (cross-entropy or mean squared error) and their gradients on the GPU for
 // a batch of sequences, the inference head, and the small fill kernels.
 #include <cuda_runtime.h>
 
@@ -7,6 +7,7 @@
 
 #include "device_kernels.hpp"
 #include "ragtrain/core/error_cuda.hpp"
+#include "ragtrain/model/dropout_mask.hpp"
 
 namespace ragtrain {
 namespace {
@@ -31,14 +32,45 @@ __device__ void head_logits(const float* h_s, const float* __restrict__ w, const
   }
 }
 
+// The step of y (T, B, DH) that the pooling reads for unit j of sequence b (last: the forward direction's final
+// step, the reverse direction's state after the first step; max: the first step holding the max), or -1 (mean).
+__device__ int pooled_step(const float* y, int B, int DH, int H, int pool, int b, int len, int j) {
+  if (pool == 0) return j < H ? len - 1 : 0;
+  if (pool == 1) return -1;
+  int best = 0;
+  float m = y[static_cast<int64_t>(b) * DH + j];
+  for (int t = 1; t < len; ++t) {
+    const float v = y[(static_cast<int64_t>(t) * B + b) * DH + j];
+    if (v > m) m = v, best = t;   // ties: the first step, as the reference
+  }
+  return best;
+}
+
+// Unit j of sequence b's pooled vector.
+__device__ float pooled_value(const float* y, int B, int DH, int H, int pool, int b, int len, int j) {
+  const int t = pooled_step(y, B, DH, H, pool, b, len, j);
+  if (t >= 0) return y[(static_cast<int64_t>(t) * B + b) * DH + j];
+  float sum = 0.0f;   // mean: summed in step order, then divided, as the reference
+  for (int u = 0; u < len; ++u) sum += y[(static_cast<int64_t>(u) * B + b) * DH + j];
+  return sum / static_cast<float>(len);
+}
+
+// The head dropout's factor of unit j of slot b: 0 or 1/(1-p); 1 without dropout.
+__device__ float head_keep(const HeadArgs& a, int b, int j) {
+  if (a.dropout.threshold == 0) return 1.0f;
+  const DropoutKey key{a.dropout.seed, *a.dropout.step, a.dropout.seq[b]};
+  return dropout_keep(key, kHeadDropoutLayer, 0, j, a.dropout.threshold) ? a.dropout.scale : 0.0f;
+}
+
 // The batched head. Shared memory per chunk of up to `chunk` sequences: their last hidden states, their logits
 // (turned into d loss / d logits in place), losses and hits; fc.weight too when w_in_shared (one memory round trip
 // instead of C*chunk on this latency-bound single-block kernel).
 __global__ void __launch_bounds__(kHeadThreads) head_loss_grad_kernel(HeadArgs a, int chunk, bool w_in_shared) {
   extern __shared__ float smem[];
-  const int H = a.hidden, C = a.outputs, B = a.batch;
+  // H below is the head's input width D*H (what y, dy and fc.weight rows hold); Hd one direction's.
+  const int Hd = a.hidden, H = a.directions * a.hidden, C = a.outputs, B = a.batch;
   const int64_t CH = static_cast<int64_t>(C) * H;
-  float* h_s = smem;                      // (chunk, H)
+  float* h_s = smem;                      // (chunk, D*H) pooled, after the head dropout
   float* d_s = h_s + chunk * H;           // (chunk, C) logits, then d loss / d logits
   float* loss_s = d_s + chunk * C;        // (chunk)
   float* hit_s = loss_s + chunk;          // (chunk)
@@ -51,10 +83,10 @@ __global__ void __launch_bounds__(kHeadThreads) head_loss_grad_kernel(HeadArgs a
 
   for (int b0 = 0; b0 < B; b0 += chunk) {
     const int n = min(chunk, B - b0);
-    // The last step of each sequence: row (len - 1) * B + b of y.
+    // The pooled top-layer outputs of each sequence, through the head dropout.
     for (int i = tid; i < n * H; i += kHeadThreads) {
       const int k = i / H, j = i % H, b = b0 + k;
-      h_s[i] = a.y[(static_cast<int64_t>(a.lengths[b] - 1) * B + b) * H + j];
+      h_s[i] = pooled_value(a.y, B, H, Hd, a.pool, b, a.lengths[b], j) * head_keep(a, b, j);
     }
     __syncthreads();
     // Logits. Few of them (batch one): a warp each, lanes striding over H (short dependency chains); many: a
@@ -109,12 +141,20 @@ __global__ void __launch_bounds__(kHeadThreads) head_loss_grad_kernel(HeadArgs a
       hit_s[k] = hit;
     }
     __syncthreads();
-    // d h = W^T d, WRITTEN into dy at each sequence's last step (the seed of cuDNN's backward pass).
+    // d pooled = W^T d through the dropout, WRITTEN into dy where the pooling read (the seed of cuDNN's backward
+    // pass): the last steps, every valid step (divided by the length), or each unit's max step.
     for (int i = tid; i < n * H; i += kHeadThreads) {
-      const int k = i / H, j = i % H, b = b0 + k;
+      const int k = i / H, j = i % H, b = b0 + k, len = a.lengths[b];
       float s = 0.0f;
       for (int c = 0; c < C; ++c) s += w[static_cast<int64_t>(c) * H + j] * d_s[k * C + c];
-      a.dy[(static_cast<int64_t>(a.lengths[b] - 1) * B + b) * H + j] = s;
+      s *= head_keep(a, b, j);
+      const int t = pooled_step(a.y, B, H, Hd, a.pool, b, len, j);
+      if (t >= 0) {
+        a.dy[(static_cast<int64_t>(t) * B + b) * H + j] = s;
+      } else {
+        const float share = s / static_cast<float>(len);
+        for (int u = 0; u < len; ++u) a.dy[(static_cast<int64_t>(u) * B + b) * H + j] = share;
+      }
     }
     // fc.weight += sum over the chunk of d h^T, fc.bias += sum of d (this block is the only writer).
     for (int64_t i = tid; i < CH; i += kHeadThreads) {
@@ -139,23 +179,17 @@ __global__ void __launch_bounds__(kHeadThreads) head_loss_grad_kernel(HeadArgs a
   }
 }
 
-__global__ void __launch_bounds__(kHeadThreads)
-    head_forward_kernel(const float* h, const float* w, const float* b, int H, int C, float* out) {
+__global__ void __launch_bounds__(kHeadThreads) head_forward_kernel(const float* y, int len, int Hd, int D, int pool,
+                                                                   const float* w, const float* b, int C, float* out) {
   extern __shared__ float smem[];
-  float* h_s = smem;       // (H)
+  const int H = D * Hd;    // the head's input width
+  float* h_s = smem;       // (D*H) pooled
   float* out_s = h_s + H;  // (C)
-  for (int j = static_cast<int>(threadIdx.x); j < H; j += kHeadThreads) h_s[j] = h[j];
+  for (int j = static_cast<int>(threadIdx.x); j < H; j += kHeadThreads) h_s[j] = pooled_value(y, 1, H, Hd, pool, 0, len, j);
   __syncthreads();
   head_logits(h_s, w, b, H, C, out_s);
   __syncthreads();
   for (int c = static_cast<int>(threadIdx.x); c < C; c += kHeadThreads) out[c] = out_s[c];
-}
-
-__device__ uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
 }
 
 __global__ void fill_uniform_kernel(float* p, int64_t n, uint64_t seed, float lo, float hi) {
@@ -183,8 +217,9 @@ void launch_head_loss_grad(const HeadArgs& a, cudaStream_t s) {
   // Shared memory: as many sequences per chunk as fit in the default 48 KiB, with fc.weight staged when it leaves
   // room for at least 8 sequences (or the whole batch).
   constexpr size_t kShared = 48 * 1024;
-  const size_t per_seq = sizeof(float) * (static_cast<size_t>(a.hidden) + static_cast<size_t>(a.outputs) + 2);
-  const size_t w_bytes = sizeof(float) * static_cast<size_t>(a.hidden) * static_cast<size_t>(a.outputs);
+  const size_t DH = static_cast<size_t>(a.directions) * static_cast<size_t>(a.hidden);
+  const size_t per_seq = sizeof(float) * (DH + static_cast<size_t>(a.outputs) + 2);
+  const size_t w_bytes = sizeof(float) * DH * static_cast<size_t>(a.outputs);
   const size_t want = std::min<size_t>(static_cast<size_t>(a.batch), 8);
   const bool w_in_shared = w_bytes + want * per_seq <= kShared;
   const size_t room = kShared - (w_in_shared ? w_bytes : 0);
@@ -195,11 +230,11 @@ void launch_head_loss_grad(const HeadArgs& a, cudaStream_t s) {
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_head_forward(const float* h, const float* weight, const float* bias, int32_t hidden, int32_t outputs,
-                         float* out, cudaStream_t s) {
-  const size_t shared = sizeof(float) * (static_cast<size_t>(hidden) + static_cast<size_t>(outputs));
+void launch_head_forward(const float* y, int32_t length, int32_t hidden, int32_t directions, int32_t pool,
+                         const float* weight, const float* bias, int32_t outputs, float* out, cudaStream_t s) {
+  const size_t shared = sizeof(float) * (static_cast<size_t>(directions) * hidden + static_cast<size_t>(outputs));
   RT_CHECK(shared <= 48 * 1024, "head of H=" << hidden << ", C=" << outputs << " exceeds the kernel's shared memory");
-  head_forward_kernel<<<1, kHeadThreads, shared, s>>>(h, weight, bias, hidden, outputs, out);
+  head_forward_kernel<<<1, kHeadThreads, shared, s>>>(y, length, hidden, directions, pool, weight, bias, outputs, out);
   CUDA_CHECK_LAUNCH();
 }
 
