@@ -19,7 +19,7 @@
 #include "../src/backend/cuda/cudnn_lstm.hpp"
 #include "../src/backend/cuda/device_kernels.hpp"
 #include "ragtrain/core/error_cuda.hpp"
-#include "ragtrain/data/dataset.hpp"
+#include "ragtrain/data/synthetic.hpp"
 
 using namespace ragtrain;
 namespace po = boost::program_options;
