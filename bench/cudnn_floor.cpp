@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "../src/backend/cuda/cudnn_lstm.hpp"
-#include "../src/backend/cuda/device_kernels.hpp"
+#include "../src/backend/cuda/fill.hpp"
 #include "ragtrain/core/error_cuda.hpp"
-#include "ragtrain/data/dataset.hpp"
+#include "ragtrain/data/synthetic.hpp"
 
 using namespace ragtrain;
 namespace po = boost::program_options;

@@ -6,7 +6,6 @@
 #include "ragtrain/backend/backend.hpp"
 #include "ragtrain/cli/commands.hpp"
 #include "ragtrain/core/error.hpp"
-#include "ragtrain/data/dataset.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/metrics/metrics.hpp"
 #include "ragtrain/metrics/provenance.hpp"

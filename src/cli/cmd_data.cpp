@@ -7,8 +7,10 @@
 
 #include "ragtrain/cli/commands.hpp"
 #include "ragtrain/core/error.hpp"
-#include "ragtrain/data/dataset.hpp"
 #include "ragtrain/data/format.hpp"
+#include "ragtrain/data/importers.hpp"
+#include "ragtrain/data/inspect.hpp"
+#include "ragtrain/data/synthetic.hpp"
 
 namespace ragtrain {
 

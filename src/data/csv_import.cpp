@@ -10,7 +10,7 @@
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/data/checks.hpp"
 #include "ragtrain/data/class_labels.hpp"
-#include "ragtrain/data/dataset.hpp"
+#include "ragtrain/data/importers.hpp"
 
 namespace fs = std::filesystem;
 

@@ -5,8 +5,8 @@
 #include <ostream>
 
 #include "ragtrain/core/error.hpp"
-#include "ragtrain/data/dataset.hpp"
 #include "ragtrain/data/format.hpp"
+#include "ragtrain/data/inspect.hpp"
 #include "ragtrain/data/shard.hpp"
 
 namespace ragtrain {

@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "ragtrain/core/error.hpp"
-#include "ragtrain/data/dataset.hpp"
+#include "ragtrain/data/ragged_data.hpp"
 
 namespace ragtrain {
 

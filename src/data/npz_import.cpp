@@ -19,7 +19,7 @@
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/data/checks.hpp"
 #include "ragtrain/data/class_labels.hpp"
-#include "ragtrain/data/dataset.hpp"
+#include "ragtrain/data/importers.hpp"
 #include "ragtrain/data/npy.hpp"
 
 namespace ragtrain {

@@ -3,7 +3,7 @@
 
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/core/rng.hpp"
-#include "ragtrain/data/dataset.hpp"
+#include "ragtrain/data/synthetic.hpp"
 
 namespace ragtrain {
 

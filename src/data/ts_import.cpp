@@ -8,7 +8,7 @@
 
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/data/checks.hpp"
-#include "ragtrain/data/dataset.hpp"
+#include "ragtrain/data/importers.hpp"
 
 namespace ragtrain {
 

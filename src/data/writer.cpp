@@ -10,9 +10,9 @@
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/core/output_file.hpp"
 #include "ragtrain/data/checks.hpp"
-#include "ragtrain/data/dataset.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/h5.hpp"
+#include "ragtrain/data/ragged_data.hpp"
 
 namespace ragtrain {
 

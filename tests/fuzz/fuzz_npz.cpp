@@ -20,7 +20,7 @@
 #include <string>
 
 #include "ragtrain/core/error.hpp"
-#include "ragtrain/data/dataset.hpp"
+#include "ragtrain/data/importers.hpp"
 #include "ragtrain/data/npy.hpp"
 
 namespace {

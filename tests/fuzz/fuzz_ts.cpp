@@ -9,7 +9,7 @@
 #include <string>
 
 #include "ragtrain/core/error.hpp"
-#include "ragtrain/data/dataset.hpp"
+#include "ragtrain/data/importers.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include "ragtrain/backend/backend.hpp"
 #include "ragtrain/comm/context.hpp"
 #include "ragtrain/core/error.hpp"
-#include "ragtrain/data/dataset.hpp"
+#include "ragtrain/data/synthetic.hpp"
 #include "ragtrain/schedule/schedule.hpp"
 
 using namespace ragtrain;

@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "ragtrain/core/rng.hpp"
-#include "ragtrain/data/dataset.hpp"
 #include "ragtrain/data/normalization.hpp"
+#include "ragtrain/data/ragged_data.hpp"
 #include "ragtrain/schedule/schedule.hpp"
 
 using namespace ragtrain;

@@ -12,10 +12,10 @@
 
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/core/rng.hpp"
-#include "ragtrain/data/dataset.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/h5.hpp"
 #include "ragtrain/data/shard.hpp"
+#include "ragtrain/data/synthetic.hpp"
 
 namespace fs = std::filesystem;
 using namespace ragtrain;

@@ -14,8 +14,9 @@
 
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/data/class_labels.hpp"
-#include "ragtrain/data/dataset.hpp"
 #include "ragtrain/data/format.hpp"
+#include "ragtrain/data/importers.hpp"
+#include "ragtrain/data/inspect.hpp"
 #include "ragtrain/data/npy.hpp"
 
 namespace fs = std::filesystem;

@@ -13,10 +13,12 @@
 #include <sstream>
 
 #include "ragtrain/core/error.hpp"
-#include "ragtrain/data/dataset.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/h5.hpp"
+#include "ragtrain/data/importers.hpp"
+#include "ragtrain/data/inspect.hpp"
 #include "ragtrain/data/shard.hpp"
+#include "ragtrain/data/synthetic.hpp"
 
 namespace fs = std::filesystem;
 using namespace ragtrain;

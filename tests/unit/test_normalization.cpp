@@ -8,8 +8,8 @@
 
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/core/rng.hpp"
-#include "ragtrain/data/dataset.hpp"
 #include "ragtrain/data/normalization.hpp"
+#include "ragtrain/data/ragged_data.hpp"
 
 using namespace ragtrain;
 

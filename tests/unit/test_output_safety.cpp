@@ -12,8 +12,8 @@
 #include "ragtrain/cli/output_guard.hpp"
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/core/output_file.hpp"
-#include "ragtrain/data/dataset.hpp"
 #include "ragtrain/data/format.hpp"
+#include "ragtrain/data/synthetic.hpp"
 #include "ragtrain/metrics/metrics.hpp"
 
 namespace fs = std::filesystem;

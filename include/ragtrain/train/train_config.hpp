@@ -7,8 +7,8 @@
 #include <string>
 
 #include "ragtrain/backend/backend.hpp"
-#include "ragtrain/data/dataset.hpp"
 #include "ragtrain/data/normalization.hpp"
+#include "ragtrain/data/synthetic.hpp"
 #include "ragtrain/optim/optimizer.hpp"
 #include "ragtrain/schedule/schedule.hpp"
 

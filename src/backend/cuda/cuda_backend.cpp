@@ -8,7 +8,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "device_kernels.hpp"
+#include "fill.hpp"
+#include "dropout.hpp"
+#include "head_loss.hpp"
+#include "fused_optimizer.hpp"
 #include "ragtrain/core/error_cuda.hpp"
 #include "ragtrain/model/dropout_mask.hpp"
 

@@ -5,7 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "device_kernels.hpp"
+#include "fill.hpp"
+#include "dropout.hpp"
 #include "ragtrain/core/error_cuda.hpp"
 
 namespace ragtrain {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cuda_raii.hpp"
-#include "device_kernels.hpp"
+#include "dropout.hpp"
 #include "ragtrain/model/model.hpp"
 
 namespace ragtrain {

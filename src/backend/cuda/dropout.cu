@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "device_kernels.hpp"
+#include "dropout.hpp"
 #include "ragtrain/core/error_cuda.hpp"
 #include "ragtrain/model/dropout_mask.hpp"
 

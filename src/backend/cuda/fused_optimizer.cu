@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "device_kernels.hpp"
+#include "fused_optimizer.hpp"
 #include "ragtrain/core/error_cuda.hpp"
 
 namespace ragtrain {

@@ -1,11 +1,11 @@
 // Pooling over each sequence's valid steps, head dropout, the Linear head, the per-sequence losses (cross-entropy or mean squared error) and their gradients on the GPU for
-// a batch of sequences, the inference head, and the small fill kernels.
+// a batch of sequences, and the inference head.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "device_kernels.hpp"
+#include "head_loss.hpp"
 #include "ragtrain/core/error_cuda.hpp"
 #include "ragtrain/model/dropout_mask.hpp"
 
@@ -192,24 +192,6 @@ __global__ void __launch_bounds__(kHeadThreads) head_forward_kernel(const float*
   for (int c = static_cast<int>(threadIdx.x); c < C; c += kHeadThreads) out[c] = out_s[c];
 }
 
-__global__ void fill_uniform_kernel(float* p, int64_t n, uint64_t seed, float lo, float hi) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const float u = static_cast<float>(mix64(seed ^ mix64(static_cast<uint64_t>(i))) >> 40) * (1.0f / 16777216.0f);
-    p[i] = lo + (hi - lo) * u;
-  }
-}
-
-__global__ void fill_int_kernel(int32_t* p, int64_t n, int32_t v) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) p[i] = v;
-}
-
-int grid_for(int64_t n, int threads) {
-  const int64_t blocks = (n + threads - 1) / threads;
-  return static_cast<int>(blocks < 1 ? 1 : (blocks > 1024 ? 1024 : blocks));
-}
-
 }  // namespace
 
 void launch_head_loss_grad(const HeadArgs& a, cudaStream_t s) {
@@ -235,18 +217,6 @@ void launch_head_forward(const float* y, int32_t length, int32_t hidden, int32_t
   const size_t shared = sizeof(float) * (static_cast<size_t>(directions) * hidden + static_cast<size_t>(outputs));
   RT_CHECK(shared <= 48 * 1024, "head of H=" << hidden << ", C=" << outputs << " exceeds the kernel's shared memory");
   head_forward_kernel<<<1, kHeadThreads, shared, s>>>(y, length, hidden, directions, pool, weight, bias, outputs, out);
-  CUDA_CHECK_LAUNCH();
-}
-
-void launch_fill_int(int32_t* p, int64_t n, int32_t v, cudaStream_t s) {
-  if (n <= 0) return;
-  fill_int_kernel<<<grid_for(n, 256), 256, 0, s>>>(p, n, v);
-  CUDA_CHECK_LAUNCH();
-}
-
-void launch_fill_uniform(float* p, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t s) {
-  if (n <= 0) return;
-  fill_uniform_kernel<<<grid_for(n, 256), 256, 0, s>>>(p, n, seed, lo, hi);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,0 +1,27 @@
+// `inspect`: full validation of a format v1 file and its summary (counts, lengths, histogram).
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "ragtrain/data/format.hpp"
+
+namespace ragtrain {
+
+// Full validation of a file for `inspect`: everything read_dataset_info checks, plus every label and feature.
+struct DatasetReport {
+  std::string path;
+  Task task = Task::Classification;
+  int64_t num_sequences = 0, num_features = 0, num_outputs = 0, total_timesteps = 0;
+  std::vector<int64_t> lengths;            // (N)
+  std::vector<int64_t> class_counts;       // (classes), classification only
+  std::vector<std::string> class_names;    // optional
+};
+
+// Serial; throws UserError when invalid. Reads the values in blocks that fit `budget` (--max-memory).
+DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budget = MemoryBudget::machine());
+void print_report(const DatasetReport& report, std::ostream& out);  // N, F, task, class counts, length stats, histogram
+
+}  // namespace ragtrain
