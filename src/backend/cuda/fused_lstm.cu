@@ -24,7 +24,7 @@
 #include <cmath>
 #include <vector>
 
-#include "device_kernels.hpp"
+#include "fill.hpp"
 #include "ragtrain/core/error_cuda.hpp"
 
 namespace ragtrain {
