@@ -14,7 +14,7 @@
 #include "agreement.hpp"
 #include "gpu_test_util.hpp"
 #include "ragtrain/core/error.hpp"
-#include "ragtrain/data/dataset.hpp"
+#include "ragtrain/data/synthetic.hpp"
 
 using namespace ragtrain;
 using namespace ragtrain::gputest;
