@@ -308,7 +308,7 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
       {"train", "eval", "predict", "bench"});
   b.add("lstm", po::value(&c.lstm)->default_value(c.lstm, lstm_path_name(c.lstm)),
       "CUDA backend's LSTM: cudnn | fused (one kernel per step: 1 layer, H <= 128; other models use cuDNN) | auto "
-      "(the faster of the two, measured at start-up)",
+      "(the faster of the two, measured at start-up; fused only when at least 10% faster there)",
       {"train", "bench"});
   b.add("max-memory", po::value(&c.max_memory)->default_value(c.max_memory)->value_name("SIZE"),
       "most memory one rank may allocate for its data, e.g. 512M, 8G (auto: physical memory / ranks on the "
