@@ -81,6 +81,10 @@ def write_recipe(recipe_path, overrides, path):
                 seen.add(key)
             lines.append(line)
     lines += [f"{k} = {v}\n" for k, v in overrides.items() if k not in seen]
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            if f.read() == "".join(lines):
+                return   # unchanged: keep its time, which tells a finished run's results from stale ones
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(lines)
 
@@ -89,15 +93,8 @@ def run_ragtrain(a, files, recipe, run_dir, log):
     cmd = ["mpirun", "--oversubscribe", "-np", str(a.np), a.bin] if a.np > 1 else [a.bin]
     # No --val: the test split is looked at once, by the final model, never to choose one.
     sh(cmd + ["train", "--config", recipe, "--data", files["train"], "--out", run_dir, "--quiet"], log)
-    ev = os.path.join(run_dir, "eval.json")
     sh([a.bin, "eval", "--checkpoint", os.path.join(run_dir, "checkpoint.h5"), "--data", files["test"],
-        "--out", ev, "--quiet"], log)
-    with open(ev) as f:
-        e = json.load(f)
-    with open(os.path.join(run_dir, "summary.json")) as f:
-        s = json.load(f)
-    return {"test_accuracy": e["accuracy"], "test_loss": e["loss"], "train_seconds": s["wall_seconds"],
-            "steps": s["steps"]}
+        "--out", os.path.join(run_dir, "eval.json"), "--quiet"], log)
 
 
 def load_results(path):
@@ -218,9 +215,12 @@ def plan_runs(a, overrides, results):
 def run_one(a, job):
     folder, variant, seed, run_dir, recipe, files, n_test, base_recipe = job
     t0 = time.time()
+    out = os.path.join(run_dir, "torch.json" if variant == "torch" else "eval.json")
+    if os.path.exists(out) and os.path.getmtime(out) > os.path.getmtime(recipe):
+        # A run that finished after its runner was stopped: take its result instead of training again.
+        return finished_row(a, job, read_finished(run_dir, variant), None)
     with open(os.path.join(run_dir, "run.log"), "w") as log:
         if variant == "torch":
-            out = os.path.join(run_dir, "torch.json")
             env = dict(os.environ)
             if a.blas_dir:   # an optimised libblas.so.3 for torch and numpy (the generic one is ~20x slower)
                 env["LD_LIBRARY_PATH"] = a.blas_dir + ":" + env.get("LD_LIBRARY_PATH", "")
@@ -232,15 +232,34 @@ def run_one(a, job):
             rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
             if rc != 0:
                 raise SystemExit(f"failed (exit {rc}): {' '.join(cmd)}; see {log.name}")
-            with open(out) as f:
-                r = json.load(f)
-            r.pop("options", None)
+            r = read_finished(run_dir, variant)
         else:
-            r = run_ragtrain(a, files, recipe, run_dir, log)
+            run_ragtrain(a, files, recipe, run_dir, log)
+            r = read_finished(run_dir, variant)
+    return finished_row(a, job, r, time.time() - t0)
+
+
+def read_finished(run_dir, variant):
+    """The result files a finished run left: torch.json, or ragtrain's eval.json and summary.json."""
+    if variant == "torch":
+        with open(os.path.join(run_dir, "torch.json")) as f:
+            r = json.load(f)
+        r.pop("options", None)
+        return r
+    with open(os.path.join(run_dir, "eval.json")) as f:
+        e = json.load(f)
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        s = json.load(f)
+    return {"test_accuracy": e["accuracy"], "test_loss": e["loss"], "train_seconds": s["wall_seconds"],
+            "steps": s["steps"]}
+
+
+def finished_row(a, job, r, wall_seconds):
+    folder, variant, seed, run_dir, recipe, files, n_test, base_recipe = job
     opt = torch_model.resolve_options(torch_model.read_recipe(recipe), {})
     opt["recipe_schedule"] = torch_model.read_recipe(base_recipe).get("schedule", "balanced")
     return {"set": folder, "variant": variant, "seed": seed, "tag": a.tag, "overrides": a.overrides,
-            "options": opt, "np": a.np, "n_test": n_test, "wall_seconds": time.time() - t0,
+            "options": opt, "np": a.np, "n_test": n_test, "wall_seconds": wall_seconds,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), **r}
 
 
