@@ -118,7 +118,8 @@ def stats(values):
 
 
 def agree(a, b, n_test):
-    """Means agree when they differ by no more than twice the standard error of the difference, or by no more
+    """(PyTorch is compared with ragtrain's random schedule: tools/torch_model.py deals its batches the same way.)
+    Means agree when they differ by no more than twice the standard error of the difference, or by no more
     than one test example (accuracies are multiples of 1/n_test)."""
     if len(a) < 2 or len(b) < 2:
         return None
@@ -139,7 +140,7 @@ def table(results, tag):
     rows = [r for r in results["runs"] if r.get("tag", "") == tag]
     out = [f"# accuracy on the test split, final model, mean ± sd [min–max] over seeds (tag '{tag or 'recipe'}')",
            "| data set | ragtrain recipe | ragtrain (recipe's schedule) | ragtrain balanced | ragtrain random | "
-           "PyTorch same options | ragtrain = PyTorch | balanced = random | best published |",
+           "PyTorch same options | ragtrain random = PyTorch | balanced = random | best published |",
            "|---|---|---|---|---|---|---|---|---|"]
     for folder, stem, pub, ref in DATASETS:
         mine = [r for r in rows if r["set"] == folder]
@@ -152,7 +153,7 @@ def table(results, tag):
         yes = {True: "yes", False: "**no**", None: "-"}
         out.append(f"| {stem} | inputs/{folder}.ini | {fmt(acc[recipe_v])} | {fmt(acc['ragtrain-balanced'])} | "
                    f"{fmt(acc['ragtrain-random'])} | {fmt(acc['torch'])} | "
-                   f"{yes[agree(acc[recipe_v], acc['torch'], n_test)]} | "
+                   f"{yes[agree(acc['ragtrain-random'], acc['torch'], n_test)]} | "
                    f"{yes[agree(acc['ragtrain-balanced'], acc['ragtrain-random'], n_test)]} | "
                    f"{pub:.3f} ({ref.split(';')[0]}) |")
     return "\n".join(out)
@@ -303,7 +304,8 @@ def main():
             results["runs"].append(row)
             save_results(res_path, results)
             print(f"{row['set']:26s} {row['variant']:18s} seed {row['seed']}: test accuracy "
-                  f"{row['test_accuracy']:.4f} ({row['wall_seconds']:.0f} s)", flush=True)
+                  f"{row['test_accuracy']:.4f}" + (f" ({row['wall_seconds']:.0f} s)" if row["wall_seconds"] else " (finished earlier)"),
+                  flush=True)
     print(table(results, a.tag))
 
 
