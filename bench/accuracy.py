@@ -46,7 +46,7 @@ DATASETS = [
     ("all-gesture-wiimote-x", "AllGestureWiimoteX", 1 - 0.2829, UCR_2018),
     ("plaid", "PLAID", 1 - 0.1657, UCR_2018),
 ]
-VARIANTS = ("ragtrain-balanced", "ragtrain-random", "torch")
+VARIANTS = ("ragtrain-balanced", "ragtrain-random", "torch", "torch-columns")
 
 
 def sh(cmd, log):
@@ -214,18 +214,18 @@ def plan_runs(a, overrides, results):
 def run_one(a, job):
     folder, variant, seed, run_dir, recipe, files, n_test, base_recipe = job
     t0 = time.time()
-    out = os.path.join(run_dir, "torch.json" if variant == "torch" else "eval.json")
+    out = os.path.join(run_dir, "torch.json" if variant.startswith("torch") else "eval.json")
     if os.path.exists(out) and os.path.getmtime(out) > os.path.getmtime(recipe):
         # A run that finished after its runner was stopped: take its result instead of training again.
         return finished_row(a, job, read_finished(run_dir, variant), None)
     with open(os.path.join(run_dir, "run.log"), "w") as log:
-        if variant == "torch":
+        if variant.startswith("torch"):
             env = dict(os.environ)
             if a.blas_dir:   # an optimised libblas.so.3 for torch and numpy (the generic one is ~20x slower)
                 env["LD_LIBRARY_PATH"] = a.blas_dir + ":" + env.get("LD_LIBRARY_PATH", "")
             cmd = [sys.executable, os.path.join(ROOT, "tools", "torch_model.py"), "--train", files["train"],
                    "--test", files["test"], "--config", recipe, "--ranks", str(a.np), "--threads", str(a.threads),
-                   "--out", out]
+                   "--out", out, "--deal", "columns" if variant == "torch-columns" else "shuffle"]
             log.write("+ " + " ".join(cmd) + "\n")
             log.flush()
             rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
@@ -240,7 +240,7 @@ def run_one(a, job):
 
 def read_finished(run_dir, variant):
     """The result files a finished run left: torch.json, or ragtrain's eval.json and summary.json."""
-    if variant == "torch":
+    if variant.startswith("torch"):
         with open(os.path.join(run_dir, "torch.json")) as f:
             r = json.load(f)
         r.pop("options", None)
@@ -266,7 +266,9 @@ def main():
     ap.add_argument("--sets", default=",".join(d[0] for d in DATASETS), help="folders under inputs/, comma-separated")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--np", type=int, default=2, help="ragtrain ranks (the PyTorch batch follows: np x batch-per-rank)")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", default="ragtrain-balanced,ragtrain-random,torch",
+                    help="of " + ", ".join(VARIANTS) + " (torch-columns: PyTorch dealing batches as ragtrain's "
+                         "random schedule does)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a recipe option")
     ap.add_argument("--tag", default="", help="name of this sweep in accuracy.json (default: the recipes as shipped)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build/bin/ragtrain"))
@@ -293,7 +295,7 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     a.log = open(os.path.join(a.work, "convert.log"), "a")
     # The PyTorch runs take longest (per-timestep overhead on the CPU): start them first.
-    todo = sorted(plan_runs(a, a.overrides, results), key=lambda job: job[1] != "torch")
+    todo = sorted(plan_runs(a, a.overrides, results), key=lambda job: not job[1].startswith("torch"))
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
         futures = {pool.submit(run_one, a, job): job for job in todo}
         for fut in concurrent.futures.as_completed(futures):
