@@ -46,7 +46,7 @@ DATASETS = [
     ("all-gesture-wiimote-x", "AllGestureWiimoteX", 1 - 0.2829, UCR_2018),
     ("plaid", "PLAID", 1 - 0.1657, UCR_2018),
 ]
-VARIANTS = ("ragtrain-balanced", "ragtrain-random", "torch")
+VARIANTS = ("ragtrain-balanced", "ragtrain-random", "torch", "torch-columns")
 
 
 def sh(cmd, log):
@@ -81,6 +81,10 @@ def write_recipe(recipe_path, overrides, path):
                 seen.add(key)
             lines.append(line)
     lines += [f"{k} = {v}\n" for k, v in overrides.items() if k not in seen]
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            if f.read() == "".join(lines):
+                return   # unchanged: keep its time, which tells a finished run's results from stale ones
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(lines)
 
@@ -89,15 +93,8 @@ def run_ragtrain(a, files, recipe, run_dir, log):
     cmd = ["mpirun", "--oversubscribe", "-np", str(a.np), a.bin] if a.np > 1 else [a.bin]
     # No --val: the test split is looked at once, by the final model, never to choose one.
     sh(cmd + ["train", "--config", recipe, "--data", files["train"], "--out", run_dir, "--quiet"], log)
-    ev = os.path.join(run_dir, "eval.json")
     sh([a.bin, "eval", "--checkpoint", os.path.join(run_dir, "checkpoint.h5"), "--data", files["test"],
-        "--out", ev, "--quiet"], log)
-    with open(ev) as f:
-        e = json.load(f)
-    with open(os.path.join(run_dir, "summary.json")) as f:
-        s = json.load(f)
-    return {"test_accuracy": e["accuracy"], "test_loss": e["loss"], "train_seconds": s["wall_seconds"],
-            "steps": s["steps"]}
+        "--out", os.path.join(run_dir, "eval.json"), "--quiet"], log)
 
 
 def load_results(path):
@@ -121,7 +118,8 @@ def stats(values):
 
 
 def agree(a, b, n_test):
-    """Means agree when they differ by no more than twice the standard error of the difference, or by no more
+    """(PyTorch is compared with ragtrain's random schedule: tools/torch_model.py deals its batches the same way.)
+    Means agree when they differ by no more than twice the standard error of the difference, or by no more
     than one test example (accuracies are multiples of 1/n_test)."""
     if len(a) < 2 or len(b) < 2:
         return None
@@ -141,21 +139,19 @@ def fmt(values):
 def table(results, tag):
     rows = [r for r in results["runs"] if r.get("tag", "") == tag]
     out = [f"# accuracy on the test split, final model, mean ± sd [min–max] over seeds (tag '{tag or 'recipe'}')",
-           "| data set | ragtrain recipe | ragtrain (recipe's schedule) | ragtrain balanced | ragtrain random | "
-           "PyTorch same options | ragtrain = PyTorch | balanced = random | best published |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "| data set | ragtrain recipe | ragtrain random | PyTorch same options | ragtrain random = PyTorch | "
+           "ragtrain balanced | balanced = random | best published |",
+           "|---|---|---|---|---|---|---|---|"]
     for folder, stem, pub, ref in DATASETS:
         mine = [r for r in rows if r["set"] == folder]
         if not mine:
             continue
         acc = {v: [r["test_accuracy"] for r in mine if r["variant"] == v] for v in VARIANTS}
-        sched = mine[0]["options"].get("recipe_schedule", "balanced")
-        recipe_v = "ragtrain-" + sched
         n_test = mine[0]["n_test"]
         yes = {True: "yes", False: "**no**", None: "-"}
-        out.append(f"| {stem} | inputs/{folder}.ini | {fmt(acc[recipe_v])} | {fmt(acc['ragtrain-balanced'])} | "
-                   f"{fmt(acc['ragtrain-random'])} | {fmt(acc['torch'])} | "
-                   f"{yes[agree(acc[recipe_v], acc['torch'], n_test)]} | "
+        out.append(f"| {stem} | inputs/{folder}.ini | {fmt(acc['ragtrain-random'])} | {fmt(acc['torch'])} | "
+                   f"{yes[agree(acc['ragtrain-random'], acc['torch'], n_test)]} | "
+                   f"{fmt(acc['ragtrain-balanced'])} | "
                    f"{yes[agree(acc['ragtrain-balanced'], acc['ragtrain-random'], n_test)]} | "
                    f"{pub:.3f} ({ref.split(';')[0]}) |")
     return "\n".join(out)
@@ -218,29 +214,50 @@ def plan_runs(a, overrides, results):
 def run_one(a, job):
     folder, variant, seed, run_dir, recipe, files, n_test, base_recipe = job
     t0 = time.time()
+    out = os.path.join(run_dir, "torch.json" if variant.startswith("torch") else "eval.json")
+    if os.path.exists(out) and os.path.getmtime(out) > os.path.getmtime(recipe):
+        # A run that finished after its runner was stopped: take its result instead of training again.
+        return finished_row(a, job, read_finished(run_dir, variant), None)
     with open(os.path.join(run_dir, "run.log"), "w") as log:
-        if variant == "torch":
-            out = os.path.join(run_dir, "torch.json")
+        if variant.startswith("torch"):
             env = dict(os.environ)
             if a.blas_dir:   # an optimised libblas.so.3 for torch and numpy (the generic one is ~20x slower)
                 env["LD_LIBRARY_PATH"] = a.blas_dir + ":" + env.get("LD_LIBRARY_PATH", "")
             cmd = [sys.executable, os.path.join(ROOT, "tools", "torch_model.py"), "--train", files["train"],
                    "--test", files["test"], "--config", recipe, "--ranks", str(a.np), "--threads", str(a.threads),
-                   "--out", out]
+                   "--out", out, "--deal", "columns" if variant == "torch-columns" else "shuffle"]
             log.write("+ " + " ".join(cmd) + "\n")
             log.flush()
             rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
             if rc != 0:
                 raise SystemExit(f"failed (exit {rc}): {' '.join(cmd)}; see {log.name}")
-            with open(out) as f:
-                r = json.load(f)
-            r.pop("options", None)
+            r = read_finished(run_dir, variant)
         else:
-            r = run_ragtrain(a, files, recipe, run_dir, log)
+            run_ragtrain(a, files, recipe, run_dir, log)
+            r = read_finished(run_dir, variant)
+    return finished_row(a, job, r, time.time() - t0)
+
+
+def read_finished(run_dir, variant):
+    """The result files a finished run left: torch.json, or ragtrain's eval.json and summary.json."""
+    if variant.startswith("torch"):
+        with open(os.path.join(run_dir, "torch.json")) as f:
+            r = json.load(f)
+        r.pop("options", None)
+        return r
+    with open(os.path.join(run_dir, "eval.json")) as f:
+        e = json.load(f)
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        s = json.load(f)
+    return {"test_accuracy": e["accuracy"], "test_loss": e["loss"], "train_seconds": s["wall_seconds"],
+            "steps": s["steps"]}
+
+
+def finished_row(a, job, r, wall_seconds):
+    folder, variant, seed, run_dir, recipe, files, n_test, base_recipe = job
     opt = torch_model.resolve_options(torch_model.read_recipe(recipe), {})
-    opt["recipe_schedule"] = torch_model.read_recipe(base_recipe).get("schedule", "balanced")
     return {"set": folder, "variant": variant, "seed": seed, "tag": a.tag, "overrides": a.overrides,
-            "options": opt, "np": a.np, "n_test": n_test, "wall_seconds": time.time() - t0,
+            "options": opt, "np": a.np, "n_test": n_test, "wall_seconds": wall_seconds,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), **r}
 
 
@@ -249,7 +266,9 @@ def main():
     ap.add_argument("--sets", default=",".join(d[0] for d in DATASETS), help="folders under inputs/, comma-separated")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--np", type=int, default=2, help="ragtrain ranks (the PyTorch batch follows: np x batch-per-rank)")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", default="ragtrain-balanced,ragtrain-random,torch",
+                    help="of " + ", ".join(VARIANTS) + " (torch-columns: PyTorch dealing batches as ragtrain's "
+                         "random schedule does)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a recipe option")
     ap.add_argument("--tag", default="", help="name of this sweep in accuracy.json (default: the recipes as shipped)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build/bin/ragtrain"))
@@ -276,7 +295,7 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     a.log = open(os.path.join(a.work, "convert.log"), "a")
     # The PyTorch runs take longest (per-timestep overhead on the CPU): start them first.
-    todo = sorted(plan_runs(a, a.overrides, results), key=lambda job: job[1] != "torch")
+    todo = sorted(plan_runs(a, a.overrides, results), key=lambda job: not job[1].startswith("torch"))
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
         futures = {pool.submit(run_one, a, job): job for job in todo}
         for fut in concurrent.futures.as_completed(futures):
@@ -284,7 +303,8 @@ def main():
             results["runs"].append(row)
             save_results(res_path, results)
             print(f"{row['set']:26s} {row['variant']:18s} seed {row['seed']}: test accuracy "
-                  f"{row['test_accuracy']:.4f} ({row['wall_seconds']:.0f} s)", flush=True)
+                  f"{row['test_accuracy']:.4f}" + (f" ({row['wall_seconds']:.0f} s)" if row["wall_seconds"] else " (finished earlier)"),
+                  flush=True)
     print(table(results, a.tag))
 
 

@@ -213,7 +213,26 @@ def evaluate(model, xs, ys, chunk=64):
     return loss_sum / len(xs), correct / len(xs)
 
 
-def train_and_test(train_path, test_path, opt, global_batch, log=None):
+def epoch_batches(rng, n, global_batch, deal, columns):
+    """The global batches of one epoch: `shuffle` cuts a fresh permutation into batches; `columns` takes one
+    sequence from each of G fixed columns per step, each column reshuffled every epoch (the structure of ragtrain's
+    random schedule: the columns are dealt once, from a seeded permutation, the first N mod G one longer)."""
+    if deal == "shuffle":
+        perm = rng.permutation(n)
+        return [perm[s:s + global_batch] for s in range(0, n, global_batch)]
+    cols = [rng.permutation(c) for c in columns]
+    steps = max(len(c) for c in cols)
+    return [np.array([c[s] for c in cols if s < len(c)]) for s in range(steps)]
+
+
+def deal_columns(rng, n, g):
+    perm = rng.permutation(n)
+    sizes = [n // g + (1 if c < n % g else 0) for c in range(g)]
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    return [perm[starts[c]:starts[c + 1]] for c in range(g)]
+
+
+def train_and_test(train_path, test_path, opt, global_batch, log=None, deal="shuffle"):
     """Trains on train_path with the options `opt` and a global batch of `global_batch` sequences per step;
     returns a dict with the final model's test loss and accuracy (no model selection)."""
     torch.manual_seed(opt["seed"])
@@ -232,12 +251,11 @@ def train_and_test(train_path, test_path, opt, global_batch, log=None):
     n = len(xs)
     steps_per_epoch = -(-n // global_batch)
     opt = dict(opt, **{"total-steps": opt["epochs"] * steps_per_epoch})
+    columns = deal_columns(rng, n, global_batch) if deal == "columns" else None
     t0, step = time.perf_counter(), 0
     for epoch in range(opt["epochs"]):
-        perm = rng.permutation(n)
         epoch_loss = 0.0
-        for s in range(steps_per_epoch):
-            idx = perm[s * global_batch:(s + 1) * global_batch]
+        for idx in epoch_batches(rng, n, global_batch, deal, columns):
             for group in optimizer.param_groups:
                 group["lr"] = lr_at(step, opt)
             optimizer.zero_grad(set_to_none=True)
@@ -254,7 +272,7 @@ def train_and_test(train_path, test_path, opt, global_batch, log=None):
     seconds = time.perf_counter() - t0
     test_loss, test_acc = evaluate(model, xt, yt)
     return {"test_loss": test_loss, "test_accuracy": test_acc, "steps": step, "train_seconds": seconds,
-            "global_batch": global_batch, "torch": torch.__version__, "threads": torch.get_num_threads()}
+            "global_batch": global_batch, "deal": deal, "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
 def main():
@@ -264,6 +282,8 @@ def main():
     ap.add_argument("--config", help="ragtrain INI recipe (same names as `ragtrain train`)")
     ap.add_argument("--ranks", type=int, default=1, help="ragtrain's rank count: global batch = ranks x batch-per-rank")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    ap.add_argument("--deal", choices=["shuffle", "columns"], default="shuffle",
+                    help="batches from a fresh permutation per epoch, or ragtrain's random-schedule columns")
     ap.add_argument("--out", help="JSON file to write")
     for name, (kind, _) in OPTIONS.items():
         ap.add_argument("--" + name, type=str if kind is bool else kind, default=None)
@@ -271,7 +291,7 @@ def main():
     torch.set_num_threads(a.threads)
     overrides = {name: getattr(a, name.replace("-", "_")) for name in OPTIONS}
     opt = resolve_options(read_recipe(a.config) if a.config else {}, overrides)
-    res = train_and_test(a.train, a.test, opt, a.ranks * opt["batch-per-rank"], log=print)
+    res = train_and_test(a.train, a.test, opt, a.ranks * opt["batch-per-rank"], log=print, deal=a.deal)
     res["options"] = opt
     print(f"test accuracy {res['test_accuracy']:.4f} loss {res['test_loss']:.4f} ({res['train_seconds']:.1f} s)")
     if a.out:
