@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/metrics/provenance.hpp"
 
 namespace ragtrain {
 
@@ -56,22 +57,13 @@ uint64_t start_ticks_of(int64_t pid) {
   return std::strtoull(field.c_str(), nullptr, 10);
 }
 
-std::string utc_now_text() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 LockHolder me(const std::string& command) {
   LockHolder h;
   h.host = this_host();
   h.boot_id = this_boot_id();
   h.pid = ::getpid();
   h.start_ticks = start_ticks_of(h.pid);
-  h.started = utc_now_text();
+  h.started = utc_now();
   h.command = command;
   if (const char* job = std::getenv("SLURM_JOB_ID")) {
     h.slurm_job = job;
