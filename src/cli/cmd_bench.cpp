@@ -134,6 +134,7 @@ int run_bench(const Context& ctx, const RunConfig& options) {
     if (!cfg.out.empty()) write_json_atomic(cfg.out, result);
     std::fflush(stdout);
   });
+  trainer.write_trace();   // --trace: warm-up and timed steps, every rank
   return kExitOk;
 }
 

@@ -29,6 +29,7 @@ int run_train(const Context& launched, const RunConfig& options) {
   trainer.setup_backend();
   trainer.open_run_folder();
   const int code = trainer.run();
+  trainer.write_trace();   // also after a stop by signal (exit 75): the timeline up to the checkpoint
   if (code == kExitOk) trainer.summarize();
   return code;
 }

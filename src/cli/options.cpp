@@ -243,6 +243,10 @@ void add_data_and_model_rows(TableBuilder& b, RunConfig& c) {
   b.add("write-order", po::bool_switch(&c.write_order),
       "write DIR/order.csv: the sequence trained in every slot of every step (to replay the run elsewhere)",
       {"train"});
+  b.add("trace", po::value(&c.trace)->value_name("FILE.json"),
+      "write the timeline of every rank's phases (read, compute, all-reduce wait, update, log, validation, "
+      "checkpoint) as one Chrome trace-event file (ui.perfetto.dev, chrome://tracing); off by default",
+      b.learn);
   b.add("layers", po::value(&c.layers)->default_value(c.layers), "LSTM layers", b.learn);
   b.add("hidden", po::value(&c.hidden)->default_value(c.hidden), "LSTM hidden size", b.learn);
   b.add("bidirectional", po::bool_switch(&c.bidirectional),
@@ -612,6 +616,7 @@ TrainConfig common_config(const RunConfig& c) {
   t.verbose = c.verbose;
   t.command_line = c.command_line;
   t.effective = c.effective;
+  t.trace = c.trace;
   return t;
 }
 

@@ -159,6 +159,27 @@ void check_folder(const Output& out, const std::vector<std::string>& names, cons
   }
 }
 
+// --trace names a file that the command writes anyway (train: a file of its --out folder; bench: its --out):
+// one output would overwrite the other.
+void refuse_same_output(const RunConfig& c, const Output* out) {
+  if (out == nullptr) return;
+  const fs::path trace = fs::absolute(c.trace).lexically_normal();
+  std::vector<fs::path> others;
+  if (out->writes == Writes::Folder) {
+    for (const char* name : {kLatestCheckpointName, "metrics.jsonl", "metrics.csv", "summary.json", "order.csv",
+                             kBestCheckpointName, kRunLockName})
+      others.push_back(fs::absolute(fs::path(out->path) / name).lexically_normal());
+  } else {
+    others.push_back(fs::absolute(out->path).lexically_normal());
+  }
+  for (const fs::path& o : others)
+    USER_CHECK(trace != o && !same_file(trace.string(), o.string()),
+               "--trace " << c.trace << " names " << o.string() << ", which " << out->option << " " << out->path
+                          << " writes too",
+               "write the trace to a file of its own, e.g. " << (out->writes == Writes::Folder ? out->path + "/" : "")
+                                                             << "trace.json");
+}
+
 void add_input(std::vector<Named>& inputs, const char* option, const std::string& path) {
   if (path.empty()) return;
   inputs.push_back({option, path});
@@ -222,12 +243,16 @@ void check_outputs(const RunConfig& c) {
     add_input(inputs, "RUN", c.run);
     outputs.push_back({"--out", c.out.empty() ? c.run + "/plots" : c.out, Writes::Folder, "plots"});
   }
+  if ((cmd == "train" || cmd == "bench") && !c.trace.empty()) {
+    refuse_same_output(c, outputs.empty() ? nullptr : &outputs.front());
+    outputs.push_back({"--trace", c.trace, Writes::File, "a trace file (JSON)"});
+  }
 
   for (const Output& out : outputs) {
     if (out.writes == Writes::Folder) {
       std::vector<std::string> names = cmd == "plot" ? plot_file_names()
                                                      : std::vector<std::string>{kLatestCheckpointName, "metrics.jsonl",
-                                                                                "summary.json"};
+                                                                                "metrics.csv", "summary.json"};
       if (cmd == "train" && c.write_order) names.push_back("order.csv");
       check_folder(out, names, inputs, c);
       continue;

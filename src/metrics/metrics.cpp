@@ -59,14 +59,14 @@ Json spread_fraction(const std::vector<RankCounters>& all) {
   return min_median_max(std::move(v));
 }
 
-JsonlWriter::~JsonlWriter() { close(); }
+LineFile::~LineFile() { close(); }
 
-void JsonlWriter::close() {
+void LineFile::close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }
 
-void JsonlWriter::open(const std::string& path, bool append) {
+void LineFile::open(const std::string& path, bool append) {
   close();
   path_ = path;
   // O_APPEND: every write() lands at the end of the file as one piece, even with another writer on it.
@@ -93,17 +93,14 @@ int64_t keep_records_through_step(const std::string& path, int64_t step) {
   return dropped;
 }
 
-void JsonlWriter::write(const Json& record) {
-  // One write() per record, the newline included: a reader (or a second writer) never sees half a line, and a
-  // kill leaves whole records only. A short write (a full disk) is finished by the loop or reported.
-  const std::string line = record.dump() + '\n';
+void LineFile::write_line(const std::string& line) {
+  // One write() per line, the newline included: a reader (or a second writer) never sees half a line, and a
+  // kill leaves whole lines only. A short write (a full disk) is finished by the loop or reported.
   size_t done = 0;
   while (done < line.size()) {
     const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      // Not an exception: only rank 0 writes, outside any collective, and the run itself is fine; the next
-      // checkpoint write finds a full disk and stops every rank together. Said once, on stderr.
       if (!warned_)
         std::fprintf(stderr, "ragtrain: warning: cannot append to '%s': %s; records are being lost\n", path_.c_str(),
                      std::strerror(n < 0 ? errno : ENOSPC));

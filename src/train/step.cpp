@@ -18,17 +18,28 @@ void ShardIndex::positions(const Schedule::Epoch& epoch, int64_t step, int64_t r
   }
 }
 
-StepTotals train_step(Backend& backend, const std::vector<int64_t>& positions, float lr, RankCounters& counters) {
+StepTotals train_step(Backend& backend, const std::vector<int64_t>& positions, float lr, RankCounters& counters,
+                      Timeline* timeline, int64_t step) {
   // On a GPU these phases are asynchronous; the all-reduce's host wait is then where the time shows up,
   // and the backend's own event timings (take_phase_seconds) split it properly.
   Stopwatch t;
-  backend.forward_backward(positions);
+  {
+    PhaseScope phase(timeline, Phase::Compute, step);
+    backend.forward_backward(positions);
+  }
   counters.compute_s += t.seconds();
   t.restart();
-  backend.allreduce();
+  {
+    PhaseScope phase(timeline, Phase::AllreduceWait, step);
+    backend.allreduce();
+  }
   counters.comm_s += t.seconds();
   t.restart();
-  const StepTotals totals = backend.update(lr);
+  StepTotals totals;
+  {
+    PhaseScope phase(timeline, Phase::Update, step);
+    totals = backend.update(lr);
+  }
   counters.compute_s += t.seconds();
   return totals;
 }

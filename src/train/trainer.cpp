@@ -51,11 +51,19 @@ void check_no_newer_checkpoints(const std::string& out, int64_t step) {
 }  // namespace
 
 Trainer::Trainer(const Context& ctx, const TrainConfig& cfg, CommWatchdog* watchdog)
-    : ctx_(ctx), cfg_(cfg), watchdog_(watchdog), talk_(ctx.is_root() && !cfg.quiet), started_at_(utc_now()) {}
+    : ctx_(ctx),
+      cfg_(cfg),
+      watchdog_(watchdog),
+      talk_(ctx.is_root() && !cfg.quiet),
+      started_at_(utc_now()),
+      timeline_(!cfg.trace.empty()) {
+  timeline_.start(ctx_);   // --trace: every rank's time zero after one barrier
+}
 
 Trainer::~Trainer() = default;
 
 void Trainer::setup_data() {
+  PhaseScope phase(&timeline_, Phase::SetupData, 0);
   Stopwatch io;
   if (cfg_.synthetic) {
     // The same synthetic set on every rank (a pure function of the spec): nothing to read, nothing to agree on.
@@ -144,6 +152,7 @@ bool Trainer::setup_resume() {
 }
 
 void Trainer::setup_shards() {
+  PhaseScope phase(&timeline_, Phase::ReadShard, 0);
   Stopwatch io;
   const std::vector<int64_t> mine = schedule_->rank_sequences(ctx_.rank);
   if (cfg_.synthetic) {
@@ -170,6 +179,7 @@ void Trainer::setup_shards() {
 }
 
 void Trainer::setup_backend() {
+  PhaseScope phase(&timeline_, Phase::SetupBackend, 0);
   BackendOptions opts;
   opts.device = cfg_.device;
   opts.lstm = cfg_.lstm;
@@ -212,19 +222,21 @@ void Trainer::open_run_folder() {
   collective_phase(ctx_, [&] {
     if (!ctx_.is_root()) return;
     ensure_output_dir(cfg_.out);
-    const std::string path = cfg_.out + "/metrics.jsonl";
     if (cfg_.write_order) {
       records_.order_csv.open(cfg_.out + "/order.csv", resuming_ ? std::ios::app : std::ios::trunc);
       USER_CHECK(records_.order_csv.good(), "cannot create '" << cfg_.out << "/order.csv'",
                  "choose a writable --out folder");
       if (!resuming_) records_.order_csv << "epoch,step,slot,sequence\n";
     }
-    if (!resuming_) {
-      records_.log.open(path);
-      return;
-    }
-    const int64_t dropped = keep_records_through_step(path, plan_.step);
-    records_.log.open(path, /*append=*/true);
+    RunRecordsSpec spec;
+    spec.dir = cfg_.out;
+    spec.resuming = resuming_;
+    spec.resume_step = resuming_ ? plan_.step : 0;
+    spec.classification = classification();
+    spec.has_val = !cfg_.val.empty();
+    spec.host = ctx_.host;
+    const int64_t dropped = records_.log.open(spec);
+    if (!resuming_) return;
     records_.log.write(Json{{"event", "resume"},
                              {"step", plan_.step},
                              {"epoch", plan_.epoch + 1},
@@ -233,8 +245,7 @@ void Trainer::open_run_folder() {
                              {"checkpoint_batch_per_rank", from_.position.batch_per_rank},
                              {"world_size", ctx_.size},
                              {"batch_per_rank", cfg_.batch_per_rank},
-                             {"dropped_records", dropped},
-                             {"time", utc_now()}});
+                             {"dropped_records", dropped}});
   });
   if (talk_) {
     std::printf("# ragtrain train: %lld sequences (F=%lld, %s, %lld %s) on %d ranks x %lld per step = %lld steps/epoch, "

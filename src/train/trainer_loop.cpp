@@ -19,19 +19,22 @@ namespace ragtrain {
 
 StepTotals Trainer::step(RankCounters& counters) {
   const int64_t epoch = step_ / steps_per_epoch(), s = step_ % steps_per_epoch();
-  if (epoch != order_epoch_) {
-    order_ = schedule_->epoch(epoch);
-    order_epoch_ = epoch;
+  {
+    PhaseScope phase(&timeline_, Phase::Read, step_ + 1);
+    if (epoch != order_epoch_) {
+      order_ = schedule_->epoch(epoch);
+      order_epoch_ = epoch;
+    }
+    if (records_.order_csv.is_open()) {
+      const std::vector<int64_t> slots = order_.global_batch(s);
+      for (size_t j = 0; j < slots.size(); ++j)
+        if (slots[j] >= 0) records_.order_csv << epoch << ',' << s << ',' << j << ',' << slots[j] << '\n';
+    }
+    index_->positions(order_, s, ctx_.rank, positions_, counters);
   }
-  if (records_.order_csv.is_open()) {
-    const std::vector<int64_t> slots = order_.global_batch(s);
-    for (size_t j = 0; j < slots.size(); ++j)
-      if (slots[j] >= 0) records_.order_csv << epoch << ',' << s << ',' << j << ',' << slots[j] << '\n';
-  }
-  index_->positions(order_, s, ctx_.rank, positions_, counters);
   const float lr = static_cast<float>(cfg_.lr.at(step_));
   backend_->set_global_step(step_);   // keys the dropout masks
-  const StepTotals tot = train_step(*backend_, positions_, lr, counters);
+  const StepTotals tot = train_step(*backend_, positions_, lr, counters, &timeline_, step_ + 1);
   ++step_;
   return tot;
 }
@@ -48,6 +51,7 @@ int Trainer::run() {
     if (s == 0) {
       acc_.epoch_loss_sum = acc_.epoch_count = acc_.epoch_correct = acc_.epoch_imbalance_sum = 0;
       epoch_clock_.restart();
+      epoch_val_s_ = 0;
     }
     const float lr = static_cast<float>(cfg_.lr.at(step_));
     const StepTotals tot = step(interval_);   // step_ now counts it
@@ -88,6 +92,7 @@ int Trainer::run() {
     if (step_ % cfg_.signal_check_every == 0) {
       const bool clock_due =
           cfg_.checkpoint_minutes > 0 && since_checkpoint_.seconds() >= 60.0 * cfg_.checkpoint_minutes;
+      PhaseScope phase(&timeline_, Phase::Agree, step_);
       agreed = agree_at_step_boundary(ctx_, clock_due);
     }
     const bool every_due = cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0;
@@ -101,6 +106,7 @@ int Trainer::run() {
 void Trainer::log_interval(const StepTotals& tot, float lr) {
   const int64_t epoch = (step_ - 1) / steps_per_epoch(), s = (step_ - 1) % steps_per_epoch();
   const double secs = interval_clock_.seconds();
+  PhaseScope phase(&timeline_, Phase::Log, step_);
   const std::vector<RankCounters> all = gather_counters(ctx_, interval_);
   const double loss = acc_.interval_loss_sum / acc_.interval_count;   // NaN (null in JSON) if all were skipped
   if (acc_.first_loss < 0 && acc_.interval_count > 0) acc_.first_loss = loss;
@@ -134,7 +140,10 @@ void Trainer::log_interval(const StepTotals& tot, float lr) {
 
 void Trainer::validate(bool at_epoch_end) {
   Stopwatch t;
-  last_val_ = allreduce(score(val_, backend_->infer(val_)), ctx_);
+  {
+    PhaseScope phase(&timeline_, Phase::Validation, step_);
+    last_val_ = allreduce(score(val_, backend_->infer(val_)), ctx_);
+  }
   run_.compute_s += t.seconds();
   if (!at_epoch_end && ctx_.is_root()) {   // the epoch record carries the numbers of an epoch's end
     Json rec{{"event", "validation"}, {"epoch", (step_ - 1) / steps_per_epoch() + 1}, {"step", step_},
@@ -146,6 +155,7 @@ void Trainer::validate(bool at_epoch_end) {
     records_.log.write(rec);
   }
   keep_if_best();
+  epoch_val_s_ += t.seconds();
   interval_clock_.restart();   // validation is not training: keep it out of the next interval's throughput
 }
 
@@ -174,6 +184,7 @@ void Trainer::keep_if_best() {
   // Collective like checkpoint(): rank 0 writes (temporary file, fsync, rename: a reader never sees half a
   // best.h5), every rank learns whether it worked. The same writer and contents as checkpoint.h5, best included.
   Stopwatch t;
+  PhaseScope phase(&timeline_, Phase::Checkpoint, step_);
   collective_phase(ctx_, [&] {
     if (!ctx_.is_root()) return;
     write_checkpoint(best_path(), make_checkpoint(false));
@@ -189,12 +200,16 @@ void Trainer::end_epoch() {
   const int64_t epoch = step_ / steps_per_epoch();   // 1-based: the epoch just completed
   last_train_loss_ = acc_.epoch_loss_sum / acc_.epoch_count;
   last_train_acc_ = acc_.epoch_correct / acc_.epoch_count;
+  // The epoch's training throughput: its sequences over its time without validation.
+  const double epoch_s = epoch_clock_.seconds(), train_s = epoch_s - epoch_val_s_;
   Json rec{{"event", "epoch"},
            {"epoch", epoch},
            {"step", step_},
            {"train_loss", last_train_loss_},
            {"length_imbalance", acc_.epoch_imbalance_sum / static_cast<double>(steps_per_epoch())},
-           {"seconds", epoch_clock_.seconds()}};
+           {"lr", cfg_.lr.at(step_ - 1)},
+           {"sequences_per_second", train_s > 0 ? acc_.epoch_count / train_s : 0.0},
+           {"seconds", epoch_s}};
   if (classification()) rec["train_accuracy"] = last_train_acc_;
   const bool has_val = !cfg_.val.empty();
   if (has_val) {
@@ -226,6 +241,7 @@ void Trainer::end_epoch() {
 void Trainer::checkpoint(const char* reason, bool complete) {
   // Collective: rank 0 writes, every rank learns whether it worked (a full disk stops all ranks with code 2).
   Stopwatch t;
+  PhaseScope phase(&timeline_, Phase::Checkpoint, step_);
   collective_phase(ctx_, [&] {
     if (!ctx_.is_root()) return;
     try {
@@ -253,7 +269,7 @@ void Trainer::handle_nonfinite(const StepTotals& tot) {
   const bool stop = cfg_.on_nonfinite == NonfinitePolicy::Stop;
   if (ctx_.is_root())
     records_.log.write(Json{{"event", "nonfinite"}, {"step", bad.step}, {"rank", bad.rank}, {"sequence", bad.sequence},
-                            {"what", bad.what()}, {"action", stop ? "stop" : "skip"}, {"time", utc_now()}});
+                            {"what", bad.what()}, {"action", stop ? "stop" : "skip"}});
   if (stop) {
     progress_->finish();
     const bool have_good = saved_step_ >= 0;
@@ -287,7 +303,7 @@ int Trainer::stop_for_signal(int signal) {
   collective_phase(ctx_, [&] {
     if (!ctx_.is_root()) return;
     records_.log.write(Json{{"event", "stop"}, {"step", step_}, {"signal", signal_name(signal)},
-                            {"checkpoint", saved_path_}, {"time", utc_now()}});
+                            {"checkpoint", saved_path_}});
     std::printf("# stopped by %s at step %lld of %lld: checkpoint %s; continue with --resume %s (exit code %d)\n",
                 signal_name(signal), static_cast<long long>(step_), static_cast<long long>(total_steps_),
                 saved_path_.c_str(), cfg_.out.c_str(), kExitCheckpointed);
@@ -303,7 +319,7 @@ int Trainer::finish() {
     stop_reason_ = "early_stop";
     if (ctx_.is_root()) {
       records_.log.write(Json{{"event", "early_stop"}, {"step", step_}, {"validations", best_.validations_since},
-                              {"best_step", best_.step}, {"best_epoch", best_.epoch}, {"time", utc_now()}});
+                              {"best_step", best_.step}, {"best_epoch", best_.epoch}});
       if (!cfg_.quiet) {
         std::printf("# early stop at step %lld of %lld: %lld validations without a better %s; the best model (epoch "
                     "%lld, step %lld) is %s\n",

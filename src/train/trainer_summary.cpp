@@ -1,8 +1,9 @@
-// The Trainer's last phase: summary.json (rank 0, atomically) and the end-of-run table on stdout.
+// The Trainer's last phases: summary.json (rank 0, atomically), the end-of-run table on stdout, the --trace file.
 #include <cstdio>
 
 #include "ragtrain/checkpoint/rotation.hpp"
 #include "ragtrain/metrics/provenance.hpp"
+#include "ragtrain/metrics/trace_file.hpp"
 #include "ragtrain/train/trainer.hpp"
 
 namespace ragtrain {
@@ -131,14 +132,30 @@ void Trainer::summarize() {
                   validity["valid"].get<bool>() ? "OK" : "FAILED", validity["loss_finite"].get<bool>() ? "yes" : "no",
                   validity["loss_falling"].get<bool>() ? "yes" : "no",
                   validity["ranks_agree"].get<bool>() ? "yes" : "no");
-      std::printf("# outputs: %s/{metrics.jsonl,summary.json,checkpoint.h5%s}\n", cfg_.out.c_str(),
-                  best_.step >= 0 ? ",best.h5" : "");
+      std::printf("# outputs: %s/{metrics.jsonl,metrics.csv,summary.json,checkpoint.h5%s} and TensorBoard events %s\n",
+                  cfg_.out.c_str(), best_.step >= 0 ? ",best.h5" : "", records_.log.event_file().c_str());
     }
     if (has_val && classification())
       std::printf("validation accuracy: %.4f (%lld/%lld)\n", last_val_.accuracy(),
                   static_cast<long long>(last_val_.correct), static_cast<long long>(last_val_.count));
     std::fflush(stdout);
   });
+}
+
+void Trainer::write_trace() {
+  if (cfg_.trace.empty()) return;
+  collective_phase(ctx_, [&] {
+    write_chrome_trace(ctx_, timeline_, cfg_.trace,
+                       Json{{"ragtrain", "phases of every rank (doc/performance.md, \"Timeline\")"},
+                            {"command_line", cfg_.command_line},
+                            {"backend", backend_ ? backend_->name() : std::string()},
+                            {"steps", step_},
+                            {"started_at", started_at_}});
+  });
+  if (talk_) {
+    std::printf("# trace: %s (%d ranks; open in ui.perfetto.dev or chrome://tracing)\n", cfg_.trace.c_str(), ctx_.size);
+    std::fflush(stdout);
+  }
 }
 
 }  // namespace ragtrain

@@ -39,6 +39,7 @@ struct RunConfig {
   Normalization normalize = Normalization::None;   // --normalize none | feature | series
   std::string init_from;   // train: initial weights from a checkpoint
   bool write_order = false;
+  std::string trace;       // train, bench: --trace FILE.json (Chrome trace of every rank's phases)
 
   // training
   int64_t epochs = 10, batch_per_rank = 1, warmup_steps = 0, log_every = 100;

@@ -48,24 +48,39 @@ double wait_fraction(const RankCounters& r);
 // min / median / max over ranks of wait_fraction.
 Json spread_fraction(const std::vector<RankCounters>& all);
 
-// Appends one JSON object per line, each with a single write() to a file opened O_APPEND, so a killed job still
-// leaves its record and the file parses line by line whatever else appends to it.
-class JsonlWriter {
+// Appends whole lines, each with a single write() to a file opened O_APPEND, so a killed job still leaves whole
+// lines only and the file reads line by line whatever else appends to it. A failed append (a full disk) is said
+// once on stderr and the line is lost: only rank 0 writes, outside any collective, and the next checkpoint write
+// stops every rank together on a full disk.
+class LineFile {
  public:
-  JsonlWriter() = default;
-  ~JsonlWriter();
-  JsonlWriter(const JsonlWriter&) = delete;
-  JsonlWriter& operator=(const JsonlWriter&) = delete;
+  LineFile() = default;
+  ~LineFile();
+  LineFile(const LineFile&) = delete;
+  LineFile& operator=(const LineFile&) = delete;
   // Truncates, or with `append` continues the file (a resumed run); throws UserError if it cannot be opened.
   void open(const std::string& path, bool append = false);
   bool is_open() const { return fd_ >= 0; }
-  void write(const Json& record);
+  // `line` must end with '\n'.
+  void write_line(const std::string& line);
   void close();
 
  private:
   int fd_ = -1;
   std::string path_;
   bool warned_ = false;   // a failed append was reported (once)
+};
+
+// One JSON object per line (metrics.jsonl), through a LineFile.
+class JsonlWriter {
+ public:
+  void open(const std::string& path, bool append = false) { file_.open(path, append); }
+  bool is_open() const { return file_.is_open(); }
+  void write(const Json& record) { file_.write_line(record.dump() + '\n'); }
+  void close() { file_.close(); }
+
+ private:
+  LineFile file_;
 };
 
 // Rewrites the JSONL file `path` atomically, keeping the records whose "step" is <= `step`: when a run resumes

@@ -2,6 +2,7 @@
 // git revision, library versions, hosts, devices and the rank layout, and the validity of the result.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,8 @@ Json collect_provenance(const Context& ctx, const std::string& command_line, con
 
 // The current time as ISO 8601 UTC ("2026-12-02T14:21:07Z").
 std::string utc_now();
+// `t` as ISO 8601 UTC with milliseconds ("2026-12-02T14:21:07.042Z"): the time stamp of run records.
+std::string utc_time_ms(std::chrono::system_clock::time_point t);
 
 // Collective. The validity flag of a result: the loss is finite and fell from `first_loss` to `last_loss`, and
 // every rank holds bit-identical parameters (CRC-32 of `params` compared with one MPI_Allreduce). On rank 0:

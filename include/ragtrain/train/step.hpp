@@ -8,6 +8,7 @@
 
 #include "ragtrain/backend/backend.hpp"
 #include "ragtrain/metrics/metrics.hpp"
+#include "ragtrain/metrics/trace.hpp"
 #include "ragtrain/schedule/schedule.hpp"
 
 namespace ragtrain {
@@ -26,7 +27,9 @@ class ShardIndex {
   std::unordered_map<int64_t, int64_t> pos_;
 };
 
-// forward+backward, all-reduce, update; compute and communication time go to `counters`.
-StepTotals train_step(Backend& backend, const std::vector<int64_t>& positions, float lr, RankCounters& counters);
+// forward+backward, all-reduce, update; compute and communication time go to `counters`, the three phases to
+// `timeline` (may be null) as global step `step` (1-based).
+StepTotals train_step(Backend& backend, const std::vector<int64_t>& positions, float lr, RankCounters& counters,
+                      Timeline* timeline = nullptr, int64_t step = 0);
 
 }  // namespace ragtrain

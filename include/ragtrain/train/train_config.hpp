@@ -55,6 +55,7 @@ struct TrainConfig {
   std::string out;                        // --out DIR
   int64_t log_every = 100;
   bool write_order = false;
+  std::string trace;                      // --trace FILE.json: the Chrome trace of every rank's phases (train, bench)
   int64_t checkpoint_every = 0, keep = 3, signal_check_every = 10;
   double checkpoint_minutes = 0.0;
 

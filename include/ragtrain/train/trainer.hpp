@@ -19,6 +19,8 @@
 #include "ragtrain/metrics/evaluation.hpp"
 #include "ragtrain/metrics/metrics.hpp"
 #include "ragtrain/metrics/progress.hpp"
+#include "ragtrain/metrics/run_records.hpp"
+#include "ragtrain/metrics/trace.hpp"
 #include "ragtrain/schedule/schedule.hpp"
 #include "ragtrain/train/step.hpp"
 #include "ragtrain/train/train_config.hpp"
@@ -58,6 +60,8 @@ class Trainer {
   int run();
   // train: summary.json and the end-of-run table (rank 0).
   void summarize();
+  // --trace: every rank's phases merged into one Chrome trace file by rank 0 (collective; nothing without it).
+  void write_trace();
 
   // ---- what bench reads ----
   const ModelShape& shape() const { return shape_; }
@@ -66,7 +70,7 @@ class Trainer {
 
  private:
   struct Records {              // rank 0's open files of the run folder
-    JsonlWriter log;            // metrics.jsonl
+    RunRecords log;             // metrics.jsonl, metrics.csv, TensorBoard events; its clock starts with the run
     std::ofstream order_csv;    // --write-order: epoch,step,slot,sequence of every trained slot
   };
 
@@ -91,6 +95,7 @@ class Trainer {
   bool talk_;   // rank 0 prints (not --quiet)
   std::string started_at_;
   Stopwatch wall_;
+  Timeline timeline_;   // the phases, for --trace and (CUDA builds) NVTX
 
   // set-up
   MemoryBudget budget_;
@@ -118,6 +123,7 @@ class Trainer {
   int64_t order_epoch_ = -1;
   RankCounters run_, interval_;
   Stopwatch interval_clock_, epoch_clock_, since_checkpoint_;
+  double epoch_val_s_ = 0;   // validation time within the epoch: not training, kept out of its throughput
   std::unique_ptr<Progress> progress_;
   double last_train_loss_ = 0, last_train_acc_ = 0;
   EvalTotals last_val_;
