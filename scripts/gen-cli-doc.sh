@@ -46,6 +46,6 @@ Test hooks (for the test suite only; never set them in a real run):
 HEAD
 echo '## `ragtrain --help`'
 echo; echo '```'; "$BIN" --help; echo '```'
-for cmd in gen convert inspect train eval predict bench simulate plot; do
+for cmd in gen convert inspect train eval predict bench simulate plot compare; do
   echo; echo "## \`ragtrain $cmd\`"; echo; echo '```'; "$BIN" "$cmd" --help; echo '```'
 done

@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return run_bench(ctx, inv.config);
     if (cmd == "simulate") return run_simulate(ctx, inv.config);
     if (cmd == "plot") return run_plot(ctx, inv.config);
+    if (cmd == "compare") return run_compare(ctx, inv.config);
     return kExitInternal;
   } catch (const RunAborted& a) {
     return a.code;   // every rank got here together; MpiEnvironment finalizes

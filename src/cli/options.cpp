@@ -117,6 +117,9 @@ const std::vector<CommandInfo>& command_infos() {
        {}},
       {"plot", "ragtrain plot RUN_DIR [--out PLOT_DIR]",
        "PNG plots (gnuplot) of a train run folder, or of a folder of bench JSON files (scaling)", {"run"}},
+      {"compare", "ragtrain compare RUN_DIR RUN_DIR... [--out TABLE.json|TABLE.csv]",
+       "train runs side by side: the options that differ, best and last validation figures, seq/s, wall time",
+       {"runs"}},
   };
   return infos;
 }
@@ -145,8 +148,8 @@ struct TableBuilder {
   void add(const char* name, po::value_semantic* v, const char* help, std::set<std::string> cmds) {
     t.rows.emplace_back(boost::make_shared<po::option_description>(name, v, help), std::move(cmds));
   }
-  const std::set<std::string> all = {"gen",   "convert", "inspect",  "train", "eval",
-                                     "predict", "bench", "simulate", "plot"};
+  const std::set<std::string> all = {"gen",     "convert", "inspect",  "train", "eval",
+                                     "predict", "bench",   "simulate", "plot",  "compare"};
   // Options of the model and the update that bench times as train runs them; the rest of the optimizer's knobs,
   // the schedule of the learning rate, validation and logging are train's alone (bench refuses them).
   const std::set<std::string> learn = {"train", "bench"};
@@ -169,7 +172,7 @@ void add_file_rows(TableBuilder& b, RunConfig& c) {
   b.add("force", po::bool_switch(&c.force),
       "replace existing output files; never an input of the command, a checkpoint, or a data set by anything but "
       "a data set (doc/reliability.md)",
-      {"gen", "convert", "train", "eval", "predict", "bench", "simulate", "plot"});
+      {"gen", "convert", "train", "eval", "predict", "bench", "simulate", "plot", "compare"});
   b.add("data", po::value(&c.data)->value_name("FILE.h5"), "data set in format v1 (train: training set)",
       {"inspect", "train", "eval", "predict", "bench", "simulate"});
   b.add("val", po::value(&c.val)->value_name("FILE.h5"), "validation set, evaluated after every epoch (and every --val-every steps)", b.train_only);
@@ -177,11 +180,13 @@ void add_file_rows(TableBuilder& b, RunConfig& c) {
       "output: gen FILE.h5, train DIR (metrics.jsonl, summary.json, checkpoint.h5, best.h5 with --val), eval "
       "FILE.json, predict FILE.csv, "
       "bench FILE.json, "
-      "plot DIR (default RUN_DIR/plots)",
-      {"gen", "train", "eval", "predict", "bench", "simulate", "plot"});
+      "plot DIR (default RUN_DIR/plots), compare FILE.json or FILE.csv",
+      {"gen", "train", "eval", "predict", "bench", "simulate", "plot", "compare"});
   b.add("run", po::value(&c.run)->value_name("DIR"),
       "what to plot: a train --out folder, or a folder of bench --out JSON files (e.g. from jobs/scaling.sbatch)",
       {"plot"});
+  b.add("runs", po::value(&c.runs)->multitoken()->value_name("DIR..."),
+      "the train --out folders to compare (or their summary.json files)", {"compare"});
   b.add("checkpoint", po::value(&c.checkpoint)->value_name("CKPT.h5|DIR"),
       "checkpoint written by train, or a train --out folder: its best.h5 when it has one, else its checkpoint.h5 "
       "(the file used is printed)",
@@ -439,6 +444,15 @@ void validate(const RunConfig& c) {
     if (cmd == "predict") require(!c.out.empty(), "out", "is required (the CSV file to write)", help);
   } else if (cmd == "plot") {
     require(!c.run.empty(), "run", "plot needs a folder", "usage: ragtrain plot RUN_DIR");
+  } else if (cmd == "compare") {
+    require(!c.runs.empty(), "runs", "compare needs at least one run folder",
+            "usage: ragtrain compare RUN_DIR RUN_DIR... [--out TABLE.json|TABLE.csv]");
+    const auto ends_with = [&](const char* ext) {
+      const std::string e = ext;
+      return c.out.size() > e.size() && c.out.compare(c.out.size() - e.size(), e.size(), e) == 0;
+    };
+    require(c.out.empty() || ends_with(".json") || ends_with(".csv"), "out",
+            "must end in .json or .csv (the format it is written in), got '" + c.out + "'", help);
   } else if (cmd == "simulate") {
     positive(c.sequences_per_rank, "sequences-per-rank");
     positive(c.epochs, "epochs");
@@ -473,6 +487,12 @@ void validate(const RunConfig& c) {
                 std::to_string(kMaxCudaBatchPerRank) + " sequences per rank per step",
             "use --batch-per-rank " + std::to_string(kMaxCudaBatchPerRank) +
                 " or fewer, and more ranks (GPUs) for a larger global batch");
+  if ((cmd == "train" || cmd == "bench") && !c.trace.empty()) {
+    const auto n = c.trace.size();
+    require(n > 5 && c.trace.compare(n - 5, 5, ".json") == 0, "trace",
+            "names the Chrome trace file to write and must end in .json, got '" + c.trace + "'",
+            "e.g. --trace timeline.json");
+  }
   if (cmd == "train" || cmd == "bench") {
     require(c.dropout >= 0 && c.dropout < 1, "dropout", "must be in [0, 1), got " + short_number(c.dropout), help);
     require(c.head_dropout >= 0 && c.head_dropout < 1, "head-dropout",
@@ -516,7 +536,7 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   }
   const CommandInfo* cmd = find_command(first);
   if (!cmd) throw UserError("unknown command '" + first + "'", "commands: gen convert inspect train eval predict "
-                                                                "bench simulate plot; see `ragtrain --help`");
+                                                                "bench simulate plot compare; see `ragtrain --help`");
   cfg.command = cmd->name;
   cfg.command_line = quote_command_line(argc, argv);
 
@@ -528,7 +548,7 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   }
   mine.add_options()("help,h", "show this help");
   po::positional_options_description pos;
-  for (const auto& p : cmd->positional) pos.add(p.c_str(), 1);
+  for (const auto& p : cmd->positional) pos.add(p.c_str(), p == "runs" ? -1 : 1);   // compare: any number
 
   po::variables_map vm;
   try {
@@ -572,6 +592,10 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   for (const auto& opt : mine.options()) {
     const std::string& name = opt->long_name();
     if (name == "help" || name == "config" || name == "print-config" || !vm.count(name)) continue;
+    if (auto list = boost::any_cast<std::vector<std::string>>(&vm[name].value())) {   // one line per value
+      for (const std::string& v : *list) eff << name << " = " << v << "\n";
+      continue;
+    }
     eff << name << " = " << any_to_string(vm[name].value()) << "\n";
   }
   cfg.effective = eff.str();

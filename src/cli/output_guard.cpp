@@ -159,9 +159,14 @@ void check_folder(const Output& out, const std::vector<std::string>& names, cons
   }
 }
 
-// --trace names a file that the command writes anyway (train: a file of its --out folder; bench: its --out):
-// one output would overwrite the other.
-void refuse_same_output(const RunConfig& c, const Output* out) {
+// --trace is written at the end of the run: its folder must exist now, not after hours of training; and it
+// must not name a file that the command writes anyway (train: a file of its --out folder; bench: its --out).
+void check_trace_path(const RunConfig& c, const Output* out) {
+  const fs::path parent = fs::path(c.trace).parent_path();
+  std::error_code ec;
+  USER_CHECK(parent.empty() || fs::is_directory(parent, ec),
+             "--trace " << c.trace << ": the folder " << parent.string() << " does not exist",
+             "create it first, or write the trace elsewhere");
   if (out == nullptr) return;
   const fs::path trace = fs::absolute(c.trace).lexically_normal();
   std::vector<fs::path> others;
@@ -242,9 +247,15 @@ void check_outputs(const RunConfig& c) {
   } else if (cmd == "plot") {
     add_input(inputs, "RUN", c.run);
     outputs.push_back({"--out", c.out.empty() ? c.run + "/plots" : c.out, Writes::Folder, "plots"});
+  } else if (cmd == "compare") {
+    for (const std::string& r : c.runs) add_input(inputs, "RUN", r);
+    if (!c.out.empty())
+      outputs.push_back({"--out", c.out, Writes::File, c.out.size() > 4 && c.out.substr(c.out.size() - 4) == ".csv"
+                                                           ? "a CSV file"
+                                                           : "a JSON file"});
   }
   if ((cmd == "train" || cmd == "bench") && !c.trace.empty()) {
-    refuse_same_output(c, outputs.empty() ? nullptr : &outputs.front());
+    check_trace_path(c, outputs.empty() ? nullptr : &outputs.front());
     outputs.push_back({"--trace", c.trace, Writes::File, "a trace file (JSON)"});
   }
 

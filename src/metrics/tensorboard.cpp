@@ -5,7 +5,10 @@
 
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <algorithm>
 
 namespace ragtrain {
 
@@ -121,8 +124,19 @@ std::string event_session_start(double wall_time, int64_t step) {
 
 void EventFileWriter::open(const std::string& dir, const std::string& host) {
   const double now = unix_seconds();
-  path_ = dir + "/" + kEventFilePrefix + std::to_string(static_cast<int64_t>(now)) + "." + host + "." +
-          std::to_string(::getpid()) + ".ragtrain";
+  // TensorBoard reads a folder's event files in name order, and a resumed run's SessionLog START must come
+  // after the files it supersedes: the number in the name is later than every one in the folder already (a
+  // resume within the same second would otherwise sort by pid).
+  int64_t stamp = static_cast<int64_t>(now);
+  std::error_code ec;
+  const std::string prefix = kEventFilePrefix;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const int64_t other = std::strtoll(name.c_str() + prefix.size(), nullptr, 10);
+    stamp = std::max(stamp, other + 1);
+  }
+  path_ = dir + "/" + prefix + std::to_string(stamp) + "." + host + "." + std::to_string(::getpid()) + ".ragtrain";
   file_.open(path_);
   file_.write_line(tfrecord(event_file_version(now)));
 }

@@ -15,5 +15,6 @@ int run_predict(const Context& ctx, const RunConfig& cfg);
 int run_bench(const Context& ctx, const RunConfig& cfg);
 int run_simulate(const Context& ctx, const RunConfig& cfg);
 int run_plot(const Context& ctx, const RunConfig& cfg);
+int run_compare(const Context& ctx, const RunConfig& cfg);
 
 }  // namespace ragtrain

@@ -20,7 +20,7 @@ namespace ragtrain {
 // choices arrive here already parsed into their enums (a bad value is a UserError naming the option); a
 // subcommand accepts only the options it uses (the table in options.cpp says which).
 struct RunConfig {
-  std::string command;          // gen | convert | inspect | train | eval | predict | bench | simulate | plot
+  std::string command;          // gen | convert | inspect | train | eval | predict | bench | simulate | plot | compare
   std::string config_file;      // --config
   std::string command_line;     // argv as typed, shell-quoted (provenance)
 
@@ -76,6 +76,9 @@ struct RunConfig {
 
   // plot
   std::string run;              // the folder to plot
+
+  // compare
+  std::vector<std::string> runs;   // train --out folders (or their summary.json files)
 
   // bench
   int64_t steps = 200, warmup = 20;
