@@ -162,27 +162,30 @@ void check_folder(const Output& out, const std::vector<std::string>& names, cons
 // --trace is written at the end of the run: its folder must exist now, not after hours of training; and it
 // must not name a file that the command writes anyway (train: a file of its --out folder; bench: its --out).
 void check_trace_path(const RunConfig& c, const Output* out) {
-  const fs::path parent = fs::path(c.trace).parent_path();
-  std::error_code ec;
-  USER_CHECK(parent.empty() || fs::is_directory(parent, ec),
-             "--trace " << c.trace << ": the folder " << parent.string() << " does not exist",
-             "create it first, or write the trace elsewhere");
-  if (out == nullptr) return;
   const fs::path trace = fs::absolute(c.trace).lexically_normal();
-  std::vector<fs::path> others;
-  if (out->writes == Writes::Folder) {
-    for (const char* name : {kLatestCheckpointName, "metrics.jsonl", "metrics.csv", "summary.json", "order.csv",
-                             kBestCheckpointName, kRunLockName})
-      others.push_back(fs::absolute(fs::path(out->path) / name).lexically_normal());
-  } else {
-    others.push_back(fs::absolute(out->path).lexically_normal());
+  if (out != nullptr) {
+    std::vector<fs::path> others;
+    if (out->writes == Writes::Folder) {
+      for (const char* name : {kLatestCheckpointName, "metrics.jsonl", "metrics.csv", "summary.json", "order.csv",
+                               kBestCheckpointName, kRunLockName})
+        others.push_back(fs::absolute(fs::path(out->path) / name).lexically_normal());
+    } else {
+      others.push_back(fs::absolute(out->path).lexically_normal());
+    }
+    for (const fs::path& o : others)
+      USER_CHECK(trace != o && !same_file(trace.string(), o.string()),
+                 "--trace " << c.trace << " names " << o.string() << ", which " << out->option << " " << out->path
+                            << " writes too",
+                 "write the trace to a file of its own, e.g. "
+                     << (out->writes == Writes::Folder ? out->path + "/" : "") << "trace.json");
   }
-  for (const fs::path& o : others)
-    USER_CHECK(trace != o && !same_file(trace.string(), o.string()),
-               "--trace " << c.trace << " names " << o.string() << ", which " << out->option << " " << out->path
-                          << " writes too",
-               "write the trace to a file of its own, e.g. " << (out->writes == Writes::Folder ? out->path + "/" : "")
-                                                             << "trace.json");
+  // train creates its --out folder, so a trace inside it is fine.
+  const bool in_run_folder = out != nullptr && out->writes == Writes::Folder &&
+                             trace.parent_path() == (fs::absolute(out->path) / "x").lexically_normal().parent_path();
+  std::error_code ec;
+  USER_CHECK(in_run_folder || fs::is_directory(trace.parent_path(), ec),
+             "--trace " << c.trace << ": the folder " << trace.parent_path().string() << " does not exist",
+             "create it first, or write the trace elsewhere");
 }
 
 void add_input(std::vector<Named>& inputs, const char* option, const std::string& path) {
