@@ -142,8 +142,14 @@ bench-gpu:
 	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN) $(BUILD)/bin/gpu_tests $(BUILD)/bin/cudnn_floor
 
 # The test command of the README. Installs what is missing, builds, runs every suite, ends with "N passed, N failed".
+# The NVTX injection library of the e2e test Tracking.CudaBuildsMarkThePhasesWithNvtx (NVTX3 is in the toolkit).
+NVTX_COUNT := $(BUILD)/lib/libnvtx_count.so
+$(NVTX_COUNT): tests/nvtx/nvtx_count.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -fPIC -shared -Wall -Wextra -I$(CUDA_HOME)/include $< -o $@
+
 test: deps
-	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN) $(TEST_BINS) $(if $(filter 1,$(WITH_CUDA)),$(BUILD)/bin/gpu_tests,) \
+	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN) $(TEST_BINS) $(if $(filter 1,$(WITH_CUDA)),$(BUILD)/bin/gpu_tests $(NVTX_COUNT),) \
 	  $(if $(filter 1,$(HAVE_FUZZ)),$(FUZZ_BINS),)
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/run-tests.sh $(BUILD)
 

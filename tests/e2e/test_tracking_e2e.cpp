@@ -255,3 +255,43 @@ TEST_F(Tracking, BenchTracesTheSameStepPhases) {
     if (e["ph"] == "X" && e["name"] == "compute") compute[e["pid"].get<int>()] += 1;
   EXPECT_EQ(compute, (std::map<int, int>{{0, 8}, {1, 8}}));
 }
+
+// CUDA builds mark the same phases as NVTX ranges of the "ragtrain" domain (for Nsight Systems), with or without
+// --trace. tests/nvtx/nvtx_count.cpp is an NVTX injection library, loaded the way nsys loads its own, that counts
+// the ranges per name; NVTX is host code, so the CPU backend of a CUDA build shows them too.
+TEST_F(Tracking, CudaBuildsMarkThePhasesWithNvtx) {
+  if (!contains(run(0, "--version").output, "backends: cpu, cuda")) GTEST_SKIP() << "a CPU-only build has no NVTX";
+  const std::string lib = (fs::path(bin()).parent_path().parent_path() / "lib/libnvtx_count.so").string();
+  ASSERT_TRUE(fs::exists(lib)) << lib << " is missing: `make test` builds it (make " << lib << ")";
+  Scratch s;
+  const std::string counts = s / "nvtx";
+  setenv("NVTX_INJECTION64_PATH", lib.c_str(), 1);
+  setenv("RAGTRAIN_NVTX_COUNTS", counts.c_str(), 1);
+  const Result r = run(2, "train" + data() + " --out " + s / "run --epochs 1 --hidden 4 --log-every 50 --quiet");
+  unsetenv("NVTX_INJECTION64_PATH");
+  unsetenv("RAGTRAIN_NVTX_COUNTS");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  for (int rank : {0, 1}) {
+    std::map<std::string, long> n;
+    std::ifstream f(counts + "." + std::to_string(rank));
+    ASSERT_TRUE(f.good()) << "rank " << rank << " wrote no NVTX counts (was the injection library loaded?)";
+    std::string domain, name;
+    long v;
+    while (f >> domain) {
+      if (domain == "unbalanced" || domain == "max_depth") {
+        f >> v;
+        n[domain] = v;
+        continue;
+      }
+      f >> name >> v;
+      EXPECT_EQ(domain, "ragtrain");
+      n[name] = v;
+    }
+    for (const char* phase : {"read", "compute", "allreduce_wait", "update"}) EXPECT_EQ(n[phase], 100) << phase;
+    EXPECT_EQ(n["validation"], 1);
+    EXPECT_EQ(n["log"], 2);
+    EXPECT_EQ(n["setup_data"], 1);
+    EXPECT_EQ(n["unbalanced"], 0);   // every range pushed was popped
+    EXPECT_GE(n["max_depth"], 1);
+  }
+}
