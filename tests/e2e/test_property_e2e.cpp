@@ -113,6 +113,8 @@ std::vector<std::string> pool(const std::string& cmd, const OptionSpec& opt, con
     return {out + ".json", out + ".json", f / "missing-dir/x.json"};
   }
   if (o == "run") return {f / "run", f / "run", f / "bench", f / "empty", f / "missing-dir"};
+  if (o == "runs") return {f / "run", f / "run " + f / "regrun", f / "regrun", f / "bench", f / "empty", f / "missing-dir"};
+  if (o == "trace") return {out + "-trace.json", out + "-trace.json", f / "missing-dir/t.json"};
   if (o == "checkpoint") return {f / "run/checkpoint.h5", f / "run/checkpoint.h5", f / "run/checkpoint.h5",
                                  f / "regrun/checkpoint.h5", f / "data.h5", missing};
   if (o == "init-from") return {f / "run/checkpoint.h5", f / "regrun/checkpoint.h5", missing};
@@ -179,6 +181,7 @@ std::vector<std::string> positionals(const std::string& cmd) {
   if (cmd == "convert") return {"input", "output"};
   if (cmd == "inspect") return {"data"};
   if (cmd == "plot") return {"run"};
+  if (cmd == "compare") return {"runs"};
   return {};
 }
 
@@ -255,7 +258,7 @@ TEST_P(AnyOptions, EndWithZeroOrTwoOnEveryRank) {
     }
     ok += r.rc == 0;
     user_errors += r.rc == 2;
-    for (const char* suffix : {"", ".h5", ".json", ".csv"}) fs::remove_all(out + suffix);
+    for (const char* suffix : {"", ".h5", ".json", ".csv", "-trace.json"}) fs::remove_all(out + suffix);
   }
   // How the cases ended, to see that the pools still reach both the runs and the user mistakes.
   std::cout << "[ property ] " << cmd << ": " << ok << " ended 0, " << user_errors << " ended 2 (seed " << seed
@@ -265,7 +268,7 @@ TEST_P(AnyOptions, EndWithZeroOrTwoOnEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(Property, AnyOptions,
                          ::testing::Values("gen", "convert", "inspect", "train", "eval", "predict", "bench",
-                                           "simulate", "plot"),
+                                           "simulate", "plot", "compare"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace

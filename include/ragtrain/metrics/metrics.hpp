@@ -48,8 +48,9 @@ double wait_fraction(const RankCounters& r);
 // min / median / max over ranks of wait_fraction.
 Json spread_fraction(const std::vector<RankCounters>& all);
 
-// Appends whole lines, each with a single write() to a file opened O_APPEND, so a killed job still leaves whole
-// lines only and the file reads line by line whatever else appends to it. A failed append (a full disk) is said
+// Appends whole records (text lines, or TensorBoard's binary TFRecords), each with a single write() to a file
+// opened O_APPEND, so a killed job leaves whole records only and the file reads record by record whatever else
+// appends to it. A failed append (a full disk) is said
 // once on stderr and the line is lost: only rank 0 writes, outside any collective, and the next checkpoint write
 // stops every rank together on a full disk.
 class LineFile {
@@ -61,7 +62,7 @@ class LineFile {
   // Truncates, or with `append` continues the file (a resumed run); throws UserError if it cannot be opened.
   void open(const std::string& path, bool append = false);
   bool is_open() const { return fd_ >= 0; }
-  // `line` must end with '\n'.
+  // One record, written whole (a text line ends with '\n').
   void write_line(const std::string& line);
   void close();
 
