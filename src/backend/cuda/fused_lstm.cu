@@ -315,6 +315,9 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
   const int m0 = static_cast<int>(blockIdx.x) * kWgM, n0 = static_cast<int>(blockIdx.y) * kWgN;
   const int g = static_cast<int>(blockIdx.z);
   const int b_lo = g * a.B / a.groups, b_hi = (g + 1) * a.B / a.groups;   // >= 1 sequence: groups <= B
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");   // the recurrence kernel's d gates and h are complete
+#endif
   float va[kWgL * kWgM / kWgThreads], vz[kWgL * kWgN / kWgThreads];
   auto load = [&](int b, int t0) {
     const GatherSlot slot = slot_of(p, b);
@@ -629,6 +632,8 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   // with programmatic dependent launch, so the staging above overlapped it).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+  // The weight-gradient kernel may be scheduled now: it waits for this grid's end before it reads anything.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   mark(a, 1);
   float* const g_r = gbuf + r;       // this thread's gate column
@@ -837,25 +842,29 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   projection_kernel<<<dim3(static_cast<unsigned>((T + a.tc - 1) / a.tc), ub), threads_, 0, s>>>(p);
   CUDA_CHECK_LAUNCH();
   mark(1);
-  // Programmatic dependent launch: the recurrence kernel's blocks start while the projection runs (a recorded run
-  // launches plainly, so the events between the two measure each kernel).
+  // Programmatic dependent launch: the recurrence kernel's blocks start while the projection runs, and the
+  // weight-gradient blocks are resident when the recurrence ends (a recorded run launches plainly, so the events
+  // between the kernels measure each one).
   cudaLaunchAttribute pdl[1] = {};
   pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(ub);
-  cfg.blockDim = dim3(static_cast<unsigned>(threads_));
-  cfg.dynamicSmemBytes = smem_bytes_;
-  cfg.stream = s;
-  cfg.attrs = pdl;
-  cfg.numAttrs = record_ ? 0 : 1;
-  CUDA_CHECK(cudaLaunchKernelExC(&cfg, kernel(), args));
+  auto launch = [&](const void* fn, dim3 grid, int threads, size_t smem) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(static_cast<unsigned>(threads));
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = pdl;
+    cfg.numAttrs = record_ ? 0 : 1;
+    CUDA_CHECK(cudaLaunchKernelExC(&cfg, fn, args));
+  };
+  launch(kernel(), dim3(ub), threads_, smem_bytes_);
   mark(2);
   const int G = static_cast<int>(4 * H), NW = static_cast<int>(F + H + 1);
-  weight_grad_kernel<<<dim3(static_cast<unsigned>((G + kWgM - 1) / kWgM), static_cast<unsigned>((NW + kWgN - 1) / kWgN),
-                            static_cast<unsigned>(a.groups)),
-                       kWgThreads, 0, s>>>(p);
-  CUDA_CHECK_LAUNCH();
+  launch(reinterpret_cast<const void*>(weight_grad_kernel),
+         dim3(static_cast<unsigned>((G + kWgM - 1) / kWgM), static_cast<unsigned>((NW + kWgN - 1) / kWgN),
+              static_cast<unsigned>(a.groups)),
+         kWgThreads, 0);
   if (a.groups > 1) {
     weight_grad_sum_kernel<<<static_cast<unsigned>((G * NW + 255) / 256), 256, 0, s>>>(p);
     CUDA_CHECK_LAUNCH();
