@@ -292,17 +292,41 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
 // slot order and over t in order of dg_t[m] z_t[n]. A block computes a kWgM x kWgN tile (each thread 2 x 4), staging
 // kWgL timesteps of d gates and z in shared memory, the next chunk's loads in flight while it computes.
 constexpr int kWgM = 64, kWgN = 32, kWgL = 32, kWgThreads = 256;
+constexpr int kMaxGroups = 32;   // sequence groups of the weight-gradient GEMM at most
 
-// The fused-buffer entries of tile element (m, n): dW_ih (n < F), dW_hh (n < F + H), else both biases.
-__device__ __forceinline__ void wg_add(const Args& a, int m, int n, float v) {
+// The fused-buffer entries of gradient element (m, n): dW_ih (n < F), dW_hh (n < F + H), else both biases (second
+// entry, else -1).
+__device__ __forceinline__ void wg_entries(const Args& a, int m, int n, int64_t* e1, int64_t* e2) {
   const int j = m >> 2, q = m & 3;
+  *e2 = -1;
   if (n < a.F) {
-    a.grads[a.lay.w_ih[q] + static_cast<int64_t>(j) * a.F + n] += v;
+    *e1 = a.lay.w_ih[q] + static_cast<int64_t>(j) * a.F + n;
   } else if (n < a.F + a.H) {
-    a.grads[a.lay.w_hh[q] + static_cast<int64_t>(j) * a.H + (n - a.F)] += v;
+    *e1 = a.lay.w_hh[q] + static_cast<int64_t>(j) * a.H + (n - a.F);
   } else {
-    a.grads[a.lay.b_ih[q] + j] += v;
-    a.grads[a.lay.b_hh[q] + j] += v;
+    *e1 = a.lay.b_ih[q] + j;
+    *e2 = a.lay.b_hh[q] + j;
+  }
+}
+
+// grads[entries of (m[u], n[u])] += v[u] for the U elements with ok[u]: every old value loaded first (one memory
+// latency for all of them; a load after each store would wait one round trip per element, as they may alias).
+template <int U>
+__device__ __forceinline__ void wg_add(const Args& a, const int (&m)[U], const int (&n)[U], const bool (&ok)[U],
+                                       const float (&v)[U]) {
+  int64_t e1[U], e2[U];
+  float o1[U], o2[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    e1[u] = e2[u] = -1;
+    if (ok[u]) wg_entries(a, m[u], n[u], &e1[u], &e2[u]);
+    o1[u] = e1[u] >= 0 ? a.grads[e1[u]] : 0.0f;
+    o2[u] = e2[u] >= 0 ? a.grads[e2[u]] : 0.0f;
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    if (e1[u] >= 0) a.grads[e1[u]] = o1[u] + v[u];
+    if (e2[u] >= 0) a.grads[e2[u]] = o2[u] + v[u];
   }
 }
 
@@ -315,30 +339,33 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
   const int m0 = static_cast<int>(blockIdx.x) * kWgM, n0 = static_cast<int>(blockIdx.y) * kWgN;
   const int g = static_cast<int>(blockIdx.z);
   const int b_lo = g * a.B / a.groups, b_hi = (g + 1) * a.B / a.groups;   // >= 1 sequence: groups <= B
+  // What this thread stages: d gates of row lm for timesteps lt + 4 i, and z column lc for timesteps zt + 8 i.
+  constexpr int kA = kWgL * kWgM / kWgThreads, kZ = kWgL * kWgN / kWgThreads;
+  const int lm = m0 + (tid % kWgM), lt = tid / kWgM, lc = n0 + (tid % kWgN), zt = tid / kWgN;
+  const bool row_ok = lm < G;
+  const int zkind = lc < F ? 0 : (lc < F + H ? 1 : (lc == F + H ? 2 : 3));   // x, h_{t-1}, the bias' 1, padding
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");   // the recurrence kernel's d gates and h are complete
 #endif
-  float va[kWgL * kWgM / kWgThreads], vz[kWgL * kWgN / kWgThreads];
+  float va[kA], vz[kZ];
   auto load = [&](int b, int t0) {
     const GatherSlot slot = slot_of(p, b);
-    const float* gbuf = a.scratch + static_cast<int64_t>(b) * a.per_seq;
-    const float* hbuf = gbuf + static_cast<int64_t>(a.t_cap) * (G + 2 * H);
-    const float* x = a.features + slot.row * F;
+    const float* gcol = a.scratch + static_cast<int64_t>(b) * a.per_seq + lm;
+    const float* hcol = a.scratch + static_cast<int64_t>(b) * a.per_seq + static_cast<int64_t>(a.t_cap) * (G + 2 * H) +
+                        max(lc - F, 0);   // h_t at hcol[t * H]
+    const float* xcol = a.features + slot.row * F + min(lc, F - 1);
 #pragma unroll
-    for (int i = 0; i < kWgL * kWgM / kWgThreads; ++i) {
-      const int e = tid + i * kWgThreads, t = t0 + e / kWgM, m = m0 + e % kWgM;
-      va[i] = (t < slot.length && m < G) ? gbuf[static_cast<int64_t>(t) * G + m] : 0.0f;
+    for (int i = 0; i < kA; ++i) {
+      const int t = t0 + lt + i * (kWgThreads / kWgM);
+      va[i] = (row_ok && t < slot.length) ? gcol[static_cast<int64_t>(t) * G] : 0.0f;
     }
 #pragma unroll
-    for (int i = 0; i < kWgL * kWgN / kWgThreads; ++i) {
-      const int e = tid + i * kWgThreads, t = t0 + e / kWgN, col = n0 + e % kWgN;
-      float v = 0.0f;
-      if (t < slot.length) {
-        if (col < F) v = x[static_cast<int64_t>(t) * F + col];
-        else if (col < F + H) v = t > 0 ? hbuf[static_cast<int64_t>(t - 1) * H + col - F] : 0.0f;
-        else if (col == F + H) v = 1.0f;
-      }
-      vz[i] = v;
+    for (int i = 0; i < kZ; ++i) {
+      const int t = t0 + zt + i * (kWgThreads / kWgN);
+      const bool in = t < slot.length;
+      if (zkind == 0) vz[i] = in ? xcol[static_cast<int64_t>(t) * F] : 0.0f;
+      else if (zkind == 1) vz[i] = (in && t > 0) ? hcol[static_cast<int64_t>(t - 1) * H] : 0.0f;
+      else vz[i] = (in && zkind == 2) ? 1.0f : 0.0f;
     }
   };
   float acc[2][4] = {};
@@ -346,13 +373,13 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
   load(b, t0);
   while (b < b_hi) {
 #pragma unroll
-    for (int i = 0; i < kWgL * kWgM / kWgThreads; ++i) As[tid + i * kWgThreads] = va[i];
+    for (int i = 0; i < kA; ++i) As[tid + i * kWgThreads] = va[i];
 #pragma unroll
-    for (int i = 0; i < kWgL * kWgN / kWgThreads; ++i) Zs[tid + i * kWgThreads] = vz[i];
+    for (int i = 0; i < kZ; ++i) Zs[tid + i * kWgThreads] = vz[i];
     __syncthreads();
     int nb = b, nt = t0 + kWgL;
     if (nt >= slot_of(p, b).length) ++nb, nt = 0;
-    if (nb < b_hi) load(nb, nt);
+    if (nb < b_hi) load(nb, nt);   // in flight while this chunk is summed
 #pragma unroll 8
     for (int l = 0; l < kWgL; ++l) {
       const float2 av = *reinterpret_cast<const float2*>(As + l * kWgM + 2 * ty);
@@ -370,32 +397,42 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
     b = nb;
     t0 = nt;
   }
+  int mm[8], nn[8];
+  bool ok[8];
+  float v[8];
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
+  for (int u = 0; u < 8; ++u) {
+    mm[u] = m0 + 2 * ty + u / 4;
+    nn[u] = n0 + 4 * tx + u % 4;
+    ok[u] = mm[u] < G && nn[u] < NW;
+    v[u] = acc[u / 4][u % 4];
+  }
+  if (a.groups == 1) {
+    wg_add(a, mm, nn, ok, v);
+  } else {
 #pragma unroll
-    for (int v = 0; v < 4; ++v) {
-      const int m = m0 + 2 * ty + i, n = n0 + 4 * tx + v;
-      if (m >= G || n >= NW) continue;
-      if (a.groups == 1) wg_add(a, m, n, acc[i][v]);
-      else a.wpart[(static_cast<int64_t>(g) * G + m) * NW + n] = acc[i][v];
-    }
+    for (int u = 0; u < 8; ++u)
+      if (ok[u]) a.wpart[(static_cast<int64_t>(g) * G + mm[u]) * NW + nn[u]] = v[u];
+  }
 }
 
-// groups > 1: each weight gradient entry += the sum over groups, in group order.
+// groups > 1: each weight gradient entry += the sum over groups, in group order (all loads in flight at once).
 __global__ void weight_grad_sum_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
   const int NW = a.F + a.H + 1, n_all = 4 * a.H * NW;
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= n_all) return;
+  float v[kMaxGroups];
+#pragma unroll
+  for (int g = 0; g < kMaxGroups; ++g) v[g] = g < a.groups ? a.wpart[static_cast<int64_t>(g) * n_all + i] : 0.0f;
   float s = 0.0f;
-  for (int g0 = 0; g0 < a.groups; g0 += 8) {   // 8 loads in flight, the sum in group order
-    float v[8];
 #pragma unroll
-    for (int u = 0; u < 8; ++u) v[u] = g0 + u < a.groups ? a.wpart[static_cast<int64_t>(g0 + u) * n_all + i] : 0.0f;
-#pragma unroll
-    for (int u = 0; u < 8; ++u) s += v[u];
-  }
-  wg_add(a, i / NW, i % NW, s);
+  for (int g = 0; g < kMaxGroups; ++g)
+    if (g < a.groups) s += v[g];
+  const int m[1] = {i / NW}, n[1] = {i % NW};
+  const bool ok[1] = {true};
+  const float sv[1] = {s};
+  wg_add(a, m, n, ok, sv);
 }
 
 // What the two recurrences share (inlined: these stay in registers).
@@ -611,18 +648,23 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   float* hbuf = tcbuf + a.t_cap * H;
   mark(a, 0);
 
-  // Recurrent weights: W_hh transposed into R (k * S + r), then into registers where they fit.
-  const int ksm_rows = HR ? H : ksm;
-  stage_transposed(R, S, a.params, a.lay.w_hh, H, H, 0, ksm_rows, HR ? HR : ((ksm_rows + 3) & ~3));
-  for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
-  __syncthreads();
+  // Recurrent weights. H <= 64: straight from global memory into registers, every load in flight at once (one
+  // memory latency; staging through shared memory cost ~38 K cycles on the H200): the forward row (q H + j) and the
+  // backward column j of gate q. Larger H: W_hh transposed into R (k * S + r), the columns beyond it in registers.
   float wf[HR ? HR : kOvf], wb[HR ? HR : 1];
   if constexpr (HR > 0) {
+    const float* wrow = a.params + a.lay.w_hh[q] + static_cast<int64_t>(j) * H;
+    const float* wcol = a.params + a.lay.w_hh[q] + j;
 #pragma unroll
-    for (int k = 0; k < HR; ++k) wf[k] = (valid && k < H) ? R[k * S + r] : 0.0f;   // forward: row (q H + j)
+    for (int k = 0; k < HR; ++k) wf[k] = (valid && k < H) ? __ldg(wrow + k) : 0.0f;
 #pragma unroll
-    for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? R[j * S + 4 * i + q] : 0.0f;   // backward: column j
+    for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? __ldg(wcol + static_cast<int64_t>(i) * H) : 0.0f;
+    for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
+    __syncthreads();
   } else {
+    stage_transposed(R, S, a.params, a.lay.w_hh, H, H, 0, ksm, (ksm + 3) & ~3);
+    for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;
+    __syncthreads();
 #pragma unroll
     for (int u = 0; u < kOvf; ++u)
       wf[u] = (valid && ksm + u < H) ? a.params[a.lay.w_hh[q] + static_cast<int64_t>(j) * H + ksm + u] : 0.0f;
@@ -732,7 +774,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   // Recurrent weights: all H rows for the register variant (staged once), as many as fit otherwise (multiple of 4).
   if (registers_) {
     ksm_ = H;
-    r_floats_ = static_cast<int64_t>(hr_) * S_;   // H rows staged, padded to hr_
+    r_floats_ = 0;   // W_hh goes straight to registers
   } else {
     const int64_t rows = budget / S_;   // all of W_hh when it fits (rows padded to 4), else a multiple of 4
     ksm_ = rows >= round_up(H, 4) ? H : static_cast<int>(std::min<int64_t>(H, rows) / 4 * 4);
@@ -761,7 +803,9 @@ const void* FusedLstm::kernel() const {
 
 // One sequence: its sums go straight into the fused buffer. Several: up to 32 groups of consecutive slots, so the
 // GEMM has enough blocks for the SMs (12 tiles x 32 groups at H=50) and the group sums stay a small second pass.
-int FusedLstm::weight_grad_groups(int64_t B) const { return static_cast<int>(B == 1 ? 1 : std::min<int64_t>(B, 32)); }
+int FusedLstm::weight_grad_groups(int64_t B) const {
+  return static_cast<int>(B == 1 ? 1 : std::min<int64_t>(B, kMaxGroups));
+}
 
 void FusedLstm::reserve(int64_t B, int64_t T) {
   if (B <= cap_B_ && T <= cap_T_) return;
