@@ -56,6 +56,7 @@ struct Args {
   int32_t t_cap = 0;
   int32_t S = 0, HP = 0, ksm = 0, fc = 0, tc = 0, Cp = 0;   // tc: projection timesteps per block
   int64_t r_floats = 0;
+  int32_t fc_smem = 0;            // floats of the head's weight and bias staged in shared memory (0: none)
   int32_t groups = 1;             // weight gradients: sequence groups (1: added straight into the fused buffer)
   float* grads = nullptr;         // the fused buffer
   float* wpart = nullptr;         // groups > 1: (groups, 4H, F + H + 1) partial sums
@@ -209,11 +210,13 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
 }
 
 // Phase 3: logits, loss, d loss / d logits (in lg_s), d loss / d h_last (dh_s), and the head's gradients.
-__device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, int pos) {
+// fc_s: the head's weight and bias staged in shared memory before the recurrence, or null (read from global memory).
+__device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, const float* fc_s,
+                     int pos) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int H = a.H, C = a.C, warp = tid / 32, lane = tid % 32, nw = nt / 32;
-  const float* fcw = a.params + a.lay.fc_w;
-  const float* fcb = a.params + a.lay.fc_b;
+  const float* fcw = fc_s ? fc_s : a.params + a.lay.fc_w;
+  const float* fcb = fc_s ? fc_s + C * H : a.params + a.lay.fc_b;
   for (int c = warp; c < C; c += nw) {
     float s = 0.0f;
 #pragma unroll 4
@@ -636,6 +639,7 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   float* lg_s = dg_s + 8 * HP;   // (Cp) logits, then d loss / d logits
   float* dh_s = lg_s + a.Cp;     // (HP) d loss / d h_last
   float* misc = dh_s + HP;       // (4)
+  float* fc_s = misc + 4;        // (fc_smem) the head's weight, then its bias
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, nt = static_cast<int>(blockDim.x);
   const int r = tid, j = r >> 2, q = r & 3, quad = lane & ~3;
   const bool valid = r < G;
@@ -660,6 +664,19 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
 #pragma unroll
     for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? __ldg(wcol + static_cast<int64_t>(i) * H) : 0.0f;
     for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
+    // The head's parameters too: at the last step the head then waits on no global load (4 in flight per thread).
+    const int nfc = a.fc_smem ? a.C * H + a.C : 0;
+    for (int i0 = tid; i0 < nfc; i0 += 4 * nt) {
+      float v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int i = i0 + u * nt;
+        v[u] = i < nfc ? a.params[i < a.C * H ? a.lay.fc_w + i : a.lay.fc_b + (i - a.C * H)] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (i0 + u * nt < nfc) fc_s[i0 + u * nt] = v[u];
+    }
     __syncthreads();
   } else {
     stage_transposed(R, S, a.params, a.lay.w_hh, H, H, 0, ksm, (ksm + 3) & ~3);
@@ -688,7 +705,7 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   const int cur = forward_recurrence<HR>(st, wf);
   mark(a, 2);
 
-  head(a, h_s + cur * HP, lg_s, dh_s, misc, slot.pos);
+  head(a, h_s + cur * HP, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos);
   mark(a, 3);
 
   backward_recurrence<HR>(st, wb);
@@ -769,7 +786,11 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   Cp_ = round_up(static_cast<int>(shape.outputs), 4);
   int optin = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const int64_t fixed = 2 * HP_ + 8 * HP_ + Cp_ + HP_ + 4;
+  // The head's parameters go to shared memory in the register variant when small (the shared-memory variant keeps
+  // every float for W_hh).
+  const int64_t C = shape.outputs;
+  fc_smem_ = hr_ > 0 && C * (H + 1) <= 8192 ? static_cast<int32_t>((C * (H + 1) + 3) / 4 * 4) : 0;
+  const int64_t fixed = 2 * HP_ + 8 * HP_ + Cp_ + HP_ + 4 + fc_smem_;
   const int64_t budget = optin / static_cast<int64_t>(sizeof(float)) - fixed;
   // Recurrent weights: all H rows for the register variant (staged once), as many as fit otherwise (multiple of 4).
   if (registers_) {
@@ -860,6 +881,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.tc = static_cast<int32_t>(std::clamp<int64_t>((B * T + 255) / 256 + 7, 8, kProjT) / 8 * 8);
   a.Cp = Cp_;
   a.r_floats = r_floats_;
+  a.fc_smem = fc_smem_;
   a.groups = weight_grad_groups(B);
   a.grads = grads;
   a.wpart = wpart_.get();

@@ -78,6 +78,7 @@ class FusedLstm {
   bool registers_ = true;          // H <= 64: recurrent weights in registers; else in shared memory
   int hr_ = 0;                     // register variant: H padded to 32, 48, 56 or 64 (the kernel's template argument)
   int32_t S_ = 0, HP_ = 0, ksm_ = 0, fc_ = 0, Cp_ = 0;
+  int32_t fc_smem_ = 0;            // the head's weight and bias in shared memory (floats; 0: read from global)
   int64_t r_floats_ = 0;
   size_t smem_bytes_ = 0;          // recurrence kernel
   int64_t cap_B_ = 0, cap_T_ = 0;
