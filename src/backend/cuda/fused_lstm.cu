@@ -57,8 +57,6 @@ struct Args {
   int32_t S = 0, HP = 0, ksm = 0, fc = 0, tc = 0, Cp = 0;   // tc: projection timesteps per block
   int64_t r_floats = 0;
   int32_t fc_smem = 0;            // floats of the head's weight and bias staged in shared memory (0: none)
-  unsigned long long* progress = nullptr;   // (B) (epoch << 32) | backward steps done, per sequence
-  unsigned long long epoch = 0;             // this run's number (stale flags of earlier runs are smaller)
   int32_t groups = 1;             // weight gradients: sequence groups (1: added straight into the fused buffer)
   float* grads = nullptr;         // the fused buffer
   float* wpart = nullptr;         // groups > 1: (groups, 4H, F + H + 1) partial sums
@@ -294,20 +292,9 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
 
 // Phase 5, the weight gradients as one GEMM: for gate row m (interleaved, m = 4 j + q) and column n of
 // z_t = [x_t, h_{t-1}, 1] (h_{-1} = 0; the last column gives the bias gradient), sum over the group's sequences in
-// slot order, and for each over its chunks of kWgL timesteps from the last to the first (t ascending within a
-// chunk), of dg_t[m] z_t[n]. A block computes a kWgM x kWgN tile (each thread 2 x 4), staging a chunk of d gates and
-// z in shared memory, the next chunk's loads in flight while it computes. It runs beside the backward recurrence:
-// launched with programmatic dependent launch, it takes a chunk as soon as the recurrence block has published that
-// its d gates are written (Args::progress), so at one sequence per step most of it is hidden behind the backward.
-constexpr int kWgM = 64, kWgN = 32, kWgL = 64, kWgThreads = 256;
-
-// Waits (thread 0 only) until sequence b's backward recurrence has done `need` steps in this run.
-__device__ __forceinline__ void wait_progress(const Args& a, int b, int need) {
-  const unsigned long long want = (a.epoch << 32) | static_cast<unsigned long long>(need);
-  const volatile unsigned long long* flag = a.progress + b;
-  while (*flag < want) __nanosleep(256);
-  __threadfence();   // the d gates read after this see the values the flag published
-}
+// slot order and over t in order of dg_t[m] z_t[n]. A block computes a kWgM x kWgN tile (each thread 2 x 4), staging
+// kWgL timesteps of d gates and z in shared memory, the next chunk's loads in flight while it computes.
+constexpr int kWgM = 64, kWgN = 32, kWgL = 32, kWgThreads = 256;
 constexpr int kMaxGroups = 32;   // sequence groups of the weight-gradient GEMM at most
 
 // The fused-buffer entries of gradient element (m, n): dW_ih (n < F), dW_hh (n < F + H), else both biases (second
@@ -346,7 +333,7 @@ __device__ __forceinline__ void wg_add(const Args& a, const int (&m)[U], const i
   }
 }
 
-__global__ void __launch_bounds__(kWgThreads, 2) weight_grad_kernel(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
   __shared__ __align__(16) float As[kWgL * kWgM];
   __shared__ __align__(16) float Zs[kWgL * kWgN];
@@ -360,6 +347,9 @@ __global__ void __launch_bounds__(kWgThreads, 2) weight_grad_kernel(const __grid
   const int lm = m0 + (tid % kWgM), lt = tid / kWgM, lc = n0 + (tid % kWgN), zt = tid / kWgN;
   const bool row_ok = lm < G;
   const int zkind = lc < F ? 0 : (lc < F + H ? 1 : (lc == F + H ? 2 : 3));   // x, h_{t-1}, the bias' 1, padding
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");   // the recurrence kernel's d gates and h are complete
+#endif
   float va[kA], vz[kZ];
   auto load = [&](int b, int t0) {
     const GatherSlot slot = slot_of(p, b);
@@ -370,40 +360,28 @@ __global__ void __launch_bounds__(kWgThreads, 2) weight_grad_kernel(const __grid
 #pragma unroll
     for (int i = 0; i < kA; ++i) {
       const int t = t0 + lt + i * (kWgThreads / kWgM);
-      // Through L2 (__ldcg): the recurrence kernel may have written these while this grid already ran.
-      va[i] = (row_ok && t < slot.length) ? __ldcg(gcol + static_cast<int64_t>(t) * G) : 0.0f;
+      va[i] = (row_ok && t < slot.length) ? gcol[static_cast<int64_t>(t) * G] : 0.0f;
     }
 #pragma unroll
     for (int i = 0; i < kZ; ++i) {
       const int t = t0 + zt + i * (kWgThreads / kWgN);
       const bool in = t < slot.length;
       if (zkind == 0) vz[i] = in ? xcol[static_cast<int64_t>(t) * F] : 0.0f;
-      else if (zkind == 1) vz[i] = (in && t > 0) ? __ldcg(hcol + static_cast<int64_t>(t - 1) * H) : 0.0f;
+      else if (zkind == 1) vz[i] = (in && t > 0) ? hcol[static_cast<int64_t>(t - 1) * H] : 0.0f;
       else vz[i] = (in && zkind == 2) ? 1.0f : 0.0f;
     }
   };
-  // Chunk t0 of sequence b is ready once its backward has done len - t0 steps; chunks go from the last one down.
-  auto last_chunk = [&](int bb) { return (slot_of(p, bb).length - 1) / kWgL * kWgL; };
-  auto ready = [&](int bb, int tt) {
-    if (tid == 0) wait_progress(a, bb, slot_of(p, bb).length - tt);
-  };
   float acc[2][4] = {};
-  int b = b_lo, t0 = last_chunk(b_lo);
-  ready(b, t0);
-  __syncthreads();
+  int b = b_lo, t0 = 0;
   load(b, t0);
   while (b < b_hi) {
 #pragma unroll
     for (int i = 0; i < kA; ++i) As[tid + i * kWgThreads] = va[i];
 #pragma unroll
     for (int i = 0; i < kZ; ++i) Zs[tid + i * kWgThreads] = vz[i];
-    int nb = b, nt = t0 - kWgL;
-    if (nt < 0) {
-      ++nb;
-      nt = nb < b_hi ? last_chunk(nb) : 0;
-    }
-    if (nb < b_hi) ready(nb, nt);
-    __syncthreads();   // the tiles are stored, and the next chunk is published
+    __syncthreads();
+    int nb = b, nt = t0 + kWgL;
+    if (nt >= slot_of(p, b).length) ++nb, nt = 0;
     if (nb < b_hi) load(nb, nt);   // in flight while this chunk is summed
 #pragma unroll 8
     for (int l = 0; l < kWgL; ++l) {
@@ -644,14 +622,7 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
         dg_s[(cb ^ 1) * 4 * HP + q * HP + j] = dg;
         g_r[t * G] = dg;
       }
-      // At a weight-gradient chunk's first step, its d gates (and the forward's h) are published to the
-      // weight-gradient kernel: every thread's fence, the barrier, then one flag.
-      const bool publish = t % kWgL == 0;
-      if (publish) __threadfence();
       __syncthreads();
-      if (publish && threadIdx.x == 0)
-        *reinterpret_cast<volatile unsigned long long*>(a.progress + blockIdx.x) =
-            (a.epoch << 32) | static_cast<unsigned long long>(len - t);
       cb ^= 1;
     }
   }
@@ -838,8 +809,6 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
   slots_host_ = PinnedBuffer<GatherSlot>(kMaxGatherSlots, false);
   slots_dev_.resize_discard(kMaxGatherSlots);
-  progress_.resize_discard(kMaxGatherSlots);
-  CUDA_CHECK(cudaMemset(progress_.get(), 0, progress_.size() * sizeof(unsigned long long)));   // epoch 0: none
   cycles_.resize_discard(8);
 }
 
@@ -913,8 +882,6 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.Cp = Cp_;
   a.r_floats = r_floats_;
   a.fc_smem = fc_smem_;
-  a.progress = progress_.get();
-  a.epoch = ++epoch_;
   a.groups = weight_grad_groups(B);
   a.grads = grads;
   a.wpart = wpart_.get();

@@ -1,9 +1,8 @@
 // The fused LSTM training step of a 1-layer unidirectional LSTM (H <= 128), three kernels per step with no launch or
 // grid-wide barrier per timestep: the input projection of every timestep (many blocks, all SMs), the recurrence
 // kernel (one thread block per sequence: forward recurrence, the Linear head and loss, backward recurrence), and the
-// weight gradients (a tiled GEMM over all timesteps and sequences on the other SMs, taking each chunk of timesteps
-// as soon as the backward recurrence has published it). Every sum has a fixed order, so a rerun is bitwise
-// identical. It reads the parameters from, and adds the gradients into, the CUDA backend's device layout
+// weight gradients (a tiled GEMM over all timesteps and sequences, all SMs). Every sum has a fixed order, so a rerun
+// is bitwise identical. It reads the parameters from, and adds the gradients into, the CUDA backend's device layout
 // (cuDNN's weight space, then the head), so the NCCL all-reduce and the fused optimizer run unchanged.
 #pragma once
 
@@ -89,8 +88,6 @@ class FusedLstm {
   DeviceBuffer<GatherSlot> slots_dev_;
   PinnedBuffer<GatherSlot> slots_host_;
   Event slots_copied_;
-  DeviceBuffer<unsigned long long> progress_;   // (kMaxGatherSlots) the backward's published progress per slot
-  unsigned long long epoch_ = 0;                // runs so far: the flags' epoch
   DeviceBuffer<long long> cycles_;
   Event marks_[4];                 // around the three kernels of a recorded run
   bool record_ = false;
