@@ -175,7 +175,8 @@ def sweep_table(results):
                 cells.append(f"{means[-1]:.3f} (n={len(acc)})")
             else:
                 cells.append("-")
-        ov = " ".join(f"{k}={v}" for k, v in rows[0]["overrides"].items()) or "recipe"
+        base = rows[0].get("base", "recipe")   # "defaults": --no-recipe, what a user who changes nothing gets
+        ov = " ".join([base] + [f"{k}={v}" for k, v in rows[0]["overrides"].items()])
         out.append(f"| {tag or 'recipe'} | {ov} | " + " | ".join(cells) + f" | {statistics.median(means):.3f} |")
     return "\n".join(out)
 
@@ -194,7 +195,8 @@ def plan_runs(a, overrides, results):
         _, stem, _, _ = known[folder]
         files = convert(a.bin, folder, stem, os.path.join(a.work, "data", folder), a.log)
         n_test = n_sequences(files["test"])
-        base_recipe = os.path.join(ROOT, "inputs", f"{folder}.ini")
+        # --no-recipe: what a user who changes nothing gets (ragtrain's defaults, then only the --set options).
+        base_recipe = os.devnull if a.no_recipe else os.path.join(ROOT, "inputs", f"{folder}.ini")
         for seed in [int(s) for s in a.seeds.split(",")]:
             for variant in a.variants.split(","):
                 key = (folder, variant, seed, a.tag)
@@ -257,6 +259,7 @@ def finished_row(a, job, r, wall_seconds):
     folder, variant, seed, run_dir, recipe, files, n_test, base_recipe = job
     opt = torch_model.resolve_options(torch_model.read_recipe(recipe), {})
     return {"set": folder, "variant": variant, "seed": seed, "tag": a.tag, "overrides": a.overrides,
+            "base": "defaults" if a.no_recipe else "recipe",
             "options": opt, "np": a.np, "n_test": n_test, "wall_seconds": wall_seconds,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), **r}
 
@@ -270,6 +273,8 @@ def main():
                     help="of " + ", ".join(VARIANTS) + " (torch-columns: PyTorch dealing batches as ragtrain's "
                          "random schedule does)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a recipe option")
+    ap.add_argument("--no-recipe", action="store_true",
+                    help="start from ragtrain's defaults instead of inputs/<set>.ini (with --tag; for choosing defaults)")
     ap.add_argument("--tag", default="", help="name of this sweep in accuracy.json (default: the recipes as shipped)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build/bin/ragtrain"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/accuracy-2026-12-03"),

@@ -112,7 +112,7 @@ const std::vector<CommandInfo>& command_infos() {
       {"bench", "ragtrain bench [--data FILE.h5] [--device D] [--hidden H] [--steps N] [--out RESULT.json]",
        "time training steps (synthetic data in memory, or a file) and print a table", {}},
       {"simulate", "ragtrain simulate --ranks 8,64,1024 [--lengths uniform:60:130 | --data FILE.h5] [--out R.json]",
-       "length imbalance, padding and batch repeats of the balanced and random schedules for any rank count, "
+       "length imbalance, padding, batch repeats (and, for a labelled file, classes per batch) of the balanced and random schedules for any rank count, "
        "without training",
        {}},
       {"plot", "ragtrain plot RUN_DIR [--out PLOT_DIR]",
@@ -316,7 +316,8 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
       "cpu, or with a CUDA build cuda | auto (CUDA: at most 1024 sequences per rank per step)",
       {"train", "eval", "predict", "bench"});
   b.add("lstm", po::value(&c.lstm)->default_value(c.lstm, lstm_path_name(c.lstm)),
-      "CUDA backend's LSTM: cudnn | fused (one kernel per step: 1 layer, H <= 128; other models use cuDNN) | auto "
+      "CUDA backend's LSTM: cudnn | fused (ragtrain's kernels, no launch per timestep: 1 layer, H <= 128; other "
+      "models use cuDNN) | auto "
       "(the faster of the two, measured at start-up; fused only when at least 10% faster there)",
       {"train", "bench"});
   b.add("max-memory", po::value(&c.max_memory)->default_value(c.max_memory)->value_name("SIZE"),
