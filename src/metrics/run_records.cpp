@@ -102,7 +102,9 @@ int64_t RunRecords::open(const RunRecordsSpec& spec) {
   csv_.open(csv, /*append=*/true);
   jsonl_.open(jsonl, /*append=*/spec.resuming);
   events_.open(spec.dir, spec.host);
-  if (spec.resuming) events_.write_session_start(spec.resume_step + 1);
+  // Every point from the first step this invocation trains on supersedes the folder's earlier files (a resumed
+  // run's redone steps; with --force, a whole earlier run), as metrics.jsonl does.
+  events_.write_session_start(spec.resuming ? spec.resume_step + 1 : 1);
   return dropped;
 }
 

@@ -109,6 +109,7 @@ TEST_F(Tracking, TwoRankRunWritesCsvEventFilesAndTrace) {
   const nlohmann::json ev = read_events(out);
   ASSERT_EQ(ev["files"].size(), 1u) << ev.dump();
   EXPECT_EQ(ev["file_versions"], nlohmann::json::array({"brain.Event:2"}));
+  EXPECT_EQ(ev["session_starts"], nlohmann::json::array({1}));
   size_t scalars = 0;
   for (const auto& [tag, points] : ev["scalars"].items()) scalars += points.size();
   EXPECT_EQ(scalars, 15u * 5 + 3 * 5) << ev["scalars"].dump();
@@ -175,11 +176,11 @@ TEST_F(Tracking, ResumedRunContinuesCsvElapsedAndEvents) {
     EXPECT_GT(std::stod(cb[i].back()), last);
     last = std::stod(cb[i].back());
   }
-  // Two event files; the second starts with SessionLog START at step 151, so the steps it redoes replace the
-  // first file's: every curve has each step once, in order.
+  // Two event files, each starting with a SessionLog START at its first step: the second's at step 151, so the
+  // steps it redoes replace the first file's: every curve has each step once, in order.
   const nlohmann::json ev = read_events(b);
   EXPECT_EQ(ev["files"].size(), 2u);
-  EXPECT_EQ(ev["session_starts"], nlohmann::json::array({151}));
+  EXPECT_EQ(ev["session_starts"], nlohmann::json::array({1, 151}));
   std::vector<int> steps;
   for (const auto& p : ev["scalars"]["train/loss"]) steps.push_back(p[0].get<int>());
   std::vector<int> expected;

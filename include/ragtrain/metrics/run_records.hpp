@@ -38,8 +38,9 @@ class RunRecords {
   RunRecords();   // the run's clock starts here: construct it when the run starts
   // Creates (or, resuming, continues) DIR/metrics.jsonl and DIR/metrics.csv and a new event file. Resuming,
   // metrics.jsonl keeps the records up to `resume_step` (the ones after describe work being redone), elapsed
-  // continues from the last of them, metrics.csv is rebuilt from the epoch records kept, and the event file
-  // starts with a SessionLog START at resume_step + 1 so TensorBoard drops the earlier files' later points.
+  // continues from the last of them, metrics.csv is rebuilt from the epoch records kept. The event file starts
+  // with a SessionLog START at the first step this invocation trains (resume_step + 1, or 1), so TensorBoard
+  // drops the points of the folder's earlier files from there on.
   // Returns the number of metrics.jsonl records dropped.
   int64_t open(const RunRecordsSpec& spec);
   bool is_open() const { return jsonl_.is_open(); }
