@@ -1,9 +1,10 @@
 // The cost of one traced phase (doc/performance.md, "Timeline"): a PhaseScope around nothing, a million times,
 // with the Timeline recording (--trace) and not; best of 7 trials each, in ns per phase. In CUDA builds both
-// include the NVTX push/pop (no tool attached). Build and run (after `make`):
+// include the NVTX push/pop (no tool attached). Build and run (after `make`; as measured for doc/performance.md):
 //   g++ -std=c++17 -O2 -Iinclude -I/usr/lib/x86_64-linux-gnu/openmpi/include -I/usr/local/cuda/include \
-//       -DRAGTRAIN_WITH_CUDA=1 bench/trace_cost.cpp build/lib/libragtrain.a -o /tmp/trace_cost && /tmp/trace_cost
-// (drop -DRAGTRAIN_WITH_CUDA=1 and the CUDA include for a CPU-only build).
+//       -DRAGTRAIN_WITH_CUDA=1 -DOMPI_SKIP_MPICXX=1 bench/trace_cost.cpp build/lib/libragtrain.a \
+//       -L/usr/lib/x86_64-linux-gnu/openmpi/lib -lmpi -ldl -o /tmp/trace_cost && /tmp/trace_cost
+// (a CPU-only build: without -DRAGTRAIN_WITH_CUDA=1 and the CUDA include).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -31,7 +31,9 @@ const char* phase_category(Phase p) { return kPhases[static_cast<int>(p)].catego
 
 Timeline::Timeline(bool record, size_t max_events) : record_(record), max_events_(max_events), origin_(clock::now()) {
   open_.reserve(8);
-  if (record_) events_.reserve(std::min<size_t>(max_events_, 4096));
+  // The whole cap at once (8 MB of address space at the default; pages are touched only as intervals come):
+  // no reallocation, which would copy every interval so far, in the middle of a step.
+  if (record_) events_.reserve(max_events_);
 #ifdef RAGTRAIN_WITH_CUDA
   nvtxDomainHandle_t d = nvtxDomainCreateA("ragtrain");
   nvtx_domain_ = d;
