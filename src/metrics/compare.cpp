@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "ragtrain/checkpoint/checkpoint.hpp"
 #include "ragtrain/core/error.hpp"
 
 namespace ragtrain {
@@ -31,18 +32,12 @@ const std::vector<std::pair<const char*, const char*>>& figures() {
   return f;
 }
 
-// "name = value" lines of the effective configuration; comments and --out (it names the run) left out.
-std::map<std::string, std::string> parse_effective(const std::string& text) {
+// The effective configuration as name -> value (checkpoint/checkpoint.hpp parses it), --out left out: it names
+// the run.
+std::map<std::string, std::string> run_options(const std::string& effective) {
   std::map<std::string, std::string> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t eq = line.find(" = ");
-    if (eq == std::string::npos) continue;
-    const std::string name = line.substr(0, eq);
-    if (name != "out") out[name] = line.substr(eq + 3);
-  }
+  for (const auto& [name, value] : parse_effective_config(effective))
+    if (name != "out") out[name] = value;
   return out;
 }
 
@@ -76,7 +71,7 @@ RunSummary read_run_summary(const std::string& run) {
   USER_CHECK(s.is_object() && s.contains("config") && s["config"].is_string() && s.contains("world_size"),
              "'" << path << "' is not the summary.json of a train run",
              "pass train --out folders (bench results compare with `ragtrain plot`)");
-  return RunSummary{run, parse_effective(s["config"].get<std::string>()), s};
+  return RunSummary{run, run_options(s["config"].get<std::string>()), s};
 }
 
 Comparison compare_runs(const std::vector<RunSummary>& runs) {
