@@ -45,13 +45,14 @@ int Trainer::run() {
       stdout, talk_ ? progress_mode_for(stdout, cfg_.quiet, cfg_.verbose) : ProgressMode::Off, total_steps_, "step",
       step_);
   if (watchdog_) watchdog_->arm();   // set-up is done: from here on no rank waits on another longer than --comm-timeout
+  epoch_clock_.restart();            // a resumed run's first (partial) epoch: its time without the set-up
   while (step_ < total_steps_) {
     const int64_t s = step_ % steps_per_epoch();
     if (watchdog_) watchdog_->set_step(step_ + 1);
     if (s == 0) {
       acc_.epoch_loss_sum = acc_.epoch_count = acc_.epoch_correct = acc_.epoch_imbalance_sum = 0;
       epoch_clock_.restart();
-      epoch_val_s_ = 0;
+      epoch_sequences_ = epoch_val_s_ = 0;
     }
     const float lr = static_cast<float>(cfg_.lr.at(step_));
     const StepTotals tot = step(interval_);   // step_ now counts it
@@ -61,6 +62,7 @@ int Trainer::run() {
     if (tot.finite) {   // a skipped step adds nothing: its loss is NaN or Inf
       acc_.epoch_loss_sum += tot.loss_sum;
       acc_.epoch_count += tot.count;
+      epoch_sequences_ += tot.count;
       acc_.epoch_correct += tot.correct;
       acc_.interval_loss_sum += tot.loss_sum;
       acc_.interval_count += tot.count;
@@ -208,7 +210,7 @@ void Trainer::end_epoch() {
            {"train_loss", last_train_loss_},
            {"length_imbalance", acc_.epoch_imbalance_sum / static_cast<double>(steps_per_epoch())},
            {"lr", cfg_.lr.at(step_ - 1)},
-           {"sequences_per_second", train_s > 0 ? acc_.epoch_count / train_s : 0.0},
+           {"sequences_per_second", train_s > 0 ? epoch_sequences_ / train_s : 0.0},
            {"seconds", epoch_s}};
   if (classification()) rec["train_accuracy"] = last_train_acc_;
   const bool has_val = !cfg_.val.empty();

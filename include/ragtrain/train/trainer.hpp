@@ -123,7 +123,9 @@ class Trainer {
   int64_t order_epoch_ = -1;
   RankCounters run_, interval_;
   Stopwatch interval_clock_, epoch_clock_, since_checkpoint_;
-  double epoch_val_s_ = 0;   // validation time within the epoch: not training, kept out of its throughput
+  // The epoch's throughput as this invocation saw it (a resumed run starts mid-epoch): sequences trained since
+  // the epoch (or the loop) began, and the validation time within it, which is not training.
+  double epoch_sequences_ = 0, epoch_val_s_ = 0;
   std::unique_ptr<Progress> progress_;
   double last_train_loss_ = 0, last_train_acc_ = 0;
   EvalTotals last_val_;
