@@ -1,14 +1,16 @@
 // The option table, config-file merging and validation of option values and combinations.
 #include "ragtrain/cli/options.hpp"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
-#include <fstream>
 #include <map>
 #include <boost/make_shared.hpp>
 #include <memory>
 #include <set>
 #include <sstream>
 
+#include "ragtrain/cli/config_file.hpp"
+#include "ragtrain/cli/suggest.hpp"
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/core/memory.hpp"
 
@@ -517,9 +519,10 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   cfg.command_line = quote_command_line(argc, argv);
 
   Table table = build_table(cfg);
-  po::options_description mine("options of `ragtrain " + cmd->name + "`", 110, 55), everything;
+  po::options_description mine("options of `ragtrain " + cmd->name + "`", 110, 55);
+  OptionOwners owners;   // for config files and "did you mean": which subcommands take each name
   for (auto& [opt, cmds] : table.rows) {
-    everything.add(opt);
+    owners[opt->long_name()] = cmds;
     if (cmds.count(cmd->name)) mine.add(opt);
   }
   mine.add_options()("help,h", "show this help");
@@ -529,6 +532,10 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(argc - 1, argv + 1).options(mine).positional(pos).run(), vm);
+  } catch (const po::unknown_option& e) {
+    const std::string dashed = e.get_option_name();   // "--hiddne"
+    const std::string name = dashed.substr(std::min(dashed.size(), dashed.find_first_not_of('-')));
+    throw UserError(std::string("command line: ") + e.what(), unknown_option_hint(name, cmd->name, owners, "--"));
   } catch (const po::error& e) {
     throw UserError(std::string("command line: ") + e.what(), "see `ragtrain " + cmd->name + " --help`");
   }
@@ -539,23 +546,8 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     inv.help_text = s.str();
     return inv;
   }
-  if (vm.count("config")) {
-    const std::string file = vm["config"].as<std::string>();
-    std::ifstream in(file);
-    if (!in) throw UserError("config file '" + file + "' cannot be opened", "check the path given to --config");
-    try {
-      // The file may hold options of other subcommands (one file for train and eval); unknown names are errors.
-      po::parsed_options parsed = po::parse_config_file(in, everything, false);
-      std::vector<po::option> keep;
-      for (auto& o : parsed.options)
-        if (mine.find_nothrow(o.string_key, false)) keep.push_back(o);
-      parsed.options = keep;
-      po::store(parsed, vm);   // existing (command-line) values win; defaults are replaced
-    } catch (const po::error& e) {
-      throw UserError("config file '" + file + "': " + e.what(),
-                      "config files use the command-line names without dashes, e.g. `hidden = 64`");
-    }
-  }
+  // The file fills in what the command line left out ([COMMAND] section, then top level; cli/config_file.hpp).
+  if (vm.count("config")) store_config_file(vm["config"].as<std::string>(), cmd->name, mine, owners, vm);
   try {
     po::notify(vm);
   } catch (const po::error& e) {
