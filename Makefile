@@ -20,7 +20,7 @@ PKG_CONFIG ?= pkg-config
 BUILD     ?= $(if $(SANITIZE),build-san,build)
 NP        ?= 2
 JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
-# The toolchain's multiarch folder name (x86_64-linux-gnu, aarch64-linux-gnu on GH200 nodes), for the places
+# The toolchain's multiarch folder name (aarch64-linux-gnu on GH200 nodes, its x86 twin elsewhere), for the places
 # Debian and Ubuntu put headers and static libraries; empty elsewhere.
 MULTIARCH := $(shell $(CXX) -print-multiarch 2>/dev/null)
 
@@ -252,7 +252,7 @@ test: deps
 # libclang_rt.fuzzer exist) and scripts/run-tests.sh runs them as the suite "fuzz".
 FUZZ_SECONDS ?= 60
 FUZZ_CXX  ?= $(firstword $(shell command -v clang++-14 clang++ 2>/dev/null))
-# libFuzzer's runtime is named after the target's architecture (x86_64, aarch64): asked of clang itself.
+# libFuzzer's runtime is named after the target's architecture (as aarch64 on GH200 nodes): asked of clang.
 FUZZ_ARCH := $(if $(FUZZ_CXX),$(firstword $(subst -, ,$(shell $(FUZZ_CXX) -dumpmachine 2>/dev/null))))
 HAVE_FUZZ := $(if $(FUZZ_CXX),$(if $(wildcard $(shell $(FUZZ_CXX) -print-resource-dir 2>/dev/null)/lib/linux/libclang_rt.fuzzer-$(FUZZ_ARCH).a),1,0),0)
 FUZZ_DIR  := $(BUILD)/fuzz
