@@ -153,6 +153,42 @@ export PKG_CONFIG_PATH=$T/mpi/lib/pkgconfig:$T/hdf5/lib/pkgconfig   # what `modu
 relocated_build "pkg-config" "pkg-config ompi-c" "pkg-config hdf5"
 unset PKG_CONFIG_PATH
 relocated_build "HOME overrides" "MPI_HOME" "HDF5_HOME" MPI_HOME="$T/mpi" HDF5_HOME="$T/hdf5" PKG_CONFIG=false
+
+# The wrappers a module puts on PATH (Open MPI's mpicc --showme, HDF5's h5pcc -show), standing in for the
+# prefix's own: they print what the real ones print for such a prefix. Only the detection is checked: the flags
+# are those the pkg-config build above compiled, linked and ran with.
+name="relocated (wrappers): mpicc --showme and h5pcc -show of the prefix are read, the flags the prefix's"
+if [ "$have_prefixes" != 1 ]; then
+  skip "$name" "no prefixes (see above)"
+else
+  mkdir -p "$T/bin"
+  cat >"$T/bin/mpicc" <<WRAPPER
+#!/bin/sh
+case "\$1" in
+  --showme:version) echo "mpicc: Open MPI (relocated for the test)" ;;
+  --showme:compile) echo "-I$T/mpi/include" ;;
+  --showme:link) echo "-L$T/mpi/lib -lmpi" ;;
+  *) exit 1 ;;
+esac
+WRAPPER
+  cat >"$T/bin/h5pcc" <<WRAPPER
+#!/bin/sh
+[ "\$1" = -show ] && echo "mpicc -I$T/hdf5/include -L$T/hdf5/lib $T/hdf5/lib/libhdf5_hl.a $T/hdf5/lib/libhdf5.a -lsz -lz -ldl -lm"
+WRAPPER
+  chmod +x "$T/bin/mpicc" "$T/bin/h5pcc"
+  wrappers=("${HIDDEN[@]}" MPICC="$T/bin/mpicc" H5PCC="$T/bin/h5pcc" PKG_CONFIG=false)
+  mpi=$(config_value MPI "${wrappers[@]}") hdf5=$(config_value "parallel HDF5" "${wrappers[@]}")
+  got="$(config_value MPI_CFLAGS "${wrappers[@]}") | $(config_value MPI_LIBS "${wrappers[@]}")"
+  got="$got | $(config_value HDF5_CFLAGS "${wrappers[@]}") | $(config_value HDF5_LIBS "${wrappers[@]}")"
+  want="-I$T/mpi/include | -L$T/mpi/lib -lmpi | -I$T/hdf5/include | -L$T/hdf5/lib -L$T/hdf5/lib -lhdf5"
+  if [ "$mpi" != "✓ from $T/bin/mpicc --showme" ] || [ "$hdf5" != "✓ from $T/bin/h5pcc -show" ]; then
+    fail "$name" "make show-config: MPI '$mpi', HDF5 '$hdf5'"
+  elif [ "$(echo "$got" | tr -s ' ')" != "$want" ]; then
+    fail "$name" "flags '$got', expected '$want'"
+  else
+    pass "$name"
+  fi
+fi
 unset PKG_CONFIG_LIBDIR
 
 # ---- make install --------------------------------------------------------------------------------------------
