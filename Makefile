@@ -28,10 +28,12 @@ MULTIARCH := $(shell $(CXX) -print-multiarch 2>/dev/null)
 .DEFAULT_GOAL := all
 
 # ---- where MPI and parallel HDF5 are: *_HOME if given (also from the environment), else the tools ----
+# A prefix's libraries are in lib/ or lib64/: wherever the library is.
+lib_dir_of = $(patsubst %/$(2),%,$(firstword $(wildcard $(1)/lib/$(2) $(1)/lib64/$(2)) $(1)/lib/$(2)))
 ifneq ($(MPI_HOME),)
 MPI_FROM   := MPI_HOME
 MPI_CFLAGS := -I$(MPI_HOME)/include
-MPI_LIBS   := -L$(MPI_HOME)/lib -lmpi
+MPI_LIBS   := -L$(call lib_dir_of,$(MPI_HOME),libmpi.so) -lmpi
 else ifneq ($(shell $(MPICC) --showme:version 2>/dev/null),)
 MPI_FROM   := $(MPICC) --showme
 MPI_CFLAGS := $(shell $(MPICC) --showme:compile)
@@ -46,7 +48,7 @@ HDF5_PC := $(firstword $(foreach p,hdf5-openmpi hdf5-mpi hdf5,$(if $(shell $(PKG
 ifneq ($(HDF5_HOME),)
 HDF5_FROM    := HDF5_HOME
 HDF5_CFLAGS  := -I$(or $(HDF5_INC),$(HDF5_HOME)/include)
-HDF5_LDFLAGS := -L$(HDF5_HOME)/lib
+HDF5_LDFLAGS := -L$(call lib_dir_of,$(HDF5_HOME),libhdf5.so)
 else ifneq ($(HDF5_PC),)
 HDF5_FROM    := $(PKG_CONFIG) $(HDF5_PC)
 HDF5_CFLAGS  := $(shell $(PKG_CONFIG) --cflags $(HDF5_PC))
