@@ -513,8 +513,12 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     return inv;
   }
   const CommandInfo* cmd = find_command(first);
-  if (!cmd) throw UserError("unknown command '" + first + "'", "commands: gen convert inspect train eval predict "
-                                                                "bench simulate plot; see `ragtrain --help`");
+  if (!cmd) {
+    const std::vector<std::string> near = closest_names(first, subcommands());
+    throw UserError("unknown command '" + first + "'",
+                    (near.empty() ? std::string() : "did you mean " + near.front() + "? ") +
+                        "commands: gen convert inspect train eval predict bench simulate plot; see `ragtrain --help`");
+  }
   cfg.command = cmd->name;
   cfg.command_line = quote_command_line(argc, argv);
 

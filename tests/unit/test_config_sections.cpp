@@ -124,6 +124,11 @@ TEST(DidYouMean, CommandLineSuggestsTheSubcommandsOwnOptions) {
   EXPECT_NE(e.find("ragtrain train --help"), std::string::npos) << e;
 }
 
+TEST(DidYouMean, MistypedCommand) {
+  EXPECT_NE(user_error_of({"trian", "--data", "a.h5"}).find("did you mean train?"), std::string::npos);
+  EXPECT_EQ(user_error_of({"frobnicate"}).find("did you mean"), std::string::npos);
+}
+
 TEST(DidYouMean, EditDistanceCountsSwapsAsOneEdit) {
   EXPECT_EQ(edit_distance("hidden", "hidden"), 0u);
   EXPECT_EQ(edit_distance("hiddne", "hidden"), 1u);
