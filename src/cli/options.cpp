@@ -160,7 +160,8 @@ struct TableBuilder {
 // Options every command shares, and the files each reads and writes.
 void add_file_rows(TableBuilder& b, RunConfig& c) {
   b.add("config", po::value(&c.config_file)->value_name("FILE.ini"),
-      "read options from an INI file (same names as the command line; the command line wins)", b.all);
+      "read options from an INI file (same names as the command line, at the top or under a [SUBCOMMAND] "
+      "section; the command line wins)", b.all);
   b.add("quiet", po::bool_switch(&c.quiet), "print only errors and the final result", b.all);
   b.add("verbose", po::bool_switch(&c.verbose),
       "print more: every file or array convert reads, the model and per-rank sequence counts of eval and predict",
