@@ -129,7 +129,7 @@ relocated_build() {
     fail "$name" "include folders outside the prefix: $flags"
     return
   fi
-  if ! mk BUILD="$build" "${HIDDEN[@]}" "$@" "$build/bin/reloc_probe" >"$TMP/build-${label%% *}.log" 2>&1; then
+  if ! mk -j"$(nproc 2>/dev/null || echo 2)" BUILD="$build" "${HIDDEN[@]}" "$@" "$build/bin/reloc_probe" >"$TMP/build-${label%% *}.log" 2>&1; then
     fail "$name" "build failed: $(tail -5 "$TMP/build-${label%% *}.log")"
     return
   fi
