@@ -38,7 +38,10 @@ void parse_choice(boost::any& v, const std::vector<std::string>& values, std::in
   std::string choices;   // "a, b or c"
   for (size_t i = 0; i < names.size(); ++i)
     choices += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
-  po::error_with_option_name err("option %canonical_option%: must be " + choices + ", got '%value%'");
+  std::string guess;   // "adam or adamw" for "adamm"
+  for (const std::string& n : closest_names(s, names)) guess += (guess.empty() ? "" : " or ") + n;
+  po::error_with_option_name err("option %canonical_option%: must be " + choices + ", got '%value%'" +
+                                 (guess.empty() ? "" : " (did you mean " + guess + "?)"));
   err.set_substitute("value", s);
   throw err;
 }

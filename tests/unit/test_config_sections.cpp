@@ -124,6 +124,15 @@ TEST(DidYouMean, CommandLineSuggestsTheSubcommandsOwnOptions) {
   EXPECT_NE(e.find("ragtrain train --help"), std::string::npos) << e;
 }
 
+TEST(DidYouMean, MistypedChoice) {
+  const std::string e = user_error_of({"train", "--data", "a.h5", "--out", "d", "--optimizer", "adamm"});
+  EXPECT_NE(e.find("must be sgd, adam or adamw, got 'adamm' (did you mean adam or adamw?)"), std::string::npos) << e;
+  EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--pool", "lst"}).find("(did you mean last?)"),
+            std::string::npos);
+  EXPECT_EQ(user_error_of({"train", "--data", "a.h5", "--out", "d", "--optimizer", "rmsprop"}).find("did you mean"),
+            std::string::npos);
+}
+
 TEST(DidYouMean, MistypedCommand) {
   EXPECT_NE(user_error_of({"trian", "--data", "a.h5"}).find("did you mean train?"), std::string::npos);
   EXPECT_EQ(user_error_of({"frobnicate"}).find("did you mean"), std::string::npos);
