@@ -149,13 +149,13 @@ GPU_OBJS  := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/gpu/*.cpp))
 TEST_BINS := $(BUILD)/bin/unit_tests $(BUILD)/bin/mpi_tests $(BUILD)/bin/e2e_tests
 GTEST_LIBS := -lgtest
 
-.PHONY: all deps test test-gpu bench-gpu demo plot clean help fuzz install show-config FORCE
+.PHONY: all deps test test-gpu bench-gpu demo plot clean help fuzz install uninstall show-config FORCE
 all: $(BIN)
 
 help:
 	@sed -n '1,6p' Makefile
 	@echo "targets: all (default), deps, test, test-gpu, bench-gpu, demo, plot RUN=DIR, fuzz [FUZZ_SECONDS=60],"
-	@echo "         install [PREFIX=/usr/local] [DESTDIR=], show-config, clean"
+	@echo "         install [PREFIX=/usr/local] [DESTDIR=], uninstall (the same settings), show-config, clean"
 
 # Where each library was found and the flags it gave: the first thing to look at when a cluster build fails.
 show-config:
@@ -191,6 +191,10 @@ install: $(BIN)
 	cp -R doc $(DESTDIR)$(DOCDIR)/doc
 	install -m 644 README.md LICENSE $(DESTDIR)$(DOCDIR)/
 	@echo "installed ragtrain in $(DESTDIR)$(PREFIX): bin/ragtrain, share/ragtrain/{jobs,inputs,tools}, share/doc/ragtrain"
+# What install wrote, and nothing else: the binary and ragtrain's own two folders under share/.
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/ragtrain
+	rm -rf $(DESTDIR)$(DATADIR) $(DESTDIR)$(DOCDIR)
 
 deps:
 	@./scripts/install-deps.sh

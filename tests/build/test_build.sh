@@ -230,6 +230,17 @@ else
   pass "$name"
 fi
 
+name="make uninstall PREFIX: what install wrote is gone, nothing else"
+touch "$P/bin/other-tool"
+if ! mk BUILD="$BUILD_ARG" uninstall PREFIX="$P" >"$TMP/uninstall.log" 2>&1; then
+  fail "$name" "$(tail -5 "$TMP/uninstall.log")"
+elif [ -e "$P/bin/ragtrain" ] || [ -e "$P/share/ragtrain" ] || [ -e "$P/share/doc/ragtrain" ] ||
+     [ ! -e "$P/bin/other-tool" ]; then
+  fail "$name" "left: $(cd "$P" && find . | tr '\n' ' ')"
+else
+  pass "$name"
+fi
+
 name="make install DESTDIR: the tree staged under DESTDIR, paths in the job scripts PREFIX's"
 stage=$TMP/stage
 if ! mk BUILD="$BUILD_ARG" install DESTDIR="$stage" PREFIX=/opt/ragtrain-test-prefix >"$TMP/destdir.log" 2>&1; then
