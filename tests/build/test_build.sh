@@ -9,7 +9,7 @@
 #     reads; the full binary would take minutes without ccache), checks that every MPI and HDF5 header it compiled
 #     and every MPI and HDF5 library it loads is the prefix's, and runs it on 2 ranks;
 #   - install: `make install PREFIX=...` and its installed binary, recipes, job script and docs, used from
-#     elsewhere; DESTDIR stages the same tree;
+#     elsewhere; `make uninstall` removes it again; DESTDIR stages the same tree;
 #   - no path only x86 machines have in the Makefile, scripts/, jobs/ or tests/ (GH200 nodes are aarch64).
 # usage: tests/build/test_build.sh BUILD_DIR   last line: "N passed, N failed, N skipped" (scripts/run-tests.sh)
 set -u
