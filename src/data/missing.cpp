@@ -70,7 +70,7 @@ void MissingValues::apply(std::vector<float>& values, int64_t num_features, cons
       ++found;
     }
   if (found == 0) return;
-  USER_CHECK(report_.mode != MissingMode::Error, where.value(first / F, first % F) << " is missing",
+  USER_CHECK(report_.mode != MissingMode::Error, where.value(first / F, first % F) << " is missing (" << where.missing_as << ")",
              kMissingHint);
   report_.missing += found;
   ++report_.sequences;
@@ -106,7 +106,7 @@ void MissingValues::trim(std::vector<float>& values, int64_t F, const SequenceSo
              "remove the sequence from the input (and its label), or keep it with --missing zero");
   for (int64_t k = 0; k < kept * F; ++k)
     USER_CHECK(!std::isnan(values[static_cast<size_t>(k)]),
-               where.value(k / F, k % F) << " is missing, inside the sequence (--missing trim removes only "
+               where.value(k / F, k % F) << " is missing (" << where.missing_as << "), inside the sequence (--missing trim removes only "
                                             "trailing steps whose every feature is missing"
                                          << (kept < T ? ", here the last " + std::to_string(T - kept) : std::string())
                                          << ")",

@@ -337,7 +337,8 @@ void handle_missing(const NpzContents& c, const std::string& path, bool values_l
                                                                      << (values_layout ? " (sequence " + std::to_string(i) +
                                                                                              ", step " + std::to_string(t) + ")"
                                                                                        : std::string()));
-                                 }});
+                                 },
+                                 "NaN"});
     features.insert(features.end(), seq.begin(), seq.end());
     d.offsets.push_back(d.offsets.back() + static_cast<int64_t>(seq.size()) / F);
   }

@@ -26,11 +26,14 @@ bool is_missing_text(const std::string& field);
 
 // The hint of every "missing value" error in error mode: it names the option.
 extern const char* const kMissingHint;
+// What is_missing_text accepts, for messages.
+inline constexpr const char* kMissingText = "?, NaN, NA or an empty field";
 
 // Where the values of one sequence come from, for messages: the sequence as a whole, and one value of it.
 struct SequenceSource {
   std::string sequence;                                            // e.g. "data.ts:12 (series 3)"
   std::function<std::string(int64_t step, int64_t feature)> value;   // e.g. "data.ts:12: channel 2, value 5"
+  const char* missing_as = kMissingText;                           // what marks a missing value in this input
 };
 
 // What --missing did over a whole input, for convert's output.
