@@ -251,8 +251,10 @@ DatasetInfo validate(hid_t file, const std::string& path, const MemoryBudget& bu
   const bool has_labels = H5Lexists(file, "/labels", H5P_DEFAULT) > 0;
   if (!has_labels && attr_shape(file, "task").kind == AttrKind::Missing) {
     for (const char* name : {"num_classes", "num_outputs", "class_names"})
-      forbid_attr(file, path, name,
-                  "it describes labels, and the file has no /labels (a data set without labels has neither)");
+      USER_CHECK(attr_shape(file, name).kind == AttrKind::Missing,
+                 path << ": root attribute '" << name << "' is present but the file has no /labels and no 'task'",
+                 "a data set without labels (for predict and inspect) has neither; add /labels and 'task' (see "
+                 "doc/data-format.md), or delete the attribute");
     info.labeled = false;
   } else {
     validate_task(file, path, has_labels, info);
