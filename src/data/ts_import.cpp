@@ -203,7 +203,7 @@ void TsParser::series(const std::string& text, int64_t line) {
   missing_.apply(rows, channels,
                  SequenceSource{RT_MSG(path_ << ":" << line << " (series " << index << ")"),
                                 [&](int64_t t, int64_t c) {
-                                  return RT_MSG(at(line) << "channel " << c << ", value " << t << " (series " << index
+                                  return RT_MSG(at(line) << "channel " << c << ", step " << t << " (series " << index
                                                          << ")");
                                 }});
   d_.features.insert(d_.features.end(), rows.begin(), rows.end());

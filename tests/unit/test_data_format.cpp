@@ -640,7 +640,7 @@ TEST(DataTs, MissingValueModes) {
     return parse_ts(in, "toy.ts", mode, log);
   };
 
-  expect_user_error([&] { parse(padded, MissingMode::Error); }, {"toy.ts:5:", "channel 0, value 2", "is missing"});
+  expect_user_error([&] { parse(padded, MissingMode::Error); }, {"toy.ts:5:", "channel 0, step 2", "is missing"});
   try {
     parse(padded, MissingMode::Error);
   } catch (const UserError& e) {
@@ -657,7 +657,7 @@ TEST(DataTs, MissingValueModes) {
   EXPECT_EQ(log.missing.trimmed_steps, 5);
   EXPECT_EQ(log.missing.summary(), "missing values: 10 in 2 sequences; --missing trim removed 5 trailing steps");
   expect_user_error([&] { parse(gaps, MissingMode::Trim); },
-                    {"toy.ts:5:", "channel 0, value 0", "inside the sequence"});
+                    {"toy.ts:5:", "channel 0, step 0", "inside the sequence"});
   expect_user_error([&] { parse(head + "?,?:nan,?:a\n", MissingMode::Trim); }, {"toy.ts:5", "every value is missing"});
 
   const RaggedData z = parse(gaps, MissingMode::Zero, &log);
