@@ -312,6 +312,19 @@ void labels_into(const std::vector<Row>& rows, const std::string& labels_csv, co
     }
 }
 
+// Whether `file` reads like a labels file of `dir`: the first field of its second non-blank row names a file
+// of the folder. For the hint when a folder is converted without --labels but holds its labels file.
+bool names_files_of(const fs::path& file, const std::string& dir) {
+  std::error_code ec;
+  int64_t row = 0;
+  for (const std::string& line : read_lines(file.string(), kCsvHint)) {
+    if (blank(line) || ++row < 2) continue;
+    const fs::path named = fs::path(dir) / unquote(fields_of(line)[0]);
+    return fs::is_regular_file(named, ec) || fs::is_regular_file(named.string() + ".csv", ec);
+  }
+  return false;
+}
+
 }  // namespace
 
 RaggedData read_csv_folder(const std::string& dir, const std::string& labels_csv, const ImportOptions& opts,
@@ -329,7 +342,21 @@ RaggedData read_csv_folder(const std::string& dir, const std::string& labels_csv
     for (const Row& r : rows) files.push_back(r.file);
 
   RaggedData d;
-  read_sequences(files, opts, d, log);
+  try {
+    read_sequences(files, opts, d, log);
+  } catch (const UserError& e) {
+    // Without --labels a labels file in the folder is read as a sequence and fails there: say what it is.
+    if (!labels_csv.empty()) throw;
+    for (const fs::path& f : files)
+      if (names_files_of(f, dir))
+        throw UserError(e.what(), RT_MSG(f.filename().string()
+                                         << " looks like a labels file (its rows name CSV files of the folder): pass "
+                                            "it with --labels "
+                                         << f.string()
+                                         << "; without --labels every *.csv file of the folder is a sequence of a "
+                                            "data set without labels"));
+    throw;
+  }
   d.labeled = !rows.empty() && !rows[0].labels.empty();
   if (d.labeled) labels_into(rows, labels_csv, opts, d);
   fs::path folder(dir);

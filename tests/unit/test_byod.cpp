@@ -460,6 +460,18 @@ TEST(ByodCsv, FolderWithoutLabels) {
   EXPECT_NE(o.source.find("in the order of order.csv"), std::string::npos) << o.source;
   expect_user_error([&] { read_csv_folder(tmp.file("seqs"), tmp.write("short.csv", "file\na.csv\nb.csv\n"), {}); },
                     {"c.csv", "has no row in"});
+  // The labels file left in the folder, --labels forgotten: the hint says so.
+  tmp.write("forgot/a.csv", "1,2\n");
+  tmp.write("forgot/b.csv", "3,4\n");
+  tmp.write("forgot/labels.csv", "file,label\na.csv,x\nb.csv,y\n");
+  try {
+    read_csv_folder(tmp.file("forgot"), "", {});
+    ADD_FAILURE() << "no UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("labels.csv:2"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("looks like a labels file"), std::string::npos) << e.hint();
+    EXPECT_NE(e.hint().find("--labels " + tmp.file("forgot/labels.csv")), std::string::npos) << e.hint();
+  }
   tmp.write("empty/readme.txt", "x");
   expect_user_error([&] { read_csv_folder(tmp.file("empty"), "", {}); }, {"empty", "no .csv file"});
 }
