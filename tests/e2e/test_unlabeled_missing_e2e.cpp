@@ -104,6 +104,9 @@ TEST(UnlabeledE2e, PredictOnUnlabeledTsNpzAndCsvEqualsPredictOnLabeled) {
     EXPECT_TRUE(contains(p.output, "wrote 3 predictions")) << p.output;
     EXPECT_EQ(slurp(d / (kind + ".csv")), want);
   }
+  // simulate reads only the lengths of a data set without labels (and counts no classes).
+  const Result sim = run(2, "simulate --data " + d / "u_ts.h5" + " --ranks 2 --batch-per-rank 1");
+  EXPECT_EQ(sim.rank_rcs, (std::vector<int>{0, 0})) << sim.output;
 }
 
 // train (--data or --val) and eval on a data set without labels: exit 2 on both ranks, naming the option, the
