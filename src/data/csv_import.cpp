@@ -293,7 +293,15 @@ void labels_into(const std::vector<Row>& rows, const std::string& labels_csv, co
   d.task = opts.regression ? Task::Regression : Task::Classification;
   if (d.task == Task::Classification) {
     std::vector<std::string> labels;
-    for (const Row& r : rows) labels.push_back(unquote(r.labels[0]));
+    for (const Row& r : rows) {
+      labels.push_back(unquote(r.labels[0]));
+      // --missing is about features: a sequence without its label is a mistake, not a class named "" or "?".
+      USER_CHECK(!labels.back().empty() && labels.back() != "?",
+                 where(static_cast<int64_t>(labels.size()) - 1) << ": the label of " << r.file.filename().string()
+                                                                << " is missing (\"" << labels.back() << "\")",
+                 "give every sequence its label; for data without labels leave out --labels (or give a labels "
+                 "file with the FILE column only)");
+    }
     ClassLabels mapped = map_class_labels(labels, opts.class_names, opts.class_names_source, where);
     d.labels = std::move(mapped.ids);
     d.class_names = std::move(mapped.names);

@@ -543,6 +543,8 @@ TEST(ByodCsv, RejectsMalformedFilesWithFileAndLine) {
       {"infinite value", {{"a.csv", "1,inf\n"}, {"b.csv", "1,2\n"}}, two, {"a.csv:1", "infinite value \"inf\""}},
       {"missing target", {{"a.csv", "1\n"}, {"b.csv", "1\n"}}, "file,y\na.csv,1.5\nb.csv,\n",
        {"labels.csv:3", "a missing value"}, true},
+      {"missing label", {{"a.csv", "1\n"}, {"b.csv", "1\n"}, {"c.csv", "1\n"}}, "file,label\na.csv,x\nb.csv,\nc.csv,y\n",
+       {"labels.csv:3", "label of b.csv is missing"}},
       {"value beyond float32", {{"a.csv", "1,2\n3,-1e39\n"}, {"b.csv", "1,2\n"}}, two,
        {"a.csv:2", "column 2", "\"-1e39\"", "beyond float32 range"}},
       {"target beyond float32", {{"a.csv", "1\n"}, {"b.csv", "1\n"}}, "file,y\na.csv,1.5\nb.csv,4e38\n",
