@@ -175,7 +175,8 @@ def sweep_table(results):
                 cells.append(f"{means[-1]:.3f} (n={len(acc)})")
             else:
                 cells.append("-")
-        ov = " ".join(f"{k}={v}" for k, v in rows[0]["overrides"].items()) or "recipe"
+        base = rows[0].get("base", "recipe")   # "defaults": --no-recipe, what a user who changes nothing gets
+        ov = " ".join([base] + [f"{k}={v}" for k, v in rows[0]["overrides"].items()])
         out.append(f"| {tag or 'recipe'} | {ov} | " + " | ".join(cells) + f" | {statistics.median(means):.3f} |")
     return "\n".join(out)
 
@@ -258,6 +259,7 @@ def finished_row(a, job, r, wall_seconds):
     folder, variant, seed, run_dir, recipe, files, n_test, base_recipe = job
     opt = torch_model.resolve_options(torch_model.read_recipe(recipe), {})
     return {"set": folder, "variant": variant, "seed": seed, "tag": a.tag, "overrides": a.overrides,
+            "base": "defaults" if a.no_recipe else "recipe",
             "options": opt, "np": a.np, "n_test": n_test, "wall_seconds": wall_seconds,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), **r}
 

@@ -316,7 +316,8 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
       "cpu, or with a CUDA build cuda | auto (CUDA: at most 1024 sequences per rank per step)",
       {"train", "eval", "predict", "bench"});
   b.add("lstm", po::value(&c.lstm)->default_value(c.lstm, lstm_path_name(c.lstm)),
-      "CUDA backend's LSTM: cudnn | fused (one kernel per step: 1 layer, H <= 128; other models use cuDNN) | auto "
+      "CUDA backend's LSTM: cudnn | fused (ragtrain's kernels, no launch per timestep: 1 layer, H <= 128; other "
+      "models use cuDNN) | auto "
       "(the faster of the two, measured at start-up; fused only when at least 10% faster there)",
       {"train", "bench"});
   b.add("max-memory", po::value(&c.max_memory)->default_value(c.max_memory)->value_name("SIZE"),
