@@ -24,13 +24,6 @@ const char* missing_mode_name(MissingMode m) {
   return "?";
 }
 
-MissingMode parse_missing_mode(const std::string& name) {
-  for (MissingMode m : {MissingMode::Error, MissingMode::Trim, MissingMode::Zero, MissingMode::Ffill})
-    if (name == missing_mode_name(m)) return m;
-  throw UserError("option --missing: must be error, trim, zero or ffill, got '" + name + "'",
-                  "see `ragtrain convert --help` and doc/data-format.md, \"Missing values\"");
-}
-
 bool is_missing_text(const std::string& field) {
   std::string s;
   for (char ch : field) s += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));

@@ -686,11 +686,8 @@ TEST(DataTs, MissingValueModes) {
   }
 }
 
-TEST(DataMissing, TextThatMeansMissingAndModeNames) {
+TEST(DataMissing, TextThatMeansMissing) {
   for (const char* s : {"", "?", "NaN", "nan", "NAN", "-nan", "+NaN", "NA", "na", "N/A", "n/a"})
     EXPECT_TRUE(is_missing_text(s)) << s;
   for (const char* s : {"0", "1e3", "inf", "-inf", "none", "null", "??", "nana", "x"}) EXPECT_FALSE(is_missing_text(s)) << s;
-  for (MissingMode m : {MissingMode::Error, MissingMode::Trim, MissingMode::Zero, MissingMode::Ffill})
-    EXPECT_EQ(parse_missing_mode(missing_mode_name(m)), m);
-  expect_user_error([] { parse_missing_mode("drop"); }, {"--missing", "error, trim, zero or ffill", "'drop'"});
 }

@@ -16,9 +16,7 @@ enum class MissingMode {
   Ffill,   // carry the last observed value of the feature forward; leading ones take the first observed value
 };
 
-const char* missing_mode_name(MissingMode m);
-// "error" | "trim" | "zero" | "ffill"; UserError naming --missing otherwise.
-MissingMode parse_missing_mode(const std::string& name);
+const char* missing_mode_name(MissingMode m);   // "error" | "trim" | "zero" | "ffill", as --missing takes them
 
 // Whether a field of a text input (.ts, CSV) stands for a missing value: empty, "?", NaN in any case and with
 // either sign, "NA" or "N/A" (what pandas, R and the UEA archive write). Surrounding blanks are the caller's.
