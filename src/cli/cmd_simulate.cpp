@@ -86,7 +86,7 @@ int run_simulate(const Context& ctx, const RunConfig& cfg) {
     if (!cfg.data.empty()) info = read_dataset_info(cfg.data, ctx.world);
     else draw_lengths(cfg.lengths, 1, cfg.seed);   // validates the spec on every rank
   });
-  if (!cfg.data.empty() && info.task == Task::Classification)
+  if (!cfg.data.empty() && info.labeled && info.task == Task::Classification)   // no class ids without labels
     collective_phase(ctx, [&] { classes = read_class_ids(info, ctx); });
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
