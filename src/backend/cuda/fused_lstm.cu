@@ -4,8 +4,8 @@
 //   2. recurrence (one thread block per sequence): forward recurrence, gate activations, c, tanh(c) and h saved to
 //      the scratch, and the pooling of h (last step, mean or max over the sequence's steps, kept in registers);
 //      head, loss and d loss / d pooled h; backward recurrence (seeded by the pooling's backward: the last step,
-//      every step / length, or each unit's argmax step; d gates overwrite the activations in the scratch). Launched with programmatic dependent launch, so its prologue (W_hh into
-//      registers) overlaps the projection.
+//      every step / length, or each unit's argmax step; d gates overwrite the activations in the scratch).
+//      Launched with programmatic dependent launch, so its prologue (W_hh into registers) overlaps the projection.
 //   3. weight gradients  [dW_ih dW_hh db] = sum over sequences and t of dg_t [x_t, h_{t-1}, 1]^T: a tiled GEMM over
 //      all SMs, split over groups of sequences whose partial sums are added in group order.
 // In the recurrence thread r = 4 j + q owns gate q of hidden unit j (PyTorch row q H + j), so the four gates of a
