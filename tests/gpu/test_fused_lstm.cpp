@@ -402,6 +402,13 @@ TEST(FusedFallback, UncoveredModelsUseCudnn) {
     EXPECT_FALSE(gpu.fused_active());
     EXPECT_NE(gpu.describe().find("fused kernel not used"), std::string::npos) << gpu.describe();
   }
+  // Head dropout: the fused kernel has no mask, so a model it covers otherwise falls back too.
+  BackendOptions dropped = options("cuda", "adam");
+  dropped.dropout.head = 0.3;
+  CudaBackend with_dropout(ModelShape{36, 50, 1, 10, Task::Classification, false, Pool::Mean}, dropped,
+                           fused_tuning());
+  EXPECT_FALSE(with_dropout.fused_active());
+  EXPECT_NE(with_dropout.describe().find("dropout before the head"), std::string::npos) << with_dropout.describe();
   CudaTuning cudnn;
   cudnn.lstm = LstmPath::Cudnn;
   CudaBackend gpu(ModelShape{36, 50, 1, 10, Task::Classification}, options("cuda", "adam"), cudnn);
