@@ -64,7 +64,7 @@ ModelShape with_pool(ModelShape s, Pool pool) {
 
 // The smallest gap, over every unit of the sequences at `positions` (length >= 2), between its max over the steps
 // and the largest value at any other step (float64 reference). Max pooling's gradient goes to the argmax step, so
-// a gap within float rounding (~1e-6 here) would let the GPU and the CPU choose different steps: the data, not the
+// a gap within float rounding (~2e-7 here) would let the GPU and the CPU choose different steps: the data, not the
 // kernel, would decide such a test.
 double min_argmax_gap(const ModelShape& shape, const std::vector<float>& params, const Shard& shard,
                       const std::vector<int64_t>& positions) {
@@ -89,7 +89,9 @@ double min_argmax_gap(const ModelShape& shape, const std::vector<float>& params,
   return gap;
 }
 
-constexpr double kMinArgmaxGap = 1e-5;   // ten times the h differences seen between the fused kernel and the CPU
+// 50 times how far the float CPU reference's h is from float64's on these data (at most 2e-7, measured); the fused
+// kernel's float h is taken to be as close (its gradients are: doc/performance.md).
+constexpr double kMinArgmaxGap = 1e-5;
 
 std::vector<int64_t> all_positions(const Shard& shard) {
   std::vector<int64_t> all;
@@ -210,7 +212,7 @@ TEST(FusedPoolAgreement, MaxClassificationSharedMemoryH100) {
 
 namespace {
 
-Shard training_shard(const ModelShape& shape) {
+Shard training_shard(const ModelShape& shape, uint64_t seed) {
   SyntheticSpec spec;
   spec.sequences = 40;
   spec.features = shape.input_size;
@@ -219,7 +221,7 @@ Shard training_shard(const ModelShape& shape) {
   spec.classes = shape.outputs;
   spec.task = shape.task;
   spec.outputs = shape.outputs;
-  spec.seed = 5;
+  spec.seed = seed;
   const RaggedData d = make_synthetic(spec);
   std::vector<int64_t> idx;
   for (int64_t i = 0; i < spec.sequences; ++i) idx.push_back(i);
@@ -258,8 +260,9 @@ BackendOptions training_options(const std::string& device, const std::string& op
 }
 
 // The CPU run of compare_training: the smallest argmax gap over every step's batch, at that step's parameters.
-double training_argmax_gap(const ModelShape& shape, const std::string& optimizer, float lr, int per_step) {
-  const Shard shard = training_shard(shape);
+double training_argmax_gap(const ModelShape& shape, const std::string& optimizer, float lr, int per_step,
+                           uint64_t seed) {
+  const Shard shard = training_shard(shape, seed);
   auto cpu = make_backend(shape, training_options("cpu", optimizer));
   double gap = INFINITY;
   train(*cpu, shape, shard, per_step, lr, [&](const std::vector<int64_t>& batch) {
@@ -268,9 +271,10 @@ double training_argmax_gap(const ModelShape& shape, const std::string& optimizer
   return gap;
 }
 
-void compare_training(const ModelShape& shape, const std::string& optimizer, float lr, int per_step) {
+void compare_training(const ModelShape& shape, const std::string& optimizer, float lr, int per_step,
+                      uint64_t data_seed = 5) {
   const BackendOptions g = training_options("cuda", optimizer), c = training_options("cpu", optimizer);
-  const Shard shard = training_shard(shape);
+  const Shard shard = training_shard(shape, data_seed);
   CudaBackend gpu(shape, g, fused_tuning());
   ASSERT_TRUE(gpu.fused_active());
   auto cpu = make_backend(shape, c);
@@ -291,6 +295,30 @@ void compare_training(const ModelShape& shape, const std::string& optimizer, flo
   } else {
     for (size_t i = 0; i < a.losses.size(); ++i) EXPECT_LE(rel(a.losses[i], b.losses[i]), 1e-3) << "step " << i;
   }
+}
+
+// Max pooling's training runs: over 100 steps x K sequences x H units the closest pair of steps of some unit is
+// typically within 1e-6 (measured on the CPU run for data seeds 5 to 16; the float reference's h is 2e-7 from
+// float64's), so these are data seeds whose CPU run keeps every gap above kMinArgmaxGap (FusedPoolData checks it).
+// No Adam run at K > 1: none of those seeds kept its gaps above 1e-5 (best 7.8e-6).
+struct MaxTrainingCase {
+  ModelShape shape;
+  const char* optimizer;
+  float lr;
+  int per_step;
+  uint64_t data_seed;
+};
+const MaxTrainingCase kMaxSgdK1{kMaxH50, "sgd", 0.05f, 1, 16};
+const MaxTrainingCase kMaxAdamK1{kMaxH50, "adam", 3e-3f, 1, 16};
+const MaxTrainingCase kMaxSgdK4{kMaxH19, "sgd", 0.05f, 4, 12};
+
+double training_argmax_gap(const MaxTrainingCase& c) {
+  return training_argmax_gap(c.shape, c.optimizer, c.lr, c.per_step, c.data_seed);
+}
+
+void compare_max_training(const MaxTrainingCase& c) {
+  ASSERT_GT(training_argmax_gap(c), kMinArgmaxGap) << "test data with a near-tie";
+  compare_training(c.shape, c.optimizer, c.lr, c.per_step, c.data_seed);
 }
 
 }  // namespace
@@ -339,25 +367,29 @@ TEST(FusedPoolTraining, MeanSgd100StepsK4RegressionH19) {
 
 TEST(FusedPoolTraining, MaxSgd100StepsK1) {
   RT_SKIP_WITHOUT_GPU();
-  ASSERT_GT(training_argmax_gap(kMaxH50, "sgd", 0.05f, 1), kMinArgmaxGap) << "test data with a near-tie";
-  compare_training(kMaxH50, "sgd", 0.05f, 1);
+  compare_max_training(kMaxSgdK1);
 }
 
-TEST(FusedPoolTraining, MaxAdam100StepsK4) {
+TEST(FusedPoolTraining, MaxAdam100StepsK1) {
   RT_SKIP_WITHOUT_GPU();
-  ASSERT_GT(training_argmax_gap(kMaxH50, "adam", 3e-3f, 4), kMinArgmaxGap) << "test data with a near-tie";
-  compare_training(kMaxH50, "adam", 3e-3f, 4);
+  compare_max_training(kMaxAdamK1);
+}
+
+TEST(FusedPoolTraining, MaxSgd100StepsK4RegressionH19) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_max_training(kMaxSgdK4);
 }
 
 // Without a GPU: the max-pooling cases' data has no near-tie (see min_argmax_gap), in the agreement grids and at
 // every step of the CPU side of the training runs, so a failure of the GPU cases above is the kernel's.
 TEST(FusedPoolData, MaxPoolCasesHaveNoNearTies) {
   for (const ModelShape& shape : {kMaxH50, kMaxH19, kMaxH100}) expect_grid_argmax_separated(shape, kMixed);
-  const double sgd = training_argmax_gap(kMaxH50, "sgd", 0.05f, 1);
-  const double adam = training_argmax_gap(kMaxH50, "adam", 3e-3f, 4);
-  std::printf("[ pool     ] max pool training runs: smallest gap %.2e (SGD K=1), %.2e (Adam K=4)\n", sgd, adam);
-  EXPECT_GT(sgd, kMinArgmaxGap);
-  EXPECT_GT(adam, kMinArgmaxGap);
+  for (const MaxTrainingCase& c : {kMaxSgdK1, kMaxAdamK1, kMaxSgdK4}) {
+    const double gap = training_argmax_gap(c);
+    std::printf("[ pool     ] max pool training, %s K=%d H%lld data seed %llu: smallest gap %.2e\n", c.optimizer,
+                c.per_step, static_cast<long long>(c.shape.hidden), static_cast<unsigned long long>(c.data_seed), gap);
+    EXPECT_GT(gap, kMinArgmaxGap) << c.optimizer << " K=" << c.per_step;
+  }
 }
 
 // Two backends, the same batches: the fused buffers are identical bit for bit (fixed summation orders, no atomics),
