@@ -1,14 +1,16 @@
 // The option table, config-file merging and validation of option values and combinations.
 #include "ragtrain/cli/options.hpp"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
-#include <fstream>
 #include <map>
 #include <boost/make_shared.hpp>
 #include <memory>
 #include <set>
 #include <sstream>
 
+#include "ragtrain/cli/config_file.hpp"
+#include "ragtrain/cli/suggest.hpp"
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/core/memory.hpp"
 
@@ -36,7 +38,10 @@ void parse_choice(boost::any& v, const std::vector<std::string>& values, std::in
   std::string choices;   // "a, b or c"
   for (size_t i = 0; i < names.size(); ++i)
     choices += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
-  po::error_with_option_name err("option %canonical_option%: must be " + choices + ", got '%value%'");
+  std::string guess;   // "adam or adamw" for "adamm"
+  for (const std::string& n : closest_names(s, names)) guess += (guess.empty() ? "" : " or ") + n;
+  po::error_with_option_name err("option %canonical_option%: must be " + choices + ", got '%value%'" +
+                                 (guess.empty() ? "" : " (did you mean " + guess + "?)"));
   err.set_substitute("value", s);
   throw err;
 }
@@ -72,6 +77,10 @@ void validate(boost::any& v, const std::vector<std::string>& values, Normalizati
 void validate(boost::any& v, const std::vector<std::string>& values, LstmPath*, int) {
   parse_choice(v, values, {LstmPath::Cudnn, LstmPath::Fused, LstmPath::Auto}, lstm_path_name);
 }
+void validate(boost::any& v, const std::vector<std::string>& values, MissingMode*, int) {
+  parse_choice(v, values, {MissingMode::Error, MissingMode::Trim, MissingMode::Zero, MissingMode::Ffill},
+               missing_mode_name);
+}
 void validate(boost::any& v, const std::vector<std::string>& values, Pool*, int) {
   parse_choice(v, values, {Pool::Last, Pool::Mean, Pool::Max}, pool_name);
 }
@@ -97,7 +106,7 @@ struct CommandInfo {
 const std::vector<CommandInfo>& command_infos() {
   static const std::vector<CommandInfo> infos = {
       {"gen", "ragtrain gen --out FILE.h5 [options]", "write a synthetic, learnable ragged data set", {}},
-      {"convert", "ragtrain convert INPUT.ts|INPUT.npz OUTPUT.h5  |  ragtrain convert CSV_DIR --labels LABELS.csv OUTPUT.h5",
+      {"convert", "ragtrain convert INPUT.ts|INPUT.npz OUTPUT.h5  |  ragtrain convert CSV_DIR [--labels LABELS.csv] OUTPUT.h5",
        "convert a UEA/sktime .ts file, a NumPy .npz file or a folder of CSV files to format v1",
        {"input", "output"}},
       {"inspect", "ragtrain inspect FILE.h5", "validate a data file and summarise it (exit 0 valid, 2 not)",
@@ -158,7 +167,8 @@ struct TableBuilder {
 // Options every command shares, and the files each reads and writes.
 void add_file_rows(TableBuilder& b, RunConfig& c) {
   b.add("config", po::value(&c.config_file)->value_name("FILE.ini"),
-      "read options from an INI file (same names as the command line; the command line wins)", b.all);
+      "read options from an INI file (same names as the command line, at the top or under a [SUBCOMMAND] "
+      "section; the command line wins)", b.all);
   b.add("quiet", po::bool_switch(&c.quiet), "print only errors and the final result", b.all);
   b.add("verbose", po::bool_switch(&c.verbose),
       "print more: every file or array convert reads, the model and per-rank sequence counts of eval and predict",
@@ -191,13 +201,18 @@ void add_file_rows(TableBuilder& b, RunConfig& c) {
       {"convert"});
   b.add("output", po::value(&c.output)->value_name("OUTPUT.h5"), "format v1 file to write", {"convert"});
   b.add("labels", po::value(&c.labels)->value_name("LABELS.csv"),
-      "labels of a CSV folder: a header row, then FILE,LABEL per sequence (FILE,Y1,..,YK with --regression)",
+      "labels of a CSV folder: a header row, then FILE,LABEL per sequence (FILE,Y1,..,YK with --regression; FILE "
+      "alone, or no --labels, for data without labels)",
       {"convert"});
   b.add("regression", po::bool_switch(&c.regression),
       "the labels are regression targets (CSV: numbers; .npz: integer labels too; float .npz labels always are)",
       {"convert"});
   b.add("class-names-from", po::value(&c.class_names_from)->value_name("TRAIN.h5"),
       "number the classes as this converted file does (convert the test set like the training set)", {"convert"});
+  b.add("missing", po::value(&c.missing)->default_value(c.missing, missing_mode_name(c.missing)),
+      "missing feature values (?, NaN, NA, empty CSV fields): error | trim (drop trailing all-missing steps, as in "
+      "NaN-padded sets) | zero | ffill (carry the last value forward; leading ones take the first observed)",
+      {"convert"});
 
 }
 
@@ -360,6 +375,7 @@ std::string any_to_string(const boost::any& v) {
   if (auto p = boost::any_cast<ScheduleKind>(&v)) return schedule_kind_name(*p);
   if (auto p = boost::any_cast<Device>(&v)) return device_name(*p);
   if (auto p = boost::any_cast<Pool>(&v)) return pool_name(*p);
+  if (auto p = boost::any_cast<MissingMode>(&v)) return missing_mode_name(*p);
   if (auto p = boost::any_cast<LstmPath>(&v)) return lstm_path_name(*p);
   if (auto p = boost::any_cast<Normalization>(&v)) return normalization_name(*p);
   if (auto p = boost::any_cast<NonfinitePolicy>(&v)) return nonfinite_policy_name(*p);
@@ -396,7 +412,7 @@ void validate(const RunConfig& c) {
     positive(c.outputs, "outputs");
   } else if (cmd == "convert") {
     require(!c.input.empty() && !c.output.empty(), "input", "convert needs INPUT and OUTPUT.h5",
-            "usage: ragtrain convert INPUT.ts|INPUT.npz|CSV_DIR [--labels LABELS.csv] OUTPUT.h5");
+            "usage: ragtrain convert INPUT.ts|INPUT.npz|CSV_DIR [--labels LABELS.csv] [--missing MODE] OUTPUT.h5");
     require(!(c.regression && !c.class_names_from.empty()), "class-names-from",
             "names classes, but --regression says the labels are targets", "leave one of the two out");
   } else if (cmd == "inspect") {
@@ -513,15 +529,20 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     return inv;
   }
   const CommandInfo* cmd = find_command(first);
-  if (!cmd) throw UserError("unknown command '" + first + "'", "commands: gen convert inspect train eval predict "
-                                                                "bench simulate plot; see `ragtrain --help`");
+  if (!cmd) {
+    const std::vector<std::string> near = closest_names(first, subcommands());
+    throw UserError("unknown command '" + first + "'",
+                    (near.empty() ? std::string() : "did you mean " + near.front() + "? ") +
+                        "commands: gen convert inspect train eval predict bench simulate plot; see `ragtrain --help`");
+  }
   cfg.command = cmd->name;
   cfg.command_line = quote_command_line(argc, argv);
 
   Table table = build_table(cfg);
-  po::options_description mine("options of `ragtrain " + cmd->name + "`", 110, 55), everything;
+  po::options_description mine("options of `ragtrain " + cmd->name + "`", 110, 55);
+  OptionOwners owners;   // for config files and "did you mean": which subcommands take each name
   for (auto& [opt, cmds] : table.rows) {
-    everything.add(opt);
+    owners[opt->long_name()] = cmds;
     if (cmds.count(cmd->name)) mine.add(opt);
   }
   mine.add_options()("help,h", "show this help");
@@ -531,6 +552,10 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(argc - 1, argv + 1).options(mine).positional(pos).run(), vm);
+  } catch (const po::unknown_option& e) {
+    const std::string dashed = e.get_option_name();   // "--hiddne"
+    const std::string name = dashed.substr(std::min(dashed.size(), dashed.find_first_not_of('-')));
+    throw UserError(std::string("command line: ") + e.what(), unknown_option_hint(name, cmd->name, owners, "--"));
   } catch (const po::error& e) {
     throw UserError(std::string("command line: ") + e.what(), "see `ragtrain " + cmd->name + " --help`");
   }
@@ -541,23 +566,8 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     inv.help_text = s.str();
     return inv;
   }
-  if (vm.count("config")) {
-    const std::string file = vm["config"].as<std::string>();
-    std::ifstream in(file);
-    if (!in) throw UserError("config file '" + file + "' cannot be opened", "check the path given to --config");
-    try {
-      // The file may hold options of other subcommands (one file for train and eval); unknown names are errors.
-      po::parsed_options parsed = po::parse_config_file(in, everything, false);
-      std::vector<po::option> keep;
-      for (auto& o : parsed.options)
-        if (mine.find_nothrow(o.string_key, false)) keep.push_back(o);
-      parsed.options = keep;
-      po::store(parsed, vm);   // existing (command-line) values win; defaults are replaced
-    } catch (const po::error& e) {
-      throw UserError("config file '" + file + "': " + e.what(),
-                      "config files use the command-line names without dashes, e.g. `hidden = 64`");
-    }
-  }
+  // The file fills in what the command line left out ([COMMAND] section, then top level; cli/config_file.hpp).
+  if (vm.count("config")) store_config_file(vm["config"].as<std::string>(), cmd->name, mine, owners, vm);
   try {
     po::notify(vm);
   } catch (const po::error& e) {

@@ -29,7 +29,10 @@ void check(const ragtrain::RaggedData& d) {
   if (static_cast<int64_t>(d.features.size()) != d.offsets.back() * d.num_features) fail("features size");
   for (float v : d.features)
     if (!std::isfinite(v)) fail("non-finite feature");
-  if (d.task == ragtrain::Task::Classification) {
+  if (!d.labeled) {   // @classLabel false: nothing of the labels may be left over
+    if (d.num_outputs != 0 || !d.labels.empty() || !d.targets.empty() || !d.class_names.empty())
+      fail("labels, targets or classes on a data set without labels");
+  } else if (d.task == ragtrain::Task::Classification) {
     if (d.num_outputs < 2 || static_cast<int64_t>(d.class_names.size()) != d.num_outputs) fail("classes");
     if (static_cast<int64_t>(d.labels.size()) != n || !d.targets.empty()) fail("labels size");
     for (int32_t y : d.labels)
@@ -51,9 +54,12 @@ bool verbose() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
+  // The --missing mode follows from the input's size, so that the corpus meets every mode.
+  constexpr ragtrain::MissingMode kModes[] = {ragtrain::MissingMode::Error, ragtrain::MissingMode::Trim,
+                                              ragtrain::MissingMode::Zero, ragtrain::MissingMode::Ffill};
   // Any exception other than UserError escapes and terminates: InternalError on input is a bug of the parser.
   try {
-    check(ragtrain::parse_ts(in, "fuzz.ts"));
+    check(ragtrain::parse_ts(in, "fuzz.ts", kModes[size % 4]));
   } catch (const ragtrain::UserError& e) {
     // The expected outcome for bad input; a message must say what is wrong.
     // A message for bad input names the file (what, where, hint).
