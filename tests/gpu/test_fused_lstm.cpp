@@ -3,12 +3,18 @@
 // (weights in registers for H <= 64, in shared memory above, H = 128 with the columns that do not fit); 100 SGD and
 // Adam steps against the CPU backend at K = 1 and K = 4 (H = 128: SGD); bitwise-identical reruns; the fallback to
 // cuDNN for models it does not cover; the per-timestep cycle budget (printed for doc/performance.md); and, without a
-// GPU, the gate-block layout taken from the index map.
+// GPU, the gate-block layout taken from the index map. Pooling over time (--pool mean, max) gets the same checks as
+// the last step: loss and gradients, 100 steps, reruns; max pooling's cases first check (without a GPU too) that
+// no unit's max is within float rounding of another step's value, where the GPU and the CPU may pick either step.
 // Tolerances are the cuDNN tests' (agreement.hpp): |gpu - ref| <= 1e-5 max|ref| of the tensor + 1e-5 |ref|.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cmath>
 #include <cstring>
+#include <functional>
+#include <utility>
+#include <vector>
 
 #include "../../src/backend/cuda/cuda_backend.hpp"
 #include "agreement.hpp"
@@ -50,6 +56,62 @@ void fused_grid(const ModelShape& shape, const std::vector<int64_t>& lengths) {
 }
 
 const std::vector<int64_t> kMixed = {1, 2, 3, 7, 31, 64, 97, 130};
+
+ModelShape with_pool(ModelShape s, Pool pool) {
+  s.pool = pool;
+  return s;
+}
+
+// The smallest gap, over every unit of the sequences at `positions` (length >= 2), between its max over the steps
+// and the largest value at any other step (float64 reference). Max pooling's gradient goes to the argmax step, so
+// a gap within float rounding (~2e-7 here) would let the GPU and the CPU choose different steps: the data, not the
+// kernel, would decide such a test.
+double min_argmax_gap(const ModelShape& shape, const std::vector<float>& params, const Shard& shard,
+                      const std::vector<int64_t>& positions) {
+  const ParamLayout layout(shape);
+  const std::vector<double> p(params.begin(), params.end());
+  const int64_t H = shape.hidden;
+  LstmCache<double> cache;
+  double gap = INFINITY;
+  for (int64_t pos : positions) {
+    if (pos < 0 || shard.length(pos) < 2) continue;
+    const int64_t n = shard.length(pos);
+    lstm_forward(layout, p.data(), shard.x(pos), n, cache);
+    const std::vector<double>& h = cache.h.back();
+    for (int64_t k = 0; k < H; ++k) {
+      const int64_t best = cache.argmax[static_cast<size_t>(k)];
+      double second = -INFINITY;
+      for (int64_t t = 0; t < n; ++t)
+        if (t != best) second = std::max(second, h[static_cast<size_t>(t * H + k)]);
+      gap = std::min(gap, h[static_cast<size_t>(best * H + k)] - second);
+    }
+  }
+  return gap;
+}
+
+// 50 times how far the float CPU reference's h is from float64's on these data (at most 2e-7 at the initial
+// parameters, measured once on the CPU); the fused kernel's float h is taken to be as close (its gradients are:
+// doc/performance.md).
+constexpr double kMinArgmaxGap = 1e-5;
+
+std::vector<int64_t> all_positions(const Shard& shard) {
+  std::vector<int64_t> all;
+  for (int64_t p = 0; p < shard.size(); ++p) all.push_back(p);
+  return all;
+}
+
+// fused_grid's data (its parameter and shard seeds) for a max-pooling shape: no near-tie.
+void expect_grid_argmax_separated(const ModelShape& shape, const std::vector<int64_t>& lengths) {
+  const Shard shard = make_shard(shape, lengths, 99);
+  const double gap = min_argmax_gap(shape, init_params(ParamLayout(shape), 1234), shard, all_positions(shard));
+  std::printf("[ pool     ] max pool F%lld H%lld: smallest gap between a unit's max and its next step %.2e\n",
+              static_cast<long long>(shape.input_size), static_cast<long long>(shape.hidden), gap);
+  EXPECT_GT(gap, kMinArgmaxGap) << "max pool H" << shape.hidden << ": test data with a near-tie";
+}
+
+const ModelShape kMaxH50{36, 50, 1, 10, Task::Classification, false, Pool::Max};
+const ModelShape kMaxH19{5, 19, 1, 3, Task::Regression, false, Pool::Max};
+const ModelShape kMaxH100{36, 100, 1, 10, Task::Classification, false, Pool::Max};
 
 }  // namespace
 
@@ -111,9 +173,47 @@ TEST(FusedAgreement, ClassificationH50SeventySequences) {
   check_batch(gpu, *cpu, layout, params, shard, all, "fused cls F36 H50 K=71", kGradAtolScale);
 }
 
+TEST(FusedPoolAgreement, MeanClassificationRegistersH50) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(with_pool({36, 50, 1, 10, Task::Classification}, Pool::Mean), kMixed);
+}
+
+TEST(FusedPoolAgreement, MeanRegressionRegistersH19) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(with_pool({5, 19, 1, 3, Task::Regression}, Pool::Mean), kMixed);
+}
+
+TEST(FusedPoolAgreement, MeanClassificationSharedMemoryH128) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(with_pool({36, 128, 1, 10, Task::Classification}, Pool::Mean), kMixed);
+}
+
+TEST(FusedPoolAgreement, MeanClassificationRegistersH64LongSequence) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(with_pool({70, 64, 1, 5, Task::Classification}, Pool::Mean), {1, 130, 700});
+}
+
+TEST(FusedPoolAgreement, MaxClassificationRegistersH50) {
+  RT_SKIP_WITHOUT_GPU();
+  expect_grid_argmax_separated(kMaxH50, kMixed);
+  fused_grid(kMaxH50, kMixed);
+}
+
+TEST(FusedPoolAgreement, MaxRegressionRegistersH19) {
+  RT_SKIP_WITHOUT_GPU();
+  expect_grid_argmax_separated(kMaxH19, kMixed);
+  fused_grid(kMaxH19, kMixed);
+}
+
+TEST(FusedPoolAgreement, MaxClassificationSharedMemoryH100) {
+  RT_SKIP_WITHOUT_GPU();
+  expect_grid_argmax_separated(kMaxH100, kMixed);
+  fused_grid(kMaxH100, kMixed);
+}
+
 namespace {
 
-Shard training_shard(const ModelShape& shape) {
+Shard training_shard(const ModelShape& shape, uint64_t seed) {
   SyntheticSpec spec;
   spec.sequences = 40;
   spec.features = shape.input_size;
@@ -122,7 +222,7 @@ Shard training_shard(const ModelShape& shape) {
   spec.classes = shape.outputs;
   spec.task = shape.task;
   spec.outputs = shape.outputs;
-  spec.seed = 5;
+  spec.seed = seed;
   const RaggedData d = make_synthetic(spec);
   std::vector<int64_t> idx;
   for (int64_t i = 0; i < spec.sequences; ++i) idx.push_back(i);
@@ -134,7 +234,9 @@ struct Run {
   std::vector<float> params;
 };
 
-Run train(Backend& b, const ModelShape& shape, const Shard& shard, int per_step, float lr) {
+// before_step(batch): called with each step's batch before it runs (max pooling's near-tie check).
+Run train(Backend& b, const ModelShape& shape, const Shard& shard, int per_step, float lr,
+          const std::function<void(const std::vector<int64_t>&)>& before_step = {}) {
   Run r;
   b.set_params(init_params(ParamLayout(shape), 42));
   b.set_train_shard(shard);
@@ -142,6 +244,7 @@ Run train(Backend& b, const ModelShape& shape, const Shard& shard, int per_step,
     std::vector<int64_t> batch;
     for (int k = 0; k < per_step; ++k) batch.push_back((static_cast<int64_t>(per_step) * s + k) % shard.size());
     if (per_step > 1 && s % 7 == 3) batch.back() = -1;   // now and then an empty slot
+    if (before_step) before_step(batch);
     b.forward_backward(batch);
     b.allreduce();
     const StepTotals t = b.update(lr);
@@ -151,10 +254,28 @@ Run train(Backend& b, const ModelShape& shape, const Shard& shard, int per_step,
   return r;
 }
 
-void compare_training(const ModelShape& shape, const std::string& optimizer, float lr, int per_step) {
-  BackendOptions g = options("cuda", optimizer), c = options("cpu", optimizer);
-  g.optimizer.clip = c.optimizer.clip = 1.0;
-  const Shard shard = training_shard(shape);
+BackendOptions training_options(const std::string& device, const std::string& optimizer) {
+  BackendOptions o = options(device, optimizer);
+  o.optimizer.clip = 1.0;
+  return o;
+}
+
+// The CPU run of compare_training: the smallest argmax gap over every step's batch, at that step's parameters.
+double training_argmax_gap(const ModelShape& shape, const std::string& optimizer, float lr, int per_step,
+                           uint64_t seed) {
+  const Shard shard = training_shard(shape, seed);
+  auto cpu = make_backend(shape, training_options("cpu", optimizer));
+  double gap = INFINITY;
+  train(*cpu, shape, shard, per_step, lr, [&](const std::vector<int64_t>& batch) {
+    gap = std::min(gap, min_argmax_gap(shape, cpu->params(), shard, batch));
+  });
+  return gap;
+}
+
+void compare_training(const ModelShape& shape, const std::string& optimizer, float lr, int per_step,
+                      uint64_t data_seed = 5) {
+  const BackendOptions g = training_options("cuda", optimizer), c = training_options("cpu", optimizer);
+  const Shard shard = training_shard(shape, data_seed);
   CudaBackend gpu(shape, g, fused_tuning());
   ASSERT_TRUE(gpu.fused_active());
   auto cpu = make_backend(shape, c);
@@ -163,9 +284,10 @@ void compare_training(const ModelShape& shape, const std::string& optimizer, flo
   for (size_t i = 0; i < a.losses.size(); ++i) worst_loss = std::max(worst_loss, rel(a.losses[i], b.losses[i]));
   const std::vector<double> ref(b.params.begin(), b.params.end());
   const Agreement normwise = compare_params(ParamLayout(shape), a.params, ref, 0.0, 1e-4);
-  std::printf("[ fused    ] 100 %s steps of K=%d (H%lld): loss %.4f -> %.4f, max loss rel %.2e, per-tensor "
+  std::printf("[ fused    ] 100 %s steps of K=%d (H%lld, %s pool): loss %.4f -> %.4f, max loss rel %.2e, per-tensor "
               "max|diff|/max|p| %.2e\n",
-              optimizer.c_str(), per_step, static_cast<long long>(shape.hidden), b.losses.front(), b.losses.back(),
+              optimizer.c_str(), per_step, static_cast<long long>(shape.hidden), pool_name(shape.pool),
+              b.losses.front(), b.losses.back(),
               worst_loss, 1e-4 * normwise.worst_ratio);
   EXPECT_LT(b.losses.back(), b.losses.front()) << "training should make progress";
   if (optimizer == "sgd") {
@@ -174,6 +296,30 @@ void compare_training(const ModelShape& shape, const std::string& optimizer, flo
   } else {
     for (size_t i = 0; i < a.losses.size(); ++i) EXPECT_LE(rel(a.losses[i], b.losses[i]), 1e-3) << "step " << i;
   }
+}
+
+// Max pooling's training runs: over 100 steps x K sequences x H units the closest pair of steps of some unit is
+// typically within 1e-6 (measured on the CPU run for data seeds 5 to 16; the float reference's h is 2e-7 from
+// float64's), so these are data seeds whose CPU run keeps every gap above kMinArgmaxGap (FusedPoolData checks it).
+// No Adam run at K > 1: none of those seeds kept its gaps above 1e-5 (best 7.8e-6).
+struct MaxTrainingCase {
+  ModelShape shape;
+  const char* optimizer;
+  float lr;
+  int per_step;
+  uint64_t data_seed;
+};
+const MaxTrainingCase kMaxSgdK1{kMaxH50, "sgd", 0.05f, 1, 16};
+const MaxTrainingCase kMaxAdamK1{kMaxH50, "adam", 3e-3f, 1, 16};
+const MaxTrainingCase kMaxSgdK4{kMaxH19, "sgd", 0.05f, 4, 12};
+
+double training_argmax_gap(const MaxTrainingCase& c) {
+  return training_argmax_gap(c.shape, c.optimizer, c.lr, c.per_step, c.data_seed);
+}
+
+void compare_max_training(const MaxTrainingCase& c) {
+  ASSERT_GT(training_argmax_gap(c), kMinArgmaxGap) << "test data with a near-tie";
+  compare_training(c.shape, c.optimizer, c.lr, c.per_step, c.data_seed);
 }
 
 }  // namespace
@@ -205,12 +351,56 @@ TEST(FusedTraining, Sgd100StepsK4H128) {
   compare_training({36, 128, 1, 10, Task::Classification}, "sgd", 0.05f, 4);
 }
 
+TEST(FusedPoolTraining, MeanSgd100StepsK1) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_training(with_pool({36, 50, 1, 10, Task::Classification}, Pool::Mean), "sgd", 0.05f, 1);
+}
+
+TEST(FusedPoolTraining, MeanAdam100StepsK4) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_training(with_pool({36, 50, 1, 10, Task::Classification}, Pool::Mean), "adam", 3e-3f, 4);
+}
+
+TEST(FusedPoolTraining, MeanSgd100StepsK4RegressionH19) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_training(with_pool({5, 19, 1, 3, Task::Regression}, Pool::Mean), "sgd", 0.05f, 4);
+}
+
+TEST(FusedPoolTraining, MaxSgd100StepsK1) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_max_training(kMaxSgdK1);
+}
+
+TEST(FusedPoolTraining, MaxAdam100StepsK1) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_max_training(kMaxAdamK1);
+}
+
+TEST(FusedPoolTraining, MaxSgd100StepsK4RegressionH19) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_max_training(kMaxSgdK4);
+}
+
+// Without a GPU: the max-pooling cases' data has no near-tie (see min_argmax_gap), in the agreement grids and at
+// every step of the CPU side of the training runs, so a failure of the GPU cases above is the kernel's.
+TEST(FusedPoolData, MaxPoolCasesHaveNoNearTies) {
+  for (const ModelShape& shape : {kMaxH50, kMaxH19, kMaxH100}) expect_grid_argmax_separated(shape, kMixed);
+  for (const MaxTrainingCase& c : {kMaxSgdK1, kMaxAdamK1, kMaxSgdK4}) {
+    const double gap = training_argmax_gap(c);
+    std::printf("[ pool     ] max pool training, %s K=%d H%lld data seed %llu: smallest gap %.2e\n", c.optimizer,
+                c.per_step, static_cast<long long>(c.shape.hidden), static_cast<unsigned long long>(c.data_seed), gap);
+    EXPECT_GT(gap, kMinArgmaxGap) << c.optimizer << " K=" << c.per_step;
+  }
+}
+
 // Two backends, the same batches: the fused buffers are identical bit for bit (fixed summation orders, no atomics),
-// at K = 1 and with the K-block reduction.
+// at K = 1 and with the K-block reduction, for each pooling.
 TEST(FusedDeterminism, BitwiseIdenticalReruns) {
   RT_SKIP_WITHOUT_GPU();
-  for (int64_t H : {50, 128}) {
-    const ModelShape shape{36, H, 1, 10, Task::Classification};
+  const std::vector<std::pair<int64_t, Pool>> cases = {{50, Pool::Last}, {128, Pool::Last}, {50, Pool::Mean},
+                                                       {128, Pool::Mean}, {50, Pool::Max},  {128, Pool::Max}};
+  for (const auto& [H, pool] : cases) {
+    const ModelShape shape{36, H, 1, 10, Task::Classification, false, pool};
     const Shard shard = make_shard(shape, {130, 1, 64, 97, 5, 120, 2, 77}, 3);
     const std::vector<float> params = init_params(ParamLayout(shape), 9);
     std::vector<std::vector<float>> got;
@@ -232,7 +422,7 @@ TEST(FusedDeterminism, BitwiseIdenticalReruns) {
     for (size_t i = 0; i < 3; ++i) {
       ASSERT_EQ(got[i].size(), got[i + 3].size());
       EXPECT_EQ(0, std::memcmp(got[i].data(), got[i + 3].data(), got[i].size() * sizeof(float)))
-          << "H=" << H << " result " << i << " differs between two identical runs";
+          << "H=" << H << " " << pool_name(pool) << " pool: result " << i << " differs between two identical runs";
     }
   }
 }
@@ -245,6 +435,13 @@ TEST(FusedFallback, UncoveredModelsUseCudnn) {
     EXPECT_FALSE(gpu.fused_active());
     EXPECT_NE(gpu.describe().find("fused kernel not used"), std::string::npos) << gpu.describe();
   }
+  // Head dropout: the fused kernel has no mask, so a model it covers otherwise falls back too.
+  BackendOptions dropped = options("cuda", "adam");
+  dropped.dropout.head = 0.3;
+  CudaBackend with_dropout(ModelShape{36, 50, 1, 10, Task::Classification, false, Pool::Mean}, dropped,
+                           fused_tuning());
+  EXPECT_FALSE(with_dropout.fused_active());
+  EXPECT_NE(with_dropout.describe().find("dropout before the head"), std::string::npos) << with_dropout.describe();
   CudaTuning cudnn;
   cudnn.lstm = LstmPath::Cudnn;
   CudaBackend gpu(ModelShape{36, 50, 1, 10, Task::Classification}, options("cuda", "adam"), cudnn);
@@ -260,39 +457,44 @@ TEST(FusedAuto, PicksAPathAndSaysWhy) {
   EXPECT_NE(gpu.describe().find("auto at T=100"), std::string::npos);
 }
 
-// Cycles per forward and backward timestep of block 0 (clock64 at the phase boundaries), for the latency budget.
+// Cycles per forward and backward timestep of block 0 (clock64 at the phase boundaries), for the latency budget;
+// H = 50 also with mean and max pooling (what the pooling adds to the recurrence).
 TEST(FusedBudget, CyclesPerTimestep) {
   RT_SKIP_WITHOUT_GPU();
   for (int64_t H : {50, 128}) {
     for (int64_t K : {1, 128}) {
-      const ModelShape shape{36, H, 1, 10, Task::Classification};
-      CudaBackend gpu(shape, options("cuda", "adam"), fused_tuning());
-      ASSERT_TRUE(gpu.fused_active());
-      gpu.set_params(init_params(ParamLayout(shape), 1));
-      const Shard shard = make_shard(shape, std::vector<int64_t>(static_cast<size_t>(K), 96), 4);
-      gpu.set_train_shard(shard);
-      std::vector<int64_t> batch;
-      for (int64_t k = 0; k < K; ++k) batch.push_back(k);
-      gpu.forward_backward(batch);   // warm-up
-      gpu.synchronize();
-      gpu.fused_lstm()->record_cycles(true);
-      gpu.forward_backward(batch);
-      gpu.synchronize();
-      const FusedCycles c = gpu.fused_lstm()->last_cycles(nullptr);
-      gpu.fused_lstm()->record_cycles(false);
-      int clock_khz = 0;
-      cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
-      std::printf("[ budget   ] H=%lld K=%lld T=96: projection kernel %.1f us, recurrence kernel %.1f us (block 0: "
-                  "staging W_hh %lld, forward %lld (%.0f/step), head %lld, backward %lld (%.0f/step), total %lld "
-                  "cycles = %.1f us at %.2f GHz), weight-gradient kernels %.1f us\n",
-                  static_cast<long long>(H), static_cast<long long>(K), c.projection_us, c.recurrence_us,
-                  static_cast<long long>(c.stage), static_cast<long long>(c.forward), c.forward / 96.0,
-                  static_cast<long long>(c.head), static_cast<long long>(c.backward), c.backward / 96.0,
-                  static_cast<long long>(c.total), c.total / (clock_khz * 1e-3), clock_khz * 1e-6, c.weight_grads_us);
-      EXPECT_GT(c.forward, 0);
-      EXPECT_GT(c.backward, 0);
-      EXPECT_GT(c.projection_us, 0.0);
-      EXPECT_GT(c.weight_grads_us, 0.0);
+      for (Pool pool : {Pool::Last, Pool::Mean, Pool::Max}) {
+        if (H != 50 && pool != Pool::Last) continue;
+        const ModelShape shape{36, H, 1, 10, Task::Classification, false, pool};
+        CudaBackend gpu(shape, options("cuda", "adam"), fused_tuning());
+        ASSERT_TRUE(gpu.fused_active());
+        gpu.set_params(init_params(ParamLayout(shape), 1));
+        const Shard shard = make_shard(shape, std::vector<int64_t>(static_cast<size_t>(K), 96), 4);
+        gpu.set_train_shard(shard);
+        std::vector<int64_t> batch;
+        for (int64_t k = 0; k < K; ++k) batch.push_back(k);
+        gpu.forward_backward(batch);   // warm-up
+        gpu.synchronize();
+        gpu.fused_lstm()->record_cycles(true);
+        gpu.forward_backward(batch);
+        gpu.synchronize();
+        const FusedCycles c = gpu.fused_lstm()->last_cycles(nullptr);
+        gpu.fused_lstm()->record_cycles(false);
+        int clock_khz = 0;
+        cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
+        std::printf("[ budget   ] H=%lld K=%lld T=96 %s pool: projection kernel %.1f us, recurrence kernel %.1f us "
+                    "(block 0: staging W_hh %lld, forward %lld (%.0f/step), head %lld, backward %lld (%.0f/step), "
+                    "total %lld cycles = %.1f us at %.2f GHz), weight-gradient kernels %.1f us\n",
+                    static_cast<long long>(H), static_cast<long long>(K), pool_name(pool), c.projection_us,
+                    c.recurrence_us, static_cast<long long>(c.stage), static_cast<long long>(c.forward),
+                    c.forward / 96.0, static_cast<long long>(c.head), static_cast<long long>(c.backward),
+                    c.backward / 96.0, static_cast<long long>(c.total), c.total / (clock_khz * 1e-3),
+                    clock_khz * 1e-6, c.weight_grads_us);
+        EXPECT_GT(c.forward, 0);
+        EXPECT_GT(c.backward, 0);
+        EXPECT_GT(c.projection_us, 0.0);
+        EXPECT_GT(c.weight_grads_us, 0.0);
+      }
     }
   }
 }
@@ -324,6 +526,9 @@ TEST(FusedLayout, GateBlocksFromTheIndexMap) {
   EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 4, 2, 2, Task::Classification}), "");
   EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 129, 1, 2, Task::Classification}), "");
   EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 128, 1, 2, Task::Classification}), "");
+  for (Pool pool : {Pool::Mean, Pool::Max})
+    EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 50, 1, 2, Task::Classification, false, pool}), "")
+        << pool_name(pool);
   ModelShape bi = shape;
   bi.bidirectional = true;
   EXPECT_NE(fused_lstm_unsupported(bi), "");

@@ -2,9 +2,10 @@
 //   1. input projection  W_ih x_t + b_ih + b_hh for every (sequence, timestep), into a per-sequence global scratch
 //      (L2-resident); a block per (sequence, time chunk), so all SMs share it
 //   2. recurrence (one thread block per sequence): forward recurrence, gate activations, c, tanh(c) and h saved to
-//      the scratch; head, loss and d loss / d h at the last step; backward recurrence (d gates overwrite the
-//      activations in the scratch). Launched with programmatic dependent launch, so its prologue (W_hh into
-//      registers) overlaps the projection.
+//      the scratch, and the pooling of h (last step, mean or max over the sequence's steps, kept in registers);
+//      head, loss and d loss / d pooled h; backward recurrence (seeded by the pooling's backward: the last step,
+//      every step / length, or each unit's argmax step; d gates overwrite the activations in the scratch).
+//      Launched with programmatic dependent launch, so its prologue (W_hh into registers) overlaps the projection.
 //   3. weight gradients  [dW_ih dW_hh db] = sum over sequences and t of dg_t [x_t, h_{t-1}, 1]^T: a tiled GEMM over
 //      all SMs, split over groups of sequences whose partial sums are added in group order.
 // In the recurrence thread r = 4 j + q owns gate q of hidden unit j (PyTorch row q H + j), so the four gates of a
@@ -50,6 +51,7 @@ struct Args {
   const GatherSlot* slots = nullptr;   // B > kInline
   int32_t B = 0, F = 0, H = 0, C = 0;
   bool classification = true;
+  int32_t pool = 0;               // the head's input: 0 the last step's h, 1 the mean over the steps, 2 the max
   FusedLayout lay;
   float* scratch = nullptr;
   int64_t per_seq = 0;
@@ -444,8 +446,8 @@ struct Step {
   float* R;          // staged W_hh (shared-memory variant)
   float* h_s;        // (2, HP)
   float* dg_s;       // (2, 4, HP)
-  const float* dh_s; // (HP) d loss / d h_last
-  int H, G, S, HP, ksm, len, r, j, q, quad;
+  const float* dh_s; // (HP) d loss / d pooled h
+  int H, G, S, HP, ksm, len, r, j, q, quad, pool;
   bool valid;
   float* g_r;        // this thread's gate column of gbuf
   float* c_j;        // its unit's c, tanh(c) columns, and what it saves in the forward pass
@@ -453,9 +455,16 @@ struct Step {
   float* save_j;
 };
 
-// Phase 2: the forward recurrence; returns which half of h_s holds h_{len-1}.
+// What the pooling keeps of unit j over the forward recurrence (every lane of the quad holds the same bits, as h):
+// the sum of h in step order (mean), or the max and the first step holding it (max), as the CPU reference.
+struct PoolAcc {
+  float v = 0.0f;
+  int at = 0;
+};
+
+// Phase 2: the forward recurrence; returns which half of h_s holds h_{len-1}, and unit j's pooling in `acc`.
 template <int HR, int NW>
-__device__ __forceinline__ int forward_recurrence(const Step& st, const float (&wf)[NW]) {
+__device__ __forceinline__ int forward_recurrence(const Step& st, const float (&wf)[NW], PoolAcc& acc) {
   const float* const R = st.R;
   float* const h_s = st.h_s;
   const int H = st.H, G = st.G, S = st.S, HP = st.HP, ksm = st.ksm, len = st.len;
@@ -519,6 +528,13 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
       c = (t > 0 ? fg * c : 0.0f) + ig * gg;
       const float tc = tanh_f(c);
       const float h = og * tc;
+      // Pooling: a compare or an add beside the chain (nothing downstream in this step waits for it).
+      if (st.pool == 1) {
+        acc.v += h;
+      } else if (st.pool == 2 && (t == 0 || h > acc.v)) {   // ties: the first step
+        acc.v = h;
+        acc.at = t;
+      }
       if (valid) g_r[t * G] = act;
       if (valid && q < 3) save_j[t * H] = q == 0 ? h : (q == 1 ? c : tc);
       if (valid && q == 0) h_s[(cur ^ 1) * HP + j] = h;
@@ -529,9 +545,11 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
   return cur;
 }
 
-// Phase 4: the backward recurrence, from d loss / d h_last in dh_s; d gates replace the activations in gbuf.
+// Phase 4: the backward recurrence, from d loss / d pooled h in dh_s; d gates replace the activations in gbuf.
+// The pooling's backward seeds d h: at the last step (last), at every step divided by the length (mean, as the
+// reference: dq / n added at each step), or at unit j's argmax step (max, `at`).
 template <int HR, int NB>
-__device__ __forceinline__ void backward_recurrence(const Step& st, const float (&wb)[NB]) {
+__device__ __forceinline__ void backward_recurrence(const Step& st, const float (&wb)[NB], int at) {
   const Args& a = *st.a;
   const float* const R = st.R;
   float* const dg_s = st.dg_s;
@@ -542,6 +560,8 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
   const float* const c_j = st.c_j;
   const float* const tc_j = st.tc_j;
   const float* const dh_s = st.dh_s;
+  const float seed = st.pool == 1 ? dh_s[j] / static_cast<float>(len) : dh_s[j];
+  const int seed_at = st.pool == 0 ? len - 1 : at;   // mean: every step
   // Thread (j, q) sums gate q's share of (W_hh^T dg)[j]; the quad adds the four.
   // Step t's activation, c_{t-1} and tanh(c_t) are loaded 4 steps ahead, as in the forward loop.
   int cb = 0;
@@ -609,7 +629,7 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
       float P = (b0 + b1) + (b2 + b3);
       P += __shfl_xor_sync(kFull, P, 1);   // identical bits in all four lanes (addition commutes exactly)
       P += __shfl_xor_sync(kFull, P, 2);
-      const float dh = P + (t == len - 1 ? dh_s[j] : 0.0f);
+      const float dh = P + ((st.pool == 1 || t == seed_at) ? seed : 0.0f);
       const float dct = dc + dh * og * (1.0f - tc * tc);
       // All four, then a select: branches on q would run the four paths one after another in every warp.
       const float d0 = dct * gg * ig * (1.0f - ig);
@@ -637,7 +657,7 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   float* h_s = R + a.r_floats;   // (2, HP) h, double-buffered
   float* dg_s = h_s + 2 * HP;    // (2, 4, HP) d gates, gate-major, double-buffered
   float* lg_s = dg_s + 8 * HP;   // (Cp) logits, then d loss / d logits
-  float* dh_s = lg_s + a.Cp;     // (HP) d loss / d h_last
+  float* dh_s = lg_s + a.Cp;     // (HP) d loss / d pooled h
   float* misc = dh_s + HP;       // (4)
   float* fc_s = misc + 4;        // (fc_smem) the head's weight, then its bias
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, nt = static_cast<int>(blockDim.x);
@@ -701,14 +721,24 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   // What lane q saves each forward step, branch-free: h (q = 0), c (q = 1), tanh(c) (q = 2); q = 3 saves nothing.
   float* const save_j = (q == 0 ? hbuf : (q == 1 ? cbuf : tcbuf)) + j;
 
-  const Step st{&a, R, h_s, dg_s, dh_s, H, G, S, HP, ksm, len, r, j, q, quad, valid, g_r, c_j, tc_j, save_j};
-  const int cur = forward_recurrence<HR>(st, wf);
+  const Step st{&a, R, h_s, dg_s, dh_s, H, G, S, HP, ksm, len, r, j, q, quad, a.pool, valid, g_r, c_j, tc_j,
+                save_j};
+  PoolAcc acc;
+  const int cur = forward_recurrence<HR>(st, wf, acc);
+  // The head's input: h_{len-1} as it is, or the pooled vector in the other half of h_s (h_{len-2}, which nothing
+  // reads any more: every thread passed the last step's barrier).
+  const float* pooled = h_s + cur * HP;
+  if (a.pool != 0) {
+    if (valid && q == 0) h_s[(cur ^ 1) * HP + j] = a.pool == 1 ? acc.v / static_cast<float>(len) : acc.v;
+    __syncthreads();
+    pooled = h_s + (cur ^ 1) * HP;
+  }
   mark(a, 2);
 
-  head(a, h_s + cur * HP, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos);
+  head(a, pooled, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos);
   mark(a, 3);
 
-  backward_recurrence<HR>(st, wb);
+  backward_recurrence<HR>(st, wb, acc.at);
   mark(a, 4);
 }
 
@@ -735,7 +765,6 @@ int round_up(int v, int m) { return (v + m - 1) / m * m; }
 std::string fused_lstm_unsupported(const ModelShape& shape) {
   if (shape.layers != 1) return RT_MSG(shape.layers << " layers (the fused kernel runs one)");
   if (shape.bidirectional) return "a bidirectional LSTM (the fused kernel runs one direction)";
-  if (shape.pool != Pool::Last) return "pooling over time (the fused kernel's head reads the last step)";
   if (shape.hidden > kMaxH) return RT_MSG("H=" << shape.hidden << " (the fused kernel runs H <= " << kMaxH << ")");
   if (shape.hidden < 1 || shape.input_size < 1 || shape.outputs < 1) return "an empty model";
   return "";
@@ -869,6 +898,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.H = static_cast<int32_t>(H);
   a.C = static_cast<int32_t>(shape_.outputs);
   a.classification = shape_.task == Task::Classification;
+  a.pool = shape_.pool == Pool::Last ? 0 : (shape_.pool == Pool::Mean ? 1 : 2);
   a.lay = layout_;
   a.scratch = scratch_.get();
   a.per_seq = cap_T_ * 7 * H;

@@ -1,8 +1,8 @@
-// The fused LSTM training step of a 1-layer unidirectional LSTM (H <= 128), three kernels per step with no launch or
-// grid-wide barrier per timestep: the input projection of every timestep (many blocks, all SMs), the recurrence
-// kernel (one thread block per sequence: forward recurrence, the Linear head and loss, backward recurrence), and the
-// weight gradients (a tiled GEMM over all timesteps and sequences, all SMs). Every sum has a fixed order, so a rerun
-// is bitwise identical. It reads the parameters from, and adds the gradients into, the CUDA backend's device layout
+// The fused LSTM training step of a 1-layer unidirectional LSTM (H <= 128, --pool last, mean or max), three kernels
+// per step with no launch or grid-wide barrier per timestep: the input projection of every timestep (many blocks, all
+// SMs), the recurrence kernel (one thread block per sequence: forward recurrence with the pooling over time, the
+// Linear head and loss, backward recurrence), and the weight gradients (a tiled GEMM over all timesteps and
+// sequences, all SMs). Every sum has a fixed order, so a rerun is bitwise identical. It reads the parameters from, and adds the gradients into, the CUDA backend's device layout
 // (cuDNN's weight space, then the head), so the NCCL all-reduce and the fused optimizer run unchanged.
 #pragma once
 
@@ -26,7 +26,7 @@ struct FusedLayout {
   int64_t fc_w = 0, fc_b = 0, extras = 0;
 };
 
-// Why the fused kernel cannot run this model (empty when it can): more than one layer, H > 128, ...
+// Why the fused kernel cannot run this model (empty when it can): more than one layer, bidirectional, H > 128, ...
 std::string fused_lstm_unsupported(const ModelShape& shape);
 
 // The layout above from the backend's PyTorch -> device index map, or an empty optional-like result (ok = false)
