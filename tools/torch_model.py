@@ -40,8 +40,8 @@ OPTIONS = {
     "optimizer": (str, "adam"), "lr": (float, 1e-3), "momentum": (float, 0.9), "beta1": (float, 0.9),
     "beta2": (float, 0.999), "eps": (float, 1e-8), "weight-decay": (float, 0.0), "clip": (float, 0.0),
     "warmup-steps": (int, 0), "lr-decay": (str, "none"), "lr-final-fraction": (float, 0.0),
-    "normalize": (str, "none"), "bidirectional": (bool, False), "dropout": (float, 0.0),
-    "head-dropout": (float, 0.0), "pool": (str, "last"), "seed": (int, 1), "schedule": (str, "balanced"),
+    "normalize": (str, "feature"), "bidirectional": (bool, False), "dropout": (float, 0.0),
+    "head-dropout": (float, 0.0), "pool": (str, "mean"), "seed": (int, 1), "schedule": (str, "balanced"),
 }
 
 

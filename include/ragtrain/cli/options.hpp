@@ -34,9 +34,9 @@ struct RunConfig {
   // model
   int64_t layers = 1, hidden = 50;
   bool bidirectional = false;   // --bidirectional
-  Pool pool = Pool::Last;       // --pool last | mean | max
+  Pool pool = Pool::Mean;       // --pool last | mean | max (default mean: doc/accuracy.md, "Choosing the defaults")
   double dropout = 0.0, head_dropout = 0.0;   // --dropout (between LSTM layers), --head-dropout (before the head)
-  Normalization normalize = Normalization::None;   // --normalize none | feature | series
+  Normalization normalize = Normalization::Feature;   // --normalize none | feature | series (default: doc/accuracy.md)
   std::string init_from;   // train: initial weights from a checkpoint
   bool write_order = false;
 
