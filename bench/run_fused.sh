@@ -28,7 +28,7 @@ for c in $CASES; do
   H=${c%%:*} K=${c##*:}
   echo "## H=$H K=$K" | tee -a "$LOG"
   for lstm in cudnn fused; do
-    timeout 150 mpirun -np 1 "$BIN/ragtrain" bench --device cuda --lstm "$lstm" --hidden "$H" "${DATA[@]}" \
+    timeout 150 mpirun -np 1 "$BIN/ragtrain" bench --device cuda --lstm "$lstm" --pool last --hidden "$H" "${DATA[@]}" \
       --optimizer adam --lr 1e-3 --batch-per-rank "$K" --schedule balanced --steps "$(steps_for "$K")" \
       --warmup 300 --out "$WORK/${lstm}_h${H}_k$K.json" 2>&1 | tee -a "$LOG"
   done

@@ -35,7 +35,7 @@ ragtrain_bench() {   # H K tag [env...]
   local H=$1 K=$2 tag=$3
   shift 3
   # One local rank: it inherits this environment (RAGTRAIN_CUDA_GRAPHS and friends) from mpirun.
-  env "$@" timeout 120 mpirun -np 1 "$BIN/ragtrain" bench --device cuda --hidden "$H" "${DATA[@]}" --optimizer adam \
+  env "$@" timeout 120 mpirun -np 1 "$BIN/ragtrain" bench --device cuda --pool last --hidden "$H" "${DATA[@]}" --optimizer adam \
     --lr 1e-3 --batch-per-rank "$K" --schedule balanced --steps "$(steps_for "$K")" --warmup "$(warmup_for "$K")" \
     --force --out "$WORK/$tag.json" 2>&1 | tee -a "$LOG" "$WORK/$tag.log"
 }

@@ -70,7 +70,7 @@ if ! "$PYTHON" -c 'import h5py, numpy' >/dev/null 2>&1; then
   HAVE_H5PY=0
   say "## $PYTHON has no h5py/numpy: the run comparisons are skipped"
 fi
-MODEL=(--hidden 50 --optimizer adam --lr 1e-3 --seed 1)
+MODEL=(--hidden 50 --pool last --optimizer adam --lr 1e-3 --seed 1)   # pool last: as the PyTorch references read h_n
 SPEC=(--features 36 --classes 10 --min-length 60 --max-length 130)
 
 # ---- data: one file for every P (SEQ_PER_RANK sequences per rank at the largest P)

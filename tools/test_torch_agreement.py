@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_interop import lstm_shape, make_model, read_checkpoint, write_checkpoint  # noqa: E402
 
 # name -> (ragtrain options, bidirectional, pool)
-MODELS = {"uni": ([], False, "last"), "bidi_mean": (["--bidirectional", "--pool", "mean"], True, "mean")}
+MODELS = {"uni": (["--pool", "last"], False, "last"), "bidi_mean": (["--bidirectional", "--pool", "mean"], True, "mean")}
 
 
 def sh(cmd):
@@ -98,7 +98,8 @@ def check_device(args, work, train, val, data, vdata, init_state, init_ckpt, mod
         run = os.path.join(work, f"{model_name}_{device}_{opt_name}")
         sh(["mpirun", "-np", "1", args.bin, "train", "--data", train, "--init-from", init_ckpt, "--out", run,
             "--device", device, "--hidden", "16", "--layers", "2", "--optimizer", opt_name, "--lr", str(lr), "--momentum", "0.9", "--epochs", "1",
-            "--batch-per-rank", "1", "--log-every", "1", "--write-order", "--schedule", "random", "--quiet"]
+            "--batch-per-rank", "1", "--log-every", "1", "--write-order", "--schedule", "random",
+            "--normalize", "none", "--lr-decay", "none", "--clip", "0", "--quiet"]
            + model_opts)
         order = [int(r["sequence"]) for r in csv.DictReader(open(os.path.join(run, "order.csv")))]
         steps = [r for r in map(json.loads, open(os.path.join(run, "metrics.jsonl"))) if r["event"] == "step"]

@@ -132,7 +132,8 @@ bool Trainer::setup_resume() {
     USER_CHECK(from_.normalization == normalization_name(cfg_.normalize),
                "checkpoint '" << resume_path_ << "' was trained with --normalize " << from_.normalization
                               << ", this run has --normalize " << normalization_name(cfg_.normalize),
-               "resume with the options of the run that wrote it");
+               "resume with the options of the run that wrote it: add --normalize " + from_.normalization +
+                   " (runs started before --normalize feature became the default were trained with none)");
     if (ctx_.is_root() && !plan_.finished) check_no_newer_checkpoints(cfg_.out, plan_.step);
   });
   if (plan_.finished) {   // announce() will not run: say here where the checkpoint stands

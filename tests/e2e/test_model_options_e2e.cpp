@@ -52,7 +52,7 @@ double loss(const Scratch& d, const std::string& run_dir, const char* key = "tra
 TEST(ModelOptions, BidirectionalTrainsEvaluatesAndResumes) {
   Scratch d;
   data(d);
-  const Result a = run(2, train(d, "a", "--bidirectional --layers 2 --checkpoint-every 30 --keep 5"));
+  const Result a = run(2, train(d, "a", "--bidirectional --layers 2 --pool last --checkpoint-every 30 --keep 5"));
   ASSERT_EQ(a.rc, 0) << a.output;
   const auto log = read_jsonl(d / "a/metrics.jsonl");
   EXPECT_LT(loss(d, "a"), log.front()["loss"].get<double>()) << "the loss did not fall";
@@ -61,7 +61,7 @@ TEST(ModelOptions, BidirectionalTrainsEvaluatesAndResumes) {
   EXPECT_TRUE(contains(v.output, "layers 2, bidirectional) + last pool + Linear(16 -> 3)")) << v.output;
 
   // Resumed at step 30 (mid-epoch: 120 / 2 = 60 steps per epoch), the run ends exactly where the first one did.
-  const Result b = run(2, train(d, "b", "--bidirectional --layers 2 --resume " + d / "a/checkpoint-step000000030.h5"));
+  const Result b = run(2, train(d, "b", "--bidirectional --layers 2 --pool last --resume " + d / "a/checkpoint-step000000030.h5"));
   ASSERT_EQ(b.rc, 0) << b.output;
   EXPECT_EQ(loss(d, "b"), loss(d, "a"));
   EXPECT_EQ(loss(d, "b", "val_loss"), loss(d, "a", "val_loss"));
@@ -85,7 +85,7 @@ TEST(ModelOptions, PoolMeanAndMaxTrainAndAreRankCountIndependent) {
     expect_eval_and_predict_agree(d, pool + "2");
   }
   // Pooling changes what the head reads: another model, another run.
-  ASSERT_EQ(run(2, train(d, "last", "")).rc, 0);
+  ASSERT_EQ(run(2, train(d, "last", "--pool last")).rc, 0);
   EXPECT_NE(loss(d, "last"), loss(d, "mean2"));
   EXPECT_NE(loss(d, "mean2"), loss(d, "max2"));
 }

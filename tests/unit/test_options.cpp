@@ -82,7 +82,7 @@ TEST(Options, ModelOptions) {
   EXPECT_EQ(c.head_dropout, 0.5);
   const RunConfig d = parse({"train", "--data", "a.h5", "--out", "d"}).config;
   EXPECT_FALSE(d.bidirectional);
-  EXPECT_EQ(d.pool, Pool::Last);
+  EXPECT_EQ(d.pool, Pool::Mean);   // the default: doc/accuracy.md, "Choosing the defaults"
   EXPECT_EQ(d.dropout, 0.0);
   EXPECT_EQ(d.head_dropout, 0.0);
   const std::string ini = write_ini("bidirectional = true\npool = mean\ndropout = 0.1\n");
@@ -127,7 +127,8 @@ TEST(Options, BadOptionsNameTheOption) {
 
 // --normalize MODE; `--normalize` alone keeps meaning what the switch meant (feature), also before another option.
 TEST(Options, NormalizeModes) {
-  EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d"}).config.normalize, Normalization::None);
+  EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d"}).config.normalize, Normalization::Feature);   // the default
+  EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d", "--normalize", "none"}).config.normalize, Normalization::None);
   EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d", "--normalize"}).config.normalize, Normalization::Feature);
   const RunConfig alone = parse({"train", "--normalize", "--data", "a.h5", "--out", "d"}).config;
   EXPECT_EQ(alone.normalize, Normalization::Feature);
