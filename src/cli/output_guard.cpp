@@ -220,7 +220,7 @@ void check_outputs(const RunConfig& c) {
     if (!c.out.empty()) outputs.push_back({"--out", c.out, Writes::File, "a JSON file"});
   } else if (cmd == "plot") {
     add_input(inputs, "RUN", c.run);
-    outputs.push_back({"--out", c.out.empty() ? c.run + "/plots" : c.out, Writes::Folder, "plots"});
+    outputs.push_back({"--out", plot_config(c).out, Writes::Folder, "plots"});
   }
 
   for (const Output& out : outputs) {
