@@ -194,7 +194,8 @@ def plan_runs(a, overrides, results):
         _, stem, _, _ = known[folder]
         files = convert(a.bin, folder, stem, os.path.join(a.work, "data", folder), a.log)
         n_test = n_sequences(files["test"])
-        base_recipe = os.path.join(ROOT, "inputs", f"{folder}.ini")
+        # --no-recipe: what a user who changes nothing gets (ragtrain's defaults, then only the --set options).
+        base_recipe = os.devnull if a.no_recipe else os.path.join(ROOT, "inputs", f"{folder}.ini")
         for seed in [int(s) for s in a.seeds.split(",")]:
             for variant in a.variants.split(","):
                 key = (folder, variant, seed, a.tag)
@@ -270,6 +271,8 @@ def main():
                     help="of " + ", ".join(VARIANTS) + " (torch-columns: PyTorch dealing batches as ragtrain's "
                          "random schedule does)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a recipe option")
+    ap.add_argument("--no-recipe", action="store_true",
+                    help="start from ragtrain's defaults instead of inputs/<set>.ini (with --tag; for choosing defaults)")
     ap.add_argument("--tag", default="", help="name of this sweep in accuracy.json (default: the recipes as shipped)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build/bin/ragtrain"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/accuracy-2026-12-03"),

@@ -8,6 +8,7 @@
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/core/rng.hpp"
 #include "ragtrain/data/format.hpp"
+#include "ragtrain/data/shard.hpp"
 #include "ragtrain/metrics/metrics.hpp"
 #include "ragtrain/schedule/schedule.hpp"
 #include "ragtrain/schedule/schedule_stats.hpp"
@@ -28,32 +29,58 @@ std::vector<int64_t> draw_lengths(const LengthDistribution& d, int64_t n, uint64
   return out;
 }
 
+// Every sequence's class id, read on rank 0 a chunk at a time (read_shard is collective: the other ranks join with
+// empty selections), so a large file is never held whole.
+std::vector<int32_t> read_class_ids(const DatasetInfo& info, const Context& ctx) {
+  constexpr int64_t kChunk = 4096;
+  std::vector<int32_t> out;
+  for (int64_t first = 0; first < info.num_sequences; first += kChunk) {
+    std::vector<int64_t> indices;
+    if (ctx.is_root())
+      for (int64_t i = first; i < std::min(first + kChunk, info.num_sequences); ++i) indices.push_back(i);
+    const Shard shard = read_shard(info, indices, ctx.world);
+    out.insert(out.end(), shard.labels.begin(), shard.labels.end());
+  }
+  return out;
+}
+
 }  // namespace
 
 int run_simulate(const Context& ctx, const RunConfig& options) {
   const SimulateConfig cfg = simulate_config(options);
   DatasetInfo info;
+  std::vector<int32_t> classes;   // every sequence's class id: a classification --data only
   collective_phase(ctx, [&] {
     if (!cfg.data.empty()) info = read_dataset_info(cfg.data, ctx.world);
   });
+  if (!cfg.data.empty() && info.task == Task::Classification)
+    collective_phase(ctx, [&] { classes = read_class_ids(info, ctx); });
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
     const std::string source = cfg.data.empty() ? cfg.lengths.text : cfg.data;
     std::printf("# ragtrain simulate: means over %lld epoch(s) of the length imbalance (1 - mean/max of per-rank "
                 "timesteps), the padding of a rank's K sequences run as one call padded to its longest, and the "
-                "batch repeats (share of an epoch's global batches, as sets, also trained the epoch before)\n",
+                "batch repeats (share of an epoch's global batches, as sets, also trained the epoch before); with a "
+                "classification --data, the distinct classes in a global batch\n",
                 static_cast<long long>(cfg.epochs));
-    std::printf("# %-24s %6s %4s %9s %7s | %9s %9s | %9s %9s | %9s %9s\n", "", "", "", "", "", "imbalance", "",
-                "padding", "", "repeats", "");
-    std::printf("# %-24s %6s %4s %9s %7s | %9s %9s | %9s %9s | %9s %9s\n", "lengths", "ranks", "K", "N", "steps",
-                "balanced", "random", "balanced", "random", "balanced", "random");
+    std::printf("# %-24s %6s %4s %9s %7s | %9s %9s | %9s %9s | %9s %9s | %9s %9s\n", "", "", "", "", "", "imbalance",
+                "", "padding", "", "repeats", "", "classes", "");
+    std::printf("# %-24s %6s %4s %9s %7s | %9s %9s | %9s %9s | %9s %9s | %9s %9s\n", "lengths", "ranks", "K", "N",
+                "steps", "balanced", "random", "balanced", "random", "balanced", "random", "balanced", "random");
     auto pct = [](double v) {
       char b[32];
       if (std::isnan(v)) std::snprintf(b, sizeof b, "%9s", "-");
       else std::snprintf(b, sizeof b, "%8.2f%%", 100 * v);
       return std::string(b);
     };
+    auto count = [](double v) {
+      char b[32];
+      if (std::isnan(v)) std::snprintf(b, sizeof b, "%9s", "-");
+      else std::snprintf(b, sizeof b, "%9.2f", v);
+      return std::string(b);
+    };
     auto json_num = [](double v) { return std::isnan(v) ? Json(nullptr) : Json(v); };
+    const double none = std::nan("");
     Json rows = Json::array();
     for (int64_t p : cfg.ranks) {
       const std::vector<int64_t> lengths =
@@ -63,10 +90,13 @@ int run_simulate(const Context& ctx, const RunConfig& options) {
       const Schedule bal(lengths, p, cfg.batch_per_rank, cfg.seed, ScheduleKind::Balanced);
       const Schedule rnd(lengths, p, cfg.batch_per_rank, cfg.seed, ScheduleKind::Random);
       const ScheduleStats b = measure_schedule(bal, lengths, cfg.epochs), r = measure_schedule(rnd, lengths, cfg.epochs);
-      std::printf("  %-24s %6lld %4lld %9lld %7lld | %s %s | %s %s | %s %s\n", source.c_str(), static_cast<long long>(p),
-                  static_cast<long long>(cfg.batch_per_rank), static_cast<long long>(n),
+      const double bc = classes.empty() ? none : classes_per_batch(bal, classes, cfg.epochs);
+      const double rc = classes.empty() ? none : classes_per_batch(rnd, classes, cfg.epochs);
+      std::printf("  %-24s %6lld %4lld %9lld %7lld | %s %s | %s %s | %s %s | %s %s\n", source.c_str(),
+                  static_cast<long long>(p), static_cast<long long>(cfg.batch_per_rank), static_cast<long long>(n),
                   static_cast<long long>(bal.steps_per_epoch()), pct(b.imbalance).c_str(), pct(r.imbalance).c_str(),
-                  pct(b.padding).c_str(), pct(r.padding).c_str(), pct(b.repeat).c_str(), pct(r.repeat).c_str());
+                  pct(b.padding).c_str(), pct(r.padding).c_str(), pct(b.repeat).c_str(), pct(r.repeat).c_str(),
+                  count(bc).c_str(), count(rc).c_str());
       rows.push_back(Json{{"lengths", source},
                           {"ranks", p},
                           {"batch_per_rank", cfg.batch_per_rank},
@@ -78,7 +108,9 @@ int run_simulate(const Context& ctx, const RunConfig& options) {
                           {"balanced_padding", b.padding},
                           {"random_padding", r.padding},
                           {"balanced_batch_repeat_fraction", json_num(b.repeat)},
-                          {"random_batch_repeat_fraction", json_num(r.repeat)}});
+                          {"random_batch_repeat_fraction", json_num(r.repeat)},
+                          {"balanced_classes_per_batch", json_num(bc)},
+                          {"random_classes_per_batch", json_num(rc)}});
     }
     if (!cfg.out.empty()) write_json_atomic(cfg.out, Json{{"simulation", "schedules"}, {"rows", rows}});
     std::fflush(stdout);

@@ -152,7 +152,7 @@ const std::vector<CommandInfo>& command_infos() {
       {"bench", "ragtrain bench [--data FILE.h5] [--device D] [--hidden H] [--steps N] [--out RESULT.json]",
        "time training steps (synthetic data in memory, or a file) and print a table", {}},
       {"simulate", "ragtrain simulate --ranks 8,64,1024 [--lengths uniform:60:130 | --data FILE.h5] [--out R.json]",
-       "length imbalance, padding and batch repeats of the balanced and random schedules for any rank count, "
+       "length imbalance, padding, batch repeats (and, for a labelled file, classes per batch) of the balanced and random schedules for any rank count, "
        "without training",
        {}},
       {"plot", "ragtrain plot RUN_DIR [--out PLOT_DIR]",

@@ -86,4 +86,23 @@ ScheduleStats measure_schedule(const Schedule& s, const std::vector<int64_t>& le
   return out;
 }
 
+double classes_per_batch(const Schedule& s, const std::vector<int32_t>& labels, int64_t epochs) {
+  double classes = 0;
+  int64_t batches = 0;
+  std::vector<int32_t> seen;
+  for (int64_t e = 0; e < epochs; ++e) {
+    const Schedule::Epoch ep = s.epoch(e);
+    for (int64_t step = 0; step < s.steps_per_epoch(); ++step) {
+      seen.clear();
+      for (int64_t i : ep.global_batch(step))
+        if (i >= 0) seen.push_back(labels[static_cast<size_t>(i)]);
+      if (seen.size() < 2) continue;
+      std::sort(seen.begin(), seen.end());
+      classes += static_cast<double>(std::unique(seen.begin(), seen.end()) - seen.begin());
+      ++batches;
+    }
+  }
+  return batches > 0 ? classes / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN();
+}
+
 }  // namespace ragtrain

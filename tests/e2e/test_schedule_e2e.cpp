@@ -59,3 +59,26 @@ TEST(Schedule, EpochRecordsCountTheBatchesMetAgain) {
   for (const auto& [e, s] : last) distinct.insert(s);
   EXPECT_GE(distinct.size(), 3u);
 }
+
+// simulate reports the distinct classes in a global batch for a labelled file (both schedules, within 1 and the
+// batch size) and nothing for drawn lengths, where there are no classes.
+TEST(Schedule, SimulateReportsClassesPerBatch) {
+  Scratch d;
+  ASSERT_EQ(run(0, "gen --out " + d / "t.h5" + " --sequences 300 --features 2 --classes 5 --min-length 5 --max-length 60").rc, 0);
+  Result r = run(2, "simulate --data " + d / "t.h5" + " --ranks 2,4 --batch-per-rank 4 --epochs 2 --out " + d / "s.json");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_NE(r.output.find("classes"), std::string::npos) << r.output;
+  nlohmann::json rows = read_json(d / "s.json")["rows"];
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows)
+    for (const char* key : {"balanced_classes_per_batch", "random_classes_per_batch"}) {
+      ASSERT_TRUE(row[key].is_number()) << key << " " << row.dump();
+      EXPECT_GE(row[key].get<double>(), 1.0) << key;
+      EXPECT_LE(row[key].get<double>(), 5.0) << key;   // 5 classes
+    }
+  r = run(0, "simulate --ranks 8 --epochs 2 --out " + d / "l.json");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  rows = read_json(d / "l.json")["rows"];
+  EXPECT_TRUE(rows[0]["balanced_classes_per_batch"].is_null());
+  EXPECT_TRUE(rows[0]["random_classes_per_batch"].is_null());
+}

@@ -306,3 +306,36 @@ TEST(Schedule, BlockRangeCoversInOrder) {
       EXPECT_EQ(next, n);
     }
 }
+
+// Where class is a function of length, the balanced schedule's equal-length steps hold fewer classes than
+// random ones; where class is independent of length, both hold about as many (what `simulate` reports).
+TEST(Schedule, ClassesPerBatchFollowLengthWhereClassDoes) {
+  const std::vector<int64_t> lengths = uniform_lengths(2000, 10, 209, 4);
+  std::vector<int32_t> by_length(lengths.size()), independent(lengths.size());
+  Rng rng(9, 1);
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    by_length[i] = static_cast<int32_t>((lengths[i] - 10) / 20);   // 10 classes, 20 lengths each
+    independent[i] = static_cast<int32_t>(rng.below(10));
+  }
+  const Schedule bal(lengths, 4, 4, 1, ScheduleKind::Balanced), rnd(lengths, 4, 4, 1, ScheduleKind::Random);
+  const double b = classes_per_batch(bal, by_length, 3), r = classes_per_batch(rnd, by_length, 3);
+  EXPECT_LT(b, 2.5);   // 16 sequences of nearly one length: one or two classes
+  EXPECT_GT(r, 7.0);   // 16 draws of 10 equally likely classes: 8.1 expected
+  EXPECT_NEAR(classes_per_batch(bal, independent, 3), classes_per_batch(rnd, independent, 3), 0.5);
+}
+
+TEST(Schedule, ClassesPerBatchCountsByHand) {
+  // One rank, K = 2, four sequences of classes 0 0 1 1: each batch holds 1 or 2 classes; the mean over the epoch
+  // equals the count made from the batches themselves. One rank with K = 1 has no batch of two: NaN.
+  const std::vector<int64_t> lengths = {5, 6, 7, 8};
+  const std::vector<int32_t> labels = {0, 0, 1, 1};
+  const Schedule s(lengths, 1, 2, 3, ScheduleKind::Random);
+  double sum = 0;
+  for (int64_t step = 0; step < s.steps_per_epoch(); ++step) {
+    std::set<int32_t> c;
+    for (int64_t i : s.epoch(0).global_batch(step)) c.insert(labels[static_cast<size_t>(i)]);
+    sum += static_cast<double>(c.size());
+  }
+  EXPECT_DOUBLE_EQ(classes_per_batch(s, labels, 1), sum / static_cast<double>(s.steps_per_epoch()));
+  EXPECT_TRUE(std::isnan(classes_per_batch(Schedule(lengths, 1, 1, 3, ScheduleKind::Random), labels, 1)));
+}

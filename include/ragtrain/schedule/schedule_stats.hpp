@@ -31,4 +31,10 @@ struct ScheduleStats {
 };
 ScheduleStats measure_schedule(const Schedule& schedule, const std::vector<int64_t>& lengths, int64_t epochs);
 
+// How many distinct classes a global batch holds, on average over epochs 0 .. epochs-1 (batches of >= 2
+// sequences, as for repeats; NaN if none). A schedule that groups sequences of equal length also groups classes
+// wherever length goes with class (a speaker's or a gesture's duration): its steps then see fewer classes than
+// random ones, and SGD follows one class at a time. `labels` holds every sequence's class id.
+double classes_per_batch(const Schedule& schedule, const std::vector<int32_t>& labels, int64_t epochs);
+
 }  // namespace ragtrain
