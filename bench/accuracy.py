@@ -90,7 +90,8 @@ def write_recipe(recipe_path, overrides, path):
 
 
 def run_ragtrain(a, files, recipe, run_dir, log):
-    cmd = ["mpirun", "--oversubscribe", "-np", str(a.np), a.bin] if a.np > 1 else [a.bin]
+    ranks = 1 if a.device == "cuda" else a.np
+    cmd = ["mpirun", "--oversubscribe", "-np", str(ranks), a.bin] if ranks > 1 else [a.bin]
     # No --val: the test split is looked at once, by the final model, never to choose one.
     sh(cmd + ["train", "--config", recipe, "--data", files["train"], "--out", run_dir, "--quiet"], log)
     sh([a.bin, "eval", "--checkpoint", os.path.join(run_dir, "checkpoint.h5"), "--data", files["test"],
@@ -175,7 +176,8 @@ def sweep_table(results):
                 cells.append(f"{means[-1]:.3f} (n={len(acc)})")
             else:
                 cells.append("-")
-        ov = " ".join(f"{k}={v}" for k, v in rows[0]["overrides"].items()) or "recipe"
+        base = rows[0].get("base", "recipe")   # "defaults": --no-recipe, what a user who changes nothing gets
+        ov = " ".join([base] + [f"{k}={v}" for k, v in rows[0]["overrides"].items()])
         out.append(f"| {tag or 'recipe'} | {ov} | " + " | ".join(cells) + f" | {statistics.median(means):.3f} |")
     return "\n".join(out)
 
@@ -206,6 +208,13 @@ def plan_runs(a, overrides, results):
                 ov = dict(overrides, seed=str(seed))
                 if variant.startswith("ragtrain-"):
                     ov["schedule"] = variant.split("-", 1)[1]
+                    if a.device == "cuda":
+                        # One GPU rank with NP x batch-per-rank sequences: the schedule's global batches depend on
+                        # the global batch only, not on how it splits over ranks, so the run trains as NP ranks would.
+                        base = torch_model.read_recipe(base_recipe) if not a.no_recipe else {}
+                        k = int(overrides.get("batch-per-rank", base.get("batch-per-rank", 1)))
+                        ov["batch-per-rank"] = str(k * a.np)
+                        ov["device"] = "cuda"
                 recipe = os.path.join(run_dir, "recipe.ini")
                 write_recipe(base_recipe, ov, recipe)
                 todo.append((folder, variant, seed, run_dir, recipe, files, n_test, base_recipe))
@@ -226,7 +235,8 @@ def run_one(a, job):
                 env["LD_LIBRARY_PATH"] = a.blas_dir + ":" + env.get("LD_LIBRARY_PATH", "")
             cmd = [sys.executable, os.path.join(ROOT, "tools", "torch_model.py"), "--train", files["train"],
                    "--test", files["test"], "--config", recipe, "--ranks", str(a.np), "--threads", str(a.threads),
-                   "--out", out, "--deal", "columns" if variant == "torch-columns" else "shuffle"]
+                   "--out", out, "--deal", "columns" if variant == "torch-columns" else "shuffle",
+                   "--device", a.device]
             log.write("+ " + " ".join(cmd) + "\n")
             log.flush()
             rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
@@ -258,6 +268,7 @@ def finished_row(a, job, r, wall_seconds):
     folder, variant, seed, run_dir, recipe, files, n_test, base_recipe = job
     opt = torch_model.resolve_options(torch_model.read_recipe(recipe), {})
     return {"set": folder, "variant": variant, "seed": seed, "tag": a.tag, "overrides": a.overrides,
+            "base": "defaults" if a.no_recipe else "recipe", "device": a.device,
             "options": opt, "np": a.np, "n_test": n_test, "wall_seconds": wall_seconds,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), **r}
 
@@ -271,6 +282,9 @@ def main():
                     help="of " + ", ".join(VARIANTS) + " (torch-columns: PyTorch dealing batches as ragtrain's "
                          "random schedule does)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a recipe option")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="cuda: ragtrain on one GPU rank with NP x batch-per-rank (the same global batches), PyTorch "
+                         "on the GPU; for sets too long for a CPU")
     ap.add_argument("--no-recipe", action="store_true",
                     help="start from ragtrain's defaults instead of inputs/<set>.ini (with --tag; for choosing defaults)")
     ap.add_argument("--tag", default="", help="name of this sweep in accuracy.json (default: the recipes as shipped)")

@@ -32,7 +32,7 @@ args=(train --data "$DATA" --out "$OUT" --device "$DEVICE" --keep "$KEEP"
 [ -n "$CONFIG" ] && args+=(--config "$CONFIG")
 args+=("$@")
 if [ -e "$OUT/checkpoint.h5" ]; then args+=(--resume "$OUT"); fi
-echo "run-mpirun.sh: $NP ranks, $([ -e "$OUT/checkpoint.h5" ] && echo "resuming from $OUT" || echo "fresh start")"
+echo "run-mpirun.sh: $NP rank$([ "$NP" = 1 ] || echo s), $([ -e "$OUT/checkpoint.h5" ] && echo "resuming from $OUT" || echo "fresh start")"
 
 # mpirun in a session of its own, so that Ctrl-C reaches only this script, which turns it into one SIGUSR1:
 # mpirun relays SIGUSR1 to every rank, and the ranks agree to checkpoint and stop at the next step boundary.

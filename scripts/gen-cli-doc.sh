@@ -11,9 +11,25 @@ a test fails when this file and the table disagree.
 
 Every option can also be set in an INI file passed with `--config FILE.ini`, using the same name without the
 dashes (`hidden = 64`, `batch-per-rank = 4`). The command line overrides the file, the file overrides the defaults.
-A config file may hold options of other subcommands (one file for `train` and `eval`); names that no subcommand
-knows are rejected. The effective configuration is printed at the start of `train` and stored in `summary.json`
-and `checkpoint.h5`.
+Options at the top of the file apply to every subcommand that takes them (one file for `train` and `eval`; the
+others skip them); options under a section named after a subcommand apply to that subcommand only and win over
+the top of the file:
+
+```ini
+hidden = 64            # train and bench
+epochs = 20            # train (bench has no --epochs and skips it)
+[train]
+lr = 0.003             # train only
+[bench]
+steps = 500            # bench only
+```
+
+Names that no subcommand knows, sections that are not subcommands, and options in the section of a subcommand
+that does not take them are rejected with a suggestion (`did you mean hidden?`); an unknown option on the
+command line gets one too (`did you mean --hidden?`, or the subcommands it belongs to). The effective
+configuration is printed once every check of `train`'s set-up has passed (the data files, `--resume`,
+`--init-from`, the backend), so an error is never printed after it, and it is stored in `summary.json` and
+`checkpoint.h5`.
 
 ## Exit codes
 

@@ -11,7 +11,7 @@ PKGS=(build-essential make pkg-config
       libgtest-dev nlohmann-json3-dev
       slurm-wlm munge gnuplot-nox   # the jobs/ tests run a real single-node Slurm; `ragtrain plot` draws with gnuplot
       clang)                        # the fuzz targets (tests/fuzz): clang++ with -fsanitize=fuzzer
-# libFuzzer's runtime (libclang_rt.fuzzer-x86_64.a) is a package of its own on Debian 12 and later; older
+# libFuzzer's runtime (libclang_rt.fuzzer-ARCH.a) is a package of its own on Debian 12 and later; older
 # releases ship it inside libclang-common-N-dev, which clang already pulls in.
 if command -v apt-cache >/dev/null 2>&1 && apt-cache show libclang-rt-dev >/dev/null 2>&1; then
   PKGS+=(libclang-rt-dev)

@@ -207,6 +207,7 @@ def make_optimizer(params, opt):
 
 @torch.no_grad()
 def evaluate(model, xs, ys, chunk=64):
+    # xs and ys on the model's device.
     """(mean cross-entropy, accuracy) over all sequences, in length-sorted chunks (padding is cheap then)."""
     model.eval()
     order = np.argsort([len(x) for x in xs], kind="stable")
@@ -215,7 +216,7 @@ def evaluate(model, xs, ys, chunk=64):
         idx = order[i:i + chunk]
         lengths = torch.tensor([len(xs[j]) for j in idx], dtype=torch.int64)
         logits = model([xs[j] for j in idx], lengths)
-        y = ys[torch.from_numpy(idx)]
+        y = ys[torch.from_numpy(idx).to(ys.device)]
         loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
         correct += int((logits.argmax(dim=1) == y).sum())
     model.train()
@@ -241,21 +242,22 @@ def deal_columns(rng, n, g):
     return [perm[starts[c]:starts[c + 1]] for c in range(g)]
 
 
-def train_and_test(train_path, test_path, opt, global_batch, log=None, deal="shuffle"):
-    """Trains on train_path with the options `opt` and a global batch of `global_batch` sequences per step;
-    returns a dict with the final model's test loss and accuracy (no model selection)."""
+def train_and_test(train_path, test_path, opt, global_batch, log=None, deal="shuffle", device="cpu"):
+    """Trains on train_path with the options `opt` and a global batch of `global_batch` sequences per step (on
+    `device`: cpu, or cuda where the data sets are too long for a CPU); returns a dict with the final model's test
+    loss and accuracy (no model selection)."""
     torch.manual_seed(opt["seed"])
     rng = np.random.default_rng(opt["seed"])
     tr_seqs, tr_labels, classes = load_v1(train_path)
     te_seqs, te_labels, te_classes = load_v1(test_path)
     scaling = feature_scaling(tr_seqs) if opt["normalize"] == "feature" else None
-    xs = [torch.from_numpy(s) for s in normalize(tr_seqs, opt["normalize"], scaling)]
-    xt = [torch.from_numpy(s) for s in normalize(te_seqs, opt["normalize"], scaling)]
-    ys, yt = torch.from_numpy(tr_labels), torch.from_numpy(te_labels)
+    xs = [torch.from_numpy(s).to(device) for s in normalize(tr_seqs, opt["normalize"], scaling)]
+    xt = [torch.from_numpy(s).to(device) for s in normalize(te_seqs, opt["normalize"], scaling)]
+    ys, yt = torch.from_numpy(tr_labels).to(device), torch.from_numpy(te_labels).to(device)
     lengths = torch.tensor([len(x) for x in xs], dtype=torch.int64)
 
     model = RaggedLSTMClassifier(xs[0].shape[1], opt["hidden"], opt["layers"], max(classes, te_classes),
-                                 opt["bidirectional"], opt["dropout"], opt["head-dropout"], opt["pool"])
+                                 opt["bidirectional"], opt["dropout"], opt["head-dropout"], opt["pool"]).to(device)
     optimizer = make_optimizer(model.parameters(), opt)
     n = len(xs)
     steps_per_epoch = -(-n // global_batch)
@@ -269,7 +271,7 @@ def train_and_test(train_path, test_path, opt, global_batch, log=None, deal="shu
                 group["lr"] = lr_at(step, opt)
             optimizer.zero_grad(set_to_none=True)
             logits = model([xs[i] for i in idx], lengths[torch.from_numpy(idx)])
-            loss = F.cross_entropy(logits, ys[torch.from_numpy(idx)])   # mean over the step's sequences
+            loss = F.cross_entropy(logits, ys[torch.from_numpy(idx).to(device)])   # mean over the step's sequences
             loss.backward()
             if opt["clip"] > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), opt["clip"])
@@ -281,7 +283,8 @@ def train_and_test(train_path, test_path, opt, global_batch, log=None, deal="shu
     seconds = time.perf_counter() - t0
     test_loss, test_acc = evaluate(model, xt, yt)
     return {"test_loss": test_loss, "test_accuracy": test_acc, "steps": step, "train_seconds": seconds,
-            "global_batch": global_batch, "deal": deal, "torch": torch.__version__, "threads": torch.get_num_threads()}
+            "global_batch": global_batch, "deal": deal, "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "device": device}
 
 
 def main():
@@ -294,13 +297,15 @@ def main():
     ap.add_argument("--deal", choices=["shuffle", "columns"], default="shuffle",
                     help="batches from a fresh permutation per epoch, or ragtrain's random-schedule columns")
     ap.add_argument("--out", help="JSON file to write")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
     for name, (kind, _) in OPTIONS.items():
         ap.add_argument("--" + name, type=str if kind is bool else kind, default=None)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     overrides = {name: getattr(a, name.replace("-", "_")) for name in OPTIONS}
     opt = resolve_options(read_recipe(a.config) if a.config else {}, overrides)
-    res = train_and_test(a.train, a.test, opt, a.ranks * opt["batch-per-rank"], log=print, deal=a.deal)
+    res = train_and_test(a.train, a.test, opt, a.ranks * opt["batch-per-rank"], log=print, deal=a.deal,
+                         device=a.device)
     res["options"] = opt
     print(f"test accuracy {res['test_accuracy']:.4f} loss {res['test_loss']:.4f} ({res['train_seconds']:.1f} s)")
     if a.out:

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/metrics/units.hpp"
 
 namespace ragtrain {
 
@@ -75,13 +76,13 @@ ResumePlan plan_resume(const std::string& path, const Checkpoint& c, const Resum
   const int64_t g = t.world_size * t.batch_per_rank;
   std::ostringstream how;
   if (p.global_batch % t.world_size == 0)
-    how << "with " << t.world_size << " ranks use --batch-per-rank " << p.global_batch / t.world_size;
+    how << "with " << count_of(t.world_size, "rank") << " use --batch-per-rank " << p.global_batch / t.world_size;
   else
-    how << "start " << p.global_batch << " ranks with --batch-per-rank 1, or a divisor of " << p.global_batch
-        << " ranks";
+    how << "start " << count_of(p.global_batch, "rank") << " with --batch-per-rank 1, or a divisor of "
+        << count_of(p.global_batch, "rank");
   USER_CHECK(g == p.global_batch,
              "checkpoint '" << path << "' was written with a global batch of " << p.global_batch << " ("
-                            << p.world_size << " ranks x " << p.batch_per_rank << " per rank); this run has " << g
+                            << count_of(p.world_size, "rank") << " x " << p.batch_per_rank << " per rank); this run has " << g
                             << " (" << t.world_size << " x " << t.batch_per_rank << ")",
              "the global batch decides which sequences meet in a step, so it must stay the same; " << how.str());
   RT_CHECK(p.steps_per_epoch == t.steps_per_epoch, "same N and G must give the same steps per epoch");
@@ -102,7 +103,7 @@ ResumePlan plan_resume(const std::string& path, const Checkpoint& c, const Resum
   m << "# resuming from " << path << ": step " << c.step << " of " << total << " (epoch " << plan.epoch + 1
     << ", step " << plan.step_in_epoch << " of " << t.steps_per_epoch << " done)";
   if (plan.layout_changed)
-    m << "\n# rank layout changed: the checkpoint was written by " << p.world_size << " ranks x " << p.batch_per_rank
+    m << "\n# rank layout changed: the checkpoint was written by " << count_of(p.world_size, "rank") << " x " << p.batch_per_rank
       << " per rank, this run has " << t.world_size << " x " << t.batch_per_rank << "; the global batch ("
       << g << ") and so every global step's sequences are the same; gradient sums are added in another order, "
       << "so the numbers agree to float rounding, not bit for bit";

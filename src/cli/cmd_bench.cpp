@@ -9,6 +9,7 @@
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/metrics/metrics.hpp"
 #include "ragtrain/metrics/provenance.hpp"
+#include "ragtrain/metrics/units.hpp"
 #include "ragtrain/train/trainer.hpp"
 
 namespace ragtrain {
@@ -70,11 +71,11 @@ int run_bench(const Context& ctx, const RunConfig& options) {
     for (const auto& r : all) sum += r;
     const double seq_s = sum.sequences / slowest, ts_s = sum.timesteps / slowest;
     const double us_step = 1e6 * slowest / static_cast<double>(cfg.steps);
-    std::printf("# ragtrain bench: %s, F=%lld H=%lld L=%lld, lengths %lld..%lld, %d ranks x %lld per step, %lld steps "
+    std::printf("# ragtrain bench: %s, F=%lld H=%lld L=%lld, lengths %lld..%lld, %s x %lld per step, %lld steps "
                 "after %lld warm-up\n",
                 source.c_str(), static_cast<long long>(shape.input_size), static_cast<long long>(shape.hidden),
                 static_cast<long long>(shape.layers), static_cast<long long>(options.min_length),
-                static_cast<long long>(options.max_length), ctx.size, static_cast<long long>(cfg.run.batch_per_rank),
+                static_cast<long long>(options.max_length), count_of(ctx.size, "rank").c_str(), static_cast<long long>(cfg.run.batch_per_rank),
                 static_cast<long long>(cfg.steps), static_cast<long long>(cfg.warmup));
     std::printf("# model: %s, dropout %g, head dropout %g\n", describe(shape).c_str(), cfg.run.dropout.between,
                 cfg.run.dropout.head);

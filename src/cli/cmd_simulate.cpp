@@ -10,6 +10,7 @@
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/shard.hpp"
 #include "ragtrain/metrics/metrics.hpp"
+#include "ragtrain/metrics/units.hpp"
 #include "ragtrain/schedule/schedule.hpp"
 #include "ragtrain/schedule/schedule_stats.hpp"
 
@@ -58,11 +59,11 @@ int run_simulate(const Context& ctx, const RunConfig& options) {
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
     const std::string source = cfg.data.empty() ? cfg.lengths.text : cfg.data;
-    std::printf("# ragtrain simulate: means over %lld epoch(s) of the length imbalance (1 - mean/max of per-rank "
+    std::printf("# ragtrain simulate: means over %s of the length imbalance (1 - mean/max of per-rank "
                 "timesteps), the padding of a rank's K sequences run as one call padded to its longest, and the "
                 "batch repeats (share of an epoch's global batches, as sets, also trained the epoch before); with a "
                 "classification --data, the distinct classes in a global batch\n",
-                static_cast<long long>(cfg.epochs));
+                count_of(cfg.epochs, "epoch").c_str());
     std::printf("# %-24s %6s %4s %9s %7s | %9s %9s | %9s %9s | %9s %9s | %9s %9s\n", "", "", "", "", "", "imbalance",
                 "", "padding", "", "repeats", "", "classes", "");
     std::printf("# %-24s %6s %4s %9s %7s | %9s %9s | %9s %9s | %9s %9s | %9s %9s\n", "lengths", "ranks", "K", "N",

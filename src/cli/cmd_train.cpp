@@ -1,11 +1,12 @@
-// `ragtrain train`: the CLI glue around the Trainer (train/trainer.hpp): the watchdog, the effective
-// configuration, then the Trainer's phases in order.
+// `ragtrain train`: the CLI glue around the Trainer (train/trainer.hpp): the watchdog, the Trainer's set-up
+// phases, the effective configuration once all of them passed, then the loop.
 #include <cstdio>
 
 #include "ragtrain/checkpoint/run_lock.hpp"
 #include "ragtrain/cli/commands.hpp"
 #include "ragtrain/comm/watchdog.hpp"
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/metrics/units.hpp"
 #include "ragtrain/train/trainer.hpp"
 
 namespace ragtrain {
@@ -18,16 +19,19 @@ int run_train(const Context& launched, const RunConfig& options) {
   // most --comm-timeout, then names the rank that did not come and ends the job (comm/watchdog.hpp).
   CommWatchdog watchdog(launched, cfg.comm_timeout);
   const Context ctx = launched.with_watchdog(&watchdog);
-  if (ctx.is_root() && !cfg.quiet) {
-    std::printf("# effective configuration (%d ranks)\n%s", ctx.size, cfg.effective.c_str());
-    std::fflush(stdout);
-  }
   Trainer trainer(ctx, cfg, &watchdog);
   trainer.setup_data();
   if (!trainer.setup_resume()) return kExitOk;   // the checkpoint is already at the last step
   trainer.setup_shards();
   trainer.setup_backend();
   trainer.open_run_folder();
+  // Only now that the data, the checkpoints and the backend were all checked: a configuration printed is one that
+  // runs, and an error is never buried under it.
+  if (ctx.is_root() && !cfg.quiet) {
+    std::printf("# effective configuration (%s)\n%s", count_of(ctx.size, "rank").c_str(), cfg.effective.c_str());
+    std::fflush(stdout);
+  }
+  trainer.announce();
   const int code = trainer.run();
   if (code == kExitOk) trainer.summarize();
   return code;

@@ -1,14 +1,16 @@
 // The option table, config-file merging and validation of option values and combinations.
 #include "ragtrain/cli/options.hpp"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
-#include <fstream>
 #include <map>
 #include <boost/make_shared.hpp>
 #include <memory>
 #include <set>
 #include <sstream>
 
+#include "ragtrain/cli/config_file.hpp"
+#include "ragtrain/cli/suggest.hpp"
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/core/memory.hpp"
 
@@ -36,7 +38,10 @@ void parse_choice(boost::any& v, const std::vector<std::string>& values, std::in
   std::string choices;   // "a, b or c"
   for (size_t i = 0; i < names.size(); ++i)
     choices += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
-  po::error_with_option_name err("option %canonical_option%: must be " + choices + ", got '%value%'");
+  std::string guess;   // "adam or adamw" for "adamm"
+  for (const std::string& n : closest_names(s, names)) guess += (guess.empty() ? "" : " or ") + n;
+  po::error_with_option_name err("option %canonical_option%: must be " + choices + ", got '%value%'" +
+                                 (guess.empty() ? "" : " (did you mean " + guess + "?)"));
   err.set_substitute("value", s);
   throw err;
 }
@@ -202,7 +207,8 @@ struct TableBuilder {
 // Options every command shares, and the files each reads and writes.
 void add_file_rows(TableBuilder& b, RunConfig& c) {
   b.add("config", po::value(&c.config_file)->value_name("FILE.ini"),
-      "read options from an INI file (same names as the command line; the command line wins)", b.all);
+      "read options from an INI file (same names as the command line, at the top or under a [SUBCOMMAND] "
+      "section; the command line wins)", b.all);
   b.add("quiet", po::bool_switch(&c.quiet), "print only errors and the final result", b.talk);
   b.add("verbose", po::bool_switch(&c.verbose),
       "print more: every file or array convert reads, the model and per-rank sequence counts of eval and predict",
@@ -352,7 +358,8 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
       "cpu, or with a CUDA build cuda | auto (CUDA: at most 1024 sequences per rank per step)",
       {"train", "eval", "predict", "bench"});
   b.add("lstm", po::value(&c.lstm)->default_value(c.lstm, lstm_path_name(c.lstm)),
-      "CUDA backend's LSTM: cudnn | fused (one kernel per step: 1 layer, H <= 128; other models use cuDNN) | auto "
+      "CUDA backend's LSTM: cudnn | fused (ragtrain's kernels, no launch per timestep: 1 layer, H <= 128; other "
+      "models use cuDNN) | auto "
       "(the faster of the two, measured at start-up; fused only when at least 10% faster there)",
       {"train", "bench"});
   b.add("max-memory", po::value(&c.max_memory)->default_value(c.max_memory)->value_name("SIZE"),
@@ -558,15 +565,20 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     return inv;
   }
   const CommandInfo* cmd = find_command(first);
-  if (!cmd) throw UserError("unknown command '" + first + "'", "commands: gen convert inspect train eval predict "
-                                                                "bench simulate plot; see `ragtrain --help`");
+  if (!cmd) {
+    const std::vector<std::string> near = closest_names(first, subcommands());
+    throw UserError("unknown command '" + first + "'",
+                    (near.empty() ? std::string() : "did you mean " + near.front() + "? ") +
+                        "commands: gen convert inspect train eval predict bench simulate plot; see `ragtrain --help`");
+  }
   cfg.command = cmd->name;
   cfg.command_line = quote_command_line(argc, argv);
 
   Table table = build_table(cfg);
-  po::options_description mine("options of `ragtrain " + cmd->name + "`", 110, 55), everything;
+  po::options_description mine("options of `ragtrain " + cmd->name + "`", 110, 55);
+  OptionOwners owners;   // for config files and "did you mean": which subcommands take each name
   for (auto& [opt, cmds] : table.rows) {
-    everything.add(opt);
+    owners[opt->long_name()] = cmds;
     if (cmds.count(cmd->name)) mine.add(opt);
   }
   mine.add_options()("help,h", "show this help");
@@ -576,6 +588,10 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(argc - 1, argv + 1).options(mine).positional(pos).run(), vm);
+  } catch (const po::unknown_option& e) {
+    const std::string dashed = e.get_option_name();   // "--hiddne"
+    const std::string name = dashed.substr(std::min(dashed.size(), dashed.find_first_not_of('-')));
+    throw UserError(std::string("command line: ") + e.what(), unknown_option_hint(name, cmd->name, owners, "--"));
   } catch (const po::error& e) {
     throw UserError(std::string("command line: ") + e.what(), "see `ragtrain " + cmd->name + " --help`");
   }
@@ -586,23 +602,8 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     inv.help_text = s.str();
     return inv;
   }
-  if (vm.count("config")) {
-    const std::string file = vm["config"].as<std::string>();
-    std::ifstream in(file);
-    if (!in) throw UserError("config file '" + file + "' cannot be opened", "check the path given to --config");
-    try {
-      // The file may hold options of other subcommands (one file for train and eval); unknown names are errors.
-      po::parsed_options parsed = po::parse_config_file(in, everything, false);
-      std::vector<po::option> keep;
-      for (auto& o : parsed.options)
-        if (mine.find_nothrow(o.string_key, false)) keep.push_back(o);
-      parsed.options = keep;
-      po::store(parsed, vm);   // existing (command-line) values win; defaults are replaced
-    } catch (const po::error& e) {
-      throw UserError("config file '" + file + "': " + e.what(),
-                      "config files use the command-line names without dashes, e.g. `hidden = 64`");
-    }
-  }
+  // The file fills in what the command line left out ([COMMAND] section, then top level; cli/config_file.hpp).
+  if (vm.count("config")) store_config_file(vm["config"].as<std::string>(), cmd->name, mine, owners, vm);
   try {
     po::notify(vm);
   } catch (const po::error& e) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/metrics/units.hpp"
 
 namespace ragtrain {
 
@@ -26,8 +27,8 @@ std::vector<ScalingRow> scaling_rows(const std::vector<std::pair<std::string, Js
   std::sort(rows.begin(), rows.end(), [](const ScalingRow& a, const ScalingRow& b) { return a.ranks < b.ranks; });
   for (size_t i = 1; i < rows.size(); ++i)
     USER_CHECK(rows[i].ranks != rows[i - 1].ranks,
-               "bench records '" << rows[i - 1].file << "' and '" << rows[i].file << "' both ran on " << rows[i].ranks
-                                 << " ranks",
+               "bench records '" << rows[i - 1].file << "' and '" << rows[i].file << "' both ran on "
+                                 << count_of(rows[i].ranks, "rank"),
                "keep one record per rank count in the folder");
   if (rows.empty()) return rows;
   const ScalingRow base = rows.front();

@@ -1,4 +1,4 @@
-// si_number, human_duration and human_bytes.
+// si_number, human_duration, count_of and human_bytes.
 #include "ragtrain/metrics/units.hpp"
 
 #include <cmath>
@@ -64,6 +64,10 @@ std::string human_duration(double s) {
                     static_cast<long long>(t % 86400 / 3600));
   }
   return buf;
+}
+
+std::string count_of(int64_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
 }
 
 std::string human_bytes(int64_t bytes) {

@@ -10,6 +10,7 @@
 #include "ragtrain/checkpoint/rotation.hpp"
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/metrics/provenance.hpp"
+#include "ragtrain/metrics/units.hpp"
 
 namespace ragtrain {
 
@@ -78,9 +79,10 @@ void Trainer::setup_data() {
       // A rank without a single training sequence would only ever contribute empty gradients: almost certainly
       // a launch mistake (-np too large, or the wrong --data), and its device would sit idle for the whole run.
       USER_CHECK(train_info_.num_sequences >= ctx_.size,
-                 "--data " << cfg_.data << " holds " << train_info_.num_sequences << " sequence(s) but the job has "
-                           << ctx_.size << " ranks; every rank must train on at least one sequence",
-                 "use at most " << train_info_.num_sequences << " rank(s) (mpirun -np " << train_info_.num_sequences
+                 "--data " << cfg_.data << " holds " << count_of(train_info_.num_sequences, "sequence")
+                           << " but the job has " << count_of(ctx_.size, "rank")
+                           << "; every rank must train on at least one sequence",
+                 "use at most " << count_of(train_info_.num_sequences, "rank") << " (mpirun -np " << train_info_.num_sequences
                                 << "), or train on a larger data set");
       USER_CHECK(!(cfg_.select == SelectMetric::ValAccuracy && train_info_.task != Task::Classification),
                  "option --select val_accuracy: --data " << cfg_.data << " is a regression set (no accuracy)",
@@ -123,14 +125,10 @@ bool Trainer::setup_resume() {
                "resume with the options of the run that wrote it");
     if (ctx_.is_root() && !plan_.finished) check_no_newer_checkpoints(cfg_.out, plan_.step);
   });
-  if (talk_) {
-    std::printf("%s\n", plan_.message.c_str());
-    std::fflush(stdout);
-  }
-  if (plan_.finished) {
+  if (plan_.finished) {   // announce() will not run: say here where the checkpoint stands
     if (talk_)
-      std::printf("# nothing to train: the checkpoint is at the last step of --epochs %lld; raise --epochs to go on\n",
-                  static_cast<long long>(cfg_.epochs));
+      std::printf("%s\n# nothing to train: the checkpoint is at the last step of --epochs %lld; raise --epochs to go on\n",
+                  plan_.message.c_str(), static_cast<long long>(cfg_.epochs));
     return false;
   }
   // Running sums, and the best model so far; a resumed run starts from the checkpoint's, so its records equal
@@ -236,20 +234,24 @@ void Trainer::open_run_folder() {
                              {"dropped_records", dropped},
                              {"time", utc_now()}});
   });
-  if (talk_) {
-    std::printf("# ragtrain train: %lld sequences (F=%lld, %s, %lld %s) on %d ranks x %lld per step = %lld steps/epoch, "
-                "backend %s, %lld parameters\n",
-                static_cast<long long>(train_info_.num_sequences), static_cast<long long>(shape_.input_size),
-                task_name(shape_.task), static_cast<long long>(shape_.outputs),
-                classification() ? "classes" : "targets", ctx_.size, static_cast<long long>(cfg_.batch_per_rank),
-                static_cast<long long>(steps_per_epoch()), backend_->name().c_str(),
-                static_cast<long long>(ParamLayout(shape_).total()));
-    std::printf("# model: %s%s\n", describe(shape_).c_str(),
-                cfg_.dropout.any()
-                    ? RT_MSG(", dropout " << cfg_.dropout.between << ", head dropout " << cfg_.dropout.head).c_str()
-                    : "");
-    std::fflush(stdout);
-  }
+}
+
+void Trainer::announce() const {
+  if (!talk_) return;
+  if (resuming_) std::printf("%s\n", plan_.message.c_str());
+  std::printf("# ragtrain train: %lld sequences (F=%lld, %s, %lld %s) on %s x %lld per step = %lld steps/epoch, "
+              "backend %s, %lld parameters\n",
+              static_cast<long long>(train_info_.num_sequences), static_cast<long long>(shape_.input_size),
+              task_name(shape_.task), static_cast<long long>(shape_.outputs),
+              classification() ? "classes" : "targets", count_of(ctx_.size, "rank").c_str(),
+              static_cast<long long>(cfg_.batch_per_rank),
+              static_cast<long long>(steps_per_epoch()), backend_->name().c_str(),
+              static_cast<long long>(ParamLayout(shape_).total()));
+  std::printf("# model: %s%s\n", describe(shape_).c_str(),
+              cfg_.dropout.any()
+                  ? RT_MSG(", dropout " << cfg_.dropout.between << ", head dropout " << cfg_.dropout.head).c_str()
+                  : "");
+  std::fflush(stdout);
 }
 
 // Everything a checkpoint holds at the current step boundary. The parameters and optimizer state come from

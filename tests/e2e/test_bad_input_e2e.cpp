@@ -369,7 +369,7 @@ std::vector<Case> cases() {
                {"a.h5", "/offsets", "at least one sequence"}});
   c.push_back({"fewer sequences than ranks",
                [](const CaseDir& d) { return train_args(d, gen(d, "two.h5", "--sequences 2 --features 4 --classes 3")); },
-               {"two.h5", "2 sequence(s) but the job has 3 ranks", "use at most 2 rank(s)"},
+               {"two.h5", "2 sequences but the job has 3 ranks", "use at most 2 ranks"},
                /*min_ranks=*/2});
   c.push_back({"declared /offsets of 10^12 entries",
                [](const CaseDir& d) {

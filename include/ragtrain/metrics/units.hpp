@@ -15,6 +15,9 @@ std::string with_unit(double v, const std::string& unit);
 // A duration: "850 ms", "12.3 s", "3m 05s", "1h 02m", "2d 03h"; "?" when negative or not finite.
 std::string human_duration(double seconds);
 
+// A count and its noun, singular for one: (1, "rank") -> "1 rank", (4, "rank") -> "4 ranks", (0, "step") -> "0 steps".
+std::string count_of(int64_t n, const std::string& noun);
+
 // A byte count in binary units: "512 B", "1.50 KiB", "2.00 GiB".
 std::string human_bytes(int64_t bytes);
 

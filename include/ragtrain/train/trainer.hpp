@@ -47,6 +47,9 @@ class Trainer {
   void setup_backend();
   // train: --out with metrics.jsonl (a "resume" record when continuing) and --write-order's order.csv.
   void open_run_folder();
+  // train, after every set-up phase succeeded (rank 0, not --quiet): where a resumed run continues, the run's size
+  // and the model.
+  void announce() const;
 
   // ---- the loop ----
   // One global step at the current position of the schedule (forward+backward, all-reduce, update), then the

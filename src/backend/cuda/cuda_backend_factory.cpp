@@ -6,6 +6,7 @@
 #include "cuda_backend.hpp"
 #include "gpu_binding.hpp"
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/metrics/units.hpp"
 
 namespace ragtrain {
 
@@ -25,8 +26,8 @@ std::unique_ptr<Backend> make_cuda_backend(const ModelShape& shape, const Backen
       const int lacking = 1 - mine;
       MPI_CHECK(MPI_Allreduce(&lacking, &without, 1, MPI_INT, MPI_SUM, opts.comm));
       if (rank == 0)
-        std::fprintf(stderr, "ragtrain: --device auto: no CUDA GPU visible to %d rank(s)%s%s; using the CPU backend\n",
-                     without, why.empty() ? "" : " (", why.empty() ? "" : (why + ")").c_str());
+        std::fprintf(stderr, "ragtrain: --device auto: no CUDA GPU visible to %s%s%s; using the CPU backend\n",
+                     count_of(without, "rank").c_str(), why.empty() ? "" : " (", why.empty() ? "" : (why + ")").c_str());
       return nullptr;
     }
   }

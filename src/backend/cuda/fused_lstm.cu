@@ -1,21 +1,24 @@
-// The fused LSTM training kernel. One thread block per sequence; thread r = 4 j + q owns gate q of hidden unit j
-// (PyTorch row q H + j), so the four gates of a unit sit in four adjacent lanes and the cell update needs only warp
-// shuffles: one block barrier per timestep, forward and backward (h and d gates are double-buffered in shared
-// memory). Phases, each over the whole sequence:
-//   1. input projection  W_ih x_t + b_ih + b_hh for every t, into a per-sequence global scratch (L2-resident)
-//   2. forward recurrence, gate activations, c, tanh(c) and h saved to the scratch
-//   3. head, loss and d loss / d h at the last step
-//   4. backward recurrence (d gates overwrite the activations in the scratch)
-//   5. weight gradients  dW_ih = sum_t dg_t x_t^T, dW_hh = sum_t dg_t h_{t-1}^T, db = sum_t dg_t, each summed
-//      over t in order, by the thread that owns the row
+// The fused LSTM training step, three kernels in one stream:
+//   1. input projection  W_ih x_t + b_ih + b_hh for every (sequence, timestep), into a per-sequence global scratch
+//      (L2-resident); a block per (sequence, time chunk), so all SMs share it
+//   2. recurrence (one thread block per sequence): forward recurrence, gate activations, c, tanh(c) and h saved to
+//      the scratch; head, loss and d loss / d h at the last step; backward recurrence (d gates overwrite the
+//      activations in the scratch). Launched with programmatic dependent launch, so its prologue (W_hh into
+//      registers) overlaps the projection.
+//   3. weight gradients  [dW_ih dW_hh db] = sum over sequences and t of dg_t [x_t, h_{t-1}, 1]^T: a tiled GEMM over
+//      all SMs, split over groups of sequences whose partial sums are added in group order.
+// In the recurrence thread r = 4 j + q owns gate q of hidden unit j (PyTorch row q H + j), so the four gates of a
+// unit sit in four adjacent lanes and the cell update needs only warp shuffles: one block barrier per timestep,
+// forward and backward (h and d gates are double-buffered in shared memory).
 // Recurrent weights: H <= 64 in registers (each thread its forward row and its backward column slice, zero-padded
-// to 32 or 64 so the unrolled loops have no branches); larger H in shared memory, transposed and padded so that
-// both the forward (row) and backward (column) reads are free of bank conflicts; columns that do not fit go to
+// to 32, 48, 56 or 64 so the unrolled loops have no branches); larger H in shared memory, transposed and padded so
+// that both the forward (row) and backward (column) reads are free of bank conflicts; columns that do not fit go to
 // registers (forward) and global memory (backward).
-// The step is latency-bound: what it costs is the chain of dependent instructions per timestep (shared-memory
+// The recurrence is latency-bound: what it costs is the chain of dependent instructions per timestep (shared-memory
 // loads, the FMA chains, the activations, the shuffles, the barrier) and every global round trip (~600 cycles)
-// left on that chain, so loads are issued far ahead and in batches (the H200's measurements are in
-// doc/performance.md). Every sum has a fixed order and there are no atomics, so a rerun gives identical bits.
+// left on that chain, so loads are issued far ahead and in batches; the projection and weight gradients, which do
+// not depend on the recurrence's order, run on the other SMs (the H200's measurements are in doc/performance.md).
+// Every sum has a fixed order and there are no atomics, so a rerun gives identical bits.
 #include "fused_lstm.hpp"
 
 #include <cuda_runtime.h>
@@ -33,6 +36,7 @@ namespace {
 constexpr int kInline = 16;     // slots passed in the kernel parameters (larger batches: a device table)
 constexpr int kMaxH = 128;
 constexpr int kOvf = 32;        // shared-memory variant: forward weight columns beyond shared memory, in registers
+constexpr int kProjT = 64;      // input projection: timesteps per block at most
 constexpr unsigned kFull = 0xffffffffu;
 
 struct Args {
@@ -50,9 +54,13 @@ struct Args {
   float* scratch = nullptr;
   int64_t per_seq = 0;
   int32_t t_cap = 0;
-  int32_t S = 0, HP = 0, ksm = 0, fc = 0, fcp = 0, tc = 0, tz = 0, Cp = 0;
+  int32_t S = 0, HP = 0, ksm = 0, fc = 0, tc = 0, Cp = 0;   // tc: projection timesteps per block
   int64_t r_floats = 0;
-  long long* cycles = nullptr;    // (6) block 0's clock at the phase boundaries, or null
+  int32_t fc_smem = 0;            // floats of the head's weight and bias staged in shared memory (0: none)
+  int32_t groups = 1;             // weight gradients: sequence groups (1: added straight into the fused buffer)
+  float* grads = nullptr;         // the fused buffer
+  float* wpart = nullptr;         // groups > 1: (groups, 4H, F + H + 1) partial sums
+  long long* cycles = nullptr;    // (5) block 0's clock at the recurrence's phase boundaries, or null
 };
 
 struct Params {
@@ -133,66 +141,82 @@ __device__ __forceinline__ void emit_batch(const Args& a, const float (&val)[U],
     if (ok(u)) out[idx(u)] = a.accumulate ? old[u] + val[u] : val[u];
 }
 
-// Phase 1: gbuf[t][r] = b_ih + b_hh + W_ih[row] x_t, chunked over features (fc) and timesteps (tc, a multiple of 8).
-__device__ void input_projection(const Args& a, float* R, const float* x, float* gbuf, int len) {
-  const int tid = static_cast<int>(threadIdx.x);
-  const int H = a.H, G = 4 * H, F = a.F, S = a.S, r = tid, j = r >> 2, q = r & 3;
+__device__ __forceinline__ GatherSlot slot_of(const Params& p, int b) {
+  return p.a.B <= kInline ? p.slot[b] : p.a.slots[b];
+}
+
+// Phase 1, one block per (sequence, chunk of a.tc <= kProjT timesteps): gbuf[t][r] = b_ih + b_hh + W_ih[row] x_t.
+// Thread r keeps its row of W_ih in registers (a feature chunk of <= 64 at a time, all loads in flight at once: one
+// memory latency, not one per staged row); the chunk's inputs are staged in shared memory, rows zero-padded to 64.
+__global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__ Params p) {
+  // Let the recurrence kernel start its prologue (staging W_hh) now; it waits for this grid before reading gbuf.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  const Args& a = p.a;
+  __shared__ __align__(16) float xs[kProjT * 64];
+  const int b = static_cast<int>(blockIdx.y);
+  const GatherSlot slot = slot_of(p, b);
+  const int t_begin = static_cast<int>(blockIdx.x) * a.tc;
+  if (t_begin >= slot.length) return;   // the whole block: no barrier is left waiting
+  const int n = min(a.tc, slot.length - t_begin), n8 = (n + 7) & ~7;
+  const float* x = a.features + (slot.row + t_begin) * a.F;
+  const int H = a.H, G = 4 * H, F = a.F, r = static_cast<int>(threadIdx.x), j = r >> 2, q = r & 3;
   const bool valid = r < G;
-  const int fcp = a.fcp, fc = a.fc, tc = a.tc;
+  float* g_r = a.scratch + static_cast<int64_t>(b) * a.per_seq + static_cast<int64_t>(t_begin) * G + r;
   const float bias = valid ? a.params[a.lay.b_ih[q] + j] + a.params[a.lay.b_hh[q] + j] : 0.0f;
-  float* xs = R + static_cast<int64_t>(fcp) * S;   // (tc, fcp) staged inputs
-  for (int f0 = 0; f0 < F; f0 += fc) {
-    const int nf = min(fc, F - f0);
-    __syncthreads();   // R is free
-    stage_transposed(R, S, a.params, a.lay.w_ih, H, F, f0, nf, fcp);
-    for (int t0 = 0; t0 < len; t0 += tc) {
-      const int n = min(tc, len - t0), n8 = (n + 7) & ~7;
-      __syncthreads();   // the staged weights are in; the previous inputs are consumed
-      copy_rows(
-          n8, fcp,
-          [&](int tt, int k) { return (tt < n && k < nf) ? x[static_cast<int64_t>(t0 + tt) * F + f0 + k] : 0.0f; },
-          [&](int tt, int k, float v) { xs[tt * fcp + k] = v; });
-      __syncthreads();
-      if (!valid) continue;
-      for (int tt = 0; tt < n; tt += 8) {
-        float acc[8];
+  for (int f0 = 0; f0 < F; f0 += a.fc) {
+    const int nf = min(a.fc, F - f0);
+    float w[64];
+    const float* wrow = a.params + a.lay.w_ih[q] + static_cast<int64_t>(j) * F + f0;
 #pragma unroll
-        for (int u = 0; u < 8; ++u) acc[u] = 0.0f;
-#pragma unroll 2
-        for (int k = 0; k < fcp; k += 4) {
-          const float w0 = R[k * S + r], w1 = R[(k + 1) * S + r], w2 = R[(k + 2) * S + r], w3 = R[(k + 3) * S + r];
+    for (int k = 0; k < 64; ++k) w[k] = (valid && k < nf) ? wrow[k] : 0.0f;
+    __syncthreads();   // xs is free
+    copy_rows(
+        n8, 64, [&](int tt, int k) { return (tt < n && k < nf) ? x[static_cast<int64_t>(tt) * F + f0 + k] : 0.0f; },
+        [&](int tt, int k, float v) { xs[tt * 64 + k] = v; });
+    __syncthreads();
+    if (!valid) continue;
+    for (int tt = 0; tt < n; tt += 8) {
+      float acc[8];
 #pragma unroll
-          for (int u = 0; u < 8; ++u) {
-            const float4 xv = *reinterpret_cast<const float4*>(xs + (tt + u) * fcp + k);
-            acc[u] += w0 * xv.x;
-            acc[u] += w1 * xv.y;
-            acc[u] += w2 * xv.z;
-            acc[u] += w3 * xv.w;
-          }
+      for (int u = 0; u < 8; ++u) acc[u] = 0.0f;
+#pragma unroll
+      for (int k = 0; k < 64; k += 4) {
+        if (k >= nf) break;   // the zero-padded tail of the chunk adds nothing
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const float4 xv = *reinterpret_cast<const float4*>(xs + (tt + u) * 64 + k);
+          acc[u] += w[k] * xv.x;
+          acc[u] += w[k + 1] * xv.y;
+          acc[u] += w[k + 2] * xv.z;
+          acc[u] += w[k + 3] * xv.w;
         }
-        if (f0 == 0) {
+      }
+      if (f0 == 0) {
 #pragma unroll
-          for (int u = 0; u < 8; ++u)
-            if (tt + u < n) gbuf[(t0 + tt + u) * G + r] = bias + acc[u];
-        } else {
-          float old[8];
+        for (int u = 0; u < 8; ++u)
+          if (tt + u < n) g_r[(tt + u) * G] = bias + acc[u];
+      } else {
+        float old[8];   // this thread's own values of the previous chunk: 8 loads in flight
 #pragma unroll
-          for (int u = 0; u < 8; ++u) old[u] = tt + u < n ? gbuf[(t0 + tt + u) * G + r] : 0.0f;
+        for (int u = 0; u < 8; ++u) old[u] = tt + u < n ? g_r[(tt + u) * G] : 0.0f;
 #pragma unroll
-          for (int u = 0; u < 8; ++u)
-            if (tt + u < n) gbuf[(t0 + tt + u) * G + r] = old[u] + acc[u];
-        }
+        for (int u = 0; u < 8; ++u)
+          if (tt + u < n) g_r[(tt + u) * G] = old[u] + acc[u];
       }
     }
   }
 }
 
 // Phase 3: logits, loss, d loss / d logits (in lg_s), d loss / d h_last (dh_s), and the head's gradients.
-__device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, int pos) {
+// fc_s: the head's weight and bias staged in shared memory before the recurrence, or null (read from global memory).
+__device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, const float* fc_s,
+                     int pos) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int H = a.H, C = a.C, warp = tid / 32, lane = tid % 32, nw = nt / 32;
-  const float* fcw = a.params + a.lay.fc_w;
-  const float* fcb = a.params + a.lay.fc_b;
+  const float* fcw = fc_s ? fc_s : a.params + a.lay.fc_w;
+  const float* fcb = fc_s ? fc_s + C * H : a.params + a.lay.fc_b;
   for (int c = warp; c < C; c += nw) {
     float s = 0.0f;
 #pragma unroll 4
@@ -266,62 +290,152 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
   __syncthreads();
 }
 
-// Phase 5: the row's weight gradients over z_t = [x_t, h_{t-1}] (h_{-1} = 0), 32 columns at a time, summed in t
-// order; the bias gradient with the first chunk. Time chunks of tz (a multiple of 8) rows, zero-padded to 8.
-__device__ void weight_grads(const Args& a, float* R, const float* x, const float* gbuf, const float* hbuf, int len) {
-  const int tid = static_cast<int>(threadIdx.x);
-  const int H = a.H, G = 4 * H, F = a.F, r = tid, j = r >> 2, q = r & 3, tz = a.tz;
-  const bool valid = r < G;
-  const int64_t oih = a.lay.w_ih[q] + static_cast<int64_t>(j) * F, ohh = a.lay.w_hh[q] + static_cast<int64_t>(j) * H;
-  for (int c0 = 0; c0 < F + H; c0 += 32) {
-    float acc[32];
-#pragma unroll
-    for (int u = 0; u < 32; ++u) acc[u] = 0.0f;
-    float db = 0.0f;
-    for (int t0 = 0; t0 < len; t0 += tz) {
-      const int n = min(tz, len - t0), n8 = (n + 7) & ~7;
-      __syncthreads();   // R is free
-      copy_rows(
-          n8, 32,
-          [&](int tt, int cc) {
-            const int col = c0 + cc, t = t0 + tt;
-            float v = 0.0f;
-            if (tt < n && col < F) v = x[static_cast<int64_t>(t) * F + col];
-            else if (tt < n && col < F + H && t > 0) v = hbuf[(t - 1) * H + col - F];
-            return v;
-          },
-          [&](int tt, int cc, float v) { R[tt * 32 + cc] = v; });
-      __syncthreads();
-      if (!valid) continue;
-      for (int tt0 = 0; tt0 < n8; tt0 += 8) {
-        float d[8];   // 8 loads in flight; the padded steps add exact zeros
-#pragma unroll
-        for (int u = 0; u < 8; ++u) d[u] = tt0 + u < n ? gbuf[(t0 + tt0 + u) * G + r] : 0.0f;
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          db += d[u];
-          const float* z = R + (tt0 + u) * 32;
-#pragma unroll
-          for (int v = 0; v < 32; v += 4) {
-            const float4 zv = *reinterpret_cast<const float4*>(z + v);
-            acc[v] += d[u] * zv.x;
-            acc[v + 1] += d[u] * zv.y;
-            acc[v + 2] += d[u] * zv.z;
-            acc[v + 3] += d[u] * zv.w;
-          }
-        }
-      }
-    }
-    if (!valid) continue;
-    emit_batch<32>(
-        a, acc, [&](int u) { return c0 + u < F ? oih + c0 + u : ohh + (c0 + u - F); },
-        [&](int u) { return c0 + u < F + H; });
-    if (c0 == 0) {
-      const float b2[2] = {db, db};
-      emit_batch<2>(a, b2, [&](int u) { return u == 0 ? a.lay.b_ih[q] + j : a.lay.b_hh[q] + j; },
-                    [](int) { return true; });
-    }
+// Phase 5, the weight gradients as one GEMM: for gate row m (interleaved, m = 4 j + q) and column n of
+// z_t = [x_t, h_{t-1}, 1] (h_{-1} = 0; the last column gives the bias gradient), sum over the group's sequences in
+// slot order and over t in order of dg_t[m] z_t[n]. A block computes a kWgM x kWgN tile (each thread 2 x 4), staging
+// kWgL timesteps of d gates and z in shared memory, the next chunk's loads in flight while it computes.
+constexpr int kWgM = 64, kWgN = 32, kWgL = 32, kWgThreads = 256;
+constexpr int kMaxGroups = 32;   // sequence groups of the weight-gradient GEMM at most
+
+// The fused-buffer entries of gradient element (m, n): dW_ih (n < F), dW_hh (n < F + H), else both biases (second
+// entry, else -1).
+__device__ __forceinline__ void wg_entries(const Args& a, int m, int n, int64_t* e1, int64_t* e2) {
+  const int j = m >> 2, q = m & 3;
+  *e2 = -1;
+  if (n < a.F) {
+    *e1 = a.lay.w_ih[q] + static_cast<int64_t>(j) * a.F + n;
+  } else if (n < a.F + a.H) {
+    *e1 = a.lay.w_hh[q] + static_cast<int64_t>(j) * a.H + (n - a.F);
+  } else {
+    *e1 = a.lay.b_ih[q] + j;
+    *e2 = a.lay.b_hh[q] + j;
   }
+}
+
+// grads[entries of (m[u], n[u])] += v[u] for the U elements with ok[u]: every old value loaded first (one memory
+// latency for all of them; a load after each store would wait one round trip per element, as they may alias).
+template <int U>
+__device__ __forceinline__ void wg_add(const Args& a, const int (&m)[U], const int (&n)[U], const bool (&ok)[U],
+                                       const float (&v)[U]) {
+  int64_t e1[U], e2[U];
+  float o1[U], o2[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    e1[u] = e2[u] = -1;
+    if (ok[u]) wg_entries(a, m[u], n[u], &e1[u], &e2[u]);
+    o1[u] = e1[u] >= 0 ? a.grads[e1[u]] : 0.0f;
+    o2[u] = e2[u] >= 0 ? a.grads[e2[u]] : 0.0f;
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    if (e1[u] >= 0) a.grads[e1[u]] = o1[u] + v[u];
+    if (e2[u] >= 0) a.grads[e2[u]] = o2[u] + v[u];
+  }
+}
+
+__global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_constant__ Params p) {
+  const Args& a = p.a;
+  __shared__ __align__(16) float As[kWgL * kWgM];
+  __shared__ __align__(16) float Zs[kWgL * kWgN];
+  const int tid = static_cast<int>(threadIdx.x), tx = tid & 7, ty = tid >> 3;
+  const int H = a.H, F = a.F, G = 4 * H, NW = F + H + 1;
+  const int m0 = static_cast<int>(blockIdx.x) * kWgM, n0 = static_cast<int>(blockIdx.y) * kWgN;
+  const int g = static_cast<int>(blockIdx.z);
+  const int b_lo = g * a.B / a.groups, b_hi = (g + 1) * a.B / a.groups;   // >= 1 sequence: groups <= B
+  // What this thread stages: d gates of row lm for timesteps lt + 4 i, and z column lc for timesteps zt + 8 i.
+  constexpr int kA = kWgL * kWgM / kWgThreads, kZ = kWgL * kWgN / kWgThreads;
+  const int lm = m0 + (tid % kWgM), lt = tid / kWgM, lc = n0 + (tid % kWgN), zt = tid / kWgN;
+  const bool row_ok = lm < G;
+  const int zkind = lc < F ? 0 : (lc < F + H ? 1 : (lc == F + H ? 2 : 3));   // x, h_{t-1}, the bias' 1, padding
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");   // the recurrence kernel's d gates and h are complete
+#endif
+  float va[kA], vz[kZ];
+  auto load = [&](int b, int t0) {
+    const GatherSlot slot = slot_of(p, b);
+    const float* gcol = a.scratch + static_cast<int64_t>(b) * a.per_seq + lm;
+    const float* hcol = a.scratch + static_cast<int64_t>(b) * a.per_seq + static_cast<int64_t>(a.t_cap) * (G + 2 * H) +
+                        max(lc - F, 0);   // h_t at hcol[t * H]
+    const float* xcol = a.features + slot.row * F + min(lc, F - 1);
+#pragma unroll
+    for (int i = 0; i < kA; ++i) {
+      const int t = t0 + lt + i * (kWgThreads / kWgM);
+      va[i] = (row_ok && t < slot.length) ? gcol[static_cast<int64_t>(t) * G] : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < kZ; ++i) {
+      const int t = t0 + zt + i * (kWgThreads / kWgN);
+      const bool in = t < slot.length;
+      if (zkind == 0) vz[i] = in ? xcol[static_cast<int64_t>(t) * F] : 0.0f;
+      else if (zkind == 1) vz[i] = (in && t > 0) ? hcol[static_cast<int64_t>(t - 1) * H] : 0.0f;
+      else vz[i] = (in && zkind == 2) ? 1.0f : 0.0f;
+    }
+  };
+  float acc[2][4] = {};
+  int b = b_lo, t0 = 0;
+  load(b, t0);
+  while (b < b_hi) {
+#pragma unroll
+    for (int i = 0; i < kA; ++i) As[tid + i * kWgThreads] = va[i];
+#pragma unroll
+    for (int i = 0; i < kZ; ++i) Zs[tid + i * kWgThreads] = vz[i];
+    __syncthreads();
+    int nb = b, nt = t0 + kWgL;
+    if (nt >= slot_of(p, b).length) ++nb, nt = 0;
+    if (nb < b_hi) load(nb, nt);   // in flight while this chunk is summed
+#pragma unroll 8
+    for (int l = 0; l < kWgL; ++l) {
+      const float2 av = *reinterpret_cast<const float2*>(As + l * kWgM + 2 * ty);
+      const float4 zv = *reinterpret_cast<const float4*>(Zs + l * kWgN + 4 * tx);
+      acc[0][0] += av.x * zv.x;
+      acc[0][1] += av.x * zv.y;
+      acc[0][2] += av.x * zv.z;
+      acc[0][3] += av.x * zv.w;
+      acc[1][0] += av.y * zv.x;
+      acc[1][1] += av.y * zv.y;
+      acc[1][2] += av.y * zv.z;
+      acc[1][3] += av.y * zv.w;
+    }
+    __syncthreads();   // the tiles are consumed before the next store
+    b = nb;
+    t0 = nt;
+  }
+  int mm[8], nn[8];
+  bool ok[8];
+  float v[8];
+#pragma unroll
+  for (int u = 0; u < 8; ++u) {
+    mm[u] = m0 + 2 * ty + u / 4;
+    nn[u] = n0 + 4 * tx + u % 4;
+    ok[u] = mm[u] < G && nn[u] < NW;
+    v[u] = acc[u / 4][u % 4];
+  }
+  if (a.groups == 1) {
+    wg_add(a, mm, nn, ok, v);
+  } else {
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      if (ok[u]) a.wpart[(static_cast<int64_t>(g) * G + mm[u]) * NW + nn[u]] = v[u];
+  }
+}
+
+// groups > 1: each weight gradient entry += the sum over groups, in group order (all loads in flight at once).
+__global__ void weight_grad_sum_kernel(const __grid_constant__ Params p) {
+  const Args& a = p.a;
+  const int NW = a.F + a.H + 1, n_all = 4 * a.H * NW;
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= n_all) return;
+  float v[kMaxGroups];
+#pragma unroll
+  for (int g = 0; g < kMaxGroups; ++g) v[g] = g < a.groups ? a.wpart[static_cast<int64_t>(g) * n_all + i] : 0.0f;
+  float s = 0.0f;
+#pragma unroll
+  for (int g = 0; g < kMaxGroups; ++g)
+    if (g < a.groups) s += v[g];
+  const int m[1] = {i / NW}, n[1] = {i % NW};
+  const bool ok[1] = {true};
+  const float sv[1] = {s};
+  wg_add(a, m, n, ok, sv);
 }
 
 // What the two recurrences share (inlined: these stay in registers).
@@ -525,12 +639,12 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   float* lg_s = dg_s + 8 * HP;   // (Cp) logits, then d loss / d logits
   float* dh_s = lg_s + a.Cp;     // (HP) d loss / d h_last
   float* misc = dh_s + HP;       // (4)
+  float* fc_s = misc + 4;        // (fc_smem) the head's weight, then its bias
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, nt = static_cast<int>(blockDim.x);
   const int r = tid, j = r >> 2, q = r & 3, quad = lane & ~3;
   const bool valid = r < G;
-  const GatherSlot slot = a.B <= kInline ? p.slot[blockIdx.x] : a.slots[blockIdx.x];
+  const GatherSlot slot = slot_of(p, static_cast<int>(blockIdx.x));
   const int len = slot.length;
-  const float* x = a.features + slot.row * a.F;
   // This sequence's scratch (int offsets: t_cap * 4H fits easily).
   float* gbuf = a.scratch + static_cast<int64_t>(blockIdx.x) * a.per_seq;   // (t_cap, G) by interleaved row
   float* cbuf = gbuf + a.t_cap * G;                                          // (t_cap, H)
@@ -538,27 +652,49 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   float* hbuf = tcbuf + a.t_cap * H;
   mark(a, 0);
 
-  input_projection(a, R, x, gbuf, len);
-  mark(a, 1);
-
-  // Recurrent weights: W_hh transposed into R (k * S + r), then into registers where they fit.
-  __syncthreads();
-  const int ksm_rows = HR ? H : ksm;
-  stage_transposed(R, S, a.params, a.lay.w_hh, H, H, 0, ksm_rows, HR ? HR : ((ksm_rows + 3) & ~3));
-  for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
-  __syncthreads();
+  // Recurrent weights. H <= 64: straight from global memory into registers, every load in flight at once (one
+  // memory latency; staging through shared memory cost ~38 K cycles on the H200): the forward row (q H + j) and the
+  // backward column j of gate q. Larger H: W_hh transposed into R (k * S + r), the columns beyond it in registers.
   float wf[HR ? HR : kOvf], wb[HR ? HR : 1];
   if constexpr (HR > 0) {
+    const float* wrow = a.params + a.lay.w_hh[q] + static_cast<int64_t>(j) * H;
+    const float* wcol = a.params + a.lay.w_hh[q] + j;
 #pragma unroll
-    for (int k = 0; k < HR; ++k) wf[k] = (valid && k < H) ? R[k * S + r] : 0.0f;   // forward: row (q H + j)
+    for (int k = 0; k < HR; ++k) wf[k] = (valid && k < H) ? __ldg(wrow + k) : 0.0f;
 #pragma unroll
-    for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? R[j * S + 4 * i + q] : 0.0f;   // backward: column j
+    for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? __ldg(wcol + static_cast<int64_t>(i) * H) : 0.0f;
+    for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
+    // The head's parameters too: at the last step the head then waits on no global load (4 in flight per thread).
+    const int nfc = a.fc_smem ? a.C * H + a.C : 0;
+    for (int i0 = tid; i0 < nfc; i0 += 4 * nt) {
+      float v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int i = i0 + u * nt;
+        v[u] = i < nfc ? a.params[i < a.C * H ? a.lay.fc_w + i : a.lay.fc_b + (i - a.C * H)] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (i0 + u * nt < nfc) fc_s[i0 + u * nt] = v[u];
+    }
+    __syncthreads();
   } else {
+    stage_transposed(R, S, a.params, a.lay.w_hh, H, H, 0, ksm, (ksm + 3) & ~3);
+    for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;
+    __syncthreads();
 #pragma unroll
     for (int u = 0; u < kOvf; ++u)
       wf[u] = (valid && ksm + u < H) ? a.params[a.lay.w_hh[q] + static_cast<int64_t>(j) * H + ksm + u] : 0.0f;
     wb[0] = 0.0f;
   }
+  // Everything above read only the parameters; gbuf is the projection kernel's output (launched before this one
+  // with programmatic dependent launch, so the staging above overlapped it).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  // The weight-gradient kernel may be scheduled now: it waits for this grid's end before it reads anything.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  mark(a, 1);
   float* const g_r = gbuf + r;       // this thread's gate column
   float* const c_j = cbuf + j;       // its unit's columns
   float* const tc_j = tcbuf + j;
@@ -569,19 +705,17 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   const int cur = forward_recurrence<HR>(st, wf);
   mark(a, 2);
 
-  head(a, h_s + cur * HP, lg_s, dh_s, misc, slot.pos);
+  head(a, h_s + cur * HP, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos);
   mark(a, 3);
 
   backward_recurrence<HR>(st, wb);
   mark(a, 4);
-
-  weight_grads(a, R, x, gbuf, hbuf, len);
-  mark(a, 5);
 }
 
-// grads[i] += sum over b (in order) of partials[b * stride + i].
-__global__ void reduce_partials_kernel(const float* partials, int64_t stride, int B, int64_t n, float* grads) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+// grads[i] += sum over b (in order) of partials[b * stride + i], for i in [lo, n): the head and the extras.
+__global__ void reduce_partials_kernel(const float* partials, int64_t stride, int B, int64_t lo, int64_t n,
+                                       float* grads) {
+  const int64_t i = lo + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   float s = 0.0f;
   for (int b0 = 0; b0 < B; b0 += 8) {   // 8 loads in flight, the sum in b order
@@ -642,7 +776,8 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   const std::string why = fused_lstm_unsupported(shape);
   RT_CHECK(why.empty(), "fused LSTM: " << why);
   const int H = static_cast<int>(shape.hidden), F = static_cast<int>(shape.input_size), G = 4 * H;
-  hr_ = H <= 32 ? 32 : (H <= 64 ? 64 : 0);
+  // The register variant's padding: every FMA beyond H is wasted on the recurrence's critical path.
+  hr_ = H <= 32 ? 32 : (H <= 48 ? 48 : (H <= 56 ? 56 : (H <= 64 ? 64 : 0)));
   registers_ = hr_ > 0;
   threads_ = round_up(G, 32);
   S_ = round_up(G, 32) + 4;                  // S = 4 (mod 32): conflict-free forward and backward reads
@@ -651,28 +786,24 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   Cp_ = round_up(static_cast<int>(shape.outputs), 4);
   int optin = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const int64_t fixed = 2 * HP_ + 8 * HP_ + Cp_ + HP_ + 4;
+  // The head's parameters go to shared memory in the register variant when small (the shared-memory variant keeps
+  // every float for W_hh).
+  const int64_t C = shape.outputs;
+  fc_smem_ = hr_ > 0 && C * (H + 1) <= 8192 ? static_cast<int32_t>((C * (H + 1) + 3) / 4 * 4) : 0;
+  const int64_t fixed = 2 * HP_ + 8 * HP_ + Cp_ + HP_ + 4 + fc_smem_;
   const int64_t budget = optin / static_cast<int64_t>(sizeof(float)) - fixed;
   // Recurrent weights: all H rows for the register variant (staged once), as many as fit otherwise (multiple of 4).
-  const int64_t want_hh = static_cast<int64_t>(hr_) * S_;   // register variant: H rows staged, padded to hr_
   if (registers_) {
     ksm_ = H;
+    r_floats_ = 0;   // W_hh goes straight to registers
   } else {
     const int64_t rows = budget / S_;   // all of W_hh when it fits (rows padded to 4), else a multiple of 4
     ksm_ = rows >= round_up(H, 4) ? H : static_cast<int>(std::min<int64_t>(H, rows) / 4 * 4);
     RT_CHECK(ksm_ >= H - kOvf && ksm_ > 0, "fused LSTM: H=" << H << " leaves too few weight columns in shared memory");
+    r_floats_ = budget / 4 * 4;   // the staged weights use what they need; the rest of the budget is free
   }
-  // Input projection: feature chunk fc (<= 64) and time chunk tc; weight gradients: time chunk tz.
-  fc_ = std::min(F, 64);
-  fcp_ = round_up(fc_, 4);
-  tc_ = 64;
-  const int64_t r_proj = static_cast<int64_t>(fcp_) * S_ + static_cast<int64_t>(tc_) * fcp_;
-  const int64_t r_hh = registers_ ? want_hh : static_cast<int64_t>(round_up(ksm_, 4)) * S_;
-  r_floats_ = std::max<int64_t>({r_proj, r_hh, 32 * 64});
-  r_floats_ = std::min<int64_t>(std::max<int64_t>(r_floats_, registers_ ? r_floats_ : budget), budget);
-  RT_CHECK(r_proj <= r_floats_ && r_hh <= r_floats_, "fused LSTM: F=" << F << ", H=" << H << " exceed shared memory");
-  tz_ = static_cast<int32_t>(std::min<int64_t>(r_floats_ / 32, 4096) / 8 * 8);
-  r_floats_ = r_floats_ / 4 * 4;   // float4 alignment of what follows; every part above is a multiple of 4
+  RT_CHECK(r_floats_ <= budget, "fused LSTM: H=" << H << " exceeds shared memory");
+  fc_ = std::min(F, 64);   // input projection: features per register chunk
   smem_bytes_ = static_cast<size_t>(r_floats_ + fixed) * sizeof(float);
   const void* k = kernel();
   CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
@@ -682,20 +813,31 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
 }
 
 const void* FusedLstm::kernel() const {
-  if (hr_ == 32) return reinterpret_cast<const void*>(fused_lstm_kernel<32>);
-  if (hr_ == 64) return reinterpret_cast<const void*>(fused_lstm_kernel<64>);
-  return reinterpret_cast<const void*>(fused_lstm_kernel<0>);
+  switch (hr_) {
+    case 32: return reinterpret_cast<const void*>(fused_lstm_kernel<32>);
+    case 48: return reinterpret_cast<const void*>(fused_lstm_kernel<48>);
+    case 56: return reinterpret_cast<const void*>(fused_lstm_kernel<56>);
+    case 64: return reinterpret_cast<const void*>(fused_lstm_kernel<64>);
+    default: return reinterpret_cast<const void*>(fused_lstm_kernel<0>);
+  }
+}
+
+// One sequence: its sums go straight into the fused buffer. Several: up to 32 groups of consecutive slots, so the
+// GEMM has enough blocks for the SMs (12 tiles x 32 groups at H=50) and the group sums stay a small second pass.
+int FusedLstm::weight_grad_groups(int64_t B) const {
+  return static_cast<int>(B == 1 ? 1 : std::min<int64_t>(B, kMaxGroups));
 }
 
 void FusedLstm::reserve(int64_t B, int64_t T) {
   if (B <= cap_B_ && T <= cap_T_) return;
   cap_B_ = std::max(cap_B_, B);
   cap_T_ = std::max(cap_T_, T);
-  const int64_t H = shape_.hidden;
+  const int64_t H = shape_.hidden, F = shape_.input_size;
   scratch_.resize_discard(static_cast<size_t>(cap_B_ * cap_T_ * (4 * H + 3 * H)));
   if (cap_B_ > 1) {
     partials_.resize_discard(static_cast<size_t>(cap_B_ * stride_));
-    CUDA_CHECK(cudaMemset(partials_.get(), 0, partials_.size() * sizeof(float)));   // padding entries stay zero
+    CUDA_CHECK(cudaMemset(partials_.get(), 0, partials_.size() * sizeof(float)));   // entries never written stay 0
+    wpart_.resize_discard(static_cast<size_t>(weight_grad_groups(cap_B_) * 4 * H * (F + H + 1)));
   }
 }
 
@@ -712,7 +854,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
     CUDA_CHECK(cudaStreamSynchronize(s));   // the buffers may still be in use by a queued launch
     reserve(B, T);
   }
-  const int64_t H = shape_.hidden;
+  const int64_t H = shape_.hidden, F = shape_.input_size;
   Params p{};
   Args& a = p.a;
   a.params = params;
@@ -723,7 +865,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.labels = labels;
   a.targets = targets;
   a.B = static_cast<int32_t>(B);
-  a.F = static_cast<int32_t>(shape_.input_size);
+  a.F = static_cast<int32_t>(F);
   a.H = static_cast<int32_t>(H);
   a.C = static_cast<int32_t>(shape_.outputs);
   a.classification = shape_.task == Task::Classification;
@@ -735,11 +877,14 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.HP = HP_;
   a.ksm = ksm_;
   a.fc = fc_;
-  a.fcp = fcp_;
-  a.tc = tc_;
-  a.tz = tz_;
+  // Projection blocks of tc timesteps (a multiple of 8, <= kProjT): about 256 blocks over all sequences.
+  a.tc = static_cast<int32_t>(std::clamp<int64_t>((B * T + 255) / 256 + 7, 8, kProjT) / 8 * 8);
   a.Cp = Cp_;
   a.r_floats = r_floats_;
+  a.fc_smem = fc_smem_;
+  a.groups = weight_grad_groups(B);
+  a.grads = grads;
+  a.wpart = wpart_.get();
   a.cycles = record_ ? cycles_.get() : nullptr;
   if (B <= kInline) {
     for (int64_t i = 0; i < B; ++i) p.slot[i] = slots[static_cast<size_t>(i)];
@@ -752,17 +897,51 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
     CUDA_CHECK(cudaEventRecord(slots_copied_.get(), s));
     a.slots = slots_dev_.get();
   }
+  if (record_ && !marks_[0])
+    for (Event& e : marks_) e = Event::create(true);
+  auto mark = [&](int i) {
+    if (record_) CUDA_CHECK(cudaEventRecord(marks_[i].get(), s));
+  };
   void* args[] = {&p};
-  const void* k = kernel();
-  CUDA_CHECK(cudaLaunchKernel(k, dim3(static_cast<unsigned>(B)), dim3(static_cast<unsigned>(threads_)), args,
-                              smem_bytes_, s));
+  const unsigned ub = static_cast<unsigned>(B);
+  mark(0);
+  projection_kernel<<<dim3(static_cast<unsigned>((T + a.tc - 1) / a.tc), ub), threads_, 0, s>>>(p);
   CUDA_CHECK_LAUNCH();
-  if (B > 1) {
-    const int64_t blocks = (n_grad_ + 255) / 256;
-    reduce_partials_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(partials_.get(), stride_,
-                                                                         static_cast<int>(B), n_grad_, grads);
+  mark(1);
+  // Programmatic dependent launch: the recurrence kernel's blocks start while the projection runs, and the
+  // weight-gradient blocks are resident when the recurrence ends (a recorded run launches plainly, so the events
+  // between the kernels measure each one).
+  cudaLaunchAttribute pdl[1] = {};
+  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  auto launch = [&](const void* fn, dim3 grid, int threads, size_t smem) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(static_cast<unsigned>(threads));
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = pdl;
+    cfg.numAttrs = record_ ? 0 : 1;
+    CUDA_CHECK(cudaLaunchKernelExC(&cfg, fn, args));
+  };
+  launch(kernel(), dim3(ub), threads_, smem_bytes_);
+  mark(2);
+  const int G = static_cast<int>(4 * H), NW = static_cast<int>(F + H + 1);
+  launch(reinterpret_cast<const void*>(weight_grad_kernel),
+         dim3(static_cast<unsigned>((G + kWgM - 1) / kWgM), static_cast<unsigned>((NW + kWgN - 1) / kWgN),
+              static_cast<unsigned>(a.groups)),
+         kWgThreads, 0);
+  if (a.groups > 1) {
+    weight_grad_sum_kernel<<<static_cast<unsigned>((G * NW + 255) / 256), 256, 0, s>>>(p);
     CUDA_CHECK_LAUNCH();
   }
+  if (B > 1) {   // the head's gradients and the extras, which the recurrence blocks wrote per sequence
+    const int64_t lo = std::min({layout_.fc_w, layout_.fc_b, layout_.extras});
+    reduce_partials_kernel<<<static_cast<unsigned>((n_grad_ - lo + 255) / 256), 256, 0, s>>>(
+        partials_.get(), stride_, static_cast<int>(B), lo, n_grad_, grads);
+    CUDA_CHECK_LAUNCH();
+  }
+  mark(3);
 }
 
 FusedCycles FusedLstm::last_cycles(cudaStream_t s) {
@@ -770,12 +949,18 @@ FusedCycles FusedLstm::last_cycles(cudaStream_t s) {
   long long c[8] = {};
   CUDA_CHECK(cudaMemcpy(c, cycles_.get(), sizeof(c), cudaMemcpyDeviceToHost));
   FusedCycles r;
-  r.projection = c[1] - c[0];
+  r.stage = c[1] - c[0];
   r.forward = c[2] - c[1];
   r.head = c[3] - c[2];
   r.backward = c[4] - c[3];
-  r.weight_grads = c[5] - c[4];
-  r.total = c[5] - c[0];
+  r.total = c[4] - c[0];
+  if (marks_[0]) {
+    float ms[3] = {};
+    for (int i = 0; i < 3; ++i) CUDA_CHECK(cudaEventElapsedTime(&ms[i], marks_[i].get(), marks_[i + 1].get()));
+    r.projection_us = 1e3 * ms[0];
+    r.recurrence_us = 1e3 * ms[1];
+    r.weight_grads_us = 1e3 * ms[2];
+  }
   return r;
 }
 

@@ -1,9 +1,9 @@
-// The fused LSTM training step: one thread block per sequence runs the input projection, the forward recurrence,
-// the Linear head and loss, the backward recurrence and the weight gradients of a 1-layer unidirectional LSTM
-// (H <= 128) with no launch or grid-wide barrier per timestep; K sequences are K blocks whose gradients are then
-// summed on the GPU in a fixed order (bitwise-reproducible). It reads the parameters from, and adds the gradients
-// into, the CUDA backend's device layout (cuDNN's weight space, then the head), so the NCCL all-reduce and the fused
-// optimizer run unchanged.
+// The fused LSTM training step of a 1-layer unidirectional LSTM (H <= 128), three kernels per step with no launch or
+// grid-wide barrier per timestep: the input projection of every timestep (many blocks, all SMs), the recurrence
+// kernel (one thread block per sequence: forward recurrence, the Linear head and loss, backward recurrence), and the
+// weight gradients (a tiled GEMM over all timesteps and sequences, all SMs). Every sum has a fixed order, so a rerun
+// is bitwise identical. It reads the parameters from, and adds the gradients into, the CUDA backend's device layout
+// (cuDNN's weight space, then the head), so the NCCL all-reduce and the fused optimizer run unchanged.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -39,10 +39,11 @@ struct FusedLayoutResult {
 FusedLayoutResult fused_layout_from_index(const ModelShape& shape, const std::vector<int64_t>& dev_index,
                                           int64_t head_offset, int64_t extras_offset);
 
-// Per-block cycle counts of one launch (block 0), for the latency budget in doc/performance.md.
+// One step's latency budget (doc/performance.md): the recurrence kernel's block 0 in cycles at its phase boundaries,
+// and each kernel's time from events around it (recorded runs launch without programmatic dependent launch).
 struct FusedCycles {
-  int64_t length = 0;
-  int64_t projection = 0, forward = 0, head = 0, backward = 0, weight_grads = 0, total = 0;
+  int64_t stage = 0, forward = 0, head = 0, backward = 0, total = 0;   // recurrence kernel, block 0, cycles
+  double projection_us = 0, recurrence_us = 0, weight_grads_us = 0;    // each kernel (with its launch gap)
 };
 
 class FusedLstm {
@@ -55,7 +56,7 @@ class FusedLstm {
   void run(const std::vector<GatherSlot>& slots, const float* features, const int32_t* labels,
            const float* targets, const float* params, float* grads, cudaStream_t s);
 
-  // Block 0's cycle counts of the last run (only when record_cycles(true) was set before it). Waits for `s`.
+  // The budget of the last run (only when record_cycles(true) was set before it). Waits for `s`.
   void record_cycles(bool on) { record_ = on; }
   FusedCycles last_cycles(cudaStream_t s);
 
@@ -67,24 +68,28 @@ class FusedLstm {
 
  private:
   void reserve(int64_t B, int64_t T);
-  const void* kernel() const;      // the variant for this H
+  const void* kernel() const;      // the recurrence kernel's variant for this H
+  int weight_grad_groups(int64_t B) const;
 
   ModelShape shape_;
   FusedLayout layout_;
   int64_t n_grad_ = 0, stride_ = 0;
   int threads_ = 0;
   bool registers_ = true;          // H <= 64: recurrent weights in registers; else in shared memory
-  int hr_ = 0;                     // register variant: H padded to 32 or 64 (the kernel's template argument)
-  int32_t S_ = 0, HP_ = 0, ksm_ = 0, fc_ = 0, fcp_ = 0, tc_ = 0, tz_ = 0, Cp_ = 0;
+  int hr_ = 0;                     // register variant: H padded to 32, 48, 56 or 64 (the kernel's template argument)
+  int32_t S_ = 0, HP_ = 0, ksm_ = 0, fc_ = 0, Cp_ = 0;
+  int32_t fc_smem_ = 0;            // the head's weight and bias in shared memory (floats; 0: read from global)
   int64_t r_floats_ = 0;
-  size_t smem_bytes_ = 0;
+  size_t smem_bytes_ = 0;          // recurrence kernel
   int64_t cap_B_ = 0, cap_T_ = 0;
   DeviceBuffer<float> scratch_;    // (cap_B, per sequence) gates, cell states, tanh(c), h
-  DeviceBuffer<float> partials_;   // (cap_B, stride) per-sequence gradients when B > 1
+  DeviceBuffer<float> partials_;   // (cap_B, stride) per-sequence head gradients and loss when B > 1
+  DeviceBuffer<float> wpart_;      // (groups, 4H, F + H + 1) weight-gradient partial sums when B > 1
   DeviceBuffer<GatherSlot> slots_dev_;
   PinnedBuffer<GatherSlot> slots_host_;
   Event slots_copied_;
   DeviceBuffer<long long> cycles_;
+  Event marks_[4];                 // around the three kernels of a recorded run
   bool record_ = false;
 };
 
