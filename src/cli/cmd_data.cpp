@@ -33,6 +33,49 @@ namespace {
 
 enum class InputKind { Ts, Npz, CsvFolder };
 
+const char* const kInputKinds =
+    "a UEA/sktime .ts file, a NumPy .npz file (numpy.savez) or a folder of CSV files (one per sequence)";
+
+// Why an input of extension `ext` (lower case) is not one of those, naming what it probably is.
+std::string unknown_input_why(const std::string& ext) {
+  if (ext == ".parquet" || ext == ".feather" || ext == ".arrow" || ext == ".pkl" || ext == ".pickle")
+    return "a " + ext + " file (pandas/Arrow) is not among them";
+  if (ext == ".csv") return "a single .csv file is not among them (one file per sequence, in a folder)";
+  if (ext == ".npy") return "a single .npy array (numpy.save) is not among them";
+  if (ext == ".h5" || ext == ".hdf5") return "this HDF5 file is an output format, not an input of convert";
+  if (ext == ".tsv") return "a .tsv file (the UCR archive's format) is not among them";
+  if (ext == ".arff") return "a .arff file (Weka) is not among them";
+  return ext.empty() ? "a file without an extension is not among them"
+                     : "a " + ext + " file is not among them";
+}
+
+// How to get from such a file to one convert reads: a few lines of the tool that most likely wrote it.
+std::string unknown_input_hint(const std::string& ext) {
+  const std::string npz_from_long =
+      "with pandas, from a long table with one row per timestep (columns id, time, features...): "
+      "g = [x.sort_values(\"time\") for _, x in df.groupby(\"id\")]; numpy.savez(\"data.npz\", "
+      "values=numpy.concatenate([x[features].to_numpy(\"float32\") for x in g]), lengths=[len(x) for x in g], "
+      "labels=[x[\"label\"].iloc[0] for x in g]) (leave out labels for data without labels); then ragtrain "
+      "convert data.npz OUT.h5. doc/data-format.md, \"Bring your own data\", has the layouts";
+  if (ext == ".parquet" || ext == ".feather" || ext == ".arrow" || ext == ".pkl" || ext == ".pickle" || ext == ".csv")
+    return "read it with pandas (pandas.read_" +
+           std::string(ext == ".csv" ? "csv" : ext == ".pkl" || ext == ".pickle" ? "pickle" : ext == ".parquet" ? "parquet" : "feather") +
+           "), then write an .npz: " + npz_from_long;
+  if (ext == ".npy")
+    return "save the sequences and labels together with numpy.savez: numpy.savez(\"data.npz\", **{f\"seq_{i}\": a "
+           "for i, a in enumerate(seqs)}, labels=y), or values + lengths (doc/data-format.md, \"NumPy .npz\")";
+  if (ext == ".h5" || ext == ".hdf5")
+    return "if it is already a ragtrain data set, use it directly (`ragtrain inspect FILE` checks it); otherwise "
+           "read it with h5py and write format v1 as doc/data-format.md shows";
+  if (ext == ".tsv")
+    return "tools/ucr_tsv_to_ts.py turns a UCR .tsv file into a .ts file (it removes the NaN padding); or convert "
+           "the .ts file the archive publishes for the same set (--missing trim drops NaN padding)";
+  if (ext == ".arff")
+    return "the UEA archive publishes every .arff data set as a .ts file too; convert that one";
+  return "export to an .npz file with numpy (numpy.savez(\"data.npz\", values=..., lengths=..., labels=...)) or "
+         "to a folder of CSV files; " + npz_from_long;
+}
+
 // What `convert` reads, from the path alone: a folder is CSV files, otherwise the extension decides.
 InputKind input_kind(const std::string& path) {
   std::error_code ec;
@@ -42,9 +85,8 @@ InputKind input_kind(const std::string& path) {
   if (ext == ".npz") return InputKind::Npz;
   if (ext == ".ts") return InputKind::Ts;
   USER_CHECK(std::filesystem::exists(path, ec), path << ": no such file or folder", "check the INPUT path");
-  throw UserError(RT_MSG(path << ": cannot tell what this is from its name; expected a .ts file, a .npz file or a "
-                                 "folder of CSV files"),
-                  "rename the file to end in .ts or .npz, or pass the folder that holds the CSV files");
+  throw UserError(RT_MSG(path << ": convert reads " << kInputKinds << "; " << unknown_input_why(ext)),
+                  unknown_input_hint(ext));
 }
 
 std::string joined(const std::vector<std::string>& items, size_t max_items) {
@@ -52,6 +94,28 @@ std::string joined(const std::vector<std::string>& items, size_t max_items) {
   for (size_t i = 0; i < items.size() && i < max_items; ++i) s += (i ? ", " : "") + items[i];
   if (items.size() > max_items) s += ", ... (" + std::to_string(items.size() - max_items) + " more)";
   return s;
+}
+
+// convert's result line, and what --missing did.
+void print_converted(const std::string& output, const RaggedData& data, const MissingReport& missing) {
+  int64_t shortest = data.offsets[1], longest = 0;
+  for (int64_t i = 0; i < data.num_sequences(); ++i) {
+    const int64_t n = data.offsets[static_cast<size_t>(i + 1)] - data.offsets[static_cast<size_t>(i)];
+    shortest = std::min(shortest, n);
+    longest = std::max(longest, n);
+  }
+  std::string task;
+  if (!data.labeled)
+    task = "no labels (for predict and inspect; train and eval need labels)";
+  else if (data.task == Task::Classification)
+    task = std::to_string(data.num_outputs) + " classes" +
+           (data.class_names.empty() ? "" : " (" + joined(data.class_names, 10) + ")");
+  else
+    task = "regression, " + std::to_string(data.num_outputs) + " target(s)";
+  if (!missing.summary().empty()) std::printf("%s\n", missing.summary().c_str());
+  std::printf("wrote %s: %lld sequences, F=%lld, lengths %lld..%lld, %s\n", output.c_str(),
+              static_cast<long long>(data.num_sequences()), static_cast<long long>(data.num_features),
+              static_cast<long long>(shortest), static_cast<long long>(longest), task.c_str());
 }
 
 }  // namespace
@@ -71,9 +135,12 @@ int run_convert(const Context& ctx, const RunConfig& options) {
                "leave them out");
     ImportOptions opts;
     opts.regression = cfg.regression;
+    opts.missing = cfg.missing;
     if (!cfg.class_names_from.empty()) {
       // Only the header of the reference file is read (its attributes and offsets), on this rank alone.
       const DatasetInfo ref = read_dataset_info(cfg.class_names_from, MPI_COMM_SELF);
+      USER_CHECK(ref.labeled, "--class-names-from " << cfg.class_names_from << ": has no labels, so no classes",
+                 "pass the converted training set, which has labels");
       USER_CHECK(ref.task == Task::Classification,
                  "--class-names-from " << cfg.class_names_from << ": is a regression data set; it has no classes",
                  "pass the converted training set of a classification task");
@@ -84,32 +151,19 @@ int run_convert(const Context& ctx, const RunConfig& options) {
     }
 
     ImportLog log;
-    const RaggedData data = kind == InputKind::Ts    ? read_ts_file(cfg.input)
+    const RaggedData data = kind == InputKind::Ts    ? read_ts_file(cfg.input, opts.missing, &log)
                             : kind == InputKind::Npz ? read_npz_file(cfg.input, opts, &log)
                                                      : read_csv_folder(cfg.input, cfg.labels, opts, &log);
+    USER_CHECK(data.labeled || (!cfg.regression && cfg.class_names_from.empty()),
+               cfg.input << ": has no labels; --regression and --class-names-from describe labels",
+               "leave them out to convert a data set without labels (for predict), or add the labels");
     if (cfg.verbose)
       for (const std::string& r : log.read) std::printf("read %s\n", r.c_str());
     if (!cfg.quiet && !log.ignored.empty())
       std::printf("ignored %zu %s: %s\n", log.ignored.size(), kind == InputKind::Npz ? "array(s)" : "file(s)",
                   joined(log.ignored, cfg.verbose ? log.ignored.size() : 5).c_str());
     write_dataset(cfg.output, data);
-    if (!cfg.quiet) {
-      int64_t shortest = data.offsets[1], longest = 0;
-      for (int64_t i = 0; i < data.num_sequences(); ++i) {
-        const int64_t n = data.offsets[static_cast<size_t>(i + 1)] - data.offsets[static_cast<size_t>(i)];
-        shortest = std::min(shortest, n);
-        longest = std::max(longest, n);
-      }
-      std::string task;
-      if (data.task == Task::Classification)
-        task = std::to_string(data.num_outputs) + " classes" +
-               (data.class_names.empty() ? "" : " (" + joined(data.class_names, 10) + ")");
-      else
-        task = "regression, " + std::to_string(data.num_outputs) + " target(s)";
-      std::printf("wrote %s: %lld sequences, F=%lld, lengths %lld..%lld, %s\n", cfg.output.c_str(),
-                  static_cast<long long>(data.num_sequences()), static_cast<long long>(data.num_features),
-                  static_cast<long long>(shortest), static_cast<long long>(longest), task.c_str());
-    }
+    if (!cfg.quiet) print_converted(cfg.output, data, log.missing);
   });
   return kExitOk;
 }

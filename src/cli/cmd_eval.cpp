@@ -36,19 +36,22 @@ struct Applied {
   std::string backend;          // its name, for --verbose
 };
 
-// Loads the checkpoint and this rank's block of the data, checks they fit, runs the model.
-Applied apply_checkpoint(const Context& ctx, const EvalConfig& cfg) {
+// Loads the checkpoint and this rank's block of the data, checks they fit, runs the model. `command` (eval)
+// compares with the labels, so it needs them; predict takes a data set without labels too.
+Applied apply_checkpoint(const Context& ctx, const EvalConfig& cfg, const char* command) {
+  const bool needs_labels = std::string(command) == "eval";
   Applied a;
   collective_phase(ctx, [&] {
     a.path = resolve_model_path(cfg.checkpoint);
     a.ckpt = read_checkpoint(a.path);
     a.info = read_dataset_info(cfg.data, ctx.world, MemoryBudget::of(cfg.max_memory, ctx.local_size));
+    if (needs_labels) require_labels(a.info, "--data", "eval (which compares predictions with labels)");
     const ModelShape& m = a.ckpt.shape;
     USER_CHECK(a.info.num_features == m.input_size,
                "data file '" << cfg.data << "' has " << a.info.num_features << " features per timestep, the model in '"
                              << a.path << "' expects " << m.input_size,
                "evaluate with data prepared like the training set");
-    USER_CHECK(a.info.task == m.task && a.info.num_outputs == m.outputs,
+    USER_CHECK(!a.info.labeled || (a.info.task == m.task && a.info.num_outputs == m.outputs),
                "data file '" << cfg.data << "' is " << task_name(a.info.task) << " with " << a.info.num_outputs
                              << " outputs, the model in '" << a.path << "' is " << task_name(m.task) << " with "
                              << m.outputs,
@@ -113,7 +116,7 @@ void allreduce_sum(std::vector<int64_t>& v, MPI_Comm comm) {
 
 int run_eval(const Context& ctx, const RunConfig& options) {
   const EvalConfig cfg = eval_config(options);
-  const Applied a = apply_checkpoint(ctx, cfg);
+  const Applied a = apply_checkpoint(ctx, cfg, "eval");
   if (ctx.is_root())
     std::printf("# eval %s on %s (%lld sequences, %d rank%s)\n", a.path.c_str(), cfg.data.c_str(),
                 static_cast<long long>(a.info.num_sequences), ctx.size, ctx.size == 1 ? "" : "s");
@@ -164,7 +167,7 @@ int run_eval(const Context& ctx, const RunConfig& options) {
 
 int run_predict(const Context& ctx, const RunConfig& options) {
   const EvalConfig cfg = eval_config(options);
-  const Applied a = apply_checkpoint(ctx, cfg);
+  const Applied a = apply_checkpoint(ctx, cfg, "predict");
   describe(ctx, cfg, a);
   const int64_t C = a.ckpt.shape.outputs;
 
@@ -179,7 +182,7 @@ int run_predict(const Context& ctx, const RunConfig& options) {
     std::ofstream out(tmp);
     USER_CHECK(out.good(), "cannot create '" << cfg.out << "'", "choose a writable --out path");
     const int64_t n = a.info.num_sequences;
-    if (a.info.task == Task::Classification) {
+    if (a.ckpt.shape.task == Task::Classification) {   // the model's: a data set may have no labels
       const std::vector<double> prob = softmax_rows(all, C);
       out << "index,predicted";
       for (int64_t j = 0; j < C; ++j)

@@ -54,7 +54,7 @@ int run_simulate(const Context& ctx, const RunConfig& options) {
   collective_phase(ctx, [&] {
     if (!cfg.data.empty()) info = read_dataset_info(cfg.data, ctx.world);
   });
-  if (!cfg.data.empty() && info.task == Task::Classification)
+  if (!cfg.data.empty() && info.labeled && info.task == Task::Classification)   // no class ids without labels
     collective_phase(ctx, [&] { classes = read_class_ids(info, ctx); });
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;

@@ -77,6 +77,10 @@ void validate(boost::any& v, const std::vector<std::string>& values, Normalizati
 void validate(boost::any& v, const std::vector<std::string>& values, LstmPath*, int) {
   parse_choice(v, values, {LstmPath::Cudnn, LstmPath::Fused, LstmPath::Auto}, lstm_path_name);
 }
+void validate(boost::any& v, const std::vector<std::string>& values, MissingMode*, int) {
+  parse_choice(v, values, {MissingMode::Error, MissingMode::Trim, MissingMode::Zero, MissingMode::Ffill},
+               missing_mode_name);
+}
 void validate(boost::any& v, const std::vector<std::string>& values, Pool*, int) {
   parse_choice(v, values, {Pool::Last, Pool::Mean, Pool::Max}, pool_name);
 }
@@ -142,7 +146,7 @@ struct CommandInfo {
 const std::vector<CommandInfo>& command_infos() {
   static const std::vector<CommandInfo> infos = {
       {"gen", "ragtrain gen --out FILE.h5 [options]", "write a synthetic, learnable ragged data set", {}},
-      {"convert", "ragtrain convert INPUT.ts|INPUT.npz OUTPUT.h5  |  ragtrain convert CSV_DIR --labels LABELS.csv OUTPUT.h5",
+      {"convert", "ragtrain convert INPUT.ts|INPUT.npz OUTPUT.h5  |  ragtrain convert CSV_DIR [--labels LABELS.csv] OUTPUT.h5",
        "convert a UEA/sktime .ts file, a NumPy .npz file or a folder of CSV files to format v1",
        {"input", "output"}},
       {"inspect", "ragtrain inspect FILE.h5", "validate a data file and summarise it (exit 0 valid, 2 not)",
@@ -241,13 +245,18 @@ void add_file_rows(TableBuilder& b, RunConfig& c) {
       {"convert"});
   b.add("output", po::value(&c.output)->value_name("OUTPUT.h5"), "format v1 file to write", {"convert"});
   b.add("labels", po::value(&c.labels)->value_name("LABELS.csv"),
-      "labels of a CSV folder: a header row, then FILE,LABEL per sequence (FILE,Y1,..,YK with --regression)",
+      "labels of a CSV folder: a header row, then FILE,LABEL per sequence (FILE,Y1,..,YK with --regression; FILE "
+      "alone, or no --labels, for data without labels)",
       {"convert"});
   b.add("regression", po::bool_switch(&c.regression),
       "the labels are regression targets (CSV: numbers; .npz: integer labels too; float .npz labels always are)",
       {"convert"});
   b.add("class-names-from", po::value(&c.class_names_from)->value_name("TRAIN.h5"),
       "number the classes as this converted file does (convert the test set like the training set)", {"convert"});
+  b.add("missing", po::value(&c.missing)->default_value(c.missing, missing_mode_name(c.missing)),
+      "missing feature values (?, NaN, NA, empty CSV fields): error | trim (drop trailing all-missing steps, as in "
+      "NaN-padded sets) | zero | ffill (carry the last value forward; leading ones take the first observed)",
+      {"convert"});
 
 }
 
@@ -410,6 +419,7 @@ std::string any_to_string(const boost::any& v) {
   if (auto p = boost::any_cast<ScheduleKind>(&v)) return schedule_kind_name(*p);
   if (auto p = boost::any_cast<Device>(&v)) return device_name(*p);
   if (auto p = boost::any_cast<Pool>(&v)) return pool_name(*p);
+  if (auto p = boost::any_cast<MissingMode>(&v)) return missing_mode_name(*p);
   if (auto p = boost::any_cast<LstmPath>(&v)) return lstm_path_name(*p);
   if (auto p = boost::any_cast<Normalization>(&v)) return normalization_name(*p);
   if (auto p = boost::any_cast<NonfinitePolicy>(&v)) return nonfinite_policy_name(*p);
@@ -448,7 +458,7 @@ void validate(const RunConfig& c) {
     positive(c.outputs, "outputs");
   } else if (cmd == "convert") {
     require(!c.input.empty() && !c.output.empty(), "input", "convert needs INPUT and OUTPUT.h5",
-            "usage: ragtrain convert INPUT.ts|INPUT.npz|CSV_DIR [--labels LABELS.csv] OUTPUT.h5");
+            "usage: ragtrain convert INPUT.ts|INPUT.npz|CSV_DIR [--labels LABELS.csv] [--missing MODE] OUTPUT.h5");
     require(!(c.regression && !c.class_names_from.empty()), "class-names-from",
             "names classes, but --regression says the labels are targets", "leave one of the two out");
   } else if (cmd == "inspect") {
@@ -748,6 +758,7 @@ ConvertConfig convert_config(const RunConfig& c) {
   v.labels = c.labels;
   v.class_names_from = c.class_names_from;
   v.regression = c.regression;
+  v.missing = c.missing;
   v.quiet = c.quiet;
   v.verbose = c.verbose;
   return v;

@@ -171,25 +171,20 @@ void expect_rank(const std::string& path, const char* name, const OpenDataset& d
              kWriteHint);
 }
 
-// Everything read_dataset_info promises, on an opened file. Every rank runs it on the same bytes.
-DatasetInfo validate(hid_t file, const std::string& path, const MemoryBudget& budget) {
-  DatasetInfo info;
-  info.path = path;
-
-  const std::string format = required_string(file, path, "format", RT_MSG("the string \"" << kFormatName << "\""));
-  USER_CHECK(format == kFormatName,
-             path << ": root attribute 'format' is \"" << format << "\"; expected \"" << kFormatName << "\"",
-             "this is not a ragtrain data set; " << kWriteHint);
-  const int64_t version = required_int(file, path, "version", RT_MSG("the integer " << kFormatVersion));
-  USER_CHECK(version == kFormatVersion,
-             path << ": root attribute 'version' is " << version << "; this ragtrain reads version "
-                  << kFormatVersion,
-             "rewrite the file in format version " << kFormatVersion << " (doc/data-format.md)");
+// The attributes of a file with labels: task, and num_classes (+ class_names) or num_outputs. A file that
+// declares a task has /labels (`has_labels`), or it was damaged or written incompletely.
+void validate_task(hid_t file, const std::string& path, bool has_labels, DatasetInfo& info) {
   const std::string task = required_string(file, path, "task", "\"classification\" or \"regression\"");
   USER_CHECK(task == "classification" || task == "regression",
              path << ": root attribute 'task' is \"" << task << "\"; expected \"classification\" or \"regression\"",
              kWriteHint);
   info.task = task == "classification" ? Task::Classification : Task::Regression;
+  USER_CHECK(has_labels,
+             path << ": dataset /labels is missing, but root attribute 'task' says \"" << task
+                  << "\"; expected " << (info.task == Task::Classification ? "int32 (N,)" : "float32 (N, num_outputs)")
+                  << " labels",
+             "add /labels; or, for a data set without labels (predict and inspect only), leave out /labels and the "
+             "attributes task, num_classes, num_outputs and class_names (doc/data-format.md)");
 
   if (info.task == Task::Classification) {
     info.num_outputs = required_int(file, path, "num_classes", "an integer >= 2 (the number of classes)");
@@ -213,6 +208,57 @@ DatasetInfo validate(hid_t file, const std::string& path, const MemoryBudget& bu
     forbid_attr(file, path, "num_classes", "it belongs to classification files; regression files use 'num_outputs'");
     forbid_attr(file, path, "class_names", "class names only make sense for classification");
   }
+}
+
+// /labels of a file with labels: int32 (N,) for classification, float32 (N, K) for regression.
+void validate_labels(hid_t file, const std::string& path, const DatasetInfo& info) {
+  const OpenDataset labels = open_dataset(
+      file, path, "/labels", info.task == Task::Classification ? "int32 (N,)" : "float32 (N, num_outputs)");
+  if (info.task == Task::Classification) {
+    expect_dtype(path, "/labels", labels, is_signed_int(labels.type.get(), 4), "int32", "y.astype(np.int32)");
+    expect_rank(path, "/labels", labels, 1, "(N,)");
+    USER_CHECK(static_cast<int64_t>(labels.dims[0]) == info.num_sequences,
+               path << ": dataset /labels has " << labels.dims[0] << " labels but /offsets describes "
+                    << info.num_sequences << " sequences; expected one label per sequence",
+               inspect_hint(path));
+  } else {
+    expect_dtype(path, "/labels", labels, is_float32(labels.type.get()), "float32", "y.astype(np.float32)");
+    expect_rank(path, "/labels", labels, 2, "(N, num_outputs)");
+    USER_CHECK(static_cast<int64_t>(labels.dims[0]) == info.num_sequences &&
+                   static_cast<int64_t>(labels.dims[1]) == info.num_outputs,
+               path << ": dataset /labels has shape " << shape_string(labels.dims) << "; expected ("
+                    << info.num_sequences << ", " << info.num_outputs << ") = (N, num_outputs)",
+               inspect_hint(path));
+  }
+}
+
+// Everything read_dataset_info promises, on an opened file. Every rank runs it on the same bytes.
+DatasetInfo validate(hid_t file, const std::string& path, const MemoryBudget& budget) {
+  DatasetInfo info;
+  info.path = path;
+
+  const std::string format = required_string(file, path, "format", RT_MSG("the string \"" << kFormatName << "\""));
+  USER_CHECK(format == kFormatName,
+             path << ": root attribute 'format' is \"" << format << "\"; expected \"" << kFormatName << "\"",
+             "this is not a ragtrain data set; " << kWriteHint);
+  const int64_t version = required_int(file, path, "version", RT_MSG("the integer " << kFormatVersion));
+  USER_CHECK(version == kFormatVersion,
+             path << ": root attribute 'version' is " << version << "; this ragtrain reads version "
+                  << kFormatVersion,
+             "rewrite the file in format version " << kFormatVersion << " (doc/data-format.md)");
+  // /labels is optional: a file without it, and without the attributes that describe labels, is a data set
+  // for predict and inspect (train and eval refuse it, require_labels).
+  const bool has_labels = H5Lexists(file, "/labels", H5P_DEFAULT) > 0;
+  if (!has_labels && attr_shape(file, "task").kind == AttrKind::Missing) {
+    for (const char* name : {"num_classes", "num_outputs", "class_names"})
+      USER_CHECK(attr_shape(file, name).kind == AttrKind::Missing,
+                 path << ": root attribute '" << name << "' is present but the file has no /labels and no 'task'",
+                 "a data set without labels (for predict and inspect) has neither; add /labels and 'task' (see "
+                 "doc/data-format.md), or delete the attribute");
+    info.labeled = false;
+  } else {
+    validate_task(file, path, has_labels, info);
+  }
   root_attr(file, path, "source", AttrKind::String, false, "a string (provenance)");
 
   const OpenDataset features = open_dataset(file, path, "/features", "float32 (total_timesteps, F)");
@@ -232,24 +278,7 @@ DatasetInfo validate(hid_t file, const std::string& path, const MemoryBudget& bu
   info.num_sequences = static_cast<int64_t>(offsets.dims[0]) - 1;
   info.num_features = static_cast<int64_t>(features.dims[1]);
 
-  const OpenDataset labels = open_dataset(
-      file, path, "/labels", info.task == Task::Classification ? "int32 (N,)" : "float32 (N, num_outputs)");
-  if (info.task == Task::Classification) {
-    expect_dtype(path, "/labels", labels, is_signed_int(labels.type.get(), 4), "int32", "y.astype(np.int32)");
-    expect_rank(path, "/labels", labels, 1, "(N,)");
-    USER_CHECK(static_cast<int64_t>(labels.dims[0]) == info.num_sequences,
-               path << ": dataset /labels has " << labels.dims[0] << " labels but /offsets describes "
-                    << info.num_sequences << " sequences; expected one label per sequence",
-               inspect_hint(path));
-  } else {
-    expect_dtype(path, "/labels", labels, is_float32(labels.type.get()), "float32", "y.astype(np.float32)");
-    expect_rank(path, "/labels", labels, 2, "(N, num_outputs)");
-    USER_CHECK(static_cast<int64_t>(labels.dims[0]) == info.num_sequences &&
-                   static_cast<int64_t>(labels.dims[1]) == info.num_outputs,
-               path << ": dataset /labels has shape " << shape_string(labels.dims) << "; expected ("
-                    << info.num_sequences << ", " << info.num_outputs << ") = (N, num_outputs)",
-               inspect_hint(path));
-  }
+  if (info.labeled) validate_labels(file, path, info);
 
   // Checked arithmetic on the declared sizes: a header may claim anything up to 2^64 rows, and every later
   // computation (bytes of a shard, lengths) relies on rows x F x 4 fitting an int64.
@@ -288,6 +317,15 @@ DatasetInfo read_dataset_info(const std::string& path, MPI_Comm comm, const Memo
              "the file may be truncated or damaged (try `h5dump -H " << path
                  << "`); if the file system does not support file locking, set HDF5_USE_FILE_LOCKING=FALSE");
   return validate(file.get(), path, budget);
+}
+
+void require_labels(const DatasetInfo& info, const std::string& option, const std::string& needed_for) {
+  USER_CHECK(info.labeled,
+             option << " " << info.path << ": the data set has no labels (no /labels dataset); " << needed_for
+                    << " needs a label or target per sequence",
+             "pass a data set with labels (convert it from a .ts file with @classLabel true ..., a CSV folder with "
+             "--labels FILE,LABEL, or an .npz file with a labels array); a data set without labels is for `ragtrain "
+             "predict` and `ragtrain inspect`");
 }
 
 DatasetInfo validate_dataset(int64_t file, const std::string& path, const MemoryBudget& budget) {

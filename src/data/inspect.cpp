@@ -27,6 +27,7 @@ DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budge
   const int64_t block_values = std::max<int64_t>(1, std::min(kBlockValues, budget.bytes / 16));
   DatasetReport r;
   r.path = path;
+  r.labeled = info.labeled;
   r.task = info.task;
   r.num_sequences = info.num_sequences;
   r.num_features = info.num_features;
@@ -34,7 +35,7 @@ DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budge
   r.total_timesteps = info.total_timesteps;
   r.lengths = info.lengths();
   r.class_names = info.class_names;
-  if (info.task == Task::Classification) r.class_counts.assign(static_cast<size_t>(info.num_outputs), 0);
+  if (info.labeled && info.task == Task::Classification) r.class_counts.assign(static_cast<size_t>(info.num_outputs), 0);
 
   std::vector<int64_t> block;
   for (int64_t i = 0; i < info.num_sequences;) {
@@ -51,7 +52,7 @@ DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budge
 }
 
 void print_report(const DatasetReport& r, std::ostream& out) {
-  const bool classification = r.task == Task::Classification;
+  const bool classification = r.labeled && r.task == Task::Classification;
   std::vector<int64_t> sorted = r.lengths;
   std::sort(sorted.begin(), sorted.end());
   const int64_t min_len = sorted.empty() ? 0 : sorted.front(), max_len = sorted.empty() ? 0 : sorted.back();
@@ -64,11 +65,12 @@ void print_report(const DatasetReport& r, std::ostream& out) {
                                            static_cast<double>(sorted.size());
 
   out << "file             " << r.path << "\n"
-      << "task             " << task_name(r.task) << "\n"
+      << "task             "
+      << (r.labeled ? task_name(r.task) : "none: no labels (for predict; train and eval need labels)") << "\n"
       << "sequences (N)    " << r.num_sequences << "\n"
-      << "features (F)     " << r.num_features << "\n"
-      << (classification ? "classes          " : "outputs (K)      ") << r.num_outputs << "\n"
-      << "timesteps        " << r.total_timesteps << "\n"
+      << "features (F)     " << r.num_features << "\n";
+  if (r.labeled) out << (classification ? "classes          " : "outputs (K)      ") << r.num_outputs << "\n";
+  out << "timesteps        " << r.total_timesteps << "\n"
       << "length           min " << min_len << "  median " << median << "  max " << max_len << "  mean "
       << std::fixed << std::setprecision(2) << mean << "\n";
   out.unsetf(std::ios::floatfield);

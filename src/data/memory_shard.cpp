@@ -8,6 +8,7 @@ namespace ragtrain {
 
 Shard make_shard(const RaggedData& data, const std::vector<int64_t>& indices) {
   Shard s;
+  s.labeled = data.labeled;
   s.task = data.task;
   s.num_features = data.num_features;
   s.num_outputs = data.num_outputs;
@@ -19,6 +20,7 @@ Shard make_shard(const RaggedData& data, const std::vector<int64_t>& indices) {
     const int64_t b = data.offsets[static_cast<size_t>(i)], e = data.offsets[static_cast<size_t>(i + 1)];
     s.features.insert(s.features.end(), data.features.begin() + b * F, data.features.begin() + e * F);
     s.offsets.push_back(s.offsets.back() + (e - b));
+    if (!data.labeled) continue;
     if (data.task == Task::Classification)
       s.labels.push_back(data.labels[static_cast<size_t>(i)]);
     else

@@ -20,6 +20,7 @@
 #include "ragtrain/data/checks.hpp"
 #include "ragtrain/data/class_labels.hpp"
 #include "ragtrain/data/importers.hpp"
+#include "ragtrain/data/missing.hpp"
 #include "ragtrain/data/npy.hpp"
 
 namespace ragtrain {
@@ -117,10 +118,11 @@ void append_rows(const NpyArray& a, const std::string& where, RaggedData& d, int
   const int64_t n = a.size();
   for (int64_t i = 0; i < n; ++i) {
     const double v = npy_number(a, i);
-    USER_CHECK(finite_as_float32(v),
+    // NaN is a missing value, for --missing to handle (handle_missing); an infinity is an error.
+    USER_CHECK(std::isnan(v) || finite_as_float32(v),
                where << ": row " << features_from_row + i / f << ", column " << i % f << " is " << v
-                     << "; expected finite numbers within float32 range (|x| <= 3.4e38)",
-               "impute or drop missing values (NaN) and infinities before saving");
+                     << "; expected finite numbers within float32 range (|x| <= 3.4e38), or NaN for a missing value",
+               "replace infinities before saving");
     d.features.push_back(static_cast<float>(v));
   }
   features_from_row += n / f;
@@ -313,13 +315,50 @@ void class_labels(const NpyArray& y, const std::string& where, const std::vector
   d.num_outputs = classes;
 }
 
-// The labels of the N sequences in d (and the archive's class_names, checked against --class-names-from).
+// The missing values (NaN) of every sequence in d handled as --missing says; trim rebuilds the offsets.
+void handle_missing(const NpzContents& c, const std::string& path, bool values_layout, MissingMode mode,
+                    RaggedData& d, ImportLog* log) {
+  MissingValues missing(mode);
+  const int64_t F = d.num_features;
+  const std::vector<int64_t> offsets = d.offsets;   // as stored in the archive
+  std::vector<float> features, seq;
+  features.reserve(d.features.size());
+  d.offsets.assign(1, 0);
+  for (int64_t i = 0; i + 1 < static_cast<int64_t>(offsets.size()); ++i) {
+    const int64_t first = offsets[static_cast<size_t>(i)], last = offsets[static_cast<size_t>(i + 1)];
+    seq.assign(d.features.begin() + first * F, d.features.begin() + last * F);
+    const std::string key = values_layout ? std::string("values") : c.seqs.at(i);
+    missing.apply(seq, F,
+                  SequenceSource{RT_MSG(where_in(path, key) << (values_layout ? " (sequence " + std::to_string(i) + ")"
+                                                                                : std::string())),
+                                 [&](int64_t t, int64_t f) {
+                                   return RT_MSG(where_in(path, key) << ": row " << (values_layout ? first + t : t)
+                                                                     << ", column " << f
+                                                                     << (values_layout ? " (sequence " + std::to_string(i) +
+                                                                                             ", step " + std::to_string(t) + ")"
+                                                                                       : std::string()));
+                                 },
+                                 "NaN"});
+    features.insert(features.end(), seq.begin(), seq.end());
+    d.offsets.push_back(d.offsets.back() + static_cast<int64_t>(seq.size()) / F);
+  }
+  d.features = std::move(features);
+  if (log) log->missing = missing.report();
+}
+
+// The labels of the N sequences in d (and the archive's class_names, checked against --class-names-from). An
+// archive without 'labels' is a data set without labels (for predict).
 void labels_into(const NpzContents& c, const std::string& path, const std::string& layout, const ImportOptions& opts,
-                 RaggedData& d) {
+                 RaggedData& d, ImportLog* log) {
   const auto where = [&](const std::string& key) { return where_in(path, key); };
   const int64_t n = d.num_sequences();
-  USER_CHECK(c.arrays.count("labels"), path << ": no 'labels' array (arrays: " << c.found() << ")",
-             "add the labels: numpy.savez(..., labels=y), one per sequence");
+  if (!c.arrays.count("labels")) {
+    d.labeled = false;
+    d.num_outputs = 0;
+    // The model's checkpoint names the classes of predict's output; names without labels are not stored.
+    if (c.arrays.count("class_names") && log) log->ignored.push_back("class_names (no labels to name)");
+    return;
+  }
   const NpyArray& y = c.arrays.at("labels");
   USER_CHECK(!y.shape.empty() && y.shape[0] == n,
              where("labels") << ": has shape " << y.shape_string() << "; expected " << n << " rows, one per sequence ("
@@ -356,7 +395,8 @@ RaggedData read_npz_file(const std::string& path, const ImportOptions& opts, Imp
   USER_CHECK(!(has_values && !c.seqs.empty()), path << ": holds both 'values' and 'seq_*' arrays; expected one layout",
              kNpzHint);
   const std::string layout = has_values ? sequences_from_values(c, path, d) : sequences_from_seq_arrays(c, path, d);
-  labels_into(c, path, layout, opts, d);
+  handle_missing(c, path, has_values, opts.missing, d, log);
+  labels_into(c, path, layout, opts, d, log);
   d.source = RT_MSG("ragtrain convert: " << std::filesystem::path(path).filename().string() << " (" << layout << ")");
   return d;
 }

@@ -117,6 +117,7 @@ Shard read_shard(const DatasetInfo& info, const std::vector<int64_t>& indices, M
   H5QuietErrors quiet;
   const std::string& path = info.path;
   const int64_t F = info.num_features, K = info.num_outputs;
+  const bool labeled = info.labeled;   // the same on every rank: all of them read /labels, or none
   const bool classification = info.task == Task::Classification;
 
   // A bad request is remembered, not thrown: this rank must still join the collective reads below.
@@ -138,7 +139,8 @@ Shard read_shard(const DatasetInfo& info, const std::vector<int64_t>& indices, M
   // differ between ranks, so they agree first: a rank leaving now would leave the others in H5Fopen.
   // read_dataset_info bounded offsets[N] x F x 4 by 2^63; the sums saturate, as more than 2^63 bytes fits no budget.
   const auto n_req = static_cast<int64_t>(indices.size());
-  const int64_t values_bytes = sat_add(shard_rows * F * 4, sat_mul(n_req, classification ? 4 : sat_mul(K, 4)));
+  const int64_t label_bytes = !labeled ? 0 : classification ? 4 : sat_mul(K, 4);
+  const int64_t values_bytes = sat_add(shard_rows * F * 4, sat_mul(n_req, label_bytes));
   const int64_t need = sat_add(sat_mul(2, values_bytes), sat_mul(n_req, 3 * 8));
   std::optional<UserError> too_big;
   try {
@@ -161,26 +163,29 @@ Shard read_shard(const DatasetInfo& info, const std::vector<int64_t>& indices, M
                "run `ragtrain inspect " << path << "`; if the file system lacks file locking, set "
                                            "HDF5_USE_FILE_LOCKING=FALSE");
     H5Handle features_ds = h5_dataset(H5Dopen2(file.get(), "/features", H5P_DEFAULT));
-    H5Handle labels_ds = h5_dataset(H5Dopen2(file.get(), "/labels", H5P_DEFAULT));
+    H5Handle labels_ds = labeled ? h5_dataset(H5Dopen2(file.get(), "/labels", H5P_DEFAULT)) : H5Handle();
     // Every rank sees the same file, so all of them throw here or none does.
     const std::vector<hsize_t> want_f = {static_cast<hsize_t>(info.total_timesteps), static_cast<hsize_t>(F)};
     const std::vector<hsize_t> want_l = classification ? std::vector<hsize_t>{static_cast<hsize_t>(info.num_sequences)}
                                                        : std::vector<hsize_t>{static_cast<hsize_t>(info.num_sequences),
                                                                               static_cast<hsize_t>(K)};
-    USER_CHECK(features_ds && labels_ds && dims_of(features_ds.get()) == want_f && dims_of(labels_ds.get()) == want_l,
+    USER_CHECK(features_ds && dims_of(features_ds.get()) == want_f &&
+                   (!labeled || (labels_ds && dims_of(labels_ds.get()) == want_l)),
                path << ": /features or /labels is missing or has changed shape since the file was validated",
                "do not rewrite a data set while a run reads it");
     H5Handle xfer = collective_transfer();
     read_ok = read_runs(features_ds.get(), row_runs, H5T_NATIVE_FLOAT, xfer.get(), rows);
-    read_ok = (classification ? read_runs(labels_ds.get(), seq_runs, H5T_NATIVE_INT32, xfer.get(), labels)
-                              : read_runs(labels_ds.get(), seq_runs, H5T_NATIVE_FLOAT, xfer.get(), targets)) &&
-              read_ok;
+    if (labeled)
+      read_ok = (classification ? read_runs(labels_ds.get(), seq_runs, H5T_NATIVE_INT32, xfer.get(), labels)
+                                : read_runs(labels_ds.get(), seq_runs, H5T_NATIVE_FLOAT, xfer.get(), targets)) &&
+                read_ok;
   }
   if (bad_request) throw InternalError(*bad_request);
   USER_CHECK(read_ok, path << ": reading /features or /labels failed",
              "the file may be truncated or damaged; run `ragtrain inspect " << path << "`");
 
   Shard shard;
+  shard.labeled = labeled;
   shard.task = info.task;
   shard.num_features = F;
   shard.num_outputs = K;
@@ -189,9 +194,9 @@ Shard read_shard(const DatasetInfo& info, const std::vector<int64_t>& indices, M
   shard.offsets.assign(n + 1, 0);
   for (size_t p = 0; p < n; ++p) shard.offsets[p + 1] = shard.offsets[p] + info.length(indices[p]);
   shard.features.resize(static_cast<size_t>(shard.timesteps() * F));
-  if (classification)
+  if (labeled && classification)
     shard.labels.resize(n);
-  else
+  else if (labeled)
     shard.targets.resize(n * static_cast<size_t>(K));
 
   // Scatter from file order into the requested order.
@@ -202,6 +207,7 @@ Shard read_shard(const DatasetInfo& info, const std::vector<int64_t>& indices, M
     std::memcpy(shard.features.data() + shard.offsets[p] * F, rows.data() + file_row * F,
                 static_cast<size_t>(len * F) * sizeof(float));
     file_row += len;
+    if (!labeled) continue;
     if (classification)
       shard.labels[p] = labels[k];
     else
@@ -211,9 +217,9 @@ Shard read_shard(const DatasetInfo& info, const std::vector<int64_t>& indices, M
 
   for (size_t p = 0; p < n; ++p) {
     const int64_t g = indices[p];
-    if (classification)
+    if (labeled && classification)
       check_label(path, g, shard.labels[p], K);
-    else
+    else if (labeled)
       check_finite_targets(path, g, shard.target(static_cast<int64_t>(p)), K);
     check_finite_features(path, g, shard.x(static_cast<int64_t>(p)), shard.length(static_cast<int64_t>(p)), F);
   }

@@ -5,18 +5,21 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/data/checks.hpp"
 #include "ragtrain/data/importers.hpp"
+#include "ragtrain/data/missing.hpp"
 
 namespace ragtrain {
 
 namespace {
 
 const char* const kTsHint =
-    "a .ts file has '@' header lines (@classLabel true L1 L2 ... or @targetLabel true), then @data and one "
-    "series per line: channels separated by ':', values by ',', the label last; see doc/data-format.md";
+    "a .ts file has '@' header lines (@classLabel true L1 L2 ..., @targetLabel true, or @classLabel false for "
+    "series without labels), then @data and one series per line: channels separated by ':', values by ',', the "
+    "label last; see doc/data-format.md";
 
 std::string trim(const std::string& s) {
   const auto first = s.find_first_not_of(" \t\r\n");
@@ -55,18 +58,23 @@ std::string lower(std::string s) {
 // Parses the header (until @data) and the series, one line at a time.
 class TsParser {
  public:
-  explicit TsParser(std::string path) : path_(std::move(path)) {}
+  TsParser(std::string path, MissingMode missing) : path_(std::move(path)), missing_(missing) {}
 
   RaggedData run(std::istream& in);
+  const MissingReport& missing_report() const { return missing_.report(); }
 
  private:
   std::string at(int64_t line) const { return RT_MSG(path_ << ":" << line << ": "); }
   void header(const std::string& text, int64_t line);
   void start_data(int64_t line);
   void series(const std::string& text, int64_t line);
+  std::vector<float> channel_values(const std::string& channel, int64_t c, int64_t line) const;
+  void label(const std::string& text, int64_t line);
 
   std::string path_, problem_;
+  MissingValues missing_;
   bool in_data_ = false, has_targets_ = false;
+  bool says_unlabeled_ = false;             // @classLabel false or @targetLabel false: series carry no label
   int64_t dimensions_ = -1;                 // from @dimensions, or the first series
   std::vector<std::string> class_labels_;   // from @classLabel true ...
   RaggedData d_;
@@ -91,6 +99,7 @@ void TsParser::header(const std::string& text, int64_t line) {
                kTsHint);
     dimensions_ = static_cast<int64_t>(dims);
   } else if (key == "@classlabel") {
+    says_unlabeled_ = says_unlabeled_ || value == "false";
     if (value == "true") {
       class_labels_.assign(w.begin() + 2, w.end());
       USER_CHECK(class_labels_.size() >= 2,
@@ -99,6 +108,7 @@ void TsParser::header(const std::string& text, int64_t line) {
     }
   } else if (key == "@targetlabel") {
     has_targets_ = value == "true";
+    says_unlabeled_ = says_unlabeled_ || value == "false";
   } else if (key == "@data") {
     start_data(line);
   }
@@ -107,75 +117,98 @@ void TsParser::header(const std::string& text, int64_t line) {
 }
 
 void TsParser::start_data(int64_t line) {
-  USER_CHECK(!class_labels_.empty() || has_targets_,
-             at(line) << "no @classLabel true ... (or @targetLabel true) header before @data; expected the list "
-                         "of class labels",
+  USER_CHECK(!class_labels_.empty() || has_targets_ || says_unlabeled_,
+             at(line) << "no @classLabel header before @data; expected @classLabel true and the list of class "
+                         "labels, @targetLabel true, or @classLabel false (series without labels)",
              kTsHint);
   USER_CHECK(class_labels_.empty() || !has_targets_,
              at(line) << "both @classLabel true and @targetLabel true; expected one of them", kTsHint);
   in_data_ = true;
+  d_.labeled = !class_labels_.empty() || has_targets_;
   d_.task = has_targets_ ? Task::Regression : Task::Classification;
-  d_.num_outputs = has_targets_ ? 1 : static_cast<int64_t>(class_labels_.size());
+  d_.num_outputs = !d_.labeled ? 0 : has_targets_ ? 1 : static_cast<int64_t>(class_labels_.size());
   d_.class_names = class_labels_;
+}
+
+// The values of channel c of one series, NaN where one is missing ('?', NaN, an empty field).
+std::vector<float> TsParser::channel_values(const std::string& channel, int64_t c, int64_t line) const {
+  USER_CHECK(!channel.empty(), at(line) << "channel " << c << " is empty; expected at least one value", kTsHint);
+  std::vector<float> out;
+  for (const std::string& raw : split(channel, ',')) {
+    const std::string token = trim(raw);
+    if (is_missing_text(token)) {
+      out.push_back(std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
+    USER_CHECK(token[0] != '(',
+               at(line) << "channel " << c << " has a time-stamped value \"" << token
+                        << "\"; time stamps are not supported",
+               "export the series without time stamps (values only)");
+    double v = 0;
+    USER_CHECK(parse_float32_text(token, v),
+               at(line) << "channel " << c << " has the value \"" << token
+                        << "\"; expected a finite number within float32 range (|x| <= 3.4e38), or '?' for a "
+                           "missing value",
+               kTsHint);
+    out.push_back(static_cast<float>(v));
+  }
+  return out;
+}
+
+void TsParser::label(const std::string& text, int64_t line) {
+  if (d_.task == Task::Classification) {
+    const auto it = std::find(class_labels_.begin(), class_labels_.end(), text);
+    USER_CHECK(it != class_labels_.end(),
+               at(line) << "unknown class label \"" << text << "\"; expected one of the @classLabel values", kTsHint);
+    d_.labels.push_back(static_cast<int32_t>(it - class_labels_.begin()));
+  } else {
+    double y = 0;
+    USER_CHECK(parse_float32_text(text, y), at(line) << "the target \"" << text
+                                                << "\" is not a finite number within float32 range (|x| <= 3.4e38)", kTsHint);
+    d_.targets.push_back(static_cast<float>(y));
+  }
 }
 
 void TsParser::series(const std::string& text, int64_t line) {
   const std::vector<std::string> fields = split(text, ':');
-  USER_CHECK(fields.size() >= 2, at(line) << "expected channels separated by ':' and a label last; found no ':'",
+  // A labelled series ends in its label; a series of a file without labels is channels only.
+  const auto channels = static_cast<int64_t>(fields.size()) - (d_.labeled ? 1 : 0);
+  USER_CHECK(channels >= 1, at(line) << "expected channels separated by ':' and a label last; found no ':'",
              kTsHint);
-  const auto channels = static_cast<int64_t>(fields.size()) - 1;
   if (dimensions_ < 0) dimensions_ = channels;
   USER_CHECK(channels == dimensions_,
              at(line) << "series has " << channels << " channel(s); expected " << dimensions_
-                      << (d_.num_features ? " like the series before" : " (@dimensions)"),
+                      << (d_.num_features ? " like the series before" : " (@dimensions)")
+                      << (d_.labeled ? "" : "; the header says the series carry no label (@classLabel false)"),
              kTsHint);
   d_.num_features = channels;
 
   std::vector<std::vector<float>> values(static_cast<size_t>(channels));   // (F, T) as written
   for (int64_t c = 0; c < channels; ++c) {
-    const std::string channel = trim(fields[static_cast<size_t>(c)]);
-    USER_CHECK(!channel.empty(), at(line) << "channel " << c << " is empty; expected at least one value", kTsHint);
-    for (const std::string& raw : split(channel, ',')) {
-      const std::string token = trim(raw);
-      USER_CHECK(token != "?" && lower(token) != "nan",
-                 at(line) << "channel " << c << " has a missing value ('" << token
-                          << "'); missing values are not supported",
-                 "impute or drop series with missing values before converting");
-      USER_CHECK(token.empty() || token[0] != '(',
-                 at(line) << "channel " << c << " has a time-stamped value \"" << token
-                          << "\"; time stamps are not supported",
-                 "export the series without time stamps (values only)");
-      double v = 0;
-      USER_CHECK(parse_float32_text(token, v),
-                 at(line) << "channel " << c << " has the value \"" << token
-                          << "\"; expected a finite number within float32 range (|x| <= 3.4e38)",
-                 kTsHint);
-      values[static_cast<size_t>(c)].push_back(static_cast<float>(v));
-    }
+    values[static_cast<size_t>(c)] = channel_values(trim(fields[static_cast<size_t>(c)]), c, line);
     USER_CHECK(values[static_cast<size_t>(c)].size() == values[0].size(),
                at(line) << "channel " << c << " has " << values[static_cast<size_t>(c)].size()
                         << " values but channel 0 has " << values[0].size()
-                        << "; expected every channel of a series to have the same length",
+                        << "; expected every channel of a series to have the same length (pad the shorter "
+                           "channels with '?' at the end and convert with --missing)",
                kTsHint);
   }
 
   const auto length = static_cast<int64_t>(values[0].size());
-  for (int64_t t = 0; t < length; ++t)   // time-major: row t holds every channel at time t
-    for (int64_t c = 0; c < channels; ++c) d_.features.push_back(values[static_cast<size_t>(c)][static_cast<size_t>(t)]);
-  d_.offsets.push_back(d_.offsets.back() + length);
-
-  const std::string label = trim(fields.back());
-  if (d_.task == Task::Classification) {
-    const auto it = std::find(class_labels_.begin(), class_labels_.end(), label);
-    USER_CHECK(it != class_labels_.end(),
-               at(line) << "unknown class label \"" << label << "\"; expected one of the @classLabel values", kTsHint);
-    d_.labels.push_back(static_cast<int32_t>(it - class_labels_.begin()));
-  } else {
-    double y = 0;
-    USER_CHECK(parse_float32_text(label, y), at(line) << "the target \"" << label
-                                                 << "\" is not a finite number within float32 range (|x| <= 3.4e38)", kTsHint);
-    d_.targets.push_back(static_cast<float>(y));
-  }
+  std::vector<float> rows;   // (length, F), time-major: row t holds every channel at time t
+  rows.reserve(static_cast<size_t>(length * channels));
+  for (int64_t t = 0; t < length; ++t)
+    for (int64_t c = 0; c < channels; ++c) rows.push_back(values[static_cast<size_t>(c)][static_cast<size_t>(t)]);
+  const int64_t index = d_.num_sequences();
+  missing_.apply(rows, channels,
+                 SequenceSource{RT_MSG(path_ << ":" << line << " (series " << index << ")"),
+                                [&](int64_t t, int64_t c) {
+                                  return RT_MSG(at(line) << "channel " << c << ", step " << t << " (series " << index
+                                                         << ")");
+                                }});
+  d_.features.insert(d_.features.end(), rows.begin(), rows.end());
+  d_.offsets.push_back(d_.offsets.back() + static_cast<int64_t>(rows.size()) / channels);
+  if (d_.labeled) label(trim(fields.back()), line);
 }
 
 RaggedData TsParser::run(std::istream& in) {
@@ -200,15 +233,20 @@ RaggedData TsParser::run(std::istream& in) {
 
 }  // namespace
 
-RaggedData read_ts_file(const std::string& path) {
+RaggedData read_ts_file(const std::string& path, MissingMode missing, ImportLog* log) {
   std::error_code ec;
   USER_CHECK(std::filesystem::is_regular_file(path, ec), path << ": no such file",
              "check the path of the .ts file");
   std::ifstream in(path);
   USER_CHECK(in, path << ": cannot be read", "check the file's permissions");
-  return parse_ts(in, path);
+  return parse_ts(in, path, missing, log);
 }
 
-RaggedData parse_ts(std::istream& in, const std::string& name) { return TsParser(name).run(in); }
+RaggedData parse_ts(std::istream& in, const std::string& name, MissingMode missing, ImportLog* log) {
+  TsParser parser(name, missing);
+  RaggedData d = parser.run(in);
+  if (log) log->missing = parser.missing_report();
+  return d;
+}
 
 }  // namespace ragtrain

@@ -30,7 +30,11 @@ void check_data(const std::string& path, const RaggedData& d) {
   for (int64_t i = 0; i < n; ++i)
     check_finite_features(path, i, d.features.data() + d.offsets[static_cast<size_t>(i)] * d.num_features,
                           d.offsets[static_cast<size_t>(i + 1)] - d.offsets[static_cast<size_t>(i)], d.num_features);
-  if (d.task == Task::Classification) {
+  if (!d.labeled) {
+    RT_CHECK(d.labels.empty() && d.targets.empty() && d.class_names.empty() && d.num_outputs == 0,
+             "a data set without labels holds " << d.labels.size() << " labels, " << d.targets.size()
+                                                << " targets, " << d.class_names.size() << " class names");
+  } else if (d.task == Task::Classification) {
     USER_CHECK(d.num_outputs >= 2, path << ": cannot write " << d.num_outputs << " classes; expected >= 2", "");
     RT_CHECK(static_cast<int64_t>(d.labels.size()) == n, d.labels.size() << " labels for " << n << " sequences");
     RT_CHECK(d.class_names.empty() || static_cast<int64_t>(d.class_names.size()) == d.num_outputs,
@@ -53,6 +57,17 @@ void write_array(hid_t file, const char* name, hid_t file_type, hid_t mem_type, 
   H5Handle dset = h5_dataset(
       H5_CHECK(H5Dcreate2(file, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
   H5_CHECK(H5Dwrite(dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+}
+
+// task, and num_classes (+ class_names) or num_outputs: the attributes of a data set with labels.
+void write_label_attrs(hid_t f, const RaggedData& data) {
+  write_string_attr(f, "task", task_name(data.task));
+  if (data.task == Task::Classification) {
+    write_int_attr(f, "num_classes", data.num_outputs);
+    if (!data.class_names.empty()) write_string_array_attr(f, "class_names", data.class_names);
+  } else {
+    write_int_attr(f, "num_outputs", data.num_outputs);
+  }
 }
 
 }  // namespace
@@ -79,23 +94,18 @@ void write_dataset(const std::string& path, const RaggedData& data) {
     const hid_t f = file.get();
     write_string_attr(f, "format", kFormatName);
     write_int_attr(f, "version", kFormatVersion);
-    write_string_attr(f, "task", task_name(data.task));
     const auto n = static_cast<hsize_t>(data.num_sequences());
     const auto F = static_cast<hsize_t>(data.num_features), K = static_cast<hsize_t>(data.num_outputs);
-    if (data.task == Task::Classification) {
-      write_int_attr(f, "num_classes", data.num_outputs);
-      if (!data.class_names.empty()) write_string_array_attr(f, "class_names", data.class_names);
-    } else {
-      write_int_attr(f, "num_outputs", data.num_outputs);
-    }
+    // Without labels: no task attributes and no /labels (doc/data-format.md), nothing a reader could misread.
+    if (data.labeled) write_label_attrs(f, data);
     if (!data.source.empty()) write_string_attr(f, "source", data.source);
 
     write_array(f, "/features", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {static_cast<hsize_t>(data.offsets.back()), F},
                 data.features.data());
     write_array(f, "/offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, {n + 1}, data.offsets.data());
-    if (data.task == Task::Classification)
+    if (data.labeled && data.task == Task::Classification)
       write_array(f, "/labels", H5T_STD_I32LE, H5T_NATIVE_INT32, {n}, data.labels.data());
-    else
+    else if (data.labeled)
       write_array(f, "/labels", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {n, K}, data.targets.data());
     USER_CHECK(file.close() >= 0, path << ": writing the temporary file " << tmp.temp_path() << " failed",
                "check free space on the file system");

@@ -72,8 +72,10 @@ void Trainer::setup_data() {
     collective_phase(ctx_, [&] {
       budget_ = MemoryBudget::of(cfg_.max_memory, ctx_.local_size);
       train_info_ = read_dataset_info(cfg_.data, ctx_.world, budget_);
+      require_labels(train_info_, "--data", "training");
       if (!cfg_.val.empty()) {
         val_info_ = read_dataset_info(cfg_.val, ctx_.world, budget_);
+        require_labels(val_info_, "--val", "validation");
         check_compatible(train_info_, val_info_);
       }
       // A rank without a single training sequence would only ever contribute empty gradients: almost certainly

@@ -31,7 +31,9 @@ void check(const ragtrain::DatasetInfo& info) {
   if (info.offsets.front() != 0 || info.offsets.back() != info.total_timesteps) fail("offsets ends");
   for (int64_t i = 0; i < info.num_sequences; ++i)
     if (info.length(i) < 1) fail("validate_dataset accepted an empty sequence");
-  if (info.task == ragtrain::Task::Classification) {
+  if (!info.labeled) {   // no /labels: no task attributes either
+    if (info.num_outputs != 0 || !info.class_names.empty()) fail("outputs or class names without /labels");
+  } else if (info.task == ragtrain::Task::Classification) {
     if (info.num_outputs < 2) fail("validate_dataset accepted fewer than 2 classes");
     if (!info.class_names.empty() && static_cast<int64_t>(info.class_names.size()) != info.num_outputs)
       fail("class_names size != num_classes");

@@ -47,7 +47,10 @@ inline void check_data(const char* target, const ragtrain::RaggedData& d, const 
     check(d.offsets[static_cast<size_t>(i + 1)] > d.offsets[static_cast<size_t>(i)], "empty or decreasing sequence");
   check(static_cast<int64_t>(d.features.size()) == d.offsets.back() * d.num_features, "features size");
   for (float v : d.features) check(std::isfinite(v), "non-finite feature");
-  if (d.task == ragtrain::Task::Classification) {
+  if (!d.labeled) {   // a data set without labels: nothing of the labels may be left over
+    check(d.num_outputs == 0 && d.labels.empty() && d.targets.empty() && d.class_names.empty(),
+          "labels, targets or classes on a data set without labels");
+  } else if (d.task == ragtrain::Task::Classification) {
     check(d.num_outputs >= 2, "fewer than 2 classes");
     const bool named = static_cast<int64_t>(d.class_names.size()) == d.num_outputs;
     check(named || (!p.class_names_always && d.class_names.empty()), "class names");

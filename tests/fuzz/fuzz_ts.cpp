@@ -18,10 +18,13 @@ constexpr const char* kTarget = "fuzz_ts";
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
+  // The --missing mode follows from the input's size, so that the corpus meets every mode.
+  constexpr ragtrain::MissingMode kModes[] = {ragtrain::MissingMode::Error, ragtrain::MissingMode::Trim,
+                                              ragtrain::MissingMode::Zero, ragtrain::MissingMode::Ffill};
   // Any exception other than UserError escapes and terminates: InternalError on input is a bug of the parser.
   try {
     // A .ts header always names its classes and declares one regression target.
-    fuzz::check_data(kTarget, ragtrain::parse_ts(in, "fuzz.ts"), fuzz::Promises{true, true});
+    fuzz::check_data(kTarget, ragtrain::parse_ts(in, "fuzz.ts", kModes[size % 4]), fuzz::Promises{true, true});
   } catch (const ragtrain::UserError& e) {
     fuzz::check_message(kTarget, e, "fuzz.ts");
     return 0;

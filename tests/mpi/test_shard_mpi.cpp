@@ -89,7 +89,9 @@ int64_t mismatches(const Shard& s, const RaggedData& d) {
       continue;
     }
     for (int64_t v = 0; v < len * F; ++v) bad += s.x(p)[v] != d.features[static_cast<size_t>(d.offsets[g] * F + v)];
-    if (d.task == Task::Classification)
+    if (!d.labeled)
+      bad += !s.labels.empty() || !s.targets.empty();
+    else if (d.task == Task::Classification)
       bad += s.labels[static_cast<size_t>(p)] != d.labels[g];
     else
       for (int64_t k = 0; k < K; ++k) bad += s.target(p)[k] != d.targets[g * static_cast<size_t>(K) + static_cast<size_t>(k)];
@@ -181,6 +183,24 @@ TEST(Shard, RegressionTargets) {
   const DatasetInfo info = read_dataset_info(file.path(), MPI_COMM_WORLD);
   const Shard s = read_shard(info, uneven_subset(31, world_rank(), world_size()), MPI_COMM_WORLD);
   EXPECT_EQ(s.targets.size(), static_cast<size_t>(s.size() * 2));
+  EXPECT_EQ(mismatches(s, data), 0);
+  expect_union_is_file(s, info);
+}
+
+// A data set without labels: every rank, the one with nothing to read too, reads features only (no rank may
+// enter a collective read of /labels that the others skip).
+TEST(Shard, WithoutLabels) {
+  RaggedData data = classification_data(57);
+  data.labeled = false;
+  data.labels.clear();
+  data.class_names.clear();
+  data.num_outputs = 0;
+  SharedFile file(data);
+  ASSERT_TRUE(file.ok());
+  const DatasetInfo info = read_dataset_info(file.path(), MPI_COMM_WORLD);
+  EXPECT_FALSE(info.labeled);
+  const Shard s = read_shard(info, uneven_subset(57, world_rank(), world_size()), MPI_COMM_WORLD);
+  EXPECT_FALSE(s.labeled);
   EXPECT_EQ(mismatches(s, data), 0);
   expect_union_is_file(s, info);
 }

@@ -229,6 +229,54 @@ TEST(ByodNpz, MinizipWrittenArchivesStoredAndDeflated) {
   }
 }
 
+// No labels array: a data set without labels; class_names alone name nothing and are listed as ignored.
+TEST(ByodNpz, WithoutLabelsIsAnUnlabeledDataSet) {
+  ImportLog log;
+  const RaggedData d = read_npz_file(fixture("unlabeled.npz"), {}, &log);
+  EXPECT_FALSE(d.labeled);
+  expect_fixture_features(d);
+  EXPECT_EQ(d.num_outputs, 0);
+  EXPECT_TRUE(d.labels.empty() && d.targets.empty() && d.class_names.empty());
+  EXPECT_EQ(log.ignored, (std::vector<std::string>{"class_names (no labels to name)"}));
+  TempDir tmp;
+  write_dataset(tmp.file("u.h5"), d);
+  EXPECT_FALSE(inspect_dataset(tmp.file("u.h5")).labeled);
+}
+
+// NaN in the values is a missing value: a NaN-padded (N, T_max, F) array saved as values + lengths T_max gives
+// back the sequences with --missing trim; the messages name the array, row and sequence.
+TEST(ByodNpz, NanPaddedValuesWithMissingModes) {
+  ImportOptions opts;
+  expect_user_error([&] { read_npz_file(fixture("nan_padded.npz"), opts); },
+                    {"nan_padded.npz", "array 'values': row 5, column 0 (sequence 0, step 5)", "is missing (NaN)"});
+  opts.missing = MissingMode::Trim;
+  ImportLog log;
+  const RaggedData d = read_npz_file(fixture("nan_padded.npz"), opts, &log);
+  expect_fixture_features(d);
+  EXPECT_EQ(d.labels, (std::vector<int32_t>{2, 0, 1}));
+  EXPECT_EQ(log.missing.missing, (2 + 0 + 3) * 3);
+  EXPECT_EQ(log.missing.trimmed_steps, 5);
+  EXPECT_EQ(log.missing.sequences, 2);
+
+  opts.missing = MissingMode::Zero;
+  const RaggedData z = read_npz_file(fixture("nan_padded.npz"), opts, &log);
+  EXPECT_EQ(z.offsets, (std::vector<int64_t>{0, 7, 14, 21}));
+  EXPECT_EQ(z.features[5 * 3], 0.0f);
+  EXPECT_EQ(log.missing.filled, 15);
+
+  // One array per sequence: the message names the array; ffill carries the last value on.
+  TempDir tmp;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  write_npz(tmp.file("s.npz"), {{"seq_0", npy("<f4", "(3, 1)", raw(std::vector<float>{1, nan, 3}))},
+                                {"seq_1", npy("<f4", "(2, 1)", raw(std::vector<float>{nan, 5}))}});
+  expect_user_error([&] { read_npz_file(tmp.file("s.npz"), {}); }, {"array 'seq_0': row 1, column 0 is missing"});
+  opts.missing = MissingMode::Ffill;
+  const RaggedData f = read_npz_file(tmp.file("s.npz"), opts, &log);
+  EXPECT_FALSE(f.labeled);
+  EXPECT_EQ(f.features, (std::vector<float>{1, 1, 3, 5, 5}));
+  EXPECT_EQ(log.missing.backfilled, 1);
+}
+
 TEST(ByodNpz, RejectsMalformedArchives) {
   TempDir tmp;
   const auto f4 = [](const std::string& shape, std::vector<float> v) { return npy("<f4", shape, raw(v)); };
@@ -239,7 +287,6 @@ TEST(ByodNpz, RejectsMalformedArchives) {
     std::vector<std::string> needles;
   };
   const std::vector<Case> cases = {
-      {"no labels", {{"seq_0", f4("(1, 1)", {1})}}, {"no 'labels'"}},
       {"labels too short", {{"seq_0", f4("(1, 1)", {1})}, {"seq_1", f4("(1, 1)", {2})}, {"labels", i8("(1,)", {0})}},
        {"'labels'", "(1,)", "expected 2 rows"}},
       {"gap in seq_i", {{"seq_0", f4("(1, 1)", {1})}, {"seq_2", f4("(1, 1)", {2})}, {"labels", i8("(3,)", {0, 1, 0})}},
@@ -277,7 +324,10 @@ TEST(ByodNpz, RejectsMalformedArchives) {
       {"NaN value",
        {{"seq_0", f4("(2, 2)", {1, 2, std::numeric_limits<float>::quiet_NaN(), 4})}, {"seq_1", f4("(1, 2)", {1, 2})},
         {"labels", i8("(2,)", {0, 1})}},
-       {"'seq_0'", "row 1, column 0", "nan"}},
+       {"'seq_0'", "row 1, column 0", "is missing (NaN)"}},
+      {"infinite value",
+       {{"seq_0", f4("(1, 2)", {1, std::numeric_limits<float>::infinity()})}, {"labels", i8("(1,)", {0})}},
+       {"'seq_0'", "row 0, column 1", "inf"}},
       {"float64 value beyond float32",
        {{"seq_0", npy("<f8", "(1, 2)", raw(std::vector<double>{1, 1e39}))}, {"seq_1", f4("(1, 2)", {1, 2})},
         {"labels", i8("(2,)", {0, 1})}},
@@ -385,6 +435,78 @@ TEST(ByodCsv, FolderWithOptionalHeadersInLabelsFileOrder) {
   EXPECT_NE(d.source.find("seqs/ (3 CSV files) with labels labels.csv"), std::string::npos) << d.source;
 }
 
+// Without --labels the folder's *.csv files are the sequences, in name order; a labels file of one column
+// (FILE) gives the order instead. Either way the data set has no labels.
+TEST(ByodCsv, FolderWithoutLabels) {
+  TempDir tmp;
+  tmp.write("seqs/b.csv", "x,y\n1,2\n3,4\n");
+  tmp.write("seqs/a.csv", "x,y\n5,6\n");
+  tmp.write("seqs/c.csv", "7,8\n9,10\n11,12\n");
+  tmp.write("seqs/notes.txt", "not a sequence");
+  ImportLog log;
+  const RaggedData d = read_csv_folder(tmp.file("seqs"), "", {}, &log);
+  EXPECT_FALSE(d.labeled);
+  EXPECT_EQ(d.num_outputs, 0);
+  EXPECT_EQ(d.offsets, (std::vector<int64_t>{0, 1, 3, 6}));   // a, b, c
+  EXPECT_EQ(d.features, (std::vector<float>{5, 6, 1, 2, 3, 4, 7, 8, 9, 10, 11, 12}));
+  EXPECT_EQ(log.read, (std::vector<std::string>{"a.csv: 1 x 2", "b.csv: 2 x 2", "c.csv: 3 x 2"}));
+  EXPECT_EQ(log.ignored, (std::vector<std::string>{"notes.txt (not .csv)"}));
+  EXPECT_NE(d.source.find("without labels, in name order"), std::string::npos) << d.source;
+
+  const std::string order = tmp.write("order.csv", "file\nc.csv\na\nb.csv\n");
+  const RaggedData o = read_csv_folder(tmp.file("seqs"), order, {});
+  EXPECT_FALSE(o.labeled);
+  EXPECT_EQ(o.offsets, (std::vector<int64_t>{0, 3, 4, 6}));   // c, a, b
+  EXPECT_NE(o.source.find("in the order of order.csv"), std::string::npos) << o.source;
+  expect_user_error([&] { read_csv_folder(tmp.file("seqs"), tmp.write("short.csv", "file\na.csv\nb.csv\n"), {}); },
+                    {"c.csv", "has no row in"});
+  // The labels file left in the folder, --labels forgotten: the hint says so.
+  tmp.write("forgot/a.csv", "1,2\n");
+  tmp.write("forgot/b.csv", "3,4\n");
+  tmp.write("forgot/labels.csv", "file,label\na.csv,x\nb.csv,y\n");
+  try {
+    read_csv_folder(tmp.file("forgot"), "", {});
+    ADD_FAILURE() << "no UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("labels.csv:2"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("looks like a labels file"), std::string::npos) << e.hint();
+    EXPECT_NE(e.hint().find("--labels " + tmp.file("forgot/labels.csv")), std::string::npos) << e.hint();
+  }
+  tmp.write("empty/readme.txt", "x");
+  expect_user_error([&] { read_csv_folder(tmp.file("empty"), "", {}); }, {"empty", "no .csv file"});
+}
+
+// Missing values of CSV exports: empty fields, ?, NaN, NA. A first row with gaps is data, not a header.
+TEST(ByodCsv, MissingValueModes) {
+  TempDir tmp;
+  tmp.write("d/a.csv", "x,y\n1,2\n,4\n?,NA\n");     // header; the last row all missing (padding)
+  tmp.write("d/b.csv", "?,1\n2,NaN\n\n3,3\n");         // no header: "?,1" is data; a blank line
+  const std::string dir = tmp.file("d");
+  expect_user_error([&] { read_csv_folder(dir, "", {}); }, {"a.csv:3: column 1 is missing"});
+  ImportOptions opts;
+  opts.missing = MissingMode::Trim;
+  expect_user_error([&] { read_csv_folder(dir, "", opts); }, {"a.csv:3: column 1 is missing", "inside the sequence"});
+
+  opts.missing = MissingMode::Ffill;
+  ImportLog log;
+  const RaggedData f = read_csv_folder(dir, "", opts, &log);
+  EXPECT_EQ(f.offsets, (std::vector<int64_t>{0, 3, 6}));
+  EXPECT_EQ(f.features, (std::vector<float>{1, 2, 1, 4, 1, 4, 2, 1, 2, 1, 3, 3}));
+  EXPECT_EQ(log.missing.missing, 5);
+  EXPECT_EQ(log.missing.backfilled, 1);
+
+  tmp.write("p/a.csv", "1,2\n3,4\n,\n?,nan\n");   // NaN-padded at the end only
+  tmp.write("p/b.csv", "5,6\n");
+  opts.missing = MissingMode::Trim;
+  log = ImportLog{};
+  const RaggedData t = read_csv_folder(tmp.file("p"), tmp.write("l.csv", "file,label\na.csv,x\nb.csv,y\n"), opts, &log);
+  EXPECT_EQ(t.offsets, (std::vector<int64_t>{0, 2, 3}));
+  EXPECT_EQ(t.features, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(t.labels, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(log.missing.trimmed_steps, 2);
+  EXPECT_EQ(log.read, (std::vector<std::string>{"a.csv: 2 x 2", "b.csv: 1 x 2"}));
+}
+
 TEST(ByodCsv, RegressionTargetsAndNumericClassOrder) {
   TempDir tmp;
   tmp.write("d/a.csv", "1\n2\n");
@@ -415,8 +537,14 @@ TEST(ByodCsv, RejectsMalformedFilesWithFileAndLine) {
   const std::vector<Case> cases = {
       {"ragged rows", {{"a.csv", "1,2\n3,4\n5\n"}, {"b.csv", "1,2\n"}}, two, {"a.csv:3", "1 value(s)", "expected 2 like line 1"}},
       {"non-numeric value", {{"a.csv", "1,2\n3,abc\n"}, {"b.csv", "1,2\n"}}, two, {"a.csv:2", "column 2", "\"abc\""}},
-      {"empty value", {{"a.csv", "x,y\n1,\n"}, {"b.csv", "1,2\n"}}, two, {"a.csv:2", "empty value"}},
-      {"NaN value", {{"a.csv", "1,NaN\n"}, {"b.csv", "1,2\n"}}, two, {"a.csv:1", "non-finite value \"NaN\""}},
+      {"empty value", {{"a.csv", "x,y\n1,\n"}, {"b.csv", "1,2\n"}}, two, {"a.csv:2", "column 2 is missing"}},
+      {"NaN value", {{"a.csv", "1,NaN\n"}, {"b.csv", "1,2\n"}}, two, {"a.csv:1", "column 2 is missing"}},
+      {"? value", {{"a.csv", "1,2\n?,4\n"}, {"b.csv", "1,2\n"}}, two, {"a.csv:2", "column 1 is missing"}},
+      {"infinite value", {{"a.csv", "1,inf\n"}, {"b.csv", "1,2\n"}}, two, {"a.csv:1", "infinite value \"inf\""}},
+      {"missing target", {{"a.csv", "1\n"}, {"b.csv", "1\n"}}, "file,y\na.csv,1.5\nb.csv,\n",
+       {"labels.csv:3", "a missing value"}, true},
+      {"missing label", {{"a.csv", "1\n"}, {"b.csv", "1\n"}, {"c.csv", "1\n"}}, "file,label\na.csv,x\nb.csv,\nc.csv,y\n",
+       {"labels.csv:3", "label of b.csv is missing"}},
       {"value beyond float32", {{"a.csv", "1,2\n3,-1e39\n"}, {"b.csv", "1,2\n"}}, two,
        {"a.csv:2", "column 2", "\"-1e39\"", "beyond float32 range"}},
       {"target beyond float32", {{"a.csv", "1\n"}, {"b.csv", "1\n"}}, "file,y\na.csv,1.5\nb.csv,4e38\n",

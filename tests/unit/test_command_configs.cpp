@@ -112,6 +112,8 @@ TEST(CommandConfigs, ConvertAndInspect) {
   EXPECT_FALSE(c.quiet);
   EXPECT_EQ(convert_config(parse({"convert", "a.npz", "b.h5", "--class-names-from", "t.h5"}).config).class_names_from,
             "t.h5");
+  EXPECT_EQ(c.missing, MissingMode::Error);
+  EXPECT_EQ(convert_config(parse({"convert", "a.ts", "b.h5", "--missing", "ffill"}).config).missing, MissingMode::Ffill);
   const InspectConfig i = inspect_config(parse({"inspect", "f.h5", "--max-memory", "8G"}).config);
   EXPECT_EQ(i.data, "f.h5");
   EXPECT_EQ(i.max_memory, "8G");

@@ -78,7 +78,7 @@ struct RawFile {
   std::vector<int64_t> offsets = {0, 3, 5, 7};
   std::vector<hsize_t> labels_dims = {3};
   std::vector<double> labels = {0, 1, 1};
-  bool has_format = true, fixed_strings = false;
+  bool has_format = true, fixed_strings = false, has_task = true, has_num_classes = true;
   std::string format = "ragtrain-ragged", task = "classification";
   int64_t version = 1, num_classes = 2;
   hid_t int_attr_type = H5T_STD_I64LE;
@@ -120,8 +120,8 @@ void write_raw(const std::string& path, const RawFile& r) {
   const hid_t f = file.get();
   if (r.has_format) put_string(f, "format", r.format, r.fixed_strings);
   put_int(f, "version", r.version, r.int_attr_type);
-  put_string(f, "task", r.task, r.fixed_strings);
-  put_int(f, "num_classes", r.num_classes, r.int_attr_type);
+  if (r.has_task) put_string(f, "task", r.task, r.fixed_strings);
+  if (r.has_num_classes) put_int(f, "num_classes", r.num_classes, r.int_attr_type);
   if (r.has_features) put_dataset(f, "/features", r.features_type, H5T_NATIVE_DOUBLE, r.features_dims, r.features);
   if (r.has_offsets)
     put_dataset(f, "/offsets", r.offsets_type, H5T_NATIVE_INT64, {static_cast<hsize_t>(r.offsets.size())}, r.offsets);
@@ -170,6 +170,74 @@ TEST(DataFormat, WriteThenReadInfoAndShard) {
   }
   // No temporary file is left next to the result.
   EXPECT_EQ(std::distance(fs::directory_iterator(tmp.path()), fs::directory_iterator()), 1);
+}
+
+// A data set without labels (for predict): written without task attributes and /labels, read back with
+// labeled == false, its features whole; inspect reports it; train and eval's check refuses it, naming the file.
+TEST(DataFormat, UnlabeledRoundTripInspectAndRequireLabels) {
+  TempDir tmp;
+  const std::string path = tmp.file("unlabeled.h5");
+  RaggedData d = small_classification();
+  d.labeled = false;
+  d.labels.clear();
+  d.class_names.clear();
+  d.num_outputs = 0;
+  write_dataset(path, d);
+  {
+    H5Handle file = h5_file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    ASSERT_TRUE(file);
+    EXPECT_EQ(H5Lexists(file.get(), "/labels", H5P_DEFAULT), 0);
+    for (const char* attr : {"task", "num_classes", "num_outputs", "class_names"})
+      EXPECT_EQ(H5Aexists(file.get(), attr), 0) << attr;
+  }
+
+  const DatasetInfo info = read_dataset_info(path, MPI_COMM_SELF);
+  EXPECT_FALSE(info.labeled);
+  EXPECT_EQ(info.num_outputs, 0);
+  EXPECT_EQ(info.offsets, d.offsets);
+  const Shard s = read_shard(info, {2, 0}, MPI_COMM_SELF);
+  EXPECT_FALSE(s.labeled);
+  EXPECT_TRUE(s.labels.empty() && s.targets.empty());
+  ASSERT_EQ(s.features.size(), 7u * 2u);
+  for (int64_t v = 0; v < 4 * 2; ++v) EXPECT_EQ(s.x(0)[v], d.features[static_cast<size_t>(4 * 2 + v)]);
+  for (int64_t v = 0; v < 3 * 2; ++v) EXPECT_EQ(s.x(1)[v], d.features[static_cast<size_t>(v)]);
+
+  const DatasetReport r = inspect_dataset(path);
+  EXPECT_FALSE(r.labeled);
+  EXPECT_TRUE(r.class_counts.empty());
+  std::ostringstream out;
+  print_report(r, out);
+  EXPECT_NE(out.str().find("task             none: no labels"), std::string::npos) << out.str();
+  EXPECT_EQ(out.str().find("classes"), std::string::npos) << out.str();
+
+  expect_user_error([&] { require_labels(info, "--data", "training"); }, {"--data", path, "no labels", "training"});
+  write_dataset(tmp.file("labeled.h5"), small_classification());
+  require_labels(read_dataset_info(tmp.file("labeled.h5"), MPI_COMM_SELF), "--data", "training");   // no throw
+}
+
+// What an h5py user writes without labels is accepted; attributes that describe labels a file lacks are not.
+TEST(DataFormat, RawFileWithoutLabels) {
+  TempDir tmp;
+  const std::string path = tmp.file("raw.h5");
+  RawFile r;
+  r.has_labels = r.has_task = r.has_num_classes = false;
+  write_raw(path, r);
+  const DatasetInfo info = read_dataset_info(path, MPI_COMM_SELF);
+  EXPECT_FALSE(info.labeled);
+  EXPECT_EQ(info.num_sequences, 3);
+  EXPECT_EQ(inspect_dataset(path).num_sequences, 3);
+
+  r.has_num_classes = true;   // num_classes without /labels: it contradicts the missing labels
+  write_raw(path, r);
+  expect_user_error([&] { read_dataset_info(path, MPI_COMM_SELF); }, {"'num_classes'", "no /labels"});
+  r.has_num_classes = false;
+  r.has_labels = true;        // /labels without task: which kind of labels?
+  write_raw(path, r);
+  expect_user_error([&] { read_dataset_info(path, MPI_COMM_SELF); }, {"'task'", "missing"});
+  r.has_labels = false;
+  r.has_task = true;          // task without /labels: a damaged or unfinished file
+  write_raw(path, r);
+  expect_user_error([&] { read_dataset_info(path, MPI_COMM_SELF); }, {"/labels", "missing", "classification"});
 }
 
 TEST(DataFormat, SyntheticRoundTripWholeFile) {
@@ -520,7 +588,9 @@ TEST(DataTs, RejectsBadFiles) {
       {"non-numeric value", header + "@data\n1,x2:3,4:a\n", {":6:", "channel 0", "\"x2\""}},
       {"missing value", header + "@data\n1,2:?,4:a\n", {":6:", "channel 1", "missing"}},
       {"time stamps", "@timeStamps true\n@classLabel true a b\n@data\n", {":1:", "time stamps"}},
-      {"no class labels", "@problemName Toy\n@data\n1,2:a\n", {"@classLabel"}},
+      {"no class labels", "@problemName Toy\n@data\n1,2:a\n", {"@classLabel", "@classLabel false"}},
+      {"a label on a series of a file without labels", "@dimensions 2\n@classLabel false\n@data\n1,2:3,4:a\n",
+       {":4:", "3 channel(s)", "no label"}},
       {"wrong channel count", header + "@data\n1,2:a\n", {":6:", "1 channel", "expected 2"}},
       // Found by tests/fuzz: finite as double, inf as the float32 stored; and a count beyond int64.
       {"value beyond float32", header + "@data\n1e300,2:3,4:a\n", {":6:", "channel 0", "\"1e300\"", "float32"}},
@@ -542,4 +612,82 @@ TEST(DataTs, RejectsBadFiles) {
   EXPECT_EQ(d.offsets, (std::vector<int64_t>{0, 3, 4}));
   EXPECT_EQ(d.features, (std::vector<float>{1, 4, 2, 5, 3, 6, 7, 8}));
   EXPECT_EQ(d.labels, (std::vector<int32_t>{1, 0}));
+}
+
+// @classLabel false (or @targetLabel false alone): series without a label field, a data set without labels.
+TEST(DataTs, SeriesWithoutLabels) {
+  for (const std::string& header : {std::string("@classLabel false\n"), std::string("@targetLabel false\n")}) {
+    SCOPED_TRACE(header);
+    std::istringstream in("@problemName Toy\n@dimensions 2\n" + header + "@data\n1,2,3:4,5,6\n7:8\n");
+    const RaggedData d = parse_ts(in, "toy.ts");
+    EXPECT_FALSE(d.labeled);
+    EXPECT_EQ(d.num_outputs, 0);
+    EXPECT_TRUE(d.labels.empty() && d.targets.empty() && d.class_names.empty());
+    EXPECT_EQ(d.offsets, (std::vector<int64_t>{0, 3, 4}));
+    EXPECT_EQ(d.features, (std::vector<float>{1, 4, 2, 5, 3, 6, 7, 8}));
+  }
+}
+
+// --missing on .ts files: '?' and NaN in any case are missing values; NaN padding at the end is trimmed.
+TEST(DataTs, MissingValueModes) {
+  const std::string head = "@problemName Toy\n@dimensions 2\n@classLabel true a b\n@data\n";
+  // NaN-padded to 4 steps, as unequal-length sets often are: lengths 2, 4, 1 underneath.
+  const std::string padded = head + "1,2,NaN,NaN:5,6,?,?:a\n1,2,3,4:5,6,7,8:b\n7,nan,?,NAN:8,?,?,?:b\n";
+  // Missing values inside series: leading, in the middle, and one whole step.
+  const std::string gaps = head + "?,2,NaN,4:5,?,7,NaN:a\n1,?:2,3:b\n";
+  const auto parse = [](const std::string& text, MissingMode mode, ImportLog* log = nullptr) {
+    std::istringstream in(text);
+    return parse_ts(in, "toy.ts", mode, log);
+  };
+
+  expect_user_error([&] { parse(padded, MissingMode::Error); }, {"toy.ts:5:", "channel 0, step 2", "is missing"});
+  try {
+    parse(padded, MissingMode::Error);
+  } catch (const UserError& e) {
+    EXPECT_NE(e.hint().find("--missing trim"), std::string::npos) << e.hint();
+  }
+
+  ImportLog log;
+  const RaggedData t = parse(padded, MissingMode::Trim, &log);
+  EXPECT_EQ(t.offsets, (std::vector<int64_t>{0, 2, 6, 7}));
+  EXPECT_EQ(t.features, (std::vector<float>{1, 5, 2, 6, 1, 5, 2, 6, 3, 7, 4, 8, 7, 8}));
+  EXPECT_EQ(t.labels, (std::vector<int32_t>{0, 1, 1}));
+  EXPECT_EQ(log.missing.missing, 10);
+  EXPECT_EQ(log.missing.sequences, 2);
+  EXPECT_EQ(log.missing.trimmed_steps, 5);
+  EXPECT_EQ(log.missing.summary(), "missing values: 10 in 2 sequences; --missing trim removed 5 trailing steps");
+  expect_user_error([&] { parse(gaps, MissingMode::Trim); },
+                    {"toy.ts:5:", "channel 0, step 0", "inside the sequence"});
+  expect_user_error([&] { parse(head + "?,?:nan,?:a\n", MissingMode::Trim); }, {"toy.ts:5", "every value is missing"});
+
+  const RaggedData z = parse(gaps, MissingMode::Zero, &log);
+  EXPECT_EQ(z.offsets, (std::vector<int64_t>{0, 4, 6}));
+  EXPECT_EQ(z.features, (std::vector<float>{0, 5, 2, 0, 0, 7, 4, 0, 1, 2, 0, 3}));
+  EXPECT_EQ(log.missing.filled, 5);
+
+  const RaggedData f = parse(gaps, MissingMode::Ffill, &log);
+  // Channel 0 of series 0 is ?,2,NaN,4: the leading one takes the first observed value (2), the NaN the one
+  // before it (2). Channel 1 is 5,?,7,NaN -> 5,5,7,7. Series 1, channel 0: 1,? -> 1,1.
+  EXPECT_EQ(f.features, (std::vector<float>{2, 5, 2, 5, 2, 7, 4, 7, 1, 2, 1, 3}));
+  EXPECT_EQ(log.missing.filled, 5);
+  EXPECT_EQ(log.missing.backfilled, 1);
+  EXPECT_EQ(log.missing.summary(),
+            "missing values: 5 in 2 sequences; --missing ffill filled 5 (4 from the value before, 1 leading from the "
+            "first observed value)");
+  expect_user_error([&] { parse(head + "1,2:?,?:a\n", MissingMode::Ffill); },
+                    {"toy.ts:5", "feature 1 has no observed value"});
+
+  // Nothing missing: every mode leaves the data as it is, and says so.
+  const std::string clean = head + "1,2:3,4:a\n";
+  for (MissingMode m : {MissingMode::Trim, MissingMode::Zero, MissingMode::Ffill}) {
+    EXPECT_EQ(parse(clean, m, &log).features, (std::vector<float>{1, 3, 2, 4}));
+    EXPECT_EQ(log.missing.missing, 0);
+    EXPECT_NE(log.missing.summary().find("none"), std::string::npos);
+  }
+}
+
+TEST(DataMissing, TextThatMeansMissing) {
+  for (const char* s : {"", "?", "NaN", "nan", "NAN", "-nan", "+NaN", "NA", "na", "N/A", "n/a"})
+    EXPECT_TRUE(is_missing_text(s)) << s;
+  for (const char* s : {"0", "1e3", "inf", "-inf", "none", "null", "??", "nana", "x"}) EXPECT_FALSE(is_missing_text(s)) << s;
 }

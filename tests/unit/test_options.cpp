@@ -53,6 +53,17 @@ TEST(Options, PositionalArguments) {
   EXPECT_EQ(parse({"inspect", "f.h5"}).config.data, "f.h5");
 }
 
+// --missing: convert's only, a choice parsed into its enum, error by default, in the effective configuration.
+TEST(Options, ConvertMissing) {
+  EXPECT_EQ(parse({"convert", "in.ts", "out.h5"}).config.missing, MissingMode::Error);
+  const RunConfig c = parse({"convert", "in.ts", "out.h5", "--missing", "ffill"}).config;
+  EXPECT_EQ(c.missing, MissingMode::Ffill);
+  EXPECT_NE(c.effective.find("missing = ffill"), std::string::npos) << c.effective;
+  EXPECT_NE(user_error_of({"convert", "in.ts", "out.h5", "--missing", "drop"}).find("must be error, trim, zero or ffill"),
+            std::string::npos);
+  EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--missing", "trim"}), "");
+}
+
 TEST(Options, HelpPerSubcommand) {
   const Invocation inv = parse({"train", "--help"});
   EXPECT_TRUE(inv.help);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ragtrain/backend/backend.hpp"
+#include "ragtrain/data/missing.hpp"
 #include "ragtrain/data/normalization.hpp"
 #include "ragtrain/data/synthetic.hpp"
 #include "ragtrain/model/model.hpp"
@@ -74,6 +75,7 @@ struct RunConfig {
   std::string labels;             // --labels LABELS.csv (a folder of CSV files)
   std::string class_names_from;   // --class-names-from TRAIN.h5: number the classes as that file does
   bool regression = false;        // --regression: the labels are regression targets
+  MissingMode missing = MissingMode::Error;   // --missing: error | trim | zero | ffill (missing feature values)
 
   // model selection (train): validate also every N steps, which figure picks DIR/best.h5, early stopping
   int64_t val_every = 0, early_stop = 0;
@@ -135,6 +137,7 @@ struct ConvertConfig {
   std::string labels;           // --labels LABELS.csv (a CSV folder only)
   std::string class_names_from; // --class-names-from TRAIN.h5; empty: classes numbered in the input's order
   bool regression = false;
+  MissingMode missing = MissingMode::Error;   // --missing: what a missing feature value becomes
   bool quiet = false, verbose = false;
 };
 

@@ -20,10 +20,11 @@ inline constexpr int64_t kFormatVersion = 1;                     // root attribu
 // Feature values and labels are validated by whoever reads them (read_shard, inspect_dataset).
 struct DatasetInfo {
   std::string path;
-  Task task = Task::Classification;
+  bool labeled = true;           // false: no /labels (and no task attributes); for predict and inspect only
+  Task task = Task::Classification;   // meaningful only when labeled
   int64_t num_sequences = 0;     // N
   int64_t num_features = 0;      // F
-  int64_t num_outputs = 0;       // classes (classification) or K (regression)
+  int64_t num_outputs = 0;       // classes (classification) or K (regression); 0 when not labeled
   int64_t total_timesteps = 0;   // offsets[N]
   std::vector<int64_t> offsets;  // (N + 1); sequence i is rows offsets[i] .. offsets[i+1]-1 of /features
   std::vector<std::string> class_names;  // optional attribute; empty when absent
@@ -52,6 +53,11 @@ struct MemoryBudget {
 // Same result (or same error) on every rank.
 DatasetInfo read_dataset_info(const std::string& path, MPI_Comm comm,
                               const MemoryBudget& budget = MemoryBudget::machine());
+
+// For commands that compare with labels (train, eval, bench on a file): UserError on a data set without labels,
+// naming `option` (e.g. "--data") and the file and saying that `needed_for` (e.g. "training") needs labels.
+// DatasetInfo is the same on every rank, so every rank throws the same error.
+void require_labels(const DatasetInfo& info, const std::string& option, const std::string& needed_for);
 
 // The checks of read_dataset_info on a file already open (any driver: the fuzzer opens file images in
 // memory). `path` names the file in messages. Serial; throws UserError like read_dataset_info.

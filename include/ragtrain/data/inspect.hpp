@@ -13,6 +13,7 @@ namespace ragtrain {
 // Full validation of a file for `inspect`: everything read_dataset_info checks, plus every label and feature.
 struct DatasetReport {
   std::string path;
+  bool labeled = true;                     // false: a data set without labels (no task, classes or outputs)
   Task task = Task::Classification;
   int64_t num_sequences = 0, num_features = 0, num_outputs = 0, total_timesteps = 0;
   std::vector<int64_t> lengths;            // (N)

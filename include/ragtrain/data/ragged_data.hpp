@@ -12,9 +12,10 @@
 namespace ragtrain {
 
 struct RaggedData {
+  bool labeled = true;                  // false: no labels or targets at all (for predict; task is unused then)
   Task task = Task::Classification;
   int64_t num_features = 0;             // F
-  int64_t num_outputs = 0;              // classes or K
+  int64_t num_outputs = 0;              // classes or K; 0 when unlabeled
   std::vector<int64_t> offsets{0};      // (N + 1)
   std::vector<float> features;          // (offsets[N], F)
   std::vector<int32_t> labels;          // (N) classification

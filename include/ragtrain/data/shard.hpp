@@ -12,6 +12,7 @@ namespace ragtrain {
 
 // Sequences held in memory by one rank. Position p (0..size()-1) is global sequence indices[p].
 struct Shard {
+  bool labeled = true;             // false: read from a data set without labels; labels and targets are empty
   Task task = Task::Classification;
   int64_t num_features = 0;        // F
   int64_t num_outputs = 0;         // classes or K
@@ -30,7 +31,8 @@ struct Shard {
 
 // Reads exactly the sequences in `indices` (any order, no duplicates, each in [0, N)) — never the whole file.
 // Collective over `comm`: every rank calls it, a rank with no indices joins with an empty selection.
-// Validates what it reads: labels in [0, classes) for classification, all features and targets finite;
+// Validates what it reads: labels in [0, classes) for classification, all features and targets finite (a data
+// set without labels: features only);
 // a violation throws UserError naming the file, dataset and global sequence index (after the collective
 // reads, so no rank is left waiting in one). The bytes the shard needs are checked against `budget` before
 // anything is allocated or read; if any rank's shard does not fit, every rank throws that rank's UserError.
