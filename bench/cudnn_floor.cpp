@@ -62,12 +62,12 @@ double time_passes(cudaStream_t s, int passes, int64_t batches, F&& one_pass) {
 }
 
 // The first `n` batches with one layout.
-Timing measure(cudnnHandle_t h, cudaStream_t s, cudnnRNNAlgo_t algo, BatchLayout layout, int64_t F, int64_t hidden,
-               int64_t layers, const std::vector<HostBatch>& batches, int64_t n, const DeviceBuffer<float>& pool,
+Timing measure(cudnnHandle_t h, cudaStream_t s, cudnnRNNAlgo_t algo, BatchLayout layout, const ModelShape& shape,
+               const std::vector<HostBatch>& batches, int64_t n, const DeviceBuffer<float>& pool,
                const DeviceBuffer<int32_t>& equal_lengths, const DeviceBuffer<int32_t>& true_lengths, int passes) {
   Timing r;
   try {
-    CudnnLstm lstm(h, s, F, hidden, layers, algo, layout);
+    CudnnLstm lstm(h, s, shape, algo, layout);
     const bool ragged = layout == BatchLayout::Ragged;
     // Every buffer at its final size before anything is captured (prepare may move them).
     std::vector<const CudnnLstm::Batch*> padded(static_cast<size_t>(n), nullptr);
@@ -79,9 +79,9 @@ Timing measure(cudnnHandle_t h, cudaStream_t s, cudnnRNNAlgo_t algo, BatchLayout
         padded[static_cast<size_t>(i)] = &lstm.prepare(hb.B, hb.T);
     }
     DeviceBuffer<float> w(static_cast<size_t>(lstm.weight_floats())), dw(static_cast<size_t>(lstm.weight_floats()));
-    const float bound = 1.0f / std::sqrt(static_cast<float>(hidden));
+    const float bound = 1.0f / std::sqrt(static_cast<float>(shape.hidden));
     launch_fill_uniform(w.get(), lstm.weight_floats(), 1, -bound, bound, s);
-    launch_fill_uniform(lstm.dy(), lstm.capacity() * hidden, 2, -0.1f, 0.1f, s);
+    launch_fill_uniform(lstm.dy(), lstm.capacity() * shape.hidden, 2, -0.1f, 0.1f, s);
     dw.zero_async(s);
     auto one = [&](int64_t i) {
       const HostBatch& hb = batches[static_cast<size_t>(i)];
@@ -226,6 +226,10 @@ int main(int argc, char** argv) {
       throw UserError("--algo " + algo + " is not a cuDNN RNN algorithm", "use all, standard, persist_static, ...");
 
     const int64_t all = static_cast<int64_t>(batches.size());
+    ModelShape shape;   // the LSTM alone is timed: the head's fields stay unset
+    shape.input_size = F;
+    shape.hidden = hidden;
+    shape.layers = layers;
     std::vector<Result> results;
     for (cudnnRNNAlgo_t a : algos) {
       Result r;
@@ -234,10 +238,10 @@ int main(int argc, char** argv) {
       for (int64_t i = 0; i < r.batches; ++i) r.sequences += batches[static_cast<size_t>(i)].B;
       const bool both = K > 1 && layouts == "both";
       if (layouts != "ragged" || K == 1)
-        r.padded = measure(handle.get(), stream.get(), a, BatchLayout::Padded, F, hidden, layers, batches, r.batches, x,
+        r.padded = measure(handle.get(), stream.get(), a, BatchLayout::Padded, shape, batches, r.batches, x,
                            d_equal, d_truth, static_cast<int>(passes));
       if (K > 1 && (both || layouts == "ragged"))
-        r.ragged = measure(handle.get(), stream.get(), a, BatchLayout::Ragged, F, hidden, layers, batches, r.batches, x,
+        r.ragged = measure(handle.get(), stream.get(), a, BatchLayout::Ragged, shape, batches, r.batches, x,
                            d_equal, d_truth, static_cast<int>(passes));
       results.push_back(std::move(r));
     }

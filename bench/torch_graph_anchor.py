@@ -1,21 +1,21 @@
 #!/usr/bin/env python3
-"""The PyTorch CUDA-graph anchor for issue 14: nn.LSTM + nn.Linear, cross-entropy, Adam(capturable=True), the WHOLE
-training step (forward, loss, backward, optimizer) captured in one CUDA graph per sequence length (batch one) or per
-padded length (--batch K > 1: the K sequences zero-padded at the end to the batch's longest, the head reading each
-sequence's own last step, which is exact because the LSTM is causal), every sequence already on the GPU (padded once
-to the file's longest). A step writes its K positions into the graphs' static index tensor and replays the graph of
-its (padded) length, which gathers its input, runs the step and updates the weights: what a PyTorch user who knows
-the CUDA-graph recipe gets, beside the eager loop of bench/torch_reference.py. Reads the v1 file `ragtrain gen`
-writes."""
+"""The PyTorch CUDA-graph anchor for issue 14: ragtrain's model (nn.LSTM + nn.Linear, tools/torch_model.py),
+cross-entropy, Adam(capturable=True), the WHOLE training step (forward, loss, backward, optimizer) captured in one
+CUDA graph per sequence length (batch one) or per padded length (--batch K > 1: the K sequences zero-padded at the
+end to the batch's longest, the head reading each sequence's own last step, which is exact because the LSTM is
+causal), every sequence already on the GPU (padded once to the file's longest). A step writes its K positions into
+the graphs' static index tensor and replays the graph of its (padded) length, which gathers its input, runs the step
+and updates the weights: what a PyTorch user who knows the CUDA-graph recipe gets, beside the eager loop of
+bench/torch_reference.py. Reads the v1 file `ragtrain gen` writes."""
 import argparse
 import json
 import time
 
-import h5py
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_setup import load_on_device, model_and_adam, step_order
 
 
 def main():
@@ -31,26 +31,12 @@ def main():
     a = ap.parse_args()
 
     dev = torch.device("cuda")
-    with h5py.File(a.data, "r") as f:
-        feats = np.asarray(f["features"], dtype=np.float32)
-        offsets = np.asarray(f["offsets"], dtype=np.int64)
-        labels = np.asarray(f["labels"], dtype=np.int64)
-    n, nf = len(offsets) - 1, feats.shape[1]
-    classes = int(labels.max()) + 1
-    lens = np.diff(offsets)
-    xs = [torch.from_numpy(feats[offsets[i]:offsets[i + 1]]).to(dev) for i in range(n)]
-    ys = torch.from_numpy(labels).to(dev)
+    data = load_on_device(a.data, dev)
+    n, nf, classes, lens, xs, ys = data.n, data.features, data.classes, data.lens, data.xs, data.ys
     k = a.batch
-
-    torch.manual_seed(a.seed)
-    lstm = nn.LSTM(nf, a.hidden, batch_first=True).to(dev)
-    fc = nn.Linear(a.hidden, classes).to(dev)
-    params = list(lstm.parameters()) + list(fc.parameters())
-    opt = torch.optim.Adam(params, lr=a.lr, capturable=True)
-    order = np.random.default_rng(a.seed).permutation(n)
-
-    def batch_at(s):
-        return order[np.arange(s * k, s * k + k) % n]
+    model, opt = model_and_adam(data, a.hidden, 1, a.lr, a.seed, dev, capturable=True)
+    lstm, fc = model.lstm, model.fc   # the captured step reads the padded batch itself (below)
+    order, batch_at = step_order(n, a.seed, k)
 
     # Every sequence zero-padded to the file's longest, on the GPU; a step only writes its K positions into one
     # static index tensor, and the graph of its padded length T gathers x, the last-step indices and the labels.

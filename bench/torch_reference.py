@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch reference for `ragtrain bench`: nn.LSTM + nn.Linear, Adam, the idiomatic eager loop with every sequence
-already on the GPU; timed after a warm-up. Batch one feeds each (1, T, F) sequence as it is; --batch K > 1 takes K
+"""PyTorch reference for `ragtrain bench`: ragtrain's model (nn.LSTM + nn.Linear, tools/torch_model.py), Adam, the
+idiomatic eager loop with every sequence already on the GPU; timed after a warm-up. Batch one feeds each (1, T, F) sequence as it is; --batch K > 1 takes K
 sequences of a shuffled order per step (as a DataLoader with shuffle=True would) through pad_sequence +
 pack_padded_sequence(enforce_sorted=False), and the head reads h_n, each sequence's state at its own last step.
 Reads the same v1 file `ragtrain gen` writes."""
@@ -8,12 +8,11 @@ import argparse
 import json
 import time
 
-import h5py
-import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_sequence
+
+from torch_setup import load_on_device, model_and_adam, step_order
 
 
 def main():
@@ -30,25 +29,13 @@ def main():
     a = ap.parse_args()
 
     dev = torch.device("cuda")
-    with h5py.File(a.data, "r") as f:
-        feats = np.asarray(f["features"], dtype=np.float32)   # (total_timesteps, F)
-        offsets = np.asarray(f["offsets"], dtype=np.int64)    # (N + 1)
-        labels = np.asarray(f["labels"], dtype=np.int64)      # (N)
-    n, nf = len(offsets) - 1, feats.shape[1]
-    classes = int(labels.max()) + 1
-    # Data already on the GPU: one (T, F) tensor per sequence, labels in one (N,) tensor; lengths stay on the host
-    # (pack_padded_sequence wants them there).
-    xs = [torch.from_numpy(feats[offsets[i]:offsets[i + 1]]).to(dev) for i in range(n)]
-    ys = torch.from_numpy(labels).to(dev)
-    lens = torch.from_numpy(np.diff(offsets))
-
-    torch.manual_seed(a.seed)
-    lstm = nn.LSTM(nf, a.hidden, num_layers=a.layers, batch_first=True).to(dev)
-    fc = nn.Linear(a.hidden, classes).to(dev)
-    opt = torch.optim.Adam(list(lstm.parameters()) + list(fc.parameters()), lr=a.lr)
-    order = np.random.default_rng(a.seed).permutation(n)
-
+    data = load_on_device(a.data, dev)
+    n, nf, classes, xs, ys = data.n, data.features, data.classes, data.xs, data.ys
+    lens = torch.from_numpy(data.lens)
+    model, opt = model_and_adam(data, a.hidden, a.layers, a.lr, a.seed, dev)
+    lstm, fc = model.lstm, model.fc   # the step below is the eager idiom itself, not the model's forward
     k = a.batch
+    _, batch_at = step_order(n, a.seed, k)
 
     def step(idx):
         opt.zero_grad(set_to_none=True)
@@ -65,9 +52,6 @@ def main():
         loss.backward()
         opt.step()
         return loss
-
-    def batch_at(s):   # the s-th step's K positions of the shuffled order (wrapping around)
-        return order[np.arange(s * k, s * k + k) % n]
 
     for s in range(a.warmup):
         step(batch_at(s))

@@ -3,7 +3,7 @@
 same sequence order at batch one, must follow the same loss trajectory (100 steps: 1e-4 relative with SGD, 1e-3 with
 Adam), on ragtrain's CPU and GPU backends; PyTorch's predictions with ragtrain's final weights must equal
 `ragtrain predict`. Two models: 2 layers reading the last step, and 2 bidirectional layers mean-pooled (dropout 0;
-torch_interop.make_model pools the same way). Runs where torch, h5py and numpy are installed:
+tools/torch_model.py's RaggedLSTMClassifier, the one PyTorch definition of the model, pools the same way). Runs where torch, h5py and numpy are installed:
 
   tools/test_torch_agreement.py --bin build/bin/ragtrain --out RESULTS_DIR [--devices cpu,cuda] [--models uni,bidi_mean]
 
@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_interop import lstm_shape, make_model, read_checkpoint, write_checkpoint  # noqa: E402
+from torch_interop import lstm_shape, read_checkpoint, write_checkpoint  # noqa: E402
+from torch_model import RaggedLSTMClassifier  # noqa: E402
 
 # name -> (ragtrain options, bidirectional, pool)
 MODELS = {"uni": (["--pool", "last"], False, "last"), "bidi_mean": (["--bidirectional", "--pool", "mean"], True, "mean")}
@@ -40,7 +41,7 @@ def load(path):
 def torch_run(init_state, pool, data, order, opt_name, lr, device):
     feats, offs, labels = data
     f, h, layers, c, bidirectional = lstm_shape(init_state)
-    model = make_model(f, h, layers, c, bidirectional, pool).to(device)
+    model = RaggedLSTMClassifier(f, h, layers, c, bidirectional, pool=pool).to(device)
     model.load_state_dict({k: torch.from_numpy(v) for k, v in init_state.items()})
     opt = (torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9) if opt_name == "sgd"
            else torch.optim.Adam(model.parameters(), lr=lr))
@@ -49,7 +50,7 @@ def torch_run(init_state, pool, data, order, opt_name, lr, device):
         x = torch.from_numpy(feats[offs[i]:offs[i + 1]]).to(device)
         y = torch.tensor([int(labels[i])], device=device)
         opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x).unsqueeze(0), y)
+        loss = torch.nn.functional.cross_entropy(model.one(x).unsqueeze(0), y)
         loss.backward()
         opt.step()
         losses.append(loss.item())
@@ -78,7 +79,7 @@ def main():
     for model_name in args.models.split(","):
         model_opts, bidirectional, pool = MODELS[model_name]
         torch.manual_seed(0)
-        init = make_model(8, 16, 2, 4, bidirectional, pool)
+        init = RaggedLSTMClassifier(8, 16, 2, 4, bidirectional, pool=pool)
         init_state = {k: v.detach().numpy().copy() for k, v in init.state_dict().items()}
         init_ckpt = os.path.join(work, f"init_{model_name}.h5")
         write_checkpoint(init_state, init_ckpt, "classification", pool=pool)
@@ -127,7 +128,7 @@ def check_device(args, work, train, val, data, vdata, init_state, init_ckpt, mod
             for r in rows:
                 i = int(r["index"])
                 dev = "cuda" if device == "cuda" else "cpu"
-                p = torch.softmax(model(torch.from_numpy(feats[offs[i]:offs[i + 1]]).to(dev)), 0).cpu().numpy()
+                p = torch.softmax(model.one(torch.from_numpy(feats[offs[i]:offs[i + 1]]).to(dev)), 0).cpu().numpy()
                 ours_p = np.array([float(r[f"p_{j}"]) for j in range(len(p))])
                 worst = max(worst, float(np.max(np.abs(ours_p - p))))
                 same += int(r["predicted"]) == int(np.argmax(p))

@@ -9,8 +9,9 @@ A ragtrain checkpoint keeps every tensor under its PyTorch name and shape in the
 (lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0, [the same with _reverse when
 bidirectional,] ..., fc.weight, fc.bias), so the conversion is a copy; the state_dict keys are those of a module with
 attributes `lstm` (nn.LSTM, batch_first or not, bidirectional or not) and `fc` (nn.Linear). The pooling (what the
-head reads of the LSTM's outputs) is not in a state_dict: say it with --pool. RagtrainModel below is ragtrain's
-model as a PyTorch module. `ragtrain train --init-from CKPT.h5` starts from an exported file.
+head reads of the LSTM's outputs) is not in a state_dict: say it with --pool. ragtrain's model as a PyTorch module
+is RaggedLSTMClassifier in tools/torch_model.py (its state_dict has these keys). `ragtrain train --init-from
+CKPT.h5` starts from an exported file.
 Needs numpy, h5py and torch.
 """
 import argparse
@@ -50,32 +51,6 @@ def param_names(layers, bidirectional=False):
             names += [f"lstm.weight_ih_l{l}{suffix}", f"lstm.weight_hh_l{l}{suffix}", f"lstm.bias_ih_l{l}{suffix}",
                       f"lstm.bias_hh_l{l}{suffix}"]
     return names + ["fc.weight", "fc.bias"]
-
-
-def make_model(input_size, hidden, layers, outputs, bidirectional=False, pool="last", dropout=0.0, head_dropout=0.0):
-    """ragtrain's model as a PyTorch module (imports torch only when called)."""
-    import torch
-
-    class RagtrainModel(torch.nn.Module):
-        """nn.LSTM -> pooling over the sequence's steps -> nn.Dropout -> nn.Linear, on one sequence (T, F)."""
-
-        def __init__(self):
-            super().__init__()
-            self.lstm = torch.nn.LSTM(input_size, hidden, layers, dropout=dropout, bidirectional=bidirectional)
-            self.drop = torch.nn.Dropout(head_dropout)
-            self.fc = torch.nn.Linear((2 if bidirectional else 1) * hidden, outputs)
-
-        def forward(self, x):
-            out, (h_n, _) = self.lstm(x.unsqueeze(1))   # out (T, 1, D*H); h_n (L*D, 1, H)
-            if pool == "last":   # the final states: forward h at the last step, reverse h after the first
-                pooled = torch.cat([h_n[-2, 0], h_n[-1, 0]]) if bidirectional else h_n[-1, 0]
-            elif pool == "mean":
-                pooled = out[:, 0].mean(0)
-            else:
-                pooled = out[:, 0].max(0).values
-            return self.fc(self.drop(pooled))
-
-    return RagtrainModel()
 
 
 def write_checkpoint(state, path, task, class_names=None, pool="last"):

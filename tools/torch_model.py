@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The model ragtrain trains, written once in PyTorch, with the same options and the same training recipe; shared
-by bench/ (accuracy table) and tools/ (interop, agreement).
+"""The model ragtrain trains, written once in PyTorch (RaggedLSTMClassifier), with the same options and the same
+training recipe; the one definition that bench/ (accuracy table, the PyTorch timing references) and tools/ (interop,
+agreement) use.
 
 Model (attributes `lstm` and `fc`, so its state_dict uses ragtrain's checkpoint names, see torch_interop.py):
   nn.LSTM(F, hidden, layers, bidirectional, dropout between layers) -> pooling over each sequence's own valid
@@ -124,6 +125,8 @@ def normalize(seqs, mode, scaling=None):
 
 
 class RaggedLSTMClassifier(nn.Module):
+    """ragtrain's model: nn.LSTM (batch_first) -> pooling -> head dropout -> nn.Linear, on a list of sequences."""
+
     def __init__(self, input_size, hidden, layers, classes, bidirectional=False, dropout=0.0, head_dropout=0.0,
                  pool="last"):
         super().__init__()
@@ -142,18 +145,20 @@ class RaggedLSTMClassifier(nn.Module):
                 p.uniform_(-1.0 / math.sqrt(self.fc.in_features), 1.0 / math.sqrt(self.fc.in_features))
 
     def forward(self, seqs, lengths):
-        """seqs: list of (T_i, F) tensors; lengths: (B,) int64 on the CPU -> (B, classes) logits."""
+        """seqs: list of (T_i, F) tensors on the model's device; lengths: (B,) int64 on the CPU -> (B, classes)
+        logits."""
         padded = pad_sequence(seqs, batch_first=True)                     # (B, T_max, F)
+        steps = lengths.to(padded.device)                                  # the masks live beside the outputs
         if not self.bidirectional:
             # A forward LSTM's outputs at a sequence's valid steps never depend on the zero padding after them,
             # and the pooling below reads valid steps only, so the padded batch gives the packed batch's result
             # (value and gradient) at a third of the CPU time: packing re-slices the state at every step.
             y, _ = self.lstm(padded)                                       # (B, T_max, H)
-            valid = (torch.arange(y.shape[1])[None, :] < lengths[:, None]).unsqueeze(2)   # (B, T_max, 1)
+            valid = (torch.arange(y.shape[1], device=y.device)[None, :] < steps[:, None]).unsqueeze(2)   # (B, T_max, 1)
             if self.pool == "last":
-                z = y[torch.arange(y.shape[0]), lengths - 1]
+                z = y[torch.arange(y.shape[0], device=y.device), steps - 1]
             elif self.pool == "mean":
-                z = y.masked_fill(~valid, 0.0).sum(dim=1) / lengths[:, None].to(y.dtype)
+                z = y.masked_fill(~valid, 0.0).sum(dim=1) / steps[:, None].to(y.dtype)
             else:
                 z = y.masked_fill(~valid, float("-inf")).max(dim=1).values
             return self.fc(self.head_dropout(z))
@@ -164,12 +169,16 @@ class RaggedLSTMClassifier(nn.Module):
             z = torch.cat([h_n[-2], h_n[-1]], dim=1) if self.bidirectional else h_n[-1]
         else:
             y, _ = pad_packed_sequence(out, batch_first=True)              # (B, T_max, D x H), zeros past the end
-            valid = (torch.arange(y.shape[1])[None, :] < lengths[:, None]).unsqueeze(2)   # (B, T_max, 1)
+            valid = (torch.arange(y.shape[1], device=y.device)[None, :] < steps[:, None]).unsqueeze(2)   # (B, T_max, 1)
             if self.pool == "mean":
-                z = y.sum(dim=1) / lengths[:, None].to(y.dtype)
+                z = y.sum(dim=1) / steps[:, None].to(y.dtype)
             else:
                 z = y.masked_fill(~valid, float("-inf")).max(dim=1).values
         return self.fc(self.head_dropout(z))
+
+    def one(self, x):
+        """(classes,) logits of one (T, F) sequence."""
+        return self([x], torch.tensor([x.shape[0]], dtype=torch.int64))[0]
 
 
 def lr_at(step, opt):

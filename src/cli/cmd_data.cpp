@@ -14,24 +14,17 @@
 
 namespace ragtrain {
 
-int run_gen(const Context& ctx, const RunConfig& cfg) {
+int run_gen(const Context& ctx, const RunConfig& options) {
+  const GenConfig cfg = gen_config(options);
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
-    SyntheticSpec spec;
-    spec.sequences = cfg.sequences;
-    spec.features = cfg.features;
-    spec.min_length = cfg.min_length;
-    spec.max_length = cfg.max_length;
-    spec.classes = cfg.classes;
-    spec.task = cfg.task;
-    spec.outputs = cfg.outputs;
-    spec.seed = cfg.seed;
-    const RaggedData data = make_synthetic(spec);
+    const RaggedData data = make_synthetic(cfg.spec);
     write_dataset(cfg.out, data);
     if (!cfg.quiet)
       std::printf("wrote %s: %lld sequences, F=%lld, lengths %lld..%lld, %s\n", cfg.out.c_str(),
                   static_cast<long long>(data.num_sequences()), static_cast<long long>(data.num_features),
-                  static_cast<long long>(cfg.min_length), static_cast<long long>(cfg.max_length), task_name(data.task));
+                  static_cast<long long>(cfg.spec.min_length), static_cast<long long>(cfg.spec.max_length),
+                  task_name(data.task));
   });
   return kExitOk;
 }
@@ -127,7 +120,8 @@ void print_converted(const std::string& output, const RaggedData& data, const Mi
 
 }  // namespace
 
-int run_convert(const Context& ctx, const RunConfig& cfg) {
+int run_convert(const Context& ctx, const RunConfig& options) {
+  const ConvertConfig cfg = convert_config(options);
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
     const InputKind kind = input_kind(cfg.input);
@@ -174,11 +168,12 @@ int run_convert(const Context& ctx, const RunConfig& cfg) {
   return kExitOk;
 }
 
-int run_inspect(const Context& ctx, const RunConfig& cfg) {
+int run_inspect(const Context& ctx, const RunConfig& options) {
+  const InspectConfig cfg = inspect_config(options);
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
     const DatasetReport report = inspect_dataset(cfg.data, MemoryBudget::of(cfg.max_memory, ctx.local_size));
-    print_report(report, std::cout);
+    if (!cfg.quiet) print_report(report, std::cout);
     std::cout << "valid: yes\n";
     std::cout.flush();
   });

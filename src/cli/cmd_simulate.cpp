@@ -1,8 +1,8 @@
 // `ragtrain simulate`: the length imbalance, padding and batch repeats of the balanced and random schedules for
 // any rank count, computed from the schedule alone (a pure function), so 1024 ranks can be studied on a laptop.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <sstream>
 
 #include "ragtrain/cli/commands.hpp"
 #include "ragtrain/core/error.hpp"
@@ -18,44 +18,14 @@ namespace ragtrain {
 
 namespace {
 
-std::vector<int64_t> parse_ranks(const std::string& text) {
-  std::vector<int64_t> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    USER_CHECK(end && *end == '\0' && v > 0, "option --ranks: '" << item << "' is not a positive integer",
-               "e.g. --ranks 8,64,1024");
-    out.push_back(v);
-  }
-  USER_CHECK(!out.empty(), "option --ranks: empty", "e.g. --ranks 8,64,1024");
-  return out;
-}
-
-// n lengths from "uniform:MIN:MAX" or "lognormal:MEDIAN:SIGMA" (rounded, at least 1).
-std::vector<int64_t> draw_lengths(const std::string& spec, int64_t n, uint64_t seed) {
-  const std::string hint = "use uniform:MIN:MAX or lognormal:MEDIAN:SIGMA, e.g. --lengths lognormal:100:0.6";
-  const size_t a = spec.find(':'), b = spec.find(':', a == std::string::npos ? a : a + 1);
-  USER_CHECK(a != std::string::npos && b != std::string::npos, "option --lengths: cannot parse '" << spec << "'", hint);
-  const std::string kind = spec.substr(0, a);
-  double p1 = 0, p2 = 0;
-  try {
-    p1 = std::stod(spec.substr(a + 1, b - a - 1));
-    p2 = std::stod(spec.substr(b + 1));
-  } catch (const std::exception&) {
-    throw UserError("option --lengths: cannot parse the numbers in '" + spec + "'", hint);
-  }
+// n lengths drawn from the distribution (rounded, at least 1); --lengths was checked when it was parsed.
+std::vector<int64_t> draw_lengths(const LengthDistribution& d, int64_t n, uint64_t seed) {
   Rng rng(seed, 0x1E9);
   std::vector<int64_t> out(static_cast<size_t>(n));
-  if (kind == "uniform") {
-    USER_CHECK(p1 >= 1 && p2 >= p1, "option --lengths: uniform needs 1 <= MIN <= MAX, got '" << spec << "'", hint);
-    for (auto& v : out) v = static_cast<int64_t>(p1) + static_cast<int64_t>(rng.below(static_cast<uint64_t>(p2 - p1 + 1)));
-  } else if (kind == "lognormal") {
-    USER_CHECK(p1 > 0 && p2 >= 0, "option --lengths: lognormal needs MEDIAN > 0 and SIGMA >= 0", hint);
-    for (auto& v : out) v = std::max<int64_t>(1, std::llround(p1 * std::exp(p2 * rng.normal())));
+  if (d.kind == LengthDistribution::Kind::Uniform) {
+    for (auto& v : out) v = static_cast<int64_t>(d.a) + static_cast<int64_t>(rng.below(static_cast<uint64_t>(d.b - d.a + 1)));
   } else {
-    throw UserError("option --lengths: unknown distribution '" + kind + "'", hint);
+    for (auto& v : out) v = std::max<int64_t>(1, std::llround(d.a * std::exp(d.b * rng.normal())));
   }
   return out;
 }
@@ -77,20 +47,18 @@ std::vector<int32_t> read_class_ids(const DatasetInfo& info, const Context& ctx)
 
 }  // namespace
 
-int run_simulate(const Context& ctx, const RunConfig& cfg) {
-  std::vector<int64_t> ranks;
+int run_simulate(const Context& ctx, const RunConfig& options) {
+  const SimulateConfig cfg = simulate_config(options);
   DatasetInfo info;
   std::vector<int32_t> classes;   // every sequence's class id: a classification --data only
   collective_phase(ctx, [&] {
-    ranks = parse_ranks(cfg.ranks);
     if (!cfg.data.empty()) info = read_dataset_info(cfg.data, ctx.world);
-    else draw_lengths(cfg.lengths, 1, cfg.seed);   // validates the spec on every rank
   });
   if (!cfg.data.empty() && info.labeled && info.task == Task::Classification)   // no class ids without labels
     collective_phase(ctx, [&] { classes = read_class_ids(info, ctx); });
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
-    const std::string source = cfg.data.empty() ? cfg.lengths : cfg.data;
+    const std::string source = cfg.data.empty() ? cfg.lengths.text : cfg.data;
     std::printf("# ragtrain simulate: means over %s of the length imbalance (1 - mean/max of per-rank "
                 "timesteps), the padding of a rank's K sequences run as one call padded to its longest, and the "
                 "batch repeats (share of an epoch's global batches, as sets, also trained the epoch before); with a "
@@ -115,7 +83,7 @@ int run_simulate(const Context& ctx, const RunConfig& cfg) {
     auto json_num = [](double v) { return std::isnan(v) ? Json(nullptr) : Json(v); };
     const double none = std::nan("");
     Json rows = Json::array();
-    for (int64_t p : ranks) {
+    for (int64_t p : cfg.ranks) {
       const std::vector<int64_t> lengths =
           cfg.data.empty() ? draw_lengths(cfg.lengths, p * cfg.batch_per_rank * cfg.sequences_per_rank, cfg.seed)
                            : info.lengths();

@@ -84,6 +84,46 @@ void validate(boost::any& v, const std::vector<std::string>& values, MissingMode
 void validate(boost::any& v, const std::vector<std::string>& values, Pool*, int) {
   parse_choice(v, values, {Pool::Last, Pool::Mean, Pool::Max}, pool_name);
 }
+void validate(boost::any& v, const std::vector<std::string>& values, RankCounts*, int) {
+  const std::string& text = po::validators::get_single_string(values);
+  RankCounts r{{}, text};
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    const long long n = std::strtoll(item.c_str(), &end, 10);
+    USER_CHECK(!item.empty() && end && *end == '\0' && n > 0,
+               "option --ranks: '" << item << "' is not a positive integer", "e.g. --ranks 8,64,1024");
+    r.values.push_back(n);
+  }
+  USER_CHECK(!r.values.empty(), "option --ranks: empty", "e.g. --ranks 8,64,1024");
+  v = r;
+}
+void validate(boost::any& v, const std::vector<std::string>& values, LengthDistribution*, int) {
+  const std::string& spec = po::validators::get_single_string(values);
+  const std::string hint = "use uniform:MIN:MAX or lognormal:MEDIAN:SIGMA, e.g. --lengths lognormal:100:0.6";
+  const size_t a = spec.find(':'), b = spec.find(':', a == std::string::npos ? a : a + 1);
+  USER_CHECK(a != std::string::npos && b != std::string::npos, "option --lengths: cannot parse '" << spec << "'", hint);
+  LengthDistribution d;
+  d.text = spec;
+  try {
+    d.a = std::stod(spec.substr(a + 1, b - a - 1));
+    d.b = std::stod(spec.substr(b + 1));
+  } catch (const std::exception&) {
+    throw UserError("option --lengths: cannot parse the numbers in '" + spec + "'", hint);
+  }
+  const std::string kind = spec.substr(0, a);
+  if (kind == "uniform") {
+    d.kind = LengthDistribution::Kind::Uniform;
+    USER_CHECK(d.a >= 1 && d.b >= d.a, "option --lengths: uniform needs 1 <= MIN <= MAX, got '" << spec << "'", hint);
+  } else if (kind == "lognormal") {
+    d.kind = LengthDistribution::Kind::Lognormal;
+    USER_CHECK(d.a > 0 && d.b >= 0, "option --lengths: lognormal needs MEDIAN > 0 and SIGMA >= 0", hint);
+  } else {
+    throw UserError("option --lengths: unknown distribution '" + kind + "'", hint);
+  }
+  v = d;
+}
 void validate(boost::any& v, const std::vector<std::string>& values, Device*, int) {
 #ifdef RAGTRAIN_WITH_CUDA
   parse_choice(v, values, {Device::Cpu, Device::Cuda, Device::Auto}, device_name);
@@ -165,6 +205,10 @@ struct TableBuilder {
   const std::set<std::string> train_only = {"train"};
   const std::set<std::string> synth = {"gen", "bench"};
   const std::set<std::string> use_model = {"eval", "predict"};
+  // Commands that print progress or detail besides their result (--quiet; inspect's result is its verdict), and
+  // more of it (--verbose); bench and simulate print only their table.
+  const std::set<std::string> talk = {"gen", "convert", "inspect", "train", "eval", "predict", "plot"};
+  const std::set<std::string> talk_more = {"convert", "train", "eval", "predict"};
 };
 
 // Options every command shares, and the files each reads and writes.
@@ -172,10 +216,10 @@ void add_file_rows(TableBuilder& b, RunConfig& c) {
   b.add("config", po::value(&c.config_file)->value_name("FILE.ini"),
       "read options from an INI file (same names as the command line, at the top or under a [SUBCOMMAND] "
       "section; the command line wins)", b.all);
-  b.add("quiet", po::bool_switch(&c.quiet), "print only errors and the final result", b.all);
+  b.add("quiet", po::bool_switch(&c.quiet), "print only errors and the final result", b.talk);
   b.add("verbose", po::bool_switch(&c.verbose),
       "print more: every file or array convert reads, the model and per-rank sequence counts of eval and predict",
-      b.all);
+      b.talk_more);
   b.add("print-config", po::bool_switch(&c.print_config),
       "print the effective configuration in config-file form (usable with --config) and exit", b.all);
 
@@ -289,8 +333,9 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
       "sequences per rank per step (global batch = ranks x this)", {"train", "bench", "simulate"});
   b.add("schedule", po::value(&c.schedule)->default_value(c.schedule, schedule_kind_name(c.schedule)),
       "balanced (equal lengths across ranks in every step) | random", {"train", "bench"});
-  b.add("ranks", po::value(&c.ranks)->default_value(c.ranks), "comma-separated rank counts to simulate", {"simulate"});
-  b.add("lengths", po::value(&c.lengths)->default_value(c.lengths),
+  b.add("ranks", po::value(&c.ranks)->default_value(c.ranks, c.ranks.text), "comma-separated rank counts to simulate",
+      {"simulate"});
+  b.add("lengths", po::value(&c.lengths)->default_value(c.lengths, c.lengths.text),
       "length distribution: uniform:MIN:MAX | lognormal:MEDIAN:SIGMA (ignored with --data)", {"simulate"});
   b.add("sequences-per-rank", po::value(&c.sequences_per_rank)->default_value(c.sequences_per_rank),
       "simulated data set size per rank (N = ranks x this x batch-per-rank)", {"simulate"});
@@ -389,6 +434,8 @@ std::string any_to_string(const boost::any& v) {
   if (auto p = boost::any_cast<Normalization>(&v)) return normalization_name(*p);
   if (auto p = boost::any_cast<NonfinitePolicy>(&v)) return nonfinite_policy_name(*p);
   if (auto p = boost::any_cast<SelectMetric>(&v)) return select_metric_name(*p);
+  if (auto p = boost::any_cast<RankCounts>(&v)) return p->text;
+  if (auto p = boost::any_cast<LengthDistribution>(&v)) return p->text;
   if (auto p = boost::any_cast<double>(&v)) {
     std::ostringstream s;
     s.precision(10);
@@ -633,6 +680,20 @@ OptimizerConfig optimizer_config(const RunConfig& c) {
   return o;
 }
 
+// The synthetic data set of gen, and of bench without --data.
+SyntheticSpec synthetic_spec(const RunConfig& c) {
+  SyntheticSpec spec;
+  spec.sequences = c.sequences;
+  spec.features = c.features;
+  spec.min_length = c.min_length;
+  spec.max_length = c.max_length;
+  spec.classes = c.classes;
+  spec.task = c.task;
+  spec.outputs = c.outputs;
+  spec.seed = c.seed;
+  return spec;
+}
+
 // The options train and bench share: model, optimizer, schedule, device.
 TrainConfig common_config(const RunConfig& c) {
   TrainConfig t;
@@ -691,18 +752,7 @@ BenchConfig bench_config(const RunConfig& c) {
   BenchConfig b;
   b.run = common_config(c);
   b.run.comm_timeout = 0;   // bench has no watchdog
-  if (c.data.empty()) {
-    SyntheticSpec spec;
-    spec.sequences = c.sequences;
-    spec.features = c.features;
-    spec.min_length = c.min_length;
-    spec.max_length = c.max_length;
-    spec.classes = c.classes;
-    spec.task = c.task;
-    spec.outputs = c.outputs;
-    spec.seed = c.seed;
-    b.run.synthetic = spec;
-  }
+  if (c.data.empty()) b.run.synthetic = synthetic_spec(c);
   b.steps = c.steps;
   b.warmup = c.warmup;
   b.out = c.out;
@@ -720,6 +770,61 @@ EvalConfig eval_config(const RunConfig& c) {
   e.quiet = c.quiet;
   e.verbose = c.verbose;
   return e;
+}
+
+GenConfig gen_config(const RunConfig& c) {
+  RT_CHECK(c.command == "gen", "gen_config for " << c.command);
+  GenConfig g;
+  g.spec = synthetic_spec(c);
+  g.out = c.out;
+  g.quiet = c.quiet;
+  return g;
+}
+
+ConvertConfig convert_config(const RunConfig& c) {
+  RT_CHECK(c.command == "convert", "convert_config for " << c.command);
+  ConvertConfig v;
+  v.input = c.input;
+  v.output = c.output;
+  v.labels = c.labels;
+  v.class_names_from = c.class_names_from;
+  v.regression = c.regression;
+  v.missing = c.missing;
+  v.quiet = c.quiet;
+  v.verbose = c.verbose;
+  return v;
+}
+
+InspectConfig inspect_config(const RunConfig& c) {
+  RT_CHECK(c.command == "inspect", "inspect_config for " << c.command);
+  InspectConfig i;
+  i.data = c.data;
+  i.max_memory = c.max_memory;
+  i.quiet = c.quiet;
+  return i;
+}
+
+SimulateConfig simulate_config(const RunConfig& c) {
+  RT_CHECK(c.command == "simulate", "simulate_config for " << c.command);
+  SimulateConfig s;
+  s.ranks = c.ranks.values;
+  s.lengths = c.lengths;
+  s.data = c.data;
+  s.out = c.out;
+  s.sequences_per_rank = c.sequences_per_rank;
+  s.epochs = c.epochs;
+  s.batch_per_rank = c.batch_per_rank;
+  s.seed = c.seed;
+  return s;
+}
+
+PlotConfig plot_config(const RunConfig& c) {
+  RT_CHECK(c.command == "plot", "plot_config for " << c.command);
+  PlotConfig p;
+  p.run = c.run;
+  p.out = c.out.empty() ? c.run + "/plots" : c.out;
+  p.quiet = c.quiet;
+  return p;
 }
 
 }  // namespace ragtrain

@@ -249,7 +249,7 @@ void check_outputs(const RunConfig& c) {
     if (!c.out.empty()) outputs.push_back({"--out", c.out, Writes::File, "a JSON file"});
   } else if (cmd == "plot") {
     add_input(inputs, "RUN", c.run);
-    outputs.push_back({"--out", c.out.empty() ? c.run + "/plots" : c.out, Writes::Folder, "plots"});
+    outputs.push_back({"--out", plot_config(c).out, Writes::Folder, "plots"});
   } else if (cmd == "compare") {
     for (const std::string& r : c.runs) add_input(inputs, "RUN", r);
     if (!c.out.empty())

@@ -579,6 +579,9 @@ TEST(BadInput, InspectExitsTwoOnInvalidAndZeroOnValid) {
   const Result ok = run(0, "inspect " + f);
   EXPECT_EQ(ok.rc, 0) << ok.output;
   EXPECT_TRUE(contains(ok.output, "30")) << ok.output;
+  const Result quiet = run(0, "inspect " + f + " --quiet");   // the verdict alone
+  EXPECT_EQ(quiet.rc, 0) << quiet.output;
+  EXPECT_EQ(quiet.output, "valid: yes\n");
   damage(f, [](hid_t h) { write_element<int32_t>(h, "/labels", H5T_NATIVE_INT32, {3}, -1); });
   const Result bad = run(0, "inspect " + f);
   EXPECT_EQ(bad.rc, 2) << bad.output;

@@ -74,7 +74,7 @@ class Files {
     must("train --data " + *this / "reg.h5" + " --out " + *this / "regrun" + " --hidden 3 --epochs 1 --quiet");
     fs::create_directories(dir_ / "bench");
     must("bench --steps 2 --warmup 1 --sequences 8 --features 2 --min-length 2 --max-length 6 --hidden 3 --out " +
-         *this / "bench/b.json --quiet");
+         *this / "bench/b.json");
     // A CSV folder with its labels, a small valid .ts file and config files (one with an unknown name).
     fs::create_directories(dir_ / "csv");
     std::ofstream labels(*this / "labels.csv");

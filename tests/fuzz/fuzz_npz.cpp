@@ -19,22 +19,17 @@
 #include <cstdlib>
 #include <string>
 
+#include "fuzz_harness.hpp"
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/data/importers.hpp"
 #include "ragtrain/data/npy.hpp"
 
 namespace {
 
-// A broken promise of a reader: print it and abort, so libFuzzer records the input as a crash.
-[[noreturn]] void fail(const char* what) {
-  std::fprintf(stderr, "fuzz_npz: a reader returned data that breaks an invariant: %s\n", what);
-  std::abort();
-}
+constexpr const char* kTarget = "fuzz_npz";
 
-bool verbose() {   // FUZZ_VERBOSE=1 prints what became of each input (for triage: fuzz_npz FILE...)
-  static const bool on = std::getenv("FUZZ_VERBOSE") != nullptr;
-  return on;
-}
+[[noreturn]] void fail(const char* what) { fuzz::fail(kTarget, what); }
+using fuzz::verbose;
 
 void check_array(const ragtrain::NpyArray& a) {
   if (a.item_size < 1) fail("item_size < 1");
@@ -48,41 +43,10 @@ void check_array(const ragtrain::NpyArray& a) {
   }
 }
 
-void check_data(const ragtrain::RaggedData& d) {
-  const int64_t n = d.num_sequences();
-  if (n < 1) fail("no sequence");
-  if (d.num_features < 1) fail("num_features < 1");
-  if (d.offsets.front() != 0) fail("offsets[0] != 0");
-  for (int64_t i = 0; i < n; ++i)
-    if (d.offsets[static_cast<size_t>(i + 1)] <= d.offsets[static_cast<size_t>(i)]) fail("empty or decreasing sequence");
-  if (static_cast<int64_t>(d.features.size()) != d.offsets.back() * d.num_features) fail("features size");
-  for (float v : d.features)
-    if (!std::isfinite(v)) fail("non-finite feature");
-  if (!d.labeled) {   // an archive without labels: nothing of the labels may be left over
-    if (d.num_outputs != 0 || !d.labels.empty() || !d.targets.empty() || !d.class_names.empty())
-      fail("labels, targets or classes on a data set without labels");
-  } else if (d.task == ragtrain::Task::Classification) {
-    if (d.num_outputs < 2) fail("fewer than 2 classes");
-    if (!d.class_names.empty() && static_cast<int64_t>(d.class_names.size()) != d.num_outputs) fail("class names");
-    if (static_cast<int64_t>(d.labels.size()) != n || !d.targets.empty()) fail("labels size");
-    for (int32_t y : d.labels)
-      if (y < 0 || y >= d.num_outputs) fail("label out of range");
-  } else {
-    if (d.num_outputs < 1 || static_cast<int64_t>(d.targets.size()) != n * d.num_outputs || !d.labels.empty())
-      fail("targets size");
-    for (float y : d.targets)
-      if (!std::isfinite(y)) fail("non-finite target");
-  }
-}
+// .npz files and CSV folders may leave class names out and carry several targets.
+void check_data(const ragtrain::RaggedData& d) { fuzz::check_data(kTarget, d, fuzz::Promises{}); }
 
-// A UserError must name the input it is about.
-void check_message(const ragtrain::UserError& e, const std::string& name) {
-  if (std::string(e.what()).find(name) == std::string::npos) {
-    std::fprintf(stderr, "message: %s\n", e.what());
-    fail("a UserError that does not name the input");
-  }
-  if (verbose()) std::fprintf(stderr, "fuzz_npz: UserError: %s\n", e.what());
-}
+void check_message(const ragtrain::UserError& e, const std::string& name) { fuzz::check_message(kTarget, e, name); }
 
 [[noreturn]] void harness_error(const char* what) {
   std::perror(what);

@@ -1,23 +1,28 @@
-// The GPU-vs-CPU agreement check of one step shared by the GPU test files: the CUDA backend's fused buffer for a
-// batch against the float and double CPU references, then the step's totals against the CPU backend's.
+// The GPU-vs-CPU agreement check shared by the GPU test files: the CUDA backend's fused buffer for a batch against
+// the float and double CPU references, then the step's totals against the CPU backend's; the backend pair and the
+// batches of an agreement grid.
 #pragma once
 
 #include <mpi.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "../../src/backend/cuda/cuda_backend.hpp"
 #include "gpu_test_util.hpp"
+#include "ragtrain/core/error.hpp"
 
 namespace ragtrain::gputest {
 
 constexpr double kGradRtol = 1e-5;
 constexpr double kGradAtolScale = 1e-5;   // atol = 1e-5 * max |ref| of the tensor (near-zero entries)
 
-inline BackendOptions options(const std::string& device, const std::string& optimizer) {
+// K: the most sequences a step of the backend will take (the CUDA backend is built for it and takes no more).
+inline BackendOptions options(const std::string& device, const std::string& optimizer, int64_t batch = 1) {
   BackendOptions o;
+  o.batch = batch;
   o.device = *parse_device(device);
   o.optimizer.kind = *parse_optimizer_kind(optimizer);
   o.comm = MPI_COMM_SELF;
@@ -72,6 +77,45 @@ inline void check_batch(CudaBackend& gpu, Backend& cpu, const ParamLayout& layou
   EXPECT_EQ(tg.correct, tc.correct) << label;
   EXPECT_LE(rel(tg.grad_norm, tc.grad_norm), 1e-5) << label << ": grad norm " << tg.grad_norm << " vs " << tc.grad_norm;
   EXPECT_GT(tc.grad_norm, 0.0) << label;
+}
+
+// A CUDA and a CPU backend built alike (SGD; K = every sequence of the shard and an empty slot), holding the same
+// parameters and the same shard of `lengths`: the pair the agreement grids check.
+struct GridPair {
+  std::unique_ptr<CudaBackend> gpu;
+  std::unique_ptr<Backend> cpu;
+  std::vector<float> params;
+  Shard shard;
+};
+
+inline GridPair grid_pair(const ModelShape& shape, const std::vector<int64_t>& lengths, const CudaTuning& tuning) {
+  GridPair g;
+  g.gpu = std::make_unique<CudaBackend>(shape, options("cuda", "sgd", static_cast<int64_t>(lengths.size()) + 1),
+                                        tuning);
+  g.cpu = make_backend(shape, options("cpu", "sgd"));
+  g.params = init_params(ParamLayout(shape), 1234);
+  g.gpu->set_params(g.params);
+  g.cpu->set_params(g.params);
+  g.shard = make_shard(shape, lengths, 99);
+  g.gpu->set_train_shard(g.shard);
+  g.cpu->set_train_shard(g.shard);
+  return g;
+}
+
+// The batches of an agreement grid: each sequence alone, `reps` times (the first run plain, a second one from a
+// captured CUDA graph), then all of them in one step with an empty slot, then {-1, last, 0}.
+inline void check_grid(GridPair& g, const ParamLayout& layout, const std::string& base, int reps,
+                       double atol_scale) {
+  const Shard& shard = g.shard;
+  for (int rep = 0; rep < reps; ++rep)
+    for (int64_t p = 0; p < shard.size(); ++p)
+      check_batch(*g.gpu, *g.cpu, layout, g.params, shard, {p},
+                  RT_MSG(base << " T=" << shard.length(p) << (reps == 1 ? "" : rep ? " graph" : " first")), atol_scale);
+  std::vector<int64_t> all;
+  for (int64_t p = 0; p < shard.size(); ++p) all.push_back(p);
+  all.push_back(-1);
+  check_batch(*g.gpu, *g.cpu, layout, g.params, shard, all, RT_MSG(base << " K=" << all.size()), atol_scale);
+  check_batch(*g.gpu, *g.cpu, layout, g.params, shard, {-1, shard.size() - 1, 0}, RT_MSG(base << " K=3"), atol_scale);
 }
 
 }  // namespace ragtrain::gputest

@@ -29,29 +29,12 @@ struct ShapeCase {
 void gradient_grid(const ShapeCase& sc, const std::vector<int64_t>& lengths, const CudaTuning& tuning = {},
                    double atol_scale = kGradAtolScale) {
   const ModelShape shape{sc.F, sc.H, sc.L, sc.C, sc.task};
-  const ParamLayout layout(shape);
-  CudaBackend gpu(shape, options("cuda", "sgd"), tuning);
-  auto cpu = make_backend(shape, options("cpu", "sgd"));
-  const std::vector<float> params = init_params(layout, 1234);
-  gpu.set_params(params);
-  cpu->set_params(params);
-  const Shard shard = make_shard(shape, lengths, 99);
-  gpu.set_train_shard(shard);
-  cpu->set_train_shard(shard);
+  GridPair g = grid_pair(shape, lengths, tuning);
   const std::string base = RT_MSG((sc.task == Task::Classification ? "cls" : "reg") << " F" << sc.F << " H" << sc.H
                                                                                      << " L" << sc.L << " "
-                                                                                     << rnn_algo_name(gpu.algorithm()));
-  // Each length alone, twice: the first run uses plain launches, the second captures and replays a CUDA graph.
-  for (int rep = 0; rep < 2; ++rep)
-    for (int64_t p = 0; p < shard.size(); ++p)
-      check_batch(gpu, *cpu, layout, params, shard, {p},
-                  RT_MSG(base << " T=" << shard.length(p) << (rep ? " graph" : " first")), atol_scale);
-  // Several sequences per step (the fused buffer sums them), with an empty slot.
-  std::vector<int64_t> all;
-  for (int64_t p = 0; p < shard.size(); ++p) all.push_back(p);
-  all.push_back(-1);
-  check_batch(gpu, *cpu, layout, params, shard, all, RT_MSG(base << " K=" << shard.size()), atol_scale);
-  check_batch(gpu, *cpu, layout, params, shard, {-1, shard.size() - 1, 0}, RT_MSG(base << " K=3"), atol_scale);
+                                                                                     << rnn_algo_name(g.gpu->algorithm()));
+  // Each length twice: the first run uses plain launches, the second captures and replays a CUDA graph.
+  check_grid(g, ParamLayout(shape), base, 2, atol_scale);
 }
 
 const std::vector<int64_t> kLengths = {1, 2, 7, 130, 2000};
@@ -170,7 +153,7 @@ Shard synthetic_shard(const ModelShape& shape, int64_t n, int64_t max_length) {
 // algorithm); otherwise per tensor, max |a - b| <= 1e-4 max |b| (the persistent kernels' rounding, above).
 void compare_training(const ModelShape& shape, const std::string& optimizer, float lr, double clip,
                       const CudaTuning& tuning = {}, bool strict = false, int per_step = 2) {
-  BackendOptions g = options("cuda", optimizer), c = options("cpu", optimizer);
+  BackendOptions g = options("cuda", optimizer, per_step), c = options("cpu", optimizer);
   g.optimizer.clip = c.optimizer.clip = clip;
   g.optimizer.weight_decay = c.optimizer.weight_decay = 1e-3;
   const Shard shard = synthetic_shard(shape, 40, 60);

@@ -32,7 +32,9 @@ struct Case {
 bool run_case(const Case& c, const CudaTuning& tuning, const std::string& name, double atol_scale = kGradAtolScale) {
   const ParamLayout layout(c.shape);
   try {
-    CudaBackend gpu(c.shape, options("cuda", "sgd"), tuning);
+    size_t widest = 1;   // the widest step of the case: the backend is built for it
+    for (const std::vector<int64_t>& b : c.batches) widest = std::max(widest, b.size());
+    CudaBackend gpu(c.shape, options("cuda", "sgd", static_cast<int64_t>(widest)), tuning);
     auto cpu = make_backend(c.shape, options("cpu", "sgd"));
     const std::vector<float> params = init_params(layout, 4321);
     gpu.set_params(params);

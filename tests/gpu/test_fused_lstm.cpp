@@ -34,25 +34,11 @@ CudaTuning fused_tuning() {
 }
 
 void fused_grid(const ModelShape& shape, const std::vector<int64_t>& lengths) {
-  const ParamLayout layout(shape);
-  CudaBackend gpu(shape, options("cuda", "sgd"), fused_tuning());
-  ASSERT_TRUE(gpu.fused_active()) << gpu.describe();
-  auto cpu = make_backend(shape, options("cpu", "sgd"));
-  const std::vector<float> params = init_params(layout, 1234);
-  gpu.set_params(params);
-  cpu->set_params(params);
-  const Shard shard = make_shard(shape, lengths, 99);
-  gpu.set_train_shard(shard);
-  cpu->set_train_shard(shard);
+  GridPair g = grid_pair(shape, lengths, fused_tuning());
+  ASSERT_TRUE(g.gpu->fused_active()) << g.gpu->describe();
   const std::string base = RT_MSG("fused " << (shape.task == Task::Classification ? "cls" : "reg") << " F"
                                            << shape.input_size << " H" << shape.hidden << " C" << shape.outputs);
-  for (int64_t p = 0; p < shard.size(); ++p)
-    check_batch(gpu, *cpu, layout, params, shard, {p}, RT_MSG(base << " T=" << shard.length(p)), kGradAtolScale);
-  std::vector<int64_t> all;
-  for (int64_t p = 0; p < shard.size(); ++p) all.push_back(p);
-  all.push_back(-1);
-  check_batch(gpu, *cpu, layout, params, shard, all, RT_MSG(base << " K=" << all.size()), kGradAtolScale);
-  check_batch(gpu, *cpu, layout, params, shard, {-1, shard.size() - 1, 0}, RT_MSG(base << " K=3"), kGradAtolScale);
+  check_grid(g, ParamLayout(shape), base, 1, kGradAtolScale);
 }
 
 const std::vector<int64_t> kMixed = {1, 2, 3, 7, 31, 64, 97, 130};
@@ -157,7 +143,7 @@ TEST(FusedAgreement, ClassificationH50SeventySequences) {
   RT_SKIP_WITHOUT_GPU();
   const ModelShape shape{36, 50, 1, 10, Task::Classification};
   const ParamLayout layout(shape);
-  CudaBackend gpu(shape, options("cuda", "sgd"), fused_tuning());
+  CudaBackend gpu(shape, options("cuda", "sgd", 71), fused_tuning());
   ASSERT_TRUE(gpu.fused_active()) << gpu.describe();
   auto cpu = make_backend(shape, options("cpu", "sgd"));
   const std::vector<float> params = init_params(layout, 77);
@@ -254,8 +240,8 @@ Run train(Backend& b, const ModelShape& shape, const Shard& shard, int per_step,
   return r;
 }
 
-BackendOptions training_options(const std::string& device, const std::string& optimizer) {
-  BackendOptions o = options(device, optimizer);
+BackendOptions training_options(const std::string& device, const std::string& optimizer, int64_t per_step = 1) {
+  BackendOptions o = options(device, optimizer, per_step);
   o.optimizer.clip = 1.0;
   return o;
 }
@@ -274,7 +260,7 @@ double training_argmax_gap(const ModelShape& shape, const std::string& optimizer
 
 void compare_training(const ModelShape& shape, const std::string& optimizer, float lr, int per_step,
                       uint64_t data_seed = 5) {
-  const BackendOptions g = training_options("cuda", optimizer), c = training_options("cpu", optimizer);
+  const BackendOptions g = training_options("cuda", optimizer, per_step), c = training_options("cpu", optimizer);
   const Shard shard = training_shard(shape, data_seed);
   CudaBackend gpu(shape, g, fused_tuning());
   ASSERT_TRUE(gpu.fused_active());
@@ -405,7 +391,7 @@ TEST(FusedDeterminism, BitwiseIdenticalReruns) {
     const std::vector<float> params = init_params(ParamLayout(shape), 9);
     std::vector<std::vector<float>> got;
     for (int rep = 0; rep < 2; ++rep) {
-      CudaBackend gpu(shape, options("cuda", "adam"), fused_tuning());
+      CudaBackend gpu(shape, options("cuda", "adam", 9), fused_tuning());
       ASSERT_TRUE(gpu.fused_active());
       gpu.set_params(params);
       gpu.set_train_shard(shard);
@@ -466,7 +452,7 @@ TEST(FusedBudget, CyclesPerTimestep) {
       for (Pool pool : {Pool::Last, Pool::Mean, Pool::Max}) {
         if (H != 50 && pool != Pool::Last) continue;
         const ModelShape shape{36, H, 1, 10, Task::Classification, false, pool};
-        CudaBackend gpu(shape, options("cuda", "adam"), fused_tuning());
+        CudaBackend gpu(shape, options("cuda", "adam", K), fused_tuning());
         ASSERT_TRUE(gpu.fused_active());
         gpu.set_params(init_params(ParamLayout(shape), 1));
         const Shard shard = make_shard(shape, std::vector<int64_t>(static_cast<size_t>(K), 96), 4);

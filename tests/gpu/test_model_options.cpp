@@ -35,7 +35,9 @@ void run_option_case(const OptionCase& c, int64_t L, const std::vector<int64_t>&
   ModelShape shape{5, 16, L, 4, Task::Classification, c.bidirectional, c.pool};
   const ParamLayout layout(shape);
   const DropoutRates rates{c.dropout, c.dropout};
-  BackendOptions g = options("cuda", "sgd"), h = options("cpu", "sgd");
+  size_t widest = 1;   // the widest step: the backend is built for it
+  for (const std::vector<int64_t>& b : batches) widest = std::max(widest, b.size());
+  BackendOptions g = options("cuda", "sgd", static_cast<int64_t>(widest)), h = options("cpu", "sgd");
   g.dropout = h.dropout = rates;
   g.seed = h.seed = kSeed;
   CudaTuning tuning;

@@ -29,7 +29,7 @@ void skips_like_the_cpu(const std::string& optimizer) {
   shard.targets[1 * 2 + 0] = 3e38f;   // sequence 1: finite in the file, Inf once squared
   CudaTuning standard;
   standard.algo = "standard";   // both GPU backends compute with the same algorithm
-  CudaBackend gpu(shape, options("cuda", optimizer), standard);
+  CudaBackend gpu(shape, options("cuda", optimizer, 2), standard);   // steps of two sequences
   auto cpu = make_backend(shape, options("cpu", optimizer));
   const std::vector<float> init = init_params(layout, 8);
   gpu.set_params(init);
@@ -60,7 +60,7 @@ void skips_like_the_cpu(const std::string& optimizer) {
   EXPECT_EQ(gpu.first_nonfinite({0, 2}).slot, -1);
 
   // Good steps after it: the same as a GPU backend that never saw the bad step, and close to the CPU.
-  CudaBackend fresh(shape, options("cuda", optimizer), standard);
+  CudaBackend fresh(shape, options("cuda", optimizer, 2), standard);
   fresh.set_params(init);
   fresh.set_train_shard(shard);
   for (int k = 0; k < 2; ++k) step(fresh, {0, 2}, 0.01f);

@@ -1,8 +1,9 @@
 // The one option table (Boost.Program_options) for every subcommand and config file, the parsed RunConfig, and
-// the typed configuration each subcommand with a larger engine takes from it (TrainConfig, BenchConfig).
+// the typed configuration each subcommand takes from it (GenConfig ... PlotConfig, TrainConfig, BenchConfig).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -10,12 +11,27 @@
 #include "ragtrain/backend/backend.hpp"
 #include "ragtrain/data/missing.hpp"
 #include "ragtrain/data/normalization.hpp"
+#include "ragtrain/data/synthetic.hpp"
 #include "ragtrain/model/model.hpp"
 #include "ragtrain/optim/optimizer.hpp"
 #include "ragtrain/schedule/schedule.hpp"
 #include "ragtrain/train/train_config.hpp"
 
 namespace ragtrain {
+
+// simulate's --ranks: the rank counts to simulate, each > 0 ("8,64,1024").
+struct RankCounts {
+  std::vector<int64_t> values;
+  std::string text;             // as typed (the effective configuration prints it back)
+};
+
+// simulate's --lengths: uniform:MIN:MAX (1 <= MIN <= MAX) or lognormal:MEDIAN:SIGMA (MEDIAN > 0, SIGMA >= 0).
+struct LengthDistribution {
+  enum class Kind { Uniform, Lognormal };
+  Kind kind = Kind::Uniform;
+  double a = 60, b = 130;       // MIN, MAX or MEDIAN, SIGMA
+  std::string text = "uniform:60:130";
+};
 
 // Every option of every subcommand; names match the command line (dashes become underscores here only). String
 // choices arrive here already parsed into their enums (a bad value is a UserError naming the option); a
@@ -89,7 +105,8 @@ struct RunConfig {
   ScheduleKind schedule = ScheduleKind::Balanced;
 
   // simulate
-  std::string ranks = "8,64,1024", lengths = "uniform:60:130";
+  RankCounts ranks{{8, 64, 1024}, "8,64,1024"};
+  LengthDistribution lengths;
   int64_t sequences_per_rank = 1000;
 
   // The effective configuration in config-file form (name = value), options of this command only.
@@ -113,10 +130,56 @@ struct EvalConfig {
   bool quiet = false, verbose = false;
 };
 
-// The typed configuration of `train`, `bench`, `eval` and `predict`, from a RunConfig parsed for that command.
+// `gen`: a synthetic data set written to one file.
+struct GenConfig {
+  SyntheticSpec spec;
+  std::string out;              // FILE.h5
+  bool quiet = false;
+};
+
+// `convert`: a .ts file, a .npz file or a folder of CSV files to format v1.
+struct ConvertConfig {
+  std::string input, output;    // INPUT, OUTPUT.h5
+  std::string labels;           // --labels LABELS.csv (a CSV folder only)
+  std::string class_names_from; // --class-names-from TRAIN.h5; empty: classes numbered in the input's order
+  bool regression = false;
+  MissingMode missing = MissingMode::Error;   // --missing: what a missing feature value becomes
+  bool quiet = false, verbose = false;
+};
+
+// `inspect`: one data file validated and summarised.
+struct InspectConfig {
+  std::string data;
+  std::string max_memory = "auto";
+  bool quiet = false;           // the verdict alone, without the summary
+};
+
+// `simulate`: the schedules' statistics for several rank counts, on drawn lengths or a file's.
+struct SimulateConfig {
+  std::vector<int64_t> ranks;
+  LengthDistribution lengths;   // used when `data` is empty
+  std::string data;             // a data set whose lengths are simulated
+  std::string out;              // R.json; empty: none
+  int64_t sequences_per_rank = 1000, epochs = 10, batch_per_rank = 1;
+  uint64_t seed = 1;
+};
+
+// `plot`: the figures of a run folder or of a folder of bench records.
+struct PlotConfig {
+  std::string run;
+  std::string out;              // --out, or RUN/plots when not given
+  bool quiet = false;
+};
+
+// The typed configuration of each subcommand, from a RunConfig parsed for that command (a mismatch is a bug).
+GenConfig gen_config(const RunConfig& c);
+ConvertConfig convert_config(const RunConfig& c);
+InspectConfig inspect_config(const RunConfig& c);
 TrainConfig train_config(const RunConfig& c);
 BenchConfig bench_config(const RunConfig& c);
 EvalConfig eval_config(const RunConfig& c);
+SimulateConfig simulate_config(const RunConfig& c);
+PlotConfig plot_config(const RunConfig& c);
 
 struct Invocation {
   RunConfig config;

@@ -80,17 +80,11 @@ CudaTuning CudaTuning::from_environment() {
 CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, const CudaTuning& tuning)
     : shape_(shape), layout_(shape), dropout_(opts.dropout), seed_(opts.seed),
       split_layers_(opts.dropout.between > 0 && shape.layers > 1), comm_(opts.comm), opt_(opts.optimizer, layout_.total()),
-      auto_algo_(tuning.algo == "auto"), graphs_on_(tuning.graphs), probe_length_(tuning.probe_length) {
-  USER_CHECK(parse_batch_layout(tuning.layout).has_value(), "batch layout '" << tuning.layout << "'",
-             "use padded or ragged");
+      batch_(opts.batch), graphs_on_(tuning.graphs), probe_length_(tuning.probe_length) {
+  // Every limit before any collective or allocation: every rank has the same options, so every rank refuses alike.
+  check_limits(shape, opts, tuning);
   // The reverse direction must start at each sequence's own last step: only per-sequence lengths do that.
   batch_layout_ = shape.bidirectional ? BatchLayout::Ragged : *parse_batch_layout(tuning.layout);
-  RT_CHECK(shape.hidden <= INT32_MAX && shape.outputs <= INT32_MAX, "model too large for the CUDA kernels");
-  // Before any collective: every rank has the same K, so every rank refuses it alike.
-  USER_CHECK(opts.batch >= 1 && opts.batch <= kMaxGatherSlots,
-             "--batch-per-rank " << opts.batch << " exceeds the CUDA backend's " << kMaxGatherSlots
-                                 << " sequences per rank per step",
-             "use --batch-per-rank " << kMaxGatherSlots << " or fewer, and more ranks for a larger global batch");
   // Both collectives first, every rank reaching them (bind_gpu turns local failures into a shared verdict).
   gpu_ = bind_gpu(opts.local_rank, opts.comm);
   nccl_ = std::make_unique<NcclComm>(opts.comm, opts.watchdog);
@@ -101,7 +95,7 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
   CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, gpu_.device));
   if (!tuning.graphs) graphs_off_reason_ = "off (RAGTRAIN_CUDA_GRAPHS=0)";
 
-  choose_algorithm(tuning);   // contains the last collective (MPI_Bcast of rank 0's choice)
+  choose_algorithm(tuning);   // measured at K; a collective (MPI_Bcast of rank 0's choice)
 
   const int64_t H = shape.head_input(), C = shape.outputs;   // the head reads D*H
   W_ = lstm_->weight_floats();
@@ -122,10 +116,11 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
   barrier_.zero_async(compute_.get());
   readback_ = PinnedBuffer<double>(5, /*mapped=*/true);
   readback_[4] = -1.0;   // no step's totals yet
-  slot_lengths_.resize_discard(1);
-  label_slot_.resize_discard(1);
-  target_slot_.resize_discard(static_cast<size_t>(C));
-  seq_slot_.resize_discard(1);
+  // (K) slots of a step: sized once, so captured graphs stay valid for the whole run.
+  slot_lengths_.resize_discard(static_cast<size_t>(batch_));
+  label_slot_.resize_discard(static_cast<size_t>(batch_));
+  target_slot_.resize_discard(static_cast<size_t>(batch_ * C));
+  seq_slot_.resize_discard(static_cast<size_t>(batch_));
   seq_slot_.zero_async(compute_.get());
   step_dev_.resize_discard(1);
   step_dev_.zero_async(compute_.get());
@@ -139,12 +134,31 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
   build_index();
   lstm_mode_ = tuning.lstm;
   set_up_fused();
-  // K slots per step from the first step on: the algorithms are measured again at this width and every buffer
-  // is sized for it here, not inside a step (adopt_batch is a collective: every rank constructs with the same K;
-  // with --lstm auto it also picks the LSTM path at this width).
-  if (opts.batch > 1) adopt_batch(opts.batch);
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(comm_, &rank));
+  if (rank == 0 && batch_ > 1 && tuning.algo == "auto")
+    std::fprintf(stderr, "ragtrain: %lld sequences per step: %s\n", static_cast<long long>(batch_), describe().c_str());
   CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
-  if (opts.batch <= 1 || lstm_mode_ != LstmPath::Auto) choose_lstm_path(std::max<int64_t>(opts.batch, 1));   // collective
+  choose_lstm_path(batch_);   // a collective with --lstm auto (rank 0 measures at K)
+}
+
+void CudaBackend::check_limits(const ModelShape& shape, const BackendOptions& opts, const CudaTuning& tuning) {
+  USER_CHECK(opts.batch >= 1 && opts.batch <= kMaxGatherSlots,
+             "--batch-per-rank " << opts.batch << " exceeds the CUDA backend's " << kMaxGatherSlots
+                                 << " sequences per rank per step",
+             "use --batch-per-rank " << kMaxGatherSlots << " or fewer, and more ranks for a larger global batch");
+  // The kernels and cuDNN's descriptors index with 32-bit ints.
+  USER_CHECK(shape.input_size <= INT32_MAX && shape.hidden <= INT32_MAX && shape.layers <= INT32_MAX &&
+                 shape.outputs <= INT32_MAX,
+             "the model (F=" << shape.input_size << " H=" << shape.hidden << " L=" << shape.layers << ", "
+                             << shape.outputs << " outputs) is too large for the CUDA backend's 32-bit indices",
+             "use a smaller --hidden or --layers, or --device cpu");
+  USER_CHECK(parse_batch_layout(tuning.layout).has_value(),
+             "RAGTRAIN_CUDA_BATCH_LAYOUT='" << tuning.layout << "'", "use padded or ragged");
+  USER_CHECK(tuning.algo == "auto" || parse_rnn_algo(tuning.algo).has_value(),
+             "RAGTRAIN_CUDNN_ALGO='" << tuning.algo << "' is not a cuDNN RNN algorithm",
+             "use auto, standard, persist_static, persist_static_small_h or persist_dynamic, or unset it");
+  USER_CHECK(tuning.probe_length >= 1, "CUDA tuning: probe length " << tuning.probe_length, "use 1 or more timesteps");
 }
 
 void CudaBackend::set_up_fused() {
@@ -186,14 +200,14 @@ void CudaBackend::choose_lstm_path(int64_t K) {
   double us[3] = {0, 0, 0};   // fused, cuDNN, use fused
   if (rank == 0) {
     try {
+      // choose_algorithm measured cuDNN at this width already; a fallback algorithm (set_train_shard) comes later.
       auto it = std::find_if(timings_.begin(), timings_.end(),
                              [&](const AlgoTiming& t) { return t.usable && t.algo == lstm_->algo(); });
-      if (timed_batch_ == K && it != timings_.end()) {
+      if (it != timings_.end()) {
         us[1] = it->us;
       } else {
-        const std::vector<AlgoTiming> t = measure_algorithms(cudnn_.get(), compute_.get(), shape_.input_size,
-                                                             shape_.hidden, shape_.layers, probe_length_, K,
-                                                             {lstm_->algo()});
+        const std::vector<AlgoTiming> t =
+            measure_algorithms(cudnn_.get(), compute_.get(), shape_, probe_length_, K, {lstm_->algo()});
         us[1] = !t.empty() && t.front().usable ? t.front().us : 1e30;
       }
       us[0] = fused_lstm_->time_us(K, probe_length_, compute_.get());
@@ -227,10 +241,10 @@ void CudaBackend::choose_algorithm(const CudaTuning& tuning) {
                   CUDNN_RNN_ALGO_STANDARD};
   else
     candidates = {parse_rnn_algo(tuning.algo).value_or(CUDNN_RNN_ALGO_STANDARD)};
-  // measure_algorithms never throws, so every rank reaches the broadcast below.
-  timings_ = measure_algorithms(cudnn_.get(), compute_.get(), shape_.input_size, shape_.hidden, shape_.layers,
-                                tuning.probe_length, 1, candidates, shape_.bidirectional, split_layers_);
-  timed_batch_ = 1;
+  // At the run's K (the fastest at batch one need not be the fastest at 128). measure_algorithms never throws, so
+  // every rank reaches the broadcast below.
+  timings_ = measure_algorithms(cudnn_.get(), compute_.get(), shape_, tuning.probe_length, batch_, candidates,
+                                split_layers_);
   std::stable_sort(timings_.begin(), timings_.end(), [](const AlgoTiming& a, const AlgoTiming& b) {
     if (a.usable != b.usable) return a.usable;
     return a.usable && a.us < b.us;
@@ -250,9 +264,8 @@ void CudaBackend::choose_algorithm(const CudaTuning& tuning) {
                                                                            << shape_.hidden << " L=" << shape_.layers
                                                                            << why));
   }
-  lstm_ = std::make_unique<CudnnLstm>(cudnn_.get(), compute_.get(), shape_.input_size, shape_.hidden, shape_.layers,
-                                      static_cast<cudnnRNNAlgo_t>(chosen), batch_layout_, shape_.bidirectional,
-                                      split_layers_);
+  lstm_ = std::make_unique<CudnnLstm>(cudnn_.get(), compute_.get(), shape_, static_cast<cudnnRNNAlgo_t>(chosen),
+                                      batch_layout_, split_layers_);
 }
 
 void CudaBackend::build_index() {
@@ -327,8 +340,7 @@ void CudaBackend::switch_algorithm(cudnnRNNAlgo_t algo) {
   std::vector<float> m(P), v(v_.size() ? P : 0);
   to_pytorch_layout(download(m_.get(), static_cast<size_t>(N_), compute_.get()), m.data());
   if (v_.size()) to_pytorch_layout(download(v_.get(), static_cast<size_t>(N_), compute_.get()), v.data());
-  auto next = std::make_unique<CudnnLstm>(cudnn_.get(), compute_.get(), shape_.input_size, shape_.hidden,
-                                          shape_.layers, algo, batch_layout_, shape_.bidirectional, split_layers_);
+  auto next = std::make_unique<CudnnLstm>(cudnn_.get(), compute_.get(), shape_, algo, batch_layout_, split_layers_);
   RT_CHECK(next->weight_floats() == W_, "weight space of " << rnn_algo_name(algo) << " differs in size");
   lstm_ = std::move(next);
   lstm_->set_dropout(dropout_args(dropout_.between));
@@ -438,46 +450,6 @@ void CudaBackend::set_train_shard(const Shard& shard) {
   if (lo != hi) shapes.push_back({1, lo});
   if (batch_ > 1) shapes.push_back({batch_, hi});
   validate(shapes);
-}
-
-void CudaBackend::adopt_batch(int64_t K) {
-  // The first step with K slots: measure the algorithms again at this batch width (the fastest at batch one need
-  // not be the fastest at 128), rank 0's choice for everyone, then size every buffer for K sequences of the
-  // shard's longest length once (later steps never grow them, so captured graphs stay valid).
-  RT_CHECK(K <= kMaxGatherSlots, "--batch-per-rank " << K << " exceeds the CUDA backend's " << kMaxGatherSlots);
-  batch_ = K;
-  if (auto_algo_ && K != timed_batch_) {
-    std::vector<cudnnRNNAlgo_t> candidates;
-    for (const AlgoTiming& t : timings_)
-      if (t.usable) candidates.push_back(t.algo);
-    std::vector<AlgoTiming> timed = measure_algorithms(cudnn_.get(), compute_.get(), shape_.input_size, shape_.hidden,
-                                                       shape_.layers, probe_length_, K, candidates,
-                                                       shape_.bidirectional, split_layers_);
-    for (const AlgoTiming& t : timings_)
-      if (!t.usable) timed.push_back(t);
-    std::stable_sort(timed.begin(), timed.end(), [](const AlgoTiming& a, const AlgoTiming& b) {
-      if (a.usable != b.usable) return a.usable;
-      return a.usable && a.us < b.us;
-    });
-    int chosen = timed.front().usable ? static_cast<int>(timed.front().algo) : static_cast<int>(lstm_->algo());
-    MPI_CHECK(MPI_Bcast(&chosen, 1, MPI_INT, 0, comm_));
-    timings_ = std::move(timed);
-    timed_batch_ = K;
-    if (static_cast<cudnnRNNAlgo_t>(chosen) != lstm_->algo()) switch_algorithm(static_cast<cudnnRNNAlgo_t>(chosen));
-    int rank = 0;
-    MPI_CHECK(MPI_Comm_rank(comm_, &rank));
-    if (rank == 0) std::fprintf(stderr, "ragtrain: %lld sequences per step: %s\n", static_cast<long long>(K),
-                                describe().c_str());
-  }
-  slot_lengths_.reserve_discard(static_cast<size_t>(K));
-  label_slot_.reserve_discard(static_cast<size_t>(K));
-  target_slot_.reserve_discard(static_cast<size_t>(K * shape_.outputs));
-  if (seq_slot_.reserve_discard(static_cast<size_t>(K))) seq_slot_.zero_async(compute_.get());
-  lstm_->set_dropout(dropout_args(dropout_.between));   // the slot buffer may have moved
-  graphs_.clear();   // they captured the slot buffers' old addresses
-  seen_.clear();
-  if (have_shard_ && shard_max_len_ > 0) validate({{K, shard_max_len_}});
-  if (lstm_mode_ == LstmPath::Auto) choose_lstm_path(K);   // a collective, like the measurement above
 }
 
 GatherArgs CudaBackend::gather_args(const CudnnLstm::Batch& b) const {
@@ -625,8 +597,9 @@ void CudaBackend::run_batch(int64_t T) {
 
 void CudaBackend::forward_backward(const std::vector<int64_t>& positions) {
   RT_CHECK(have_shard_, "set_train_shard first");
-  const int64_t K = static_cast<int64_t>(positions.size());
-  if (K > batch_) adopt_batch(K);   // before this step's events: it measures and synchronises
+  // Every buffer, graph and measurement is for the K given at construction (BackendOptions::batch).
+  RT_CHECK(static_cast<int64_t>(positions.size()) <= batch_,
+           "forward_backward with " << positions.size() << " slots; the backend was built for " << batch_);
   const cudaStream_t s = compute_.get();
   StepEvents& ev = current();
   ev.step = step_;
@@ -842,7 +815,7 @@ std::string CudaBackend::describe() const {
   return RT_MSG("cuda backend on GPU " << gpu_.device << " (" << gpu_.name << ", " << gpu_.uuid << "), cuDNN "
                                        << cudnnGetVersion() << ", LSTM algorithm " << rnn_algo_name(lstm_->algo())
                                        << (timings_.size() > 1 ? RT_MSG(" (measured at T=" << probe_length_ << ", batch "
-                                                                                           << timed_batch_ << ": " << m << ")")
+                                                                                           << batch_ << ": " << m << ")")
                                                                : std::string())
                                        << ", " << ragtrain::describe(shape_)
                                        << (split_layers_ ? " (one cuDNN call per layer: dropout between layers)" : "")

@@ -33,7 +33,7 @@ struct CudaTuning {
                                    // model always runs ragged: padding would come first in its reverse direction.
   int64_t probe_length = 100;   // sequence length at which the algorithms are measured
   LstmPath lstm = LstmPath::Cudnn;   // cudnn | fused (fused_lstm.hpp; models it does not cover use cuDNN) | auto (the
-                                // faster, measured at start-up and again for a new batch width); the CLI's --lstm
+                                // faster, measured at start-up at the run's batch width); the CLI's --lstm
 
   // RAGTRAIN_CUDNN_ALGO (one of the names above), RAGTRAIN_CUDA_GRAPHS (0 = off) and RAGTRAIN_CUDA_BATCH_LAYOUT
   // (padded | ragged). UserError on a bad value.
@@ -42,11 +42,12 @@ struct CudaTuning {
 
 class CudaBackend final : public Backend {
  public:
-  // Collective over opts.comm: binds the GPU (duplicate check), creates the NCCL communicator, measures the
-  // cuDNN algorithms at batch one (rank 0's choice is used by every rank, so all ranks run the same arithmetic).
-  // With opts.batch = K > 1 it measures them again at batch K and sizes every buffer for K. A later
-  // forward_backward with more slots than K (tests only; train and bench construct with their K) does the same
-  // at that step, a collective: every rank calls it with the same number of slots.
+  // Everything comes in here and nothing is learned later: the shape, K = opts.batch (sequences per rank per
+  // step), the tuning. Every limit is checked first (UserError, before any collective, alike on every rank); then,
+  // collective over opts.comm: binds the GPU (duplicate check), creates the NCCL communicator, measures the cuDNN
+  // algorithms at batch K (rank 0's choice is used by every rank, so all ranks run the same arithmetic), sizes
+  // every step buffer for K and, with --lstm auto, picks the LSTM path at K. forward_backward takes at most K
+  // slots.
   CudaBackend(const ModelShape& shape, const BackendOptions& opts, const CudaTuning& tuning = {});
   ~CudaBackend() override;
 
@@ -85,6 +86,8 @@ class CudaBackend final : public Backend {
   };
 
   StepEvents& current() { return ring_[static_cast<size_t>(step_ % 3)]; }
+  // The limits of the options and the tuning (UserError naming them), before any work.
+  static void check_limits(const ModelShape& shape, const BackendOptions& opts, const CudaTuning& tuning);
   void choose_algorithm(const CudaTuning& tuning);
   void set_up_fused();
   void choose_lstm_path(int64_t K);
@@ -94,7 +97,6 @@ class CudaBackend final : public Backend {
   // Dry runs of forward + backward for these (B, T) shapes (B > 1 with the ragged layout: lengths T, 1, 1, ...);
   // an algorithm cuDNN rejects for one of them is replaced by the next fastest.
   void validate(const std::vector<std::pair<int64_t, int64_t>>& shapes);
-  void adopt_batch(int64_t K);
   void run_batch(int64_t T);
   void enqueue_batch(const CudnnLstm::Batch& b);
   GatherArgs gather_args(const CudnnLstm::Batch& b) const;
@@ -117,9 +119,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<NcclComm> nccl_;
   Stream compute_, comm_stream_;          // compute; NCCL on its own stream, ordered with events
   CudnnHandle cudnn_;
-  std::vector<AlgoTiming> timings_;       // the latest measurement, fastest usable first
-  int64_t timed_batch_ = 1;               // the batch width of that measurement
-  bool auto_algo_ = true;                 // RAGTRAIN_CUDNN_ALGO=auto: measure again for a new batch width
+  std::vector<AlgoTiming> timings_;       // the measurement at batch K, fastest usable first
   BatchLayout batch_layout_ = BatchLayout::Padded;
   std::unique_ptr<CudnnLstm> lstm_;
   bool single_rank_ = false;              // the communicator has one rank: the all-reduce is the identity
@@ -149,7 +149,7 @@ class CudaBackend final : public Backend {
   std::vector<int64_t> offsets_;          // (n + 1) host copy: row offsets of each sequence
   bool have_shard_ = false;
   int64_t shard_min_len_ = 0, shard_max_len_ = 0;
-  int64_t batch_ = 1;                     // K: slots per step seen so far (buffers and algorithm adopted for it)
+  int64_t batch_ = 1;                     // K: slots per step (BackendOptions::batch); buffers and algorithm are for it
 
   // CUDA graphs: one per batch shape (B sequences, padded length T), capturing gather, forward, head + loss,
   // backward data, backward weights on fixed-address buffers; the gather node is repointed at each new batch.

@@ -36,10 +36,10 @@ std::optional<BatchLayout> parse_batch_layout(const std::string& name) {
   return std::nullopt;
 }
 
-CudnnLstm::CudnnLstm(cudnnHandle_t handle, cudaStream_t stream, int64_t input_size, int64_t hidden, int64_t layers,
-                     cudnnRNNAlgo_t algo, BatchLayout layout, bool bidirectional, bool split_layers)
-    : handle_(handle), stream_(stream), F_(input_size), H_(hidden), L_(layers), D_(bidirectional ? 2 : 1), algo_(algo),
-      layout_(layout) {
+CudnnLstm::CudnnLstm(cudnnHandle_t handle, cudaStream_t stream, const ModelShape& shape, cudnnRNNAlgo_t algo,
+                     BatchLayout layout, bool split_layers)
+    : handle_(handle), stream_(stream), F_(shape.input_size), H_(shape.hidden), L_(shape.layers),
+      D_(shape.directions()), algo_(algo), layout_(layout) {
   RT_CHECK(F_ > 0 && H_ > 0 && L_ > 0 && F_ <= INT32_MAX && H_ <= INT32_MAX && L_ <= INT32_MAX,
            "LSTM shape F=" << F_ << " H=" << H_ << " L=" << L_);
   no_dropout_ = DropoutDesc::create();
@@ -277,23 +277,22 @@ void CudnnLstm::backward(const Batch& b, const float* x, const float* weights, f
   }
 }
 
-std::vector<AlgoTiming> measure_algorithms(cudnnHandle_t handle, cudaStream_t stream, int64_t input_size,
-                                           int64_t hidden, int64_t layers, int64_t T, int64_t B,
-                                           const std::vector<cudnnRNNAlgo_t>& candidates, bool bidirectional,
+std::vector<AlgoTiming> measure_algorithms(cudnnHandle_t handle, cudaStream_t stream, const ModelShape& shape,
+                                           int64_t T, int64_t B, const std::vector<cudnnRNNAlgo_t>& candidates,
                                            bool split_layers) {
   std::vector<AlgoTiming> out;
   for (cudnnRNNAlgo_t algo : candidates) {
     AlgoTiming t;
     t.algo = algo;
     try {
-      CudnnLstm lstm(handle, stream, input_size, hidden, layers, algo, BatchLayout::Padded, bidirectional, split_layers);
+      CudnnLstm lstm(handle, stream, shape, algo, BatchLayout::Padded, split_layers);
       const CudnnLstm::Batch& b = lstm.prepare(B, T);
       lstm.set_equal_lengths(B, T);
       DeviceBuffer<float> w(static_cast<size_t>(lstm.weight_floats())), dw(static_cast<size_t>(lstm.weight_floats()));
-      const float bound = 1.0f / std::sqrt(static_cast<float>(hidden));
+      const float bound = 1.0f / std::sqrt(static_cast<float>(shape.hidden));
       launch_fill_uniform(w.get(), lstm.weight_floats(), 11, -bound, bound, stream);
-      launch_fill_uniform(lstm.x_staging(), B * T * input_size, 12, -1.0f, 1.0f, stream);
-      launch_fill_uniform(lstm.dy(), B * T * lstm.directions() * hidden, 13, -0.1f, 0.1f, stream);
+      launch_fill_uniform(lstm.x_staging(), B * T * shape.input_size, 12, -1.0f, 1.0f, stream);
+      launch_fill_uniform(lstm.dy(), B * T * shape.head_input(), 13, -0.1f, 0.1f, stream);
       dw.zero_async(stream);
       auto once = [&] {
         lstm.forward(b, lstm.x_staging(), w.get());

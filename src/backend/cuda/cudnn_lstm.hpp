@@ -52,11 +52,11 @@ class CudnnLstm {
   };
 
   // Sets the descriptors (FP32 data and math, CUDNN_FMA_MATH: no TF32, double bias like PyTorch, no cuDNN dropout).
+  // The LSTM of `shape` (input_size, hidden, layers, bidirectional; the head's fields are not read here).
   // split_layers: one cuDNN call per layer (needed for ragtrain's dropout between layers), else one for all layers.
   // Throws InternalError carrying cuDNN's status when the algorithm is not supported for this shape.
-  CudnnLstm(cudnnHandle_t handle, cudaStream_t stream, int64_t input_size, int64_t hidden, int64_t layers,
-            cudnnRNNAlgo_t algo, BatchLayout layout = BatchLayout::Padded, bool bidirectional = false,
-            bool split_layers = false);
+  CudnnLstm(cudnnHandle_t handle, cudaStream_t stream, const ModelShape& shape, cudnnRNNAlgo_t algo,
+            BatchLayout layout = BatchLayout::Padded, bool split_layers = false);
 
   cudnnRNNAlgo_t algo() const { return algo_; }
   BatchLayout layout() const { return layout_; }
@@ -151,11 +151,11 @@ struct AlgoTiming {
   std::string why;          // why not usable
 };
 
-// Runs forward + both backward passes for each candidate on random weights and input, B sequences of length T
-// (padded layout), and returns the timings; algorithms cuDNN rejects are marked unusable with its message.
-std::vector<AlgoTiming> measure_algorithms(cudnnHandle_t handle, cudaStream_t stream, int64_t input_size,
-                                           int64_t hidden, int64_t layers, int64_t T, int64_t B,
-                                           const std::vector<cudnnRNNAlgo_t>& candidates, bool bidirectional = false,
+// Runs forward + both backward passes of the LSTM of `shape` for each candidate on random weights and input, B
+// sequences of length T (padded layout), and returns the timings; algorithms cuDNN rejects are marked unusable
+// with its message. Never throws.
+std::vector<AlgoTiming> measure_algorithms(cudnnHandle_t handle, cudaStream_t stream, const ModelShape& shape,
+                                           int64_t T, int64_t B, const std::vector<cudnnRNNAlgo_t>& candidates,
                                            bool split_layers = false);
 
 }  // namespace ragtrain

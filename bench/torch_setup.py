@@ -1,0 +1,34 @@
+"""The set-up bench/torch_reference.py and bench/torch_graph_anchor.py share: a format v1 file's sequences on the
+GPU, ragtrain's model as tools/torch_model.py defines it (the one PyTorch definition) with Adam, and the shuffled
+order the steps walk. Needs numpy, h5py and torch."""
+import os
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import torch_model  # noqa: E402
+
+
+def load_on_device(path, dev):
+    """Every sequence of a v1 classification file as its own (T, F) tensor on `dev`, the labels as one (N,) tensor
+    there, the lengths as a host array (pack_padded_sequence and the graphs' keys want them on the host)."""
+    seqs, labels, classes = torch_model.load_v1(path)
+    return SimpleNamespace(xs=[torch.from_numpy(s).to(dev) for s in seqs], ys=torch.from_numpy(labels).to(dev),
+                           lens=np.array([len(s) for s in seqs], dtype=np.int64), n=len(seqs),
+                           features=seqs[0].shape[1], classes=classes)
+
+
+def model_and_adam(data, hidden, layers, lr, seed, dev, capturable=False):
+    """ragtrain's model (last-step pooling, no dropout) for `data` on `dev`, seeded, and Adam over its parameters."""
+    torch.manual_seed(seed)
+    model = torch_model.RaggedLSTMClassifier(data.features, hidden, layers, data.classes).to(dev)
+    return model, torch.optim.Adam(model.parameters(), lr=lr, capturable=capturable)
+
+
+def step_order(n, seed, k):
+    """The shuffled order of the sequences, and the function that gives step s its K positions (wrapping around)."""
+    order = np.random.default_rng(seed).permutation(n)
+    return order, lambda s: order[np.arange(s * k, s * k + k) % n]
