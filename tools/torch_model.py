@@ -38,7 +38,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_se
 # its training. Defaults are ragtrain's.
 OPTIONS = {
     "hidden": (int, 50), "layers": (int, 1), "epochs": (int, 30), "batch-per-rank": (int, 1),
-    "optimizer": (str, "adam"), "lr": (float, 1e-3), "momentum": (float, 0.9), "beta1": (float, 0.9),
+    "optimizer": (str, "adam"), "lr": (float, 1e-2), "momentum": (float, 0.9), "beta1": (float, 0.9),
     "beta2": (float, 0.999), "eps": (float, 1e-8), "weight-decay": (float, 0.0), "clip": (float, 1.0),
     "warmup-steps": (int, 0), "lr-decay": (str, "cosine"), "lr-final-fraction": (float, 0.0),
     "normalize": (str, "feature"), "bidirectional": (bool, False), "dropout": (float, 0.0),

@@ -59,14 +59,14 @@ struct RunConfig {
   std::string trace;       // train, bench: --trace FILE.json (Chrome trace of every rank's phases)
 
   // training
-  // The training defaults (normalize feature, pool mean, 30 epochs, cosine decay, clip 1) give the best median test
-  // accuracy over the real-data table of doc/accuracy.md ("Choosing the defaults"), measured 2026-12-03.
+  // The training defaults (normalize feature, pool mean, 30 epochs, lr 0.01, cosine decay, clip 1) give the best
+  // median test accuracy over the real-data table of doc/accuracy.md ("Choosing the defaults"), measured 2026-12-03.
   int64_t epochs = 30, batch_per_rank = 1, warmup_steps = 0, log_every = 100;
   OptimizerKind optimizer = OptimizerKind::Adam;
   LrDecay lr_decay = LrDecay::Cosine;
   Device device = Device::Cpu;
   LstmPath lstm = LstmPath::Auto;   // --lstm: the CUDA backend's LSTM, cudnn | fused | auto
-  double lr = 1e-3, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0, clip = 1.0,
+  double lr = 1e-2, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0, clip = 1.0,
          lr_final_fraction = 0.0;
   uint64_t seed = 1;
   bool quiet = false;
