@@ -55,26 +55,32 @@ std::string epoch_csv_row(const Json& rec, const std::vector<std::string>& colum
 }
 
 std::vector<Scalar> tensorboard_scalars(const Json& rec) {
+  // metrics.jsonl record kind, its field, the TensorBoard tag it is plotted under.
+  struct Tag {
+    const char* event;
+    const char* key;
+    const char* tag;
+  };
+  static constexpr Tag kTags[] = {
+      {"step", "loss", "train/loss"},
+      {"step", "lr", "train/lr"},
+      {"step", "grad_norm", "train/grad_norm"},
+      {"step", "sequences_per_second", "throughput/sequences_per_second"},
+      {"step", "timesteps_per_second", "throughput/timesteps_per_second"},
+      {"epoch", "train_loss", "epoch/train_loss"},
+      {"epoch", "train_accuracy", "epoch/train_accuracy"},
+      {"epoch", "val_loss", "epoch/val_loss"},
+      {"epoch", "val_accuracy", "epoch/val_accuracy"},
+      {"epoch", "val_mae", "epoch/val_mae"},
+      {"epoch", "sequences_per_second", "epoch/sequences_per_second"},
+      {"validation", "val_loss", "val/loss"},
+      {"validation", "val_accuracy", "val/accuracy"},
+      {"validation", "val_mae", "val/mae"},
+  };
   std::vector<Scalar> s;
   const std::string event = rec.value("event", "");
-  if (event == "step") {
-    add_if_number(s, rec, "loss", "train/loss");
-    add_if_number(s, rec, "lr", "train/lr");
-    add_if_number(s, rec, "grad_norm", "train/grad_norm");
-    add_if_number(s, rec, "sequences_per_second", "throughput/sequences_per_second");
-    add_if_number(s, rec, "timesteps_per_second", "throughput/timesteps_per_second");
-  } else if (event == "epoch") {
-    add_if_number(s, rec, "train_loss", "epoch/train_loss");
-    add_if_number(s, rec, "train_accuracy", "epoch/train_accuracy");
-    add_if_number(s, rec, "val_loss", "epoch/val_loss");
-    add_if_number(s, rec, "val_accuracy", "epoch/val_accuracy");
-    add_if_number(s, rec, "val_mae", "epoch/val_mae");
-    add_if_number(s, rec, "sequences_per_second", "epoch/sequences_per_second");
-  } else if (event == "validation") {
-    add_if_number(s, rec, "val_loss", "val/loss");
-    add_if_number(s, rec, "val_accuracy", "val/accuracy");
-    add_if_number(s, rec, "val_mae", "val/mae");
-  }
+  for (const Tag& t : kTags)
+    if (event == t.event) add_if_number(s, rec, t.key, t.tag);
   return s;
 }
 
