@@ -207,7 +207,7 @@ struct TableBuilder {
   const std::set<std::string> use_model = {"eval", "predict"};
   // Commands that print progress or detail besides their result (--quiet; inspect's result is its verdict), and
   // more of it (--verbose); bench and simulate print only their table.
-  const std::set<std::string> talk = {"gen", "convert", "inspect", "train", "eval", "predict", "plot"};
+  const std::set<std::string> talk = {"gen", "convert", "inspect", "train", "eval", "predict", "plot", "compare"};
   const std::set<std::string> talk_more = {"convert", "train", "eval", "predict"};
 };
 

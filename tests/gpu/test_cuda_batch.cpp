@@ -52,8 +52,11 @@ bool run_case(const Case& c, const CudaTuning& tuning, const std::string& name, 
                   atol_scale);
     }
     return true;
-  } catch (const InternalError& e) {   // cuDNN refused this algorithm / layout for the shape or for some batch
+  } catch (const InternalError& e) {   // cuDNN refused this algorithm / layout for some batch
     std::printf("[ agree    ] %s: not usable here: %.300s\n", name.c_str(), e.what());
+    return false;
+  } catch (const UserError& e) {   // a forced algorithm cuDNN cannot run is refused when the backend is built
+    std::printf("[ agree    ] %s: refused at construction: %.300s\n", name.c_str(), e.what());
     return false;
   }
 }

@@ -36,6 +36,7 @@ std::vector<std::string> minimal(const std::string& cmd) {
   if (cmd == "train") return {"train", "--data", "a.h5", "--out", "d"};
   if (cmd == "eval" || cmd == "predict") return {cmd, "--checkpoint", "c.h5", "--data", "a.h5", "--out", "p.csv"};
   if (cmd == "plot") return {"plot", "run"};
+  if (cmd == "compare") return {"compare", "run_a", "run_b"};
   return {cmd};
 }
 
