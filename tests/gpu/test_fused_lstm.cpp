@@ -1,7 +1,8 @@
 // The fused LSTM kernel (--lstm fused) against the CPU reference: loss and every gradient for lengths 1 to 130 (and
 // one long sequence), each alone and several per step with an empty slot, both tasks, both kernel variants
-// (weights in registers for H <= 64, in shared memory above, H = 128 with the columns that do not fit); 100 SGD and
-// Adam steps against the CPU backend at K = 1 and K = 4 (H = 128: SGD); bitwise-identical reruns; the fallback to
+// (one block for H <= 64; a 4-block cluster above: H = 65, its smallest, 77, 96, 100, 128, and 40 sequences of
+// H = 128 in one step); 100 SGD and Adam steps against the CPU backend at K = 1 and K = 4 (H = 96 and 128: SGD);
+// bitwise-identical reruns; the fallback to
 // cuDNN for models it does not cover; the per-timestep cycle budget (printed for doc/performance.md); and, without a
 // GPU, the gate-block layout taken from the index map. Pooling over time (--pool mean, max) gets the same checks as
 // the last step: loss and gradients, 100 steps, reruns; max pooling's cases first check (without a GPU too) that
@@ -116,20 +117,31 @@ TEST(FusedAgreement, ClassificationRegistersH64LongSequence) {
   fused_grid({70, 64, 1, 5, Task::Classification}, {1, 130, 700});   // F > 64: two feature chunks
 }
 
-TEST(FusedAgreement, ClassificationSharedMemoryH100) {
+TEST(FusedAgreement, ClassificationClusterH100) {
   RT_SKIP_WITHOUT_GPU();
   fused_grid({36, 100, 1, 10, Task::Classification}, kMixed);
 }
 
-TEST(FusedAgreement, ClassificationSharedMemoryH128) {
+TEST(FusedAgreement, ClassificationClusterH128) {
   RT_SKIP_WITHOUT_GPU();
   fused_grid({36, 128, 1, 10, Task::Classification}, kMixed);
 }
 
-TEST(FusedAgreement, RegressionSharedMemoryH77) {
+TEST(FusedAgreement, RegressionClusterH77) {
   RT_SKIP_WITHOUT_GPU();
   // No T = 1 here: with F = 3 the gradient is then almost all (zero) weight_hh, which check_batch rejects as trivial.
   fused_grid({3, 77, 1, 2, Task::Regression}, {2, 50, 130});
+}
+
+TEST(FusedAgreement, ClassificationClusterH96) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid({36, 96, 1, 10, Task::Classification}, kMixed);
+}
+
+// The cluster's smallest H: block 0 owns 17 units, the others 16; the fourth column part is all padding.
+TEST(FusedAgreement, RegressionClusterH65) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid({12, 65, 1, 3, Task::Regression}, kMixed);
 }
 
 TEST(FusedAgreement, RegressionRegistersH40ThreeFeatureChunks) {
@@ -137,26 +149,41 @@ TEST(FusedAgreement, RegressionRegistersH40ThreeFeatureChunks) {
   fused_grid({130, 40, 1, 4, Task::Regression}, {1, 9, 64, 130});   // H = 40: padded to 48; F = 130: 64 + 64 + 2
 }
 
-// 70 sequences in one step: more than the kernel's inline slots (the slot table is read from the device) and more
-// than the weight-gradient GEMM's 32 groups (2 or 3 sequences summed per group, then the groups in order).
-TEST(FusedAgreement, ClassificationH50SeventySequences) {
-  RT_SKIP_WITHOUT_GPU();
-  const ModelShape shape{36, 50, 1, 10, Task::Classification};
+namespace {
+
+// n sequences (and an empty slot) in one step, lengths 1 .. 130.
+void many_sequences(const ModelShape& shape, int64_t n) {
   const ParamLayout layout(shape);
-  CudaBackend gpu(shape, options("cuda", "sgd", 71), fused_tuning());
+  CudaBackend gpu(shape, options("cuda", "sgd", n + 1), fused_tuning());
   ASSERT_TRUE(gpu.fused_active()) << gpu.describe();
   auto cpu = make_backend(shape, options("cpu", "sgd"));
   const std::vector<float> params = init_params(layout, 77);
   gpu.set_params(params);
   cpu->set_params(params);
   std::vector<int64_t> lengths;
-  for (int64_t i = 0; i < 70; ++i) lengths.push_back(1 + (i * 37) % 130);
+  for (int64_t i = 0; i < n; ++i) lengths.push_back(1 + (i * 37) % 130);
   const Shard shard = make_shard(shape, lengths, 17);
   gpu.set_train_shard(shard);
   cpu->set_train_shard(shard);
   std::vector<int64_t> all = {-1};
   for (int64_t p = 0; p < shard.size(); ++p) all.push_back(p);
-  check_batch(gpu, *cpu, layout, params, shard, all, "fused cls F36 H50 K=71", kGradAtolScale);
+  check_batch(gpu, *cpu, layout, params, shard, all, RT_MSG("fused cls F36 H" << shape.hidden << " K=" << n + 1),
+              kGradAtolScale);
+}
+
+}  // namespace
+
+// 70 sequences in one step: more than the kernel's inline slots (the slot table is read from the device) and more
+// than the weight-gradient GEMM's 32 groups (2 or 3 sequences summed per group, then the groups in order).
+TEST(FusedAgreement, ClassificationH50SeventySequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences({36, 50, 1, 10, Task::Classification}, 70);
+}
+
+// The cluster variant with 40 sequences: 160 blocks, more than the SMs hold at once (clusters run in waves).
+TEST(FusedAgreement, ClassificationClusterH128FortySequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences({36, 128, 1, 10, Task::Classification}, 40);
 }
 
 TEST(FusedPoolAgreement, MeanClassificationRegistersH50) {
@@ -169,9 +196,14 @@ TEST(FusedPoolAgreement, MeanRegressionRegistersH19) {
   fused_grid(with_pool({5, 19, 1, 3, Task::Regression}, Pool::Mean), kMixed);
 }
 
-TEST(FusedPoolAgreement, MeanClassificationSharedMemoryH128) {
+TEST(FusedPoolAgreement, MeanClassificationClusterH128) {
   RT_SKIP_WITHOUT_GPU();
   fused_grid(with_pool({36, 128, 1, 10, Task::Classification}, Pool::Mean), kMixed);
+}
+
+TEST(FusedPoolAgreement, MeanRegressionClusterH96) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(with_pool({36, 96, 1, 3, Task::Regression}, Pool::Mean), kMixed);
 }
 
 TEST(FusedPoolAgreement, MeanClassificationRegistersH64LongSequence) {
@@ -191,7 +223,7 @@ TEST(FusedPoolAgreement, MaxRegressionRegistersH19) {
   fused_grid(kMaxH19, kMixed);
 }
 
-TEST(FusedPoolAgreement, MaxClassificationSharedMemoryH100) {
+TEST(FusedPoolAgreement, MaxClassificationClusterH100) {
   RT_SKIP_WITHOUT_GPU();
   expect_grid_argmax_separated(kMaxH100, kMixed);
   fused_grid(kMaxH100, kMixed);
@@ -335,6 +367,11 @@ TEST(FusedTraining, Adam100StepsK4) {
 TEST(FusedTraining, Sgd100StepsK4H128) {
   RT_SKIP_WITHOUT_GPU();
   compare_training({36, 128, 1, 10, Task::Classification}, "sgd", 0.05f, 4);
+}
+
+TEST(FusedTraining, Sgd100StepsK1H96) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_training({36, 96, 1, 10, Task::Classification}, "sgd", 0.05f, 1);
 }
 
 TEST(FusedPoolTraining, MeanSgd100StepsK1) {

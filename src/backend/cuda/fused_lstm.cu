@@ -1,7 +1,7 @@
 // The fused LSTM training step, three kernels in one stream:
 //   1. input projection  W_ih x_t + b_ih + b_hh for every (sequence, timestep), into a per-sequence global scratch
 //      (L2-resident); a block per (sequence, time chunk), so all SMs share it
-//   2. recurrence (one thread block per sequence): forward recurrence, gate activations, c, tanh(c) and h saved to
+//   2. recurrence (one thread block per sequence, H <= 64; a cluster of 4 blocks above): forward recurrence, gate activations, c, tanh(c) and h saved to
 //      the scratch, and the pooling of h (last step, mean or max over the sequence's steps, kept in registers);
 //      head, loss and d loss / d pooled h; backward recurrence (seeded by the pooling's backward: the last step,
 //      every step / length, or each unit's argmax step; d gates overwrite the activations in the scratch).
@@ -11,10 +11,9 @@
 // In the recurrence thread r = 4 j + q owns gate q of hidden unit j (PyTorch row q H + j), so the four gates of a
 // unit sit in four adjacent lanes and the cell update needs only warp shuffles: one block barrier per timestep,
 // forward and backward (h and d gates are double-buffered in shared memory).
-// Recurrent weights: H <= 64 in registers (each thread its forward row and its backward column slice, zero-padded
-// to 32, 48, 56 or 64 so the unrolled loops have no branches); larger H in shared memory, transposed and padded so
-// that both the forward (row) and backward (column) reads are free of bank conflicts; columns that do not fit go to
-// registers (forward) and global memory (backward).
+// Recurrent weights always in registers: H <= 64 in one block (each thread its forward row and its backward column
+// slice, zero-padded to 32, 48, 56 or 64 so the unrolled loops have no branches); 64 < H <= 128 spread over the 4 SMs
+// of a thread-block cluster, h and d gates exchanged through distributed shared memory (see the cluster variant).
 // The recurrence is latency-bound: what it costs is the chain of dependent instructions per timestep (shared-memory
 // loads, the FMA chains, the activations, the shuffles, the barrier) and every global round trip (~600 cycles)
 // left on that chain, so loads are issued far ahead and in batches; the projection and weight gradients, which do
@@ -22,6 +21,7 @@
 // Every sum has a fixed order and there are no atomics, so a rerun gives identical bits.
 #include "fused_lstm.hpp"
 
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -36,7 +36,6 @@ namespace {
 
 constexpr int kInline = 16;     // slots passed in the kernel parameters (larger batches: a device table)
 constexpr int kMaxH = 128;
-constexpr int kOvf = 32;        // shared-memory variant: forward weight columns beyond shared memory, in registers
 constexpr int kProjT = 64;      // input projection: timesteps per block at most
 constexpr unsigned kFull = 0xffffffffu;
 
@@ -56,8 +55,7 @@ struct Args {
   float* scratch = nullptr;
   int64_t per_seq = 0;
   int32_t t_cap = 0;
-  int32_t S = 0, HP = 0, ksm = 0, fc = 0, tc = 0, Cp = 0;   // tc: projection timesteps per block
-  int64_t r_floats = 0;
+  int32_t HP = 0, fc = 0, tc = 0, Cp = 0;   // tc: projection timesteps per block
   int32_t fc_smem = 0;            // floats of the head's weight and bias staged in shared memory (0: none)
   int32_t groups = 1;             // weight gradients: sequence groups (1: added straight into the fused buffer)
   float* grads = nullptr;         // the fused buffer
@@ -104,28 +102,6 @@ __device__ __forceinline__ void copy_rows(int rows, int cols, Src src, Dst dst) 
   }
 }
 
-// dst[k * S + (4 j + q)] = src_q[j * n + col0 + k] for k < ncols, gate q of the 4 blocks at offs[q] (H rows of n);
-// zero for k in [ncols, rows_pad) and for interleaved rows in [4H, S).
-__device__ void stage_transposed(float* dst, int S, const float* params, const int64_t* offs, int H, int n, int col0,
-                                 int ncols, int rows_pad) {
-  const int G = 4 * H;
-  const int64_t o0 = offs[0], o1 = offs[1], o2 = offs[2], o3 = offs[3];
-  copy_rows(
-      G, ncols,
-      [&](int row, int k) {
-        const int q = row / H, j = row - q * H;
-        const int64_t o = q == 0 ? o0 : (q == 1 ? o1 : (q == 2 ? o2 : o3));
-        return params[o + static_cast<int64_t>(j) * n + col0 + k];
-      },
-      [&](int row, int k, float v) {
-        const int q = row / H, j = row - q * H;
-        dst[k * S + 4 * j + q] = v;
-      });
-  copy_rows(rows_pad - ncols, S, [](int, int) { return 0.0f; },
-            [&](int row, int k, float v) { dst[(ncols + row) * S + k] = v; });
-  copy_rows(ncols, S - G, [](int, int) { return 0.0f; }, [&](int row, int k, float v) { dst[row * S + G + k] = v; });
-}
-
 __device__ __forceinline__ void mark(const Args& a, int phase) {
   if (a.cycles && blockIdx.x == 0 && threadIdx.x == 0) a.cycles[phase] = clock64();
 }
@@ -133,8 +109,8 @@ __device__ __forceinline__ void mark(const Args& a, int phase) {
 // out[idx(u)] = val[u] (partials) or += (the fused buffer) for the U entries with ok(u); the old values are loaded
 // together first (one memory latency for all U, not U of them).
 template <int U, class Idx, class Ok>
-__device__ __forceinline__ void emit_batch(const Args& a, const float (&val)[U], Idx idx, Ok ok) {
-  float* out = a.out + static_cast<int64_t>(blockIdx.x) * a.stride;
+__device__ __forceinline__ void emit_batch(const Args& a, int seq, const float (&val)[U], Idx idx, Ok ok) {
+  float* out = a.out + static_cast<int64_t>(seq) * a.stride;
   float old[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) old[u] = (a.accumulate && ok(u)) ? out[idx(u)] : 0.0f;
@@ -213,8 +189,10 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
 
 // Phase 3: logits, loss, d loss / d logits (in lg_s), d loss / d h_last (dh_s), and the head's gradients.
 // fc_s: the head's weight and bias staged in shared memory before the recurrence, or null (read from global memory).
+// seq: the sequence's index in the batch (its partials' row); emit: whether this block writes the head's gradients
+// and the loss (in a cluster every block computes the head, so each has d loss / d h of its own units; one emits).
 __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, const float* fc_s,
-                     int pos) {
+                     int pos, int seq, bool emit) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int H = a.H, C = a.C, warp = tid / 32, lane = tid % 32, nw = nt / 32;
   const float* fcw = fc_s ? fc_s : a.params + a.lay.fc_w;
@@ -268,7 +246,7 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
     }
     dh_s[k] = s;
   }
-  for (int i0 = tid; i0 < C * H + C + 3; i0 += 8 * nt) {   // fc.weight, fc.bias, then loss, count, correct
+  for (int i0 = tid; emit && i0 < C * H + C + 3; i0 += 8 * nt) {   // fc.weight, fc.bias, loss, count, correct
     float v[8];
     int64_t at[8];
 #pragma unroll
@@ -287,7 +265,7 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
       }
     }
     const int lim = C * H + C + 3;
-    emit_batch<8>(a, v, [&](int u) { return at[u]; }, [&](int u) { return i0 + u * nt < lim; });
+    emit_batch<8>(a, seq, v, [&](int u) { return at[u]; }, [&](int u) { return i0 + u * nt < lim; });
   }
   __syncthreads();
 }
@@ -442,12 +420,10 @@ __global__ void weight_grad_sum_kernel(const __grid_constant__ Params p) {
 
 // What the two recurrences share (inlined: these stay in registers).
 struct Step {
-  const Args* a;
-  float* R;          // staged W_hh (shared-memory variant)
   float* h_s;        // (2, HP)
   float* dg_s;       // (2, 4, HP)
   const float* dh_s; // (HP) d loss / d pooled h
-  int H, G, S, HP, ksm, len, r, j, q, quad, pool;
+  int H, G, HP, len, j, q, quad, pool;
   bool valid;
   float* g_r;        // this thread's gate column of gbuf
   float* c_j;        // its unit's c, tanh(c) columns, and what it saves in the forward pass
@@ -465,10 +441,9 @@ struct PoolAcc {
 // Phase 2: the forward recurrence; returns which half of h_s holds h_{len-1}, and unit j's pooling in `acc`.
 template <int HR, int NW>
 __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&wf)[NW], PoolAcc& acc) {
-  const float* const R = st.R;
   float* const h_s = st.h_s;
-  const int H = st.H, G = st.G, S = st.S, HP = st.HP, ksm = st.ksm, len = st.len;
-  const int r = st.r, j = st.j, q = st.q, quad = st.quad;
+  const int H = st.H, G = st.G, HP = st.HP, len = st.len;
+  const int j = st.j, q = st.q, quad = st.quad;
   const bool valid = st.valid;
   float* const g_r = st.g_r;
   float* const save_j = st.save_j;
@@ -487,38 +462,18 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
       pre[u] = (valid && t + 4 < len) ? g_r[(t + 4) * G] : 0.0f;
       float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
       const float* hs = h_s + cur * HP;   // h_{t-1}: zero at t = 0
-      if constexpr (HR > 0) {
 #pragma unroll
-        for (int k0 = 0; k0 < HR; k0 += 8) {   // padded to HR with zero weights: no branch, loads hoisted
-          const float4 m0 = *reinterpret_cast<const float4*>(hs + k0);
-          const float4 m1 = *reinterpret_cast<const float4*>(hs + k0 + 4);
-          a0 += wf[k0] * m0.x;
-          a1 += wf[k0 + 1] * m0.y;
-          a2 += wf[k0 + 2] * m0.z;
-          a3 += wf[k0 + 3] * m0.w;
-          a0 += wf[k0 + 4] * m1.x;
-          a1 += wf[k0 + 5] * m1.y;
-          a2 += wf[k0 + 6] * m1.z;
-          a3 += wf[k0 + 7] * m1.w;
-        }
-      } else {
-        for (int k = 0; k < ksm; k += 4) {
-          const float4 m0 = *reinterpret_cast<const float4*>(hs + k);
-          a0 += R[k * S + r] * m0.x;
-          a1 += R[(k + 1) * S + r] * m0.y;
-          a2 += R[(k + 2) * S + r] * m0.z;
-          a3 += R[(k + 3) * S + r] * m0.w;
-        }
-        if (ksm < H) {
-#pragma unroll
-          for (int o = 0; o < kOvf; o += 4) {
-            if (ksm + o >= H) break;
-            a0 += wf[o] * hs[ksm + o];
-            a1 += wf[o + 1] * hs[ksm + o + 1];
-            a2 += wf[o + 2] * hs[ksm + o + 2];
-            a3 += wf[o + 3] * hs[ksm + o + 3];
-          }
-        }
+      for (int k0 = 0; k0 < HR; k0 += 8) {   // padded to HR with zero weights: no branch, loads hoisted
+        const float4 m0 = *reinterpret_cast<const float4*>(hs + k0);
+        const float4 m1 = *reinterpret_cast<const float4*>(hs + k0 + 4);
+        a0 += wf[k0] * m0.x;
+        a1 += wf[k0 + 1] * m0.y;
+        a2 += wf[k0 + 2] * m0.z;
+        a3 += wf[k0 + 3] * m0.w;
+        a0 += wf[k0 + 4] * m1.x;
+        a1 += wf[k0 + 5] * m1.y;
+        a2 += wf[k0 + 6] * m1.z;
+        a3 += wf[k0 + 7] * m1.w;
       }
       const float pre_act = xp + ((a0 + a1) + (a2 + a3));
       const float s = sigmoid_f(q == 2 ? 2.0f * pre_act : pre_act);
@@ -550,10 +505,8 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
 // reference: dq / n added at each step), or at unit j's argmax step (max, `at`).
 template <int HR, int NB>
 __device__ __forceinline__ void backward_recurrence(const Step& st, const float (&wb)[NB], int at) {
-  const Args& a = *st.a;
-  const float* const R = st.R;
   float* const dg_s = st.dg_s;
-  const int H = st.H, G = st.G, S = st.S, HP = st.HP, ksm = st.ksm, len = st.len;
+  const int H = st.H, G = st.G, HP = st.HP, len = st.len;
   const int j = st.j, q = st.q, quad = st.quad;
   const bool valid = st.valid;
   float* const g_r = st.g_r;
@@ -586,45 +539,18 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
       const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
       float b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
       const float* d = dg_s + cb * 4 * HP + q * HP;   // d gates of step t + 1: zero at t = len - 1
-      if constexpr (HR > 0) {
 #pragma unroll
-        for (int i0 = 0; i0 < HR; i0 += 8) {
-          const float4 m0 = *reinterpret_cast<const float4*>(d + i0);
-          const float4 m1 = *reinterpret_cast<const float4*>(d + i0 + 4);
-          b0 += wb[i0] * m0.x;
-          b1 += wb[i0 + 1] * m0.y;
-          b2 += wb[i0 + 2] * m0.z;
-          b3 += wb[i0 + 3] * m0.w;
-          b0 += wb[i0 + 4] * m1.x;
-          b1 += wb[i0 + 5] * m1.y;
-          b2 += wb[i0 + 6] * m1.z;
-          b3 += wb[i0 + 7] * m1.w;
-        }
-      } else if (t < len - 1 && j < ksm) {
-        const float* w = R + j * S + q;
-        for (int i = 0; i < H; i += 4) {
-          const float4 m0 = *reinterpret_cast<const float4*>(d + i);
-          b0 += w[4 * i] * m0.x;
-          b1 += w[4 * i + 4] * m0.y;
-          b2 += w[4 * i + 8] * m0.z;
-          b3 += w[4 * i + 12] * m0.w;
-        }
-      } else if (t < len - 1 && valid) {
-        // Columns beyond shared memory: from global memory (L2), 16 loads in flight (d is zero-padded past H).
-        const float* w = a.params + a.lay.w_hh[q] + j;
-        for (int i0 = 0; i0 < H; i0 += 16) {
-          float wv[16];
-#pragma unroll
-          for (int u = 0; u < 16; ++u) wv[u] = i0 + u < H ? __ldg(w + static_cast<int64_t>(i0 + u) * H) : 0.0f;
-#pragma unroll
-          for (int u = 0; u < 16; u += 4) {
-            const float4 m0 = *reinterpret_cast<const float4*>(d + i0 + u);
-            b0 += wv[u] * m0.x;
-            b1 += wv[u + 1] * m0.y;
-            b2 += wv[u + 2] * m0.z;
-            b3 += wv[u + 3] * m0.w;
-          }
-        }
+      for (int i0 = 0; i0 < HR; i0 += 8) {
+        const float4 m0 = *reinterpret_cast<const float4*>(d + i0);
+        const float4 m1 = *reinterpret_cast<const float4*>(d + i0 + 4);
+        b0 += wb[i0] * m0.x;
+        b1 += wb[i0 + 1] * m0.y;
+        b2 += wb[i0 + 2] * m0.z;
+        b3 += wb[i0 + 3] * m0.w;
+        b0 += wb[i0 + 4] * m1.x;
+        b1 += wb[i0 + 5] * m1.y;
+        b2 += wb[i0 + 6] * m1.z;
+        b3 += wb[i0 + 7] * m1.w;
       }
       float P = (b0 + b1) + (b2 + b3);
       P += __shfl_xor_sync(kFull, P, 1);   // identical bits in all four lanes (addition commutes exactly)
@@ -649,12 +575,11 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
 }
 
 template <int HR>
-__global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
   extern __shared__ float4 smem4[];
-  float* R = reinterpret_cast<float*>(smem4);   // staged weights / inputs (r_floats)
-  const int H = a.H, G = 4 * H, S = a.S, HP = a.HP, ksm = a.ksm;
-  float* h_s = R + a.r_floats;   // (2, HP) h, double-buffered
+  const int H = a.H, G = 4 * H, HP = a.HP;
+  float* h_s = reinterpret_cast<float*>(smem4);   // (2, HP) h, double-buffered
   float* dg_s = h_s + 2 * HP;    // (2, 4, HP) d gates, gate-major, double-buffered
   float* lg_s = dg_s + 8 * HP;   // (Cp) logits, then d loss / d logits
   float* dh_s = lg_s + a.Cp;     // (HP) d loss / d pooled h
@@ -672,11 +597,11 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   float* hbuf = tcbuf + a.t_cap * H;
   mark(a, 0);
 
-  // Recurrent weights. H <= 64: straight from global memory into registers, every load in flight at once (one
-  // memory latency; staging through shared memory cost ~38 K cycles on the H200): the forward row (q H + j) and the
-  // backward column j of gate q. Larger H: W_hh transposed into R (k * S + r), the columns beyond it in registers.
-  float wf[HR ? HR : kOvf], wb[HR ? HR : 1];
-  if constexpr (HR > 0) {
+  // Recurrent weights straight from global memory into registers, every load in flight at once (one memory latency;
+  // staging through shared memory cost ~38 K cycles on the H200): the forward row (q H + j) and the backward column
+  // j of gate q.
+  float wf[HR], wb[HR];
+  {
     const float* wrow = a.params + a.lay.w_hh[q] + static_cast<int64_t>(j) * H;
     const float* wcol = a.params + a.lay.w_hh[q] + j;
 #pragma unroll
@@ -698,14 +623,6 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
         if (i0 + u * nt < nfc) fc_s[i0 + u * nt] = v[u];
     }
     __syncthreads();
-  } else {
-    stage_transposed(R, S, a.params, a.lay.w_hh, H, H, 0, ksm, (ksm + 3) & ~3);
-    for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;
-    __syncthreads();
-#pragma unroll
-    for (int u = 0; u < kOvf; ++u)
-      wf[u] = (valid && ksm + u < H) ? a.params[a.lay.w_hh[q] + static_cast<int64_t>(j) * H + ksm + u] : 0.0f;
-    wb[0] = 0.0f;
   }
   // Everything above read only the parameters; gbuf is the projection kernel's output (launched before this one
   // with programmatic dependent launch, so the staging above overlapped it).
@@ -721,8 +638,7 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   // What lane q saves each forward step, branch-free: h (q = 0), c (q = 1), tanh(c) (q = 2); q = 3 saves nothing.
   float* const save_j = (q == 0 ? hbuf : (q == 1 ? cbuf : tcbuf)) + j;
 
-  const Step st{&a, R, h_s, dg_s, dh_s, H, G, S, HP, ksm, len, r, j, q, quad, a.pool, valid, g_r, c_j, tc_j,
-                save_j};
+  const Step st{h_s, dg_s, dh_s, H, G, HP, len, j, q, quad, a.pool, valid, g_r, c_j, tc_j, save_j};
   PoolAcc acc;
   const int cur = forward_recurrence<HR>(st, wf, acc);
   // The head's input: h_{len-1} as it is, or the pooled vector in the other half of h_s (h_{len-2}, which nothing
@@ -735,11 +651,249 @@ __global__ void __launch_bounds__(HR ? 256 : 512, 1) fused_lstm_kernel(const __g
   }
   mark(a, 2);
 
-  head(a, pooled, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos);
+  head(a, pooled, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, static_cast<int>(blockIdx.x), true);
   mark(a, 3);
 
   backward_recurrence<HR>(st, wb, acc.at);
   mark(a, 4);
+}
+
+// ---- The cluster variant (64 < H <= 128) ----
+// One block cannot hold W_hh twice in registers at H = 128 (2 x 64 K floats; shared memory then bounds a timestep
+// by its bandwidth, ~2 K cycles for the forward alone). So a sequence runs on a cluster of kCl blocks (one per SM)
+// and each block keeps both copies of a quarter: block c owns hidden units j = kCl jl + c (jl < kClUnits), and its
+// thread (jl, q, p) — 16 lanes per unit, lane 4 q + p of the unit's half-warp — holds
+//   forward:  W_hh[q H + j][32 p .. 32 p + 31]      (gate q's row of unit j, column part p)
+//   backward: W_hh[q H + 32 p .. 32 p + 31][j]      (column j of gate q, row part p)
+// A forward step: 32-long partial dot products, summed over the unit's 4 parts with two xor shuffles (so the four
+// lanes hold identical bits), the activations, the cell update in all 16 lanes of the unit, and h_t[j] stored by
+// lane p into block p's shared memory (distributed shared memory); then one cluster barrier, split into arrive and
+// wait so that the global stores of the step run inside it. The backward step sums over the unit's 16 lanes (four
+// shuffles) and stores the d gates into every block the same way. Fixed orders throughout: reruns are bitwise equal.
+constexpr int kCl = 4;                   // blocks per sequence (the cluster)
+constexpr int kClUnits = kMaxH / kCl;    // units per block at most
+constexpr int kClThreads = 16 * kClUnits;
+constexpr int kClCols = 32;              // columns (forward) or rows (backward) of W_hh per thread
+constexpr int kClPart = 36;              // shared-memory stride of a 32-long part: the 4 parts' reads on distinct banks
+constexpr int kClVec = 4 * kClPart;      // one vector of H <= 128 (h, or one gate's d gates); 144 = 16 (mod 32)
+constexpr int kClSmemFixed = 10 * kClVec + 2 * kMaxH + 4;   // h_s, dg_s, pool_s, dh_s, misc (+ logits, head)
+
+__device__ __forceinline__ int cl_index(int i) { return (i >> 5) * kClPart + (i & 31); }
+
+struct ClusterStep {
+  const Args* a;
+  float* h_s;        // (2, kClVec) h_{t-1} by cl_index, double-buffered; every block holds all of it
+  float* dg_s;       // (2, 4, kClVec) d gates of step t + 1, gate-major
+  float* h_far;      // h_s of block p (this lane's part) in the cluster
+  float* dg_far;     // dg_s of block p
+  int H, G, len, j, q, p, ub;   // ub: the unit's first lane in the warp (0 or 16)
+  bool valid;
+  float* g_r;        // this thread's gate column of gbuf (row 4 j + q)
+  const float* c_j;  // unit j's c and tanh(c) columns
+  const float* tc_j;
+  float* save_j;     // what lane (q, 0) saves each forward step: h (q = 0), c (1), tanh(c) (2)
+};
+
+// The forward recurrence; returns unit j's input to the head (h_{len-1}, the mean or the max of h over the steps, as
+// the one-block kernel) and keeps the max's step in acc.at.
+__device__ __forceinline__ float cluster_forward(const ClusterStep& st, const float (&wf)[kClCols], PoolAcc& acc) {
+  const int G = st.G, H = st.H, len = st.len, q = st.q, p = st.p, ub = st.ub;
+  const bool valid = st.valid;
+  const int pool = st.a->pool;
+  int cur = 0;
+  float c = 0.0f, h = 0.0f;
+  float pre[4];   // the input projections of the next 4 steps, each load issued 4 steps before its use
+#pragma unroll
+  for (int u = 0; u < 4; ++u) pre[u] = (valid && u < len) ? st.g_r[u * G] : 0.0f;
+  for (int t0 = 0; t0 < len; t0 += 4) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int t = t0 + u;
+      if (t >= len) break;
+      const float xp = pre[u];
+      pre[u] = (valid && t + 4 < len) ? st.g_r[(t + 4) * G] : 0.0f;
+      const float* hs = st.h_s + cur * kClVec + p * kClPart;   // h_{t-1}, columns 32 p ..: zero at t = 0
+      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kClCols; k += 8) {
+        const float4 m0 = *reinterpret_cast<const float4*>(hs + k);
+        const float4 m1 = *reinterpret_cast<const float4*>(hs + k + 4);
+        a0 += wf[k] * m0.x;
+        a1 += wf[k + 1] * m0.y;
+        a2 += wf[k + 2] * m0.z;
+        a3 += wf[k + 3] * m0.w;
+        a0 += wf[k + 4] * m1.x;
+        a1 += wf[k + 5] * m1.y;
+        a2 += wf[k + 6] * m1.z;
+        a3 += wf[k + 7] * m1.w;
+      }
+      float part = (a0 + a1) + (a2 + a3);
+      part += __shfl_xor_sync(kFull, part, 1);
+      part += __shfl_xor_sync(kFull, part, 2);
+      const float pre_act = xp + part;
+      const float s = sigmoid_f(q == 2 ? 2.0f * pre_act : pre_act);
+      const float act = q == 2 ? 2.0f * s - 1.0f : s;   // gate g: tanh
+      const float ig = __shfl_sync(kFull, act, ub + p), fg = __shfl_sync(kFull, act, ub + 4 + p);
+      const float gg = __shfl_sync(kFull, act, ub + 8 + p), og = __shfl_sync(kFull, act, ub + 12 + p);
+      c = (t > 0 ? fg * c : 0.0f) + ig * gg;
+      const float tc = tanh_f(c);
+      h = og * tc;
+      if (valid && q == 0) st.h_far[(cur ^ 1) * kClVec + cl_index(st.j)] = h;   // into block p
+      __cluster_barrier_arrive();
+      if (pool == 1) {
+        acc.v += h;
+      } else if (pool == 2 && (t == 0 || h > acc.v)) {   // ties: the first step
+        acc.v = h;
+        acc.at = t;
+      }
+      if (valid && p == 0) st.g_r[t * G] = act;
+      if (valid && p == 0 && q < 3) st.save_j[t * H] = q == 0 ? h : (q == 1 ? c : tc);
+      __cluster_barrier_wait();
+      cur ^= 1;
+    }
+  }
+  return pool == 0 ? h : (pool == 1 ? acc.v / static_cast<float>(len) : acc.v);
+}
+
+// The backward recurrence, seeded by d loss / d pooled h (`seed` at step seed_at, or at every step for the mean);
+// d gates replace the activations in gbuf.
+__device__ __forceinline__ void cluster_backward(const ClusterStep& st, const float (&wb)[kClCols], float seed,
+                                                 int seed_at) {
+  const int G = st.G, H = st.H, len = st.len, q = st.q, p = st.p, ub = st.ub;
+  const bool valid = st.valid, every = st.a->pool == 1;
+  int cb = 0;
+  float dc = 0.0f;
+  float pa[4], pc[4], pt[4];
+  auto fetch = [&](int t, float& act, float& cp, float& tcv) {
+    act = (valid && t >= 0) ? st.g_r[t * G] : 0.0f;
+    cp = (valid && t >= 1) ? st.c_j[(t - 1) * H] : 0.0f;
+    tcv = (valid && t >= 0) ? st.tc_j[t * H] : 0.0f;
+  };
+#pragma unroll
+  for (int u = 0; u < 4; ++u) fetch(len - 1 - u, pa[u], pc[u], pt[u]);
+  for (int t0 = len - 1; t0 >= 0; t0 -= 4) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int t = t0 - u;
+      if (t < 0) break;
+      const float act = pa[u], cprev = pc[u], tc = pt[u];
+      fetch(t - 4, pa[u], pc[u], pt[u]);
+      const float ig = __shfl_sync(kFull, act, ub + p), fg = __shfl_sync(kFull, act, ub + 4 + p);
+      const float gg = __shfl_sync(kFull, act, ub + 8 + p), og = __shfl_sync(kFull, act, ub + 12 + p);
+      const float* d = st.dg_s + cb * 4 * kClVec + q * kClVec + p * kClPart;   // zero at t = len - 1
+      float b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kClCols; i += 8) {
+        const float4 m0 = *reinterpret_cast<const float4*>(d + i);
+        const float4 m1 = *reinterpret_cast<const float4*>(d + i + 4);
+        b0 += wb[i] * m0.x;
+        b1 += wb[i + 1] * m0.y;
+        b2 += wb[i + 2] * m0.z;
+        b3 += wb[i + 3] * m0.w;
+        b0 += wb[i + 4] * m1.x;
+        b1 += wb[i + 5] * m1.y;
+        b2 += wb[i + 6] * m1.z;
+        b3 += wb[i + 7] * m1.w;
+      }
+      float P = (b0 + b1) + (b2 + b3);
+#pragma unroll
+      for (int o = 1; o < 16; o <<= 1) P += __shfl_xor_sync(kFull, P, o);   // the unit's 16 lanes, identical bits
+      const float dh = P + ((every || t == seed_at) ? seed : 0.0f);
+      const float dct = dc + dh * og * (1.0f - tc * tc);
+      const float d0 = dct * gg * ig * (1.0f - ig);
+      const float d1 = t > 0 ? dct * cprev * fg * (1.0f - fg) : 0.0f;
+      const float d2 = dct * ig * (1.0f - gg * gg);
+      const float d3 = dh * tc * og * (1.0f - og);
+      const float dg = q == 0 ? d0 : (q == 1 ? d1 : (q == 2 ? d2 : d3));
+      dc = dct * fg;
+      if (valid) st.dg_far[(cb ^ 1) * 4 * kClVec + q * kClVec + cl_index(st.j)] = dg;   // into block p
+      __cluster_barrier_arrive();
+      if (valid && p == 0) st.g_r[t * G] = dg;
+      __cluster_barrier_wait();
+      cb ^= 1;
+    }
+  }
+}
+
+// The cluster variant's recurrence kernel: blocks kCl s .. kCl s + kCl - 1 run sequence s.
+__global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
+    fused_lstm_cluster_kernel(const __grid_constant__ Params p) {
+  namespace cg = cooperative_groups;
+  const Args& a = p.a;
+  extern __shared__ float4 smem4[];
+  float* h_s = reinterpret_cast<float*>(smem4);   // (2, kClVec)
+  float* dg_s = h_s + 2 * kClVec;                   // (2, 4, kClVec)
+  float* pool_s = dg_s + 8 * kClVec;                // (kMaxH) the head's input by unit
+  float* dh_s = pool_s + kMaxH;                     // (kMaxH) d loss / d pooled h
+  float* misc = dh_s + kMaxH;                       // (4)
+  float* lg_s = misc + 4;                           // (Cp) logits, then d loss / d logits
+  float* fc_s = lg_s + a.Cp;                        // (fc_smem) the head's weight, then its bias
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank()), seq = static_cast<int>(blockIdx.x) / kCl;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
+  const int jl = tid >> 4, q = (tid >> 2) & 3, pp = tid & 3;
+  const int H = a.H, G = 4 * H, j = kCl * jl + rank;
+  const bool valid = j < H;
+  const GatherSlot slot = slot_of(p, seq);
+  const int len = slot.length;
+  float* gbuf = a.scratch + static_cast<int64_t>(seq) * a.per_seq;   // the one-block kernel's scratch layout
+  float* cbuf = gbuf + a.t_cap * G;
+  float* tcbuf = cbuf + a.t_cap * H;
+  float* hbuf = tcbuf + a.t_cap * H;
+  mark(a, 0);
+
+  // Both quarters of W_hh straight into registers, all 64 loads in flight at once; zero-padded past H.
+  float wf[kClCols], wb[kClCols];
+  const float* w = a.params + a.lay.w_hh[q];
+#pragma unroll
+  for (int k = 0; k < kClCols; ++k) {
+    const int col = kClCols * pp + k;
+    const bool in = valid && col < H;
+    wf[k] = in ? __ldg(w + static_cast<int64_t>(j) * H + col) : 0.0f;
+    wb[k] = in ? __ldg(w + static_cast<int64_t>(col) * H + j) : 0.0f;
+  }
+  for (int i = tid; i < kClSmemFixed; i += kClThreads) h_s[i] = 0.0f;   // padding included
+  const int nfc = a.fc_smem ? a.C * H + a.C : 0;
+  for (int i = tid; i < nfc; i += kClThreads) fc_s[i] = a.params[i < a.C * H ? a.lay.fc_w + i : a.lay.fc_b + (i - a.C * H)];
+  // Every block of the cluster is running and zeroed before any block stores into another.
+  cluster.sync();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");   // gbuf holds the projection kernel's output
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  mark(a, 1);
+  const ClusterStep st{&a,
+                       h_s,
+                       dg_s,
+                       cluster.map_shared_rank(h_s, pp),
+                       cluster.map_shared_rank(dg_s, pp),
+                       H,
+                       G,
+                       len,
+                       j,
+                       q,
+                       pp,
+                       lane & 16,
+                       valid,
+                       gbuf + 4 * j + q,
+                       cbuf + j,
+                       tcbuf + j,
+                       (q == 0 ? hbuf : (q == 1 ? cbuf : tcbuf)) + j};
+  PoolAcc acc;
+  const float pooled = cluster_forward(st, wf, acc);
+  if (valid && q == 0) cluster.map_shared_rank(pool_s, pp)[j] = pooled;   // every block gets the whole vector
+  cluster.sync();
+  mark(a, 2);
+
+  // Each block runs the head (so each has d loss / d pooled h of its own units); block 0 emits its gradients.
+  head(a, pool_s, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, seq, rank == 0);
+  mark(a, 3);
+
+  const float seed = valid ? (a.pool == 1 ? dh_s[j] / static_cast<float>(len) : dh_s[j]) : 0.0f;
+  cluster_backward(st, wb, seed, a.pool == 0 ? len - 1 : acc.at);
+  mark(a, 4);
+  // No block leaves while another may still store into it: the last step's barrier orders every remote store
+  // before any block passes it.
 }
 
 // grads[i] += sum over b (in order) of partials[b * stride + i], for i in [lo, n): the head and the extras.
@@ -805,35 +959,23 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   const std::string why = fused_lstm_unsupported(shape);
   RT_CHECK(why.empty(), "fused LSTM: " << why);
   const int H = static_cast<int>(shape.hidden), F = static_cast<int>(shape.input_size), G = 4 * H;
-  // The register variant's padding: every FMA beyond H is wasted on the recurrence's critical path.
+  // The one-block variant's padding: every FMA beyond H is wasted on the recurrence's critical path. Above 64 the
+  // cluster variant (hr_ = 0).
   hr_ = H <= 32 ? 32 : (H <= 48 ? 48 : (H <= 56 ? 56 : (H <= 64 ? 64 : 0)));
-  registers_ = hr_ > 0;
-  threads_ = round_up(G, 32);
-  S_ = round_up(G, 32) + 4;                  // S = 4 (mod 32): conflict-free forward and backward reads
+  threads_ = round_up(G, 32);   // the projection kernel, and the one-block recurrence
+  rec_threads_ = hr_ > 0 ? threads_ : kClThreads;
   HP_ = round_up(H, 8);
   HP_ += ((4 - HP_ % 32) + 32) % 32;         // HP = 4 (mod 32): the four gates' d-gate rows on distinct banks
   Cp_ = round_up(static_cast<int>(shape.outputs), 4);
   int optin = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  // The head's parameters go to shared memory in the register variant when small (the shared-memory variant keeps
-  // every float for W_hh).
+  // The head's parameters go to shared memory when small: at the last step the head then waits on no global load.
   const int64_t C = shape.outputs;
-  fc_smem_ = hr_ > 0 && C * (H + 1) <= 8192 ? static_cast<int32_t>((C * (H + 1) + 3) / 4 * 4) : 0;
-  const int64_t fixed = 2 * HP_ + 8 * HP_ + Cp_ + HP_ + 4 + fc_smem_;
-  const int64_t budget = optin / static_cast<int64_t>(sizeof(float)) - fixed;
-  // Recurrent weights: all H rows for the register variant (staged once), as many as fit otherwise (multiple of 4).
-  if (registers_) {
-    ksm_ = H;
-    r_floats_ = 0;   // W_hh goes straight to registers
-  } else {
-    const int64_t rows = budget / S_;   // all of W_hh when it fits (rows padded to 4), else a multiple of 4
-    ksm_ = rows >= round_up(H, 4) ? H : static_cast<int>(std::min<int64_t>(H, rows) / 4 * 4);
-    RT_CHECK(ksm_ >= H - kOvf && ksm_ > 0, "fused LSTM: H=" << H << " leaves too few weight columns in shared memory");
-    r_floats_ = budget / 4 * 4;   // the staged weights use what they need; the rest of the budget is free
-  }
-  RT_CHECK(r_floats_ <= budget, "fused LSTM: H=" << H << " exceeds shared memory");
+  fc_smem_ = C * (H + 1) <= 8192 ? static_cast<int32_t>((C * (H + 1) + 3) / 4 * 4) : 0;
+  const int64_t fixed = (hr_ > 0 ? 2 * HP_ + 8 * HP_ + HP_ + 4 : kClSmemFixed) + Cp_ + fc_smem_;
+  RT_CHECK(fixed * static_cast<int64_t>(sizeof(float)) <= optin, "fused LSTM: the head exceeds shared memory");
   fc_ = std::min(F, 64);   // input projection: features per register chunk
-  smem_bytes_ = static_cast<size_t>(r_floats_ + fixed) * sizeof(float);
+  smem_bytes_ = static_cast<size_t>(fixed) * sizeof(float);
   const void* k = kernel();
   CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
   slots_host_ = PinnedBuffer<GatherSlot>(kMaxGatherSlots, false);
@@ -847,7 +989,7 @@ const void* FusedLstm::kernel() const {
     case 48: return reinterpret_cast<const void*>(fused_lstm_kernel<48>);
     case 56: return reinterpret_cast<const void*>(fused_lstm_kernel<56>);
     case 64: return reinterpret_cast<const void*>(fused_lstm_kernel<64>);
-    default: return reinterpret_cast<const void*>(fused_lstm_kernel<0>);
+    default: return reinterpret_cast<const void*>(fused_lstm_cluster_kernel);
   }
 }
 
@@ -903,14 +1045,11 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.scratch = scratch_.get();
   a.per_seq = cap_T_ * 7 * H;
   a.t_cap = static_cast<int32_t>(cap_T_);
-  a.S = S_;
   a.HP = HP_;
-  a.ksm = ksm_;
   a.fc = fc_;
   // Projection blocks of tc timesteps (a multiple of 8, <= kProjT): about 256 blocks over all sequences.
   a.tc = static_cast<int32_t>(std::clamp<int64_t>((B * T + 255) / 256 + 7, 8, kProjT) / 8 * 8);
   a.Cp = Cp_;
-  a.r_floats = r_floats_;
   a.fc_smem = fc_smem_;
   a.groups = weight_grad_groups(B);
   a.grads = grads;
@@ -954,7 +1093,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
     cfg.numAttrs = record_ ? 0 : 1;
     CUDA_CHECK(cudaLaunchKernelExC(&cfg, fn, args));
   };
-  launch(kernel(), dim3(ub), threads_, smem_bytes_);
+  launch(kernel(), dim3(hr_ > 0 ? ub : ub * kCl), rec_threads_, smem_bytes_);   // cluster: kCl blocks a sequence
   mark(2);
   const int G = static_cast<int>(4 * H), NW = static_cast<int>(F + H + 1);
   launch(reinterpret_cast<const void*>(weight_grad_kernel),
@@ -1023,9 +1162,11 @@ double FusedLstm::time_us(int64_t B, int64_t T, cudaStream_t s) {
 }
 
 std::string FusedLstm::describe() const {
-  return RT_MSG("fused kernel (recurrent weights in " << (registers_ ? "registers" : "shared memory") << ", "
-                                                      << threads_ << " threads, "
-                                                      << (smem_bytes_ + 1023) / 1024 << " KiB shared)");
+  if (hr_ == 0)
+    return RT_MSG("fused kernel (recurrent weights in the registers of a " << kCl << "-block cluster per sequence, "
+                                                                          << rec_threads_ << " threads a block)");
+  return RT_MSG("fused kernel (recurrent weights in registers, " << rec_threads_ << " threads, "
+                                                                  << (smem_bytes_ + 1023) / 1024 << " KiB shared)");
 }
 
 }  // namespace ragtrain

@@ -1,8 +1,9 @@
 // The fused LSTM training step of a 1-layer unidirectional LSTM (H <= 128, --pool last, mean or max), three kernels
 // per step with no launch or grid-wide barrier per timestep: the input projection of every timestep (many blocks, all
-// SMs), the recurrence kernel (one thread block per sequence: forward recurrence with the pooling over time, the
-// Linear head and loss, backward recurrence), and the weight gradients (a tiled GEMM over all timesteps and
-// sequences, all SMs). Every sum has a fixed order, so a rerun is bitwise identical. It reads the parameters from, and adds the gradients into, the CUDA backend's device layout
+// SMs), the recurrence kernel (one thread block per sequence for H <= 64, a cluster of 4 blocks on 4 SMs above:
+// forward recurrence with the pooling over time, the Linear head and loss, backward recurrence), and the weight
+// gradients (a tiled GEMM over all timesteps and sequences, all SMs). Every sum has a fixed order, so a rerun is
+// bitwise identical. It reads the parameters from, and adds the gradients into, the CUDA backend's device layout
 // (cuDNN's weight space, then the head), so the NCCL all-reduce and the fused optimizer run unchanged.
 #pragma once
 
@@ -64,7 +65,7 @@ class FusedLstm {
   // synchronized). For the start-up choice between this kernel and cuDNN.
   double time_us(int64_t B, int64_t T, cudaStream_t s);
 
-  std::string describe() const;   // "fused kernel (weights in registers, 224 threads, 60 KiB shared)"
+  std::string describe() const;   // "fused kernel (recurrent weights in registers, 224 threads, 3 KiB shared)"
 
  private:
   void reserve(int64_t B, int64_t T);
@@ -74,12 +75,11 @@ class FusedLstm {
   ModelShape shape_;
   FusedLayout layout_;
   int64_t n_grad_ = 0, stride_ = 0;
-  int threads_ = 0;
-  bool registers_ = true;          // H <= 64: recurrent weights in registers; else in shared memory
-  int hr_ = 0;                     // register variant: H padded to 32, 48, 56 or 64 (the kernel's template argument)
-  int32_t S_ = 0, HP_ = 0, ksm_ = 0, fc_ = 0, Cp_ = 0;
+  int hr_ = 0;                     // H <= 64: padded to 32, 48, 56 or 64 (the one-block kernel's template argument);
+                                   // 0: the cluster variant (64 < H <= 128)
+  int threads_ = 0, rec_threads_ = 0;   // the projection's block; the recurrence kernel's block
+  int32_t HP_ = 0, fc_ = 0, Cp_ = 0;
   int32_t fc_smem_ = 0;            // the head's weight and bias in shared memory (floats; 0: read from global)
-  int64_t r_floats_ = 0;
   size_t smem_bytes_ = 0;          // recurrence kernel
   int64_t cap_B_ = 0, cap_T_ = 0;
   DeviceBuffer<float> scratch_;    // (cap_B, per sequence) gates, cell states, tanh(c), h
