@@ -481,13 +481,13 @@ TEST(FusedAuto, PicksAPathAndSaysWhy) {
 }
 
 // Cycles per forward and backward timestep of block 0 (clock64 at the phase boundaries), for the latency budget;
-// H = 50 also with mean and max pooling (what the pooling adds to the recurrence).
+// H = 50 also with mean and max pooling (what the pooling adds to the recurrence); H = 96 and 128: the cluster variant.
 TEST(FusedBudget, CyclesPerTimestep) {
   RT_SKIP_WITHOUT_GPU();
-  for (int64_t H : {50, 128}) {
+  for (int64_t H : {50, 96, 128}) {
     for (int64_t K : {1, 128}) {
       for (Pool pool : {Pool::Last, Pool::Mean, Pool::Max}) {
-        if (H != 50 && pool != Pool::Last) continue;
+        if ((H != 50 && pool != Pool::Last) || (H == 96 && K != 1)) continue;
         const ModelShape shape{36, H, 1, 10, Task::Classification, false, pool};
         CudaBackend gpu(shape, options("cuda", "adam", K), fused_tuning());
         ASSERT_TRUE(gpu.fused_active());
@@ -507,12 +507,13 @@ TEST(FusedBudget, CyclesPerTimestep) {
         cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
         std::printf("[ budget   ] H=%lld K=%lld T=96 %s pool: projection kernel %.1f us, recurrence kernel %.1f us "
                     "(block 0: staging W_hh %lld, forward %lld (%.0f/step), head %lld, backward %lld (%.0f/step), "
-                    "total %lld cycles = %.1f us at %.2f GHz), weight-gradient kernels %.1f us\n",
+                    "total %lld cycles = %.1f us at %.2f GHz), weight-gradient GEMM %.1f us, sums over groups and sequences "
+                    "%.1f us\n",
                     static_cast<long long>(H), static_cast<long long>(K), pool_name(pool), c.projection_us,
                     c.recurrence_us, static_cast<long long>(c.stage), static_cast<long long>(c.forward),
                     c.forward / 96.0, static_cast<long long>(c.head), static_cast<long long>(c.backward),
                     c.backward / 96.0, static_cast<long long>(c.total), c.total / (clock_khz * 1e-3),
-                    clock_khz * 1e-6, c.weight_grads_us);
+                    clock_khz * 1e-6, c.weight_grads_us, c.sums_us);
         EXPECT_GT(c.forward, 0);
         EXPECT_GT(c.backward, 0);
         EXPECT_GT(c.projection_us, 0.0);

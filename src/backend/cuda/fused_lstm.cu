@@ -439,6 +439,11 @@ struct PoolAcc {
 };
 
 // Phase 2: the forward recurrence; returns which half of h_s holds h_{len-1}, and unit j's pooling in `acc`.
+#ifndef RAGTRAIN_FUSED_EXP   // TEMPORARY (session 7 timing experiment, removed before merge)
+#define RAGTRAIN_FUSED_EXP 0
+#endif
+constexpr int kRing = RAGTRAIN_FUSED_EXP == 2 ? 2 : 4;
+constexpr bool kStores = RAGTRAIN_FUSED_EXP != 1;
 template <int HR, int NW>
 __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&wf)[NW], PoolAcc& acc) {
   float* const h_s = st.h_s;
@@ -450,16 +455,16 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
   // The input projections of the next 4 steps wait in registers: each load is issued 4 steps before its use.
   int cur = 0;
   float c = 0.0f;
-  float pre[4];
+  float pre[kRing];
 #pragma unroll
-  for (int u = 0; u < 4; ++u) pre[u] = (valid && u < len) ? g_r[u * G] : 0.0f;
-  for (int t0 = 0; t0 < len; t0 += 4) {
+  for (int u = 0; u < kRing; ++u) pre[u] = (valid && u < len) ? g_r[u * G] : 0.0f;
+  for (int t0 = 0; t0 < len; t0 += kRing) {
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < kRing; ++u) {
       const int t = t0 + u;
       if (t >= len) break;
       const float xp = pre[u];
-      pre[u] = (valid && t + 4 < len) ? g_r[(t + 4) * G] : 0.0f;
+      pre[u] = (valid && t + kRing < len) ? g_r[(t + kRing) * G] : 0.0f;
       float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
       const float* hs = h_s + cur * HP;   // h_{t-1}: zero at t = 0
 #pragma unroll
@@ -490,8 +495,8 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
         acc.v = h;
         acc.at = t;
       }
-      if (valid) g_r[t * G] = act;
-      if (valid && q < 3) save_j[t * H] = q == 0 ? h : (q == 1 ? c : tc);
+      if (kStores && valid) g_r[t * G] = act;
+      if (kStores && valid && q < 3) save_j[t * H] = q == 0 ? h : (q == 1 ? c : tc);
       if (valid && q == 0) h_s[(cur ^ 1) * HP + j] = h;
       __syncthreads();
       cur ^= 1;
@@ -519,21 +524,21 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
   // Step t's activation, c_{t-1} and tanh(c_t) are loaded 4 steps ahead, as in the forward loop.
   int cb = 0;
   float dc = 0.0f;
-  float pa[4], pc[4], pt[4];
+  float pa[kRing], pc[kRing], pt[kRing];
   auto fetch = [&](int t, float& act, float& cp, float& tcv) {
     act = (valid && t >= 0) ? g_r[t * G] : 0.0f;
     cp = (valid && t >= 1) ? c_j[(t - 1) * H] : 0.0f;
     tcv = (valid && t >= 0) ? tc_j[t * H] : 0.0f;
   };
 #pragma unroll
-  for (int u = 0; u < 4; ++u) fetch(len - 1 - u, pa[u], pc[u], pt[u]);
-  for (int t0 = len - 1; t0 >= 0; t0 -= 4) {
+  for (int u = 0; u < kRing; ++u) fetch(len - 1 - u, pa[u], pc[u], pt[u]);
+  for (int t0 = len - 1; t0 >= 0; t0 -= kRing) {
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < kRing; ++u) {
       const int t = t0 - u;
       if (t < 0) break;
       const float act = pa[u], cprev = pc[u], tc = pt[u];
-      fetch(t - 4, pa[u], pc[u], pt[u]);
+      fetch(t - kRing, pa[u], pc[u], pt[u]);
       // The gates of the unit first: they do not depend on the recurrence, so they leave its critical path.
       const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
       const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
@@ -566,7 +571,7 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
       dc = dct * fg;
       if (valid) {
         dg_s[(cb ^ 1) * 4 * HP + q * HP + j] = dg;
-        g_r[t * G] = dg;
+        if (kStores) g_r[t * G] = dg;
       }
       __syncthreads();
       cb ^= 1;
@@ -667,27 +672,67 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
 //   backward: W_hh[q H + 32 p .. 32 p + 31][j]      (column j of gate q, row part p)
 // A forward step: 32-long partial dot products, summed over the unit's 4 parts with two xor shuffles (so the four
 // lanes hold identical bits), the activations, the cell update in all 16 lanes of the unit, and h_t[j] stored by
-// lane p into block p's shared memory (distributed shared memory); then one cluster barrier, split into arrive and
-// wait so that the global stores of the step run inside it. The backward step sums over the unit's 16 lanes (four
-// shuffles) and stores the d gates into every block the same way. Fixed orders throughout: reruns are bitwise equal.
+// lane p into block p's shared memory (distributed shared memory). The backward step sums over the unit's 16 lanes
+// (four shuffles) and sends the d gates to every block the same way. The sends are asynchronous remote stores
+// (st.async) that count their bytes on an mbarrier of the receiving block, and a block waits only on its own
+// mbarrier for the step's vector: no cluster barrier per step. (A cluster barrier's release must also wait for the
+// step's global stores to reach L2; with it a step cost ~1,750 cycles forward and ~2,250 backward on the H200.)
+// Double buffers need no other barrier: every block's h_t (d gates) depends on all its warps having read step t's
+// input, so no block can send into a buffer before all have read it. Warps whose units are all past H take no part.
+// Fixed orders throughout: reruns are bitwise equal.
 constexpr int kCl = 4;                   // blocks per sequence (the cluster)
 constexpr int kClUnits = kMaxH / kCl;    // units per block at most
 constexpr int kClThreads = 16 * kClUnits;
 constexpr int kClCols = 32;              // columns (forward) or rows (backward) of W_hh per thread
 constexpr int kClPart = 36;              // shared-memory stride of a 32-long part: the 4 parts' reads on distinct banks
 constexpr int kClVec = 4 * kClPart;      // one vector of H <= 128 (h, or one gate's d gates); 144 = 16 (mod 32)
-constexpr int kClSmemFixed = 10 * kClVec + 2 * kMaxH + 4;   // h_s, dg_s, pool_s, dh_s, misc (+ logits, head)
+constexpr int kClBars = 8;               // floats ahead of h_s: 4 mbarriers (h, then d gates, double-buffered)
+constexpr int kClSmemFixed = kClBars + 10 * kClVec + 2 * kMaxH + 4;   // bars, h_s, dg_s, pool_s, dh_s, misc
 
 __device__ __forceinline__ int cl_index(int i) { return (i >> 5) * kClPart + (i & 31); }
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// The same shared-memory offset in block `rank` of the cluster.
+__device__ __forceinline__ uint32_t remote_addr(uint32_t local, int rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(local), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void mbar_init(uint32_t bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+}
+// The barrier's current phase completes once `bytes` have arrived (and this, its one arrival, is made).
+__device__ __forceinline__ void mbar_arm(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+}
+// v into the remote address `at`, its 4 bytes counted on the remote mbarrier `bar` (both in the same block).
+__device__ __forceinline__ void send(uint32_t at, float v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(at),
+               "r"(__float_as_uint(v)), "r"(bar)
+               : "memory");
+}
 
 struct ClusterStep {
   const Args* a;
   float* h_s;        // (2, kClVec) h_{t-1} by cl_index, double-buffered; every block holds all of it
   float* dg_s;       // (2, 4, kClVec) d gates of step t + 1, gate-major
-  float* h_far;      // h_s of block p (this lane's part) in the cluster
-  float* dg_far;     // dg_s of block p
+  uint32_t bars;     // this block's 4 mbarriers: h into buffer 0, 1; d gates into buffer 0, 1
+  uint32_t h_far;    // h_s, dg_s and the mbarriers of block p (this lane's part) in the cluster
+  uint32_t dg_far;
+  uint32_t bars_far;
   int H, G, len, j, q, p, ub;   // ub: the unit's first lane in the warp (0 or 16)
-  bool valid;
+  bool valid, lead;  // lead: the thread that re-arms this block's mbarriers
   float* g_r;        // this thread's gate column of gbuf (row 4 j + q)
   const float* c_j;  // unit j's c and tanh(c) columns
   const float* tc_j;
@@ -712,6 +757,10 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
       if (t >= len) break;
       const float xp = pre[u];
       pre[u] = (valid && t + 4 < len) ? st.g_r[(t + 4) * G] : 0.0f;
+      if (t > 0) {   // h_{t-1}, sent at step t - 1 into buffer cur: the ((t - 1) / 2)-th phase of its mbarrier
+        mbar_wait(st.bars + 8 * cur, ((t - 1) >> 1) & 1);
+        if (st.lead) mbar_arm(st.bars + 8 * cur, 4 * H);   // its next phase
+      }
       const float* hs = st.h_s + cur * kClVec + p * kClPart;   // h_{t-1}, columns 32 p ..: zero at t = 0
       float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
 #pragma unroll
@@ -738,17 +787,16 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
       c = (t > 0 ? fg * c : 0.0f) + ig * gg;
       const float tc = tanh_f(c);
       h = og * tc;
-      if (valid && q == 0) st.h_far[(cur ^ 1) * kClVec + cl_index(st.j)] = h;   // into block p
-      __cluster_barrier_arrive();
+      if (valid && q == 0 && t + 1 < len)   // into block p (h_{len-1} goes to the head by pool_s)
+        send(st.h_far + 4 * ((cur ^ 1) * kClVec + cl_index(st.j)), h, st.bars_far + 8 * (cur ^ 1));
       if (pool == 1) {
         acc.v += h;
       } else if (pool == 2 && (t == 0 || h > acc.v)) {   // ties: the first step
         acc.v = h;
         acc.at = t;
       }
-      if (valid && p == 0) st.g_r[t * G] = act;
-      if (valid && p == 0 && q < 3) st.save_j[t * H] = q == 0 ? h : (q == 1 ? c : tc);
-      __cluster_barrier_wait();
+      if (kStores && valid && p == 0) st.g_r[t * G] = act;
+      if (kStores && valid && p == 0 && q < 3) st.save_j[t * H] = q == 0 ? h : (q == 1 ? c : tc);
       cur ^= 1;
     }
   }
@@ -780,6 +828,11 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
       fetch(t - 4, pa[u], pc[u], pt[u]);
       const float ig = __shfl_sync(kFull, act, ub + p), fg = __shfl_sync(kFull, act, ub + 4 + p);
       const float gg = __shfl_sync(kFull, act, ub + 8 + p), og = __shfl_sync(kFull, act, ub + 12 + p);
+      const int s = len - 1 - t;   // the backward's step count
+      if (s > 0) {                 // the d gates of step t + 1, sent into buffer cb
+        mbar_wait(st.bars + 8 * (2 + cb), ((s - 1) >> 1) & 1);
+        if (st.lead) mbar_arm(st.bars + 8 * (2 + cb), 16 * H);
+      }
       const float* d = st.dg_s + cb * 4 * kClVec + q * kClVec + p * kClPart;   // zero at t = len - 1
       float b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
 #pragma unroll
@@ -806,10 +859,10 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
       const float d3 = dh * tc * og * (1.0f - og);
       const float dg = q == 0 ? d0 : (q == 1 ? d1 : (q == 2 ? d2 : d3));
       dc = dct * fg;
-      if (valid) st.dg_far[(cb ^ 1) * 4 * kClVec + q * kClVec + cl_index(st.j)] = dg;   // into block p
-      __cluster_barrier_arrive();
-      if (valid && p == 0) st.g_r[t * G] = dg;
-      __cluster_barrier_wait();
+      if (valid && t > 0)   // into block p
+        send(st.dg_far + 4 * ((cb ^ 1) * 4 * kClVec + q * kClVec + cl_index(st.j)), dg,
+             st.bars_far + 8 * (2 + (cb ^ 1)));
+      if (kStores && valid && p == 0) st.g_r[t * G] = dg;
       cb ^= 1;
     }
   }
@@ -821,7 +874,8 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   namespace cg = cooperative_groups;
   const Args& a = p.a;
   extern __shared__ float4 smem4[];
-  float* h_s = reinterpret_cast<float*>(smem4);   // (2, kClVec)
+  float* const base = reinterpret_cast<float*>(smem4);   // the mbarriers (4 x 8 bytes), then:
+  float* h_s = base + kClBars;                      // (2, kClVec)
   float* dg_s = h_s + 2 * kClVec;                   // (2, 4, kClVec)
   float* pool_s = dg_s + 8 * kClVec;                // (kMaxH) the head's input by unit
   float* dh_s = pool_s + kMaxH;                     // (kMaxH) d loss / d pooled h
@@ -852,10 +906,16 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
     wf[k] = in ? __ldg(w + static_cast<int64_t>(j) * H + col) : 0.0f;
     wb[k] = in ? __ldg(w + static_cast<int64_t>(col) * H + j) : 0.0f;
   }
-  for (int i = tid; i < kClSmemFixed; i += kClThreads) h_s[i] = 0.0f;   // padding included
+  for (int i = tid; i < kClSmemFixed - kClBars; i += kClThreads) h_s[i] = 0.0f;   // padding included
+  const uint32_t bars = smem_addr(base);
+  if (tid == 0) {
+    for (int b = 0; b < 4; ++b) mbar_init(bars + 8 * b);
+    for (int b = 0; b < 4; ++b) mbar_arm(bars + 8 * b, (b < 2 ? 4 : 16) * H);   // each one's first phase
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
   const int nfc = a.fc_smem ? a.C * H + a.C : 0;
   for (int i = tid; i < nfc; i += kClThreads) fc_s[i] = a.params[i < a.C * H ? a.lay.fc_w + i : a.lay.fc_b + (i - a.C * H)];
-  // Every block of the cluster is running and zeroed before any block stores into another.
+  // Every block of the cluster is running, zeroed and its mbarriers set before any block sends into another.
   cluster.sync();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");   // gbuf holds the projection kernel's output
@@ -865,8 +925,10 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   const ClusterStep st{&a,
                        h_s,
                        dg_s,
-                       cluster.map_shared_rank(h_s, pp),
-                       cluster.map_shared_rank(dg_s, pp),
+                       bars,
+                       remote_addr(smem_addr(h_s), pp),
+                       remote_addr(smem_addr(dg_s), pp),
+                       remote_addr(bars, pp),
                        H,
                        G,
                        len,
@@ -875,12 +937,15 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
                        pp,
                        lane & 16,
                        valid,
+                       tid == 0,
                        gbuf + 4 * j + q,
                        cbuf + j,
                        tcbuf + j,
                        (q == 0 ? hbuf : (q == 1 ? cbuf : tcbuf)) + j};
+  // A warp whose units are all past H sits the recurrences out (it would only wait; nothing waits for it).
+  const bool active = kCl * 2 * (tid >> 5) + rank < H;
   PoolAcc acc;
-  const float pooled = cluster_forward(st, wf, acc);
+  const float pooled = active ? cluster_forward(st, wf, acc) : 0.0f;
   if (valid && q == 0) cluster.map_shared_rank(pool_s, pp)[j] = pooled;   // every block gets the whole vector
   cluster.sync();
   mark(a, 2);
@@ -890,10 +955,9 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   mark(a, 3);
 
   const float seed = valid ? (a.pool == 1 ? dh_s[j] / static_cast<float>(len) : dh_s[j]) : 0.0f;
-  cluster_backward(st, wb, seed, a.pool == 0 ? len - 1 : acc.at);
+  if (active) cluster_backward(st, wb, seed, a.pool == 0 ? len - 1 : acc.at);
   mark(a, 4);
-  // No block leaves while another may still store into it: the last step's barrier orders every remote store
-  // before any block passes it.
+  cluster.sync();   // no block leaves while another may still read or wait on anything of it
 }
 
 // grads[i] += sum over b (in order) of partials[b * stride + i], for i in [lo, n): the head and the extras.
@@ -1100,6 +1164,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
          dim3(static_cast<unsigned>((G + kWgM - 1) / kWgM), static_cast<unsigned>((NW + kWgN - 1) / kWgN),
               static_cast<unsigned>(a.groups)),
          kWgThreads, 0);
+  mark(3);
   if (a.groups > 1) {
     weight_grad_sum_kernel<<<static_cast<unsigned>((G * NW + 255) / 256), 256, 0, s>>>(p);
     CUDA_CHECK_LAUNCH();
@@ -1110,7 +1175,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
         partials_.get(), stride_, static_cast<int>(B), lo, n_grad_, grads);
     CUDA_CHECK_LAUNCH();
   }
-  mark(3);
+  mark(4);
 }
 
 FusedCycles FusedLstm::last_cycles(cudaStream_t s) {
@@ -1124,11 +1189,12 @@ FusedCycles FusedLstm::last_cycles(cudaStream_t s) {
   r.backward = c[4] - c[3];
   r.total = c[4] - c[0];
   if (marks_[0]) {
-    float ms[3] = {};
-    for (int i = 0; i < 3; ++i) CUDA_CHECK(cudaEventElapsedTime(&ms[i], marks_[i].get(), marks_[i + 1].get()));
+    float ms[4] = {};
+    for (int i = 0; i < 4; ++i) CUDA_CHECK(cudaEventElapsedTime(&ms[i], marks_[i].get(), marks_[i + 1].get()));
     r.projection_us = 1e3 * ms[0];
     r.recurrence_us = 1e3 * ms[1];
     r.weight_grads_us = 1e3 * ms[2];
+    r.sums_us = 1e3 * ms[3];
   }
   return r;
 }

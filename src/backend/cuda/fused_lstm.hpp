@@ -45,6 +45,7 @@ FusedLayoutResult fused_layout_from_index(const ModelShape& shape, const std::ve
 struct FusedCycles {
   int64_t stage = 0, forward = 0, head = 0, backward = 0, total = 0;   // recurrence kernel, block 0, cycles
   double projection_us = 0, recurrence_us = 0, weight_grads_us = 0;    // each kernel (with its launch gap)
+  double sums_us = 0;   // K > 1: the sums over sequence groups (weight gradients) and sequences (head), in order
 };
 
 class FusedLstm {
@@ -89,7 +90,7 @@ class FusedLstm {
   PinnedBuffer<GatherSlot> slots_host_;
   Event slots_copied_;
   DeviceBuffer<long long> cycles_;
-  Event marks_[4];                 // around the three kernels of a recorded run
+  Event marks_[5];                 // around the kernels of a recorded run
   bool record_ = false;
 };
 
