@@ -276,6 +276,7 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
 // kWgL timesteps of d gates and z in shared memory, the next chunk's loads in flight while it computes.
 constexpr int kWgM = 64, kWgN = 32, kWgL = 32, kWgThreads = 256;
 constexpr int kMaxGroups = 32;   // sequence groups of the weight-gradient GEMM at most
+constexpr int kWgSlots = 32;     // sequences of one group at most (kMaxGatherSlots / kMaxGroups)
 
 // The fused-buffer entries of gradient element (m, n): dW_ih (n < F), dW_hh (n < F + H), else both biases (second
 // entry, else -1).
@@ -327,12 +328,18 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
   const int lm = m0 + (tid % kWgM), lt = tid / kWgM, lc = n0 + (tid % kWgN), zt = tid / kWgN;
   const bool row_ok = lm < G;
   const int zkind = lc < F ? 0 : (lc < F + H ? 1 : (lc == F + H ? 2 : 3));   // x, h_{t-1}, the bias' 1, padding
+  // The group's slots in shared memory: read from the device table in the loop, each chunk's loads waited one
+  // memory latency for the slot first (the host wrote the table before the step, so this runs before the wait).
+  static_assert(kMaxGatherSlots <= kMaxGroups * kWgSlots, "a group's slots exceed the staged table");
+  __shared__ GatherSlot gs[kWgSlots];
+  for (int b = b_lo + tid; b < b_hi; b += kWgThreads) gs[b - b_lo] = slot_of(p, b);
+  __syncthreads();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");   // the recurrence kernel's d gates and h are complete
 #endif
   float va[kA], vz[kZ];
   auto load = [&](int b, int t0) {
-    const GatherSlot slot = slot_of(p, b);
+    const GatherSlot slot = gs[b - b_lo];
     const float* gcol = a.scratch + static_cast<int64_t>(b) * a.per_seq + lm;
     const float* hcol = a.scratch + static_cast<int64_t>(b) * a.per_seq + static_cast<int64_t>(a.t_cap) * (G + 2 * H) +
                         max(lc - F, 0);   // h_t at hcol[t * H]
@@ -361,7 +368,7 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
     for (int i = 0; i < kZ; ++i) Zs[tid + i * kWgThreads] = vz[i];
     __syncthreads();
     int nb = b, nt = t0 + kWgL;
-    if (nt >= slot_of(p, b).length) ++nb, nt = 0;
+    if (nt >= gs[b - b_lo].length) ++nb, nt = 0;
     if (nb < b_hi) load(nb, nt);   // in flight while this chunk is summed
 #pragma unroll 8
     for (int l = 0; l < kWgL; ++l) {
@@ -439,11 +446,8 @@ struct PoolAcc {
 };
 
 // Phase 2: the forward recurrence; returns which half of h_s holds h_{len-1}, and unit j's pooling in `acc`.
-#ifndef RAGTRAIN_FUSED_EXP   // TEMPORARY (session 7 timing experiment, removed before merge)
-#define RAGTRAIN_FUSED_EXP 0
-#endif
-constexpr int kRing = RAGTRAIN_FUSED_EXP == 2 ? 2 : 4;
-constexpr bool kStores = RAGTRAIN_FUSED_EXP != 1;
+// Loads of the recurrences are issued kRing steps ahead (2 measured slower on the H200: 872 vs 834 cycles a step).
+constexpr int kRing = 4;
 template <int HR, int NW>
 __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&wf)[NW], PoolAcc& acc) {
   float* const h_s = st.h_s;
@@ -495,8 +499,10 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
         acc.v = h;
         acc.at = t;
       }
-      if (kStores && valid) g_r[t * G] = act;
-      if (kStores && valid && q < 3) save_j[t * H] = q == 0 ? h : (q == 1 ? c : tc);
+      // One store a lane: the unit's four activations as one float4 (lane 0: g_r is then row 4 j, 16-byte aligned),
+      // h, c and tanh(c) (lanes 1, 2, 3). Stores cost the step: without any, it ran 671 instead of 834 cycles.
+      if (valid && q == 0) *reinterpret_cast<float4*>(g_r + t * G) = make_float4(ig, fg, gg, og);
+      if (valid && q > 0) save_j[t * H] = q == 1 ? h : (q == 2 ? c : tc);
       if (valid && q == 0) h_s[(cur ^ 1) * HP + j] = h;
       __syncthreads();
       cur ^= 1;
@@ -569,10 +575,8 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
       const float d3 = dh * tc * og * (1.0f - og);
       const float dg = q == 0 ? d0 : (q == 1 ? d1 : (q == 2 ? d2 : d3));
       dc = dct * fg;
-      if (valid) {
-        dg_s[(cb ^ 1) * 4 * HP + q * HP + j] = dg;
-        if (kStores) g_r[t * G] = dg;
-      }
+      if (valid) dg_s[(cb ^ 1) * 4 * HP + q * HP + j] = dg;
+      if (valid && q == 0) *reinterpret_cast<float4*>(g_r + t * G) = make_float4(d0, d1, d2, d3);   // row 4 j
       __syncthreads();
       cb ^= 1;
     }
@@ -640,8 +644,8 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   float* const g_r = gbuf + r;       // this thread's gate column
   float* const c_j = cbuf + j;       // its unit's columns
   float* const tc_j = tcbuf + j;
-  // What lane q saves each forward step, branch-free: h (q = 0), c (q = 1), tanh(c) (q = 2); q = 3 saves nothing.
-  float* const save_j = (q == 0 ? hbuf : (q == 1 ? cbuf : tcbuf)) + j;
+  // What lane q saves each forward step, branch-free: h (q = 1), c (q = 2), tanh(c) (q = 3); q = 0 the activations.
+  float* const save_j = (q <= 1 ? hbuf : (q == 2 ? cbuf : tcbuf)) + j;
 
   const Step st{h_s, dg_s, dh_s, H, G, HP, len, j, q, quad, a.pool, valid, g_r, c_j, tc_j, save_j};
   PoolAcc acc;
@@ -669,11 +673,12 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
 // and each block keeps both copies of a quarter: block c owns hidden units j = kCl jl + c (jl < kClUnits), and its
 // thread (jl, q, p) — 16 lanes per unit, lane 4 q + p of the unit's half-warp — holds
 //   forward:  W_hh[q H + j][32 p .. 32 p + 31]      (gate q's row of unit j, column part p)
-//   backward: W_hh[q H + 32 p .. 32 p + 31][j]      (column j of gate q, row part p)
+//   backward: W_hh[g H + i][j] for the 4 gates g and i = 4 q + p + 16 k, k < 8   (column j, rows of part 4 q + p)
 // A forward step: 32-long partial dot products, summed over the unit's 4 parts with two xor shuffles (so the four
 // lanes hold identical bits), the activations, the cell update in all 16 lanes of the unit, and h_t[j] stored by
 // lane p into block p's shared memory (distributed shared memory). The backward step sums over the unit's 16 lanes
-// (four shuffles) and sends the d gates to every block the same way. The sends are asynchronous remote stores
+// (four shuffles) and lane p sends the unit's four d gates as one 16-byte store into block p (d gates are stored
+// unit-major, so a part reads float4s: 4 times fewer remote stores than one per gate, which cost ~140 cycles a step). The sends are asynchronous remote stores
 // (st.async) that count their bytes on an mbarrier of the receiving block, and a block waits only on its own
 // mbarrier for the step's vector: no cluster barrier per step. (A cluster barrier's release must also wait for the
 // step's global stores to reach L2; with it a step cost ~1,750 cycles forward and ~2,250 backward on the H200.)
@@ -722,11 +727,18 @@ __device__ __forceinline__ void send(uint32_t at, float v, uint32_t bar) {
                "r"(__float_as_uint(v)), "r"(bar)
                : "memory");
 }
+// The same for 16 bytes (`at` 16-byte aligned).
+__device__ __forceinline__ void send4(uint32_t at, float4 v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(at),
+               "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)),
+               "r"(__float_as_uint(v.w)), "r"(bar)
+               : "memory");
+}
 
 struct ClusterStep {
   const Args* a;
   float* h_s;        // (2, kClVec) h_{t-1} by cl_index, double-buffered; every block holds all of it
-  float* dg_s;       // (2, 4, kClVec) d gates of step t + 1, gate-major
+  float* dg_s;       // (2, kMaxH, 4) d gates of step t + 1, unit-major
   uint32_t bars;     // this block's 4 mbarriers: h into buffer 0, 1; d gates into buffer 0, 1
   uint32_t h_far;    // h_s, dg_s and the mbarriers of block p (this lane's part) in the cluster
   uint32_t dg_far;
@@ -734,9 +746,10 @@ struct ClusterStep {
   int H, G, len, j, q, p, ub;   // ub: the unit's first lane in the warp (0 or 16)
   bool valid, lead;  // lead: the thread that re-arms this block's mbarriers
   float* g_r;        // this thread's gate column of gbuf (row 4 j + q)
+  float* g_j;        // the unit's first row (4 j): its four gates as one float4
   const float* c_j;  // unit j's c and tanh(c) columns
   const float* tc_j;
-  float* save_j;     // what lane (q, 0) saves each forward step: h (q = 0), c (1), tanh(c) (2)
+  float* save_j;     // what lane (q, 0) saves each forward step: h (q = 1), c (2), tanh(c) (3)
 };
 
 // The forward recurrence; returns unit j's input to the head (h_{len-1}, the mean or the max of h over the steps, as
@@ -795,8 +808,8 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
         acc.v = h;
         acc.at = t;
       }
-      if (kStores && valid && p == 0) st.g_r[t * G] = act;
-      if (kStores && valid && p == 0 && q < 3) st.save_j[t * H] = q == 0 ? h : (q == 1 ? c : tc);
+      if (valid && p == 0 && q == 0) *reinterpret_cast<float4*>(st.g_j + t * G) = make_float4(ig, fg, gg, og);
+      if (valid && p == 0 && q > 0) st.save_j[t * H] = q == 1 ? h : (q == 2 ? c : tc);
       cur ^= 1;
     }
   }
@@ -833,20 +846,16 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
         mbar_wait(st.bars + 8 * (2 + cb), ((s - 1) >> 1) & 1);
         if (st.lead) mbar_arm(st.bars + 8 * (2 + cb), 16 * H);
       }
-      const float* d = st.dg_s + cb * 4 * kClVec + q * kClVec + p * kClPart;   // zero at t = len - 1
+      // The d gates of units i = pt + 16 k (zero at t = len - 1): lanes pt and pt + 8 on distinct banks.
+      const float* d = st.dg_s + cb * 4 * kMaxH + 4 * (4 * q + p);
       float b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
 #pragma unroll
-      for (int i = 0; i < kClCols; i += 8) {
-        const float4 m0 = *reinterpret_cast<const float4*>(d + i);
-        const float4 m1 = *reinterpret_cast<const float4*>(d + i + 4);
-        b0 += wb[i] * m0.x;
-        b1 += wb[i + 1] * m0.y;
-        b2 += wb[i + 2] * m0.z;
-        b3 += wb[i + 3] * m0.w;
-        b0 += wb[i + 4] * m1.x;
-        b1 += wb[i + 5] * m1.y;
-        b2 += wb[i + 6] * m1.z;
-        b3 += wb[i + 7] * m1.w;
+      for (int k = 0; k < kClCols / 4; ++k) {
+        const float4 m = *reinterpret_cast<const float4*>(d + 64 * k);
+        b0 += wb[4 * k] * m.x;
+        b1 += wb[4 * k + 1] * m.y;
+        b2 += wb[4 * k + 2] * m.z;
+        b3 += wb[4 * k + 3] * m.w;
       }
       float P = (b0 + b1) + (b2 + b3);
 #pragma unroll
@@ -857,12 +866,11 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
       const float d1 = t > 0 ? dct * cprev * fg * (1.0f - fg) : 0.0f;
       const float d2 = dct * ig * (1.0f - gg * gg);
       const float d3 = dh * tc * og * (1.0f - og);
-      const float dg = q == 0 ? d0 : (q == 1 ? d1 : (q == 2 ? d2 : d3));
       dc = dct * fg;
-      if (valid && t > 0)   // into block p
-        send(st.dg_far + 4 * ((cb ^ 1) * 4 * kClVec + q * kClVec + cl_index(st.j)), dg,
-             st.bars_far + 8 * (2 + (cb ^ 1)));
-      if (kStores && valid && p == 0) st.g_r[t * G] = dg;
+      const float4 dg = make_float4(d0, d1, d2, d3);
+      if (valid && q == 0 && t > 0)   // into block p
+        send4(st.dg_far + 4 * ((cb ^ 1) * 4 * kMaxH + 4 * st.j), dg, st.bars_far + 8 * (2 + (cb ^ 1)));
+      if (valid && q == 1 && p == 0) *reinterpret_cast<float4*>(st.g_j + t * G) = dg;
       cb ^= 1;
     }
   }
@@ -876,7 +884,7 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   extern __shared__ float4 smem4[];
   float* const base = reinterpret_cast<float*>(smem4);   // the mbarriers (4 x 8 bytes), then:
   float* h_s = base + kClBars;                      // (2, kClVec)
-  float* dg_s = h_s + 2 * kClVec;                   // (2, 4, kClVec)
+  float* dg_s = h_s + 2 * kClVec;                   // (2, kMaxH, 4) (within 8 kClVec)
   float* pool_s = dg_s + 8 * kClVec;                // (kMaxH) the head's input by unit
   float* dh_s = pool_s + kMaxH;                     // (kMaxH) d loss / d pooled h
   float* misc = dh_s + kMaxH;                       // (4)
@@ -902,9 +910,9 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
 #pragma unroll
   for (int k = 0; k < kClCols; ++k) {
     const int col = kClCols * pp + k;
-    const bool in = valid && col < H;
-    wf[k] = in ? __ldg(w + static_cast<int64_t>(j) * H + col) : 0.0f;
-    wb[k] = in ? __ldg(w + static_cast<int64_t>(col) * H + j) : 0.0f;
+    wf[k] = (valid && col < H) ? __ldg(w + static_cast<int64_t>(j) * H + col) : 0.0f;
+    const int g = k & 3, i = 4 * q + pp + 16 * (k >> 2);
+    wb[k] = (valid && i < H) ? __ldg(a.params + a.lay.w_hh[g] + static_cast<int64_t>(i) * H + j) : 0.0f;
   }
   for (int i = tid; i < kClSmemFixed - kClBars; i += kClThreads) h_s[i] = 0.0f;   // padding included
   const uint32_t bars = smem_addr(base);
@@ -939,9 +947,10 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
                        valid,
                        tid == 0,
                        gbuf + 4 * j + q,
+                       gbuf + 4 * j,
                        cbuf + j,
                        tcbuf + j,
-                       (q == 0 ? hbuf : (q == 1 ? cbuf : tcbuf)) + j};
+                       (q <= 1 ? hbuf : (q == 2 ? cbuf : tcbuf)) + j};
   // A warp whose units are all past H sits the recurrences out (it would only wait; nothing waits for it).
   const bool active = kCl * 2 * (tid >> 5) + rank < H;
   PoolAcc acc;
@@ -960,20 +969,27 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   cluster.sync();   // no block leaves while another may still read or wait on anything of it
 }
 
-// grads[i] += sum over b (in order) of partials[b * stride + i], for i in [lo, n): the head and the extras.
+// grads[i] += the sum over b of partials[b * stride + i], for i in [lo, n): the head and the extras. A warp per i,
+// lane l summing b = l, l + 32, ... in order, then the lanes in a fixed butterfly: every load of a warp in flight at
+// once (summing b in order in one thread waited one memory latency per 8 sequences: 13.8 us at K = 128).
 __global__ void reduce_partials_kernel(const float* partials, int64_t stride, int B, int64_t lo, int64_t n,
                                        float* grads) {
-  const int64_t i = lo + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int64_t i = lo + (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (i >= n) return;   // the whole warp
   float s = 0.0f;
-  for (int b0 = 0; b0 < B; b0 += 8) {   // 8 loads in flight, the sum in b order
+  for (int b0 = lane; b0 < B; b0 += 8 * 32) {
     float v[8];
 #pragma unroll
-    for (int u = 0; u < 8; ++u) v[u] = b0 + u < B ? partials[static_cast<int64_t>(b0 + u) * stride + i] : 0.0f;
+    for (int u = 0; u < 8; ++u) {
+      const int b = b0 + 32 * u;
+      v[u] = b < B ? partials[static_cast<int64_t>(b) * stride + i] : 0.0f;
+    }
 #pragma unroll
     for (int u = 0; u < 8; ++u) s += v[u];
   }
-  grads[i] += s;
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(kFull, s, o);
+  if (lane == 0) grads[i] += s;
 }
 
 int round_up(int v, int m) { return (v + m - 1) / m * m; }
@@ -1063,12 +1079,16 @@ int FusedLstm::weight_grad_groups(int64_t B) const {
   return static_cast<int>(B == 1 ? 1 : std::min<int64_t>(B, kMaxGroups));
 }
 
+// A sequence's scratch: gates (4H), c, tanh(c), h (H each) for cap_T steps, rounded to 4 floats so that every
+// sequence's rows stay 16-byte aligned (the recurrences store a unit's four gates as one float4).
+int64_t FusedLstm::per_seq() const { return (cap_T_ * 7 * shape_.hidden + 3) / 4 * 4; }
+
 void FusedLstm::reserve(int64_t B, int64_t T) {
   if (B <= cap_B_ && T <= cap_T_) return;
   cap_B_ = std::max(cap_B_, B);
   cap_T_ = std::max(cap_T_, T);
   const int64_t H = shape_.hidden, F = shape_.input_size;
-  scratch_.resize_discard(static_cast<size_t>(cap_B_ * cap_T_ * (4 * H + 3 * H)));
+  scratch_.resize_discard(static_cast<size_t>(cap_B_ * per_seq()));
   if (cap_B_ > 1) {
     partials_.resize_discard(static_cast<size_t>(cap_B_ * stride_));
     CUDA_CHECK(cudaMemset(partials_.get(), 0, partials_.size() * sizeof(float)));   // entries never written stay 0
@@ -1107,7 +1127,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.pool = shape_.pool == Pool::Last ? 0 : (shape_.pool == Pool::Mean ? 1 : 2);
   a.lay = layout_;
   a.scratch = scratch_.get();
-  a.per_seq = cap_T_ * 7 * H;
+  a.per_seq = per_seq();
   a.t_cap = static_cast<int32_t>(cap_T_);
   a.HP = HP_;
   a.fc = fc_;
@@ -1171,7 +1191,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   }
   if (B > 1) {   // the head's gradients and the extras, which the recurrence blocks wrote per sequence
     const int64_t lo = std::min({layout_.fc_w, layout_.fc_b, layout_.extras});
-    reduce_partials_kernel<<<static_cast<unsigned>((n_grad_ - lo + 255) / 256), 256, 0, s>>>(
+    reduce_partials_kernel<<<static_cast<unsigned>(((n_grad_ - lo) * 32 + 255) / 256), 256, 0, s>>>(
         partials_.get(), stride_, static_cast<int>(B), lo, n_grad_, grads);
     CUDA_CHECK_LAUNCH();
   }

@@ -70,6 +70,7 @@ class FusedLstm {
 
  private:
   void reserve(int64_t B, int64_t T);
+  int64_t per_seq() const;         // floats of one sequence's scratch
   const void* kernel() const;      // the recurrence kernel's variant for this H
   int weight_grad_groups(int64_t B) const;
 
