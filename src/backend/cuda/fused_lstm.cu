@@ -462,13 +462,22 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
   float pre[kRing];
 #pragma unroll
   for (int u = 0; u < kRing; ++u) pre[u] = (valid && u < len) ? g_r[u * G] : 0.0f;
+  // What step t saves: the unit's four activations as one float4 (lane 0: g_r is then row 4 j, 16-byte aligned), h,
+  // c and tanh(c) (lanes 1, 2, 3), one store a lane. Issued in step t + 1 after its h loads, with that step's
+  // prefetch: global accesses queued before the loads delay them (the step ran 834 cycles with its stores before
+  // the barrier, 671 without any).
+  float4 put_act = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float put_val = 0.0f;
+  auto put = [&](int ts) {
+    if (valid && q == 0) *reinterpret_cast<float4*>(g_r + ts * G) = put_act;
+    if (valid && q > 0) save_j[ts * H] = put_val;
+  };
   for (int t0 = 0; t0 < len; t0 += kRing) {
 #pragma unroll
     for (int u = 0; u < kRing; ++u) {
       const int t = t0 + u;
       if (t >= len) break;
       const float xp = pre[u];
-      pre[u] = (valid && t + kRing < len) ? g_r[(t + kRing) * G] : 0.0f;
       float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
       const float* hs = h_s + cur * HP;   // h_{t-1}: zero at t = 0
 #pragma unroll
@@ -485,6 +494,8 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
         a3 += wf[k0 + 7] * m1.w;
       }
       const float pre_act = xp + ((a0 + a1) + (a2 + a3));
+      pre[u] = (valid && t + kRing < len) ? g_r[(t + kRing) * G] : 0.0f;
+      if (t > 0) put(t - 1);
       const float s = sigmoid_f(q == 2 ? 2.0f * pre_act : pre_act);
       const float act = q == 2 ? 2.0f * s - 1.0f : s;   // gate g: tanh
       const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
@@ -499,15 +510,14 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
         acc.v = h;
         acc.at = t;
       }
-      // One store a lane: the unit's four activations as one float4 (lane 0: g_r is then row 4 j, 16-byte aligned),
-      // h, c and tanh(c) (lanes 1, 2, 3). Stores cost the step: without any, it ran 671 instead of 834 cycles.
-      if (valid && q == 0) *reinterpret_cast<float4*>(g_r + t * G) = make_float4(ig, fg, gg, og);
-      if (valid && q > 0) save_j[t * H] = q == 1 ? h : (q == 2 ? c : tc);
+      put_act = make_float4(ig, fg, gg, og);
+      put_val = q == 1 ? h : (q == 2 ? c : tc);
       if (valid && q == 0) h_s[(cur ^ 1) * HP + j] = h;
       __syncthreads();
       cur ^= 1;
     }
   }
+  put(len - 1);
   return cur;
 }
 
@@ -538,13 +548,17 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
   };
 #pragma unroll
   for (int u = 0; u < kRing; ++u) fetch(len - 1 - u, pa[u], pc[u], pt[u]);
+  // Step t's d gates (one float4, lane 0) go to global memory in step t - 1 after its matvec, as in the forward.
+  float4 put_dg = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  auto put = [&](int ts) {
+    if (valid && q == 0) *reinterpret_cast<float4*>(g_r + ts * G) = put_dg;   // row 4 j
+  };
   for (int t0 = len - 1; t0 >= 0; t0 -= kRing) {
 #pragma unroll
     for (int u = 0; u < kRing; ++u) {
       const int t = t0 - u;
       if (t < 0) break;
       const float act = pa[u], cprev = pc[u], tc = pt[u];
-      fetch(t - kRing, pa[u], pc[u], pt[u]);
       // The gates of the unit first: they do not depend on the recurrence, so they leave its critical path.
       const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
       const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
@@ -564,6 +578,8 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
         b3 += wb[i0 + 7] * m1.w;
       }
       float P = (b0 + b1) + (b2 + b3);
+      fetch(t - kRing, pa[u], pc[u], pt[u]);
+      if (t < len - 1) put(t + 1);
       P += __shfl_xor_sync(kFull, P, 1);   // identical bits in all four lanes (addition commutes exactly)
       P += __shfl_xor_sync(kFull, P, 2);
       const float dh = P + ((st.pool == 1 || t == seed_at) ? seed : 0.0f);
@@ -576,11 +592,12 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
       const float dg = q == 0 ? d0 : (q == 1 ? d1 : (q == 2 ? d2 : d3));
       dc = dct * fg;
       if (valid) dg_s[(cb ^ 1) * 4 * HP + q * HP + j] = dg;
-      if (valid && q == 0) *reinterpret_cast<float4*>(g_r + t * G) = make_float4(d0, d1, d2, d3);   // row 4 j
+      put_dg = make_float4(d0, d1, d2, d3);
       __syncthreads();
       cb ^= 1;
     }
   }
+  put(0);
 }
 
 template <int HR>
@@ -763,13 +780,20 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
   float pre[4];   // the input projections of the next 4 steps, each load issued 4 steps before its use
 #pragma unroll
   for (int u = 0; u < 4; ++u) pre[u] = (valid && u < len) ? st.g_r[u * G] : 0.0f;
+  // Step t's saves (the unit's gates as one float4 by lane (0, 0); h, c, tanh(c) by lanes (1..3, 0)) are issued in
+  // step t + 1 after its matvec, as in the one-block kernel.
+  float4 put_act = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float put_val = 0.0f;
+  auto put = [&](int ts) {
+    if (valid && p == 0 && q == 0) *reinterpret_cast<float4*>(st.g_j + ts * G) = put_act;
+    if (valid && p == 0 && q > 0) st.save_j[ts * H] = put_val;
+  };
   for (int t0 = 0; t0 < len; t0 += 4) {
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int t = t0 + u;
       if (t >= len) break;
       const float xp = pre[u];
-      pre[u] = (valid && t + 4 < len) ? st.g_r[(t + 4) * G] : 0.0f;
       if (t > 0) {   // h_{t-1}, sent at step t - 1 into buffer cur: the ((t - 1) / 2)-th phase of its mbarrier
         mbar_wait(st.bars + 8 * cur, ((t - 1) >> 1) & 1);
         if (st.lead) mbar_arm(st.bars + 8 * cur, 4 * H);   // its next phase
@@ -793,6 +817,8 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
       part += __shfl_xor_sync(kFull, part, 1);
       part += __shfl_xor_sync(kFull, part, 2);
       const float pre_act = xp + part;
+      pre[u] = (valid && t + 4 < len) ? st.g_r[(t + 4) * G] : 0.0f;
+      if (t > 0) put(t - 1);
       const float s = sigmoid_f(q == 2 ? 2.0f * pre_act : pre_act);
       const float act = q == 2 ? 2.0f * s - 1.0f : s;   // gate g: tanh
       const float ig = __shfl_sync(kFull, act, ub + p), fg = __shfl_sync(kFull, act, ub + 4 + p);
@@ -808,11 +834,12 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
         acc.v = h;
         acc.at = t;
       }
-      if (valid && p == 0 && q == 0) *reinterpret_cast<float4*>(st.g_j + t * G) = make_float4(ig, fg, gg, og);
-      if (valid && p == 0 && q > 0) st.save_j[t * H] = q == 1 ? h : (q == 2 ? c : tc);
+      put_act = make_float4(ig, fg, gg, og);
+      put_val = q == 1 ? h : (q == 2 ? c : tc);
       cur ^= 1;
     }
   }
+  put(len - 1);
   return pool == 0 ? h : (pool == 1 ? acc.v / static_cast<float>(len) : acc.v);
 }
 
@@ -832,13 +859,16 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
   };
 #pragma unroll
   for (int u = 0; u < 4; ++u) fetch(len - 1 - u, pa[u], pc[u], pt[u]);
+  float4 put_dg = make_float4(0.0f, 0.0f, 0.0f, 0.0f);   // step t's d gates, stored in step t - 1 after its matvec
+  auto put = [&](int ts) {
+    if (valid && q == 1 && p == 0) *reinterpret_cast<float4*>(st.g_j + ts * G) = put_dg;
+  };
   for (int t0 = len - 1; t0 >= 0; t0 -= 4) {
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int t = t0 - u;
       if (t < 0) break;
       const float act = pa[u], cprev = pc[u], tc = pt[u];
-      fetch(t - 4, pa[u], pc[u], pt[u]);
       const float ig = __shfl_sync(kFull, act, ub + p), fg = __shfl_sync(kFull, act, ub + 4 + p);
       const float gg = __shfl_sync(kFull, act, ub + 8 + p), og = __shfl_sync(kFull, act, ub + 12 + p);
       const int s = len - 1 - t;   // the backward's step count
@@ -860,6 +890,8 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
       float P = (b0 + b1) + (b2 + b3);
 #pragma unroll
       for (int o = 1; o < 16; o <<= 1) P += __shfl_xor_sync(kFull, P, o);   // the unit's 16 lanes, identical bits
+      fetch(t - 4, pa[u], pc[u], pt[u]);
+      if (t < len - 1) put(t + 1);
       const float dh = P + ((every || t == seed_at) ? seed : 0.0f);
       const float dct = dc + dh * og * (1.0f - tc * tc);
       const float d0 = dct * gg * ig * (1.0f - ig);
@@ -870,10 +902,11 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
       const float4 dg = make_float4(d0, d1, d2, d3);
       if (valid && q == 0 && t > 0)   // into block p
         send4(st.dg_far + 4 * ((cb ^ 1) * 4 * kMaxH + 4 * st.j), dg, st.bars_far + 8 * (2 + (cb ^ 1)));
-      if (valid && q == 1 && p == 0) *reinterpret_cast<float4*>(st.g_j + t * G) = dg;
+      put_dg = dg;
       cb ^= 1;
     }
   }
+  put(0);
 }
 
 // The cluster variant's recurrence kernel: blocks kCl s .. kCl s + kCl - 1 run sequence s.
