@@ -70,9 +70,22 @@ struct Params {
 
 // sigmoid(v), and tanh(v) = 2 sigmoid(2v) - 1 (gate g, tanh(c)): one exp and one reciprocal, no branch, so the
 // four gates of a quad take the same path (tanhf and expf in divergent lanes cost both, on the critical path).
-// The approximate reciprocal (__fdividef): the correctly rounded one adds a range check and a branch to every
-// activation (seen in the SASS); 1 / inf still gives 0, so sigmoid saturates correctly.
-__device__ __forceinline__ float sigmoid_f(float v) { return __fdividef(1.0f, 1.0f + __expf(-v)); }
+// The approximate reciprocal: the correctly rounded one adds a range check and a branch to every activation (seen in
+// the SASS); 1 / inf still gives 0, so sigmoid saturates correctly. The flush-to-zero forms of ex2 and rcp are bare
+// MUFU instructions (the others wrap them in denormal scaling, on the critical path); they give the same bits as
+// __expf and __fdividef(1, x) wherever input and result are normal, and a denormal 2^(-v log2 e) only perturbs
+// 1 + it below float resolution.
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float rcp_ftz(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float sigmoid_f(float v) { return rcp_ftz(1.0f + ex2_ftz(v * -1.44269504088896341f)); }
 __device__ __forceinline__ float tanh_f(float v) { return 2.0f * sigmoid_f(2.0f * v) - 1.0f; }
 
 // For rows x cols: dst(row, k, src(row, k)). A warp per row, lanes along k (coalesced), 4 rows x 64 columns per warp
