@@ -204,8 +204,11 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
 // fc_s: the head's weight and bias staged in shared memory before the recurrence, or null (read from global memory).
 // seq: the sequence's index in the batch (its partials' row); emit: whether this block writes the head's gradients
 // and the loss (in a cluster every block computes the head, so each has d loss / d h of its own units; one emits).
+// label: the sequence's class (classification), loaded at the kernel's start, not on this phase's path.
+// The loss and d loss / d logits in warp 0, lane l taking classes l, l + 32, ... and the lanes combined in a fixed
+// butterfly (one thread over the classes spent ~1,000 cycles of the step's critical path at C = 10).
 __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, const float* fc_s,
-                     int pos, int seq, bool emit) {
+                     int pos, int label, int seq, bool emit) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int H = a.H, C = a.C, warp = tid / 32, lane = tid % 32, nw = nt / 32;
   const float* fcw = fc_s ? fc_s : a.params + a.lay.fc_w;
@@ -218,33 +221,43 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
     if (lane == 0) lg_s[c] = s + fcb[c];
   }
   __syncthreads();
-  if (tid == 0) {
+  if (warp == 0) {
     float loss = 0.0f, hit = 0.0f;
     if (a.classification) {
-      int label = a.labels[pos];
       label = label < 0 ? 0 : (label >= C ? C - 1 : label);   // validated on the host; never index out of bounds
       float m = -INFINITY;
-      int best = 0;   // argmax, ties to the lowest index as in the reference
-      for (int c = 0; c < C; ++c)
+      int best = C;   // argmax, ties to the lowest index as in the reference (C: none above -inf yet)
+      for (int c = lane; c < C; c += 32)
         if (lg_s[c] > m) m = lg_s[c], best = c;
+      for (int o = 16; o > 0; o >>= 1) {
+        const float mo = __shfl_xor_sync(kFull, m, o);
+        const int bo = __shfl_xor_sync(kFull, best, o);
+        if (mo > m || (mo == m && bo < best)) m = mo, best = bo;
+      }
+      best = best == C ? 0 : best;
       float sum = 0.0f;
-      for (int c = 0; c < C; ++c) sum += expf(lg_s[c] - m);
+      for (int c = lane; c < C; c += 32) sum += expf(lg_s[c] - m);
+      for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
       loss = m + logf(sum) - lg_s[label];
       hit = best == label ? 1.0f : 0.0f;
-      for (int c = 0; c < C; ++c) lg_s[c] = expf(lg_s[c] - m) / sum - (c == label ? 1.0f : 0.0f);
+      __syncwarp();   // every lane has read lg_s[label]
+      for (int c = lane; c < C; c += 32) lg_s[c] = expf(lg_s[c] - m) / sum - (c == label ? 1.0f : 0.0f);
     } else {
       const float inv_k = 1.0f / static_cast<float>(C);
       const float* t = a.targets + static_cast<int64_t>(pos) * C;
       float sq = 0.0f;
-      for (int c = 0; c < C; ++c) {
+      for (int c = lane; c < C; c += 32) {
         const float diff = lg_s[c] - t[c];
         sq += diff * diff;
         lg_s[c] = 2.0f * diff * inv_k;
       }
+      for (int o = 16; o > 0; o >>= 1) sq += __shfl_xor_sync(kFull, sq, o);
       loss = sq * inv_k;
     }
-    misc[0] = loss;
-    misc[1] = hit;
+    if (lane == 0) {
+      misc[0] = loss;
+      misc[1] = hit;
+    }
   }
   __syncthreads();
   for (int k = tid; k < H; k += nt) {
@@ -287,7 +300,7 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
 // z_t = [x_t, h_{t-1}, 1] (h_{-1} = 0; the last column gives the bias gradient), sum over the group's sequences in
 // slot order and over t in order of dg_t[m] z_t[n]. A block computes a kWgM x kWgN tile (each thread 2 x 4), staging
 // kWgL timesteps of d gates and z in shared memory, the next chunk's loads in flight while it computes.
-constexpr int kWgM = 64, kWgN = 32, kWgL = 32, kWgThreads = 256;
+constexpr int kWgM = 64, kWgN = 32, kWgL = 32, kWgThreads = 256, kWgDepth = 3;
 constexpr int kMaxGroups = 32;   // sequence groups of the weight-gradient GEMM at most
 constexpr int kWgSlots = 32;     // sequences of one group at most (kMaxGatherSlots / kMaxGroups)
 
@@ -350,8 +363,7 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");   // the recurrence kernel's d gates and h are complete
 #endif
-  float va[kA], vz[kZ];
-  auto load = [&](int b, int t0) {
+  auto load = [&](float (&va)[kA], float (&vz)[kZ], int b, int t0) {
     const GatherSlot slot = gs[b - b_lo];
     const float* gcol = a.scratch + static_cast<int64_t>(b) * a.per_seq + lm;
     const float* hcol = a.scratch + static_cast<int64_t>(b) * a.per_seq + static_cast<int64_t>(a.t_cap) * (G + 2 * H) +
@@ -372,33 +384,45 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
     }
   };
   float acc[2][4] = {};
-  int b = b_lo, t0 = 0;
-  load(b, t0);
-  while (b < b_hi) {
+  // kWgDepth chunks in flight: a chunk's loads are issued kWgDepth chunks before it is summed (with one, every
+  // chunk waited about one memory latency: the sum of a chunk is short next to it).
+  float va[kWgDepth][kA], vz[kWgDepth][kZ];
+  int lb = b_lo, lt0 = 0;   // the next chunk to load: sequence, first timestep
+  auto load_next = [&](int d) {
+    if (lb >= b_hi) return;
+    load(va[d], vz[d], lb, lt0);
+    lt0 += kWgL;
+    if (lt0 >= gs[lb - b_lo].length) ++lb, lt0 = 0;
+  };
+  int n_chunks = 0;
+  for (int b = b_lo; b < b_hi; ++b) n_chunks += (gs[b - b_lo].length + kWgL - 1) / kWgL;
 #pragma unroll
-    for (int i = 0; i < kA; ++i) As[tid + i * kWgThreads] = va[i];
+  for (int d = 0; d < kWgDepth; ++d) load_next(d);
+  for (int c0 = 0; c0 < n_chunks; c0 += kWgDepth) {
 #pragma unroll
-    for (int i = 0; i < kZ; ++i) Zs[tid + i * kWgThreads] = vz[i];
-    __syncthreads();
-    int nb = b, nt = t0 + kWgL;
-    if (nt >= gs[b - b_lo].length) ++nb, nt = 0;
-    if (nb < b_hi) load(nb, nt);   // in flight while this chunk is summed
+    for (int d = 0; d < kWgDepth; ++d) {
+      if (c0 + d >= n_chunks) break;   // the same for the whole block
+#pragma unroll
+      for (int i = 0; i < kA; ++i) As[tid + i * kWgThreads] = va[d][i];
+#pragma unroll
+      for (int i = 0; i < kZ; ++i) Zs[tid + i * kWgThreads] = vz[d][i];
+      __syncthreads();
+      load_next(d);   // the chunk kWgDepth ahead
 #pragma unroll 8
-    for (int l = 0; l < kWgL; ++l) {
-      const float2 av = *reinterpret_cast<const float2*>(As + l * kWgM + 2 * ty);
-      const float4 zv = *reinterpret_cast<const float4*>(Zs + l * kWgN + 4 * tx);
-      acc[0][0] += av.x * zv.x;
-      acc[0][1] += av.x * zv.y;
-      acc[0][2] += av.x * zv.z;
-      acc[0][3] += av.x * zv.w;
-      acc[1][0] += av.y * zv.x;
-      acc[1][1] += av.y * zv.y;
-      acc[1][2] += av.y * zv.z;
-      acc[1][3] += av.y * zv.w;
+      for (int l = 0; l < kWgL; ++l) {
+        const float2 av = *reinterpret_cast<const float2*>(As + l * kWgM + 2 * ty);
+        const float4 zv = *reinterpret_cast<const float4*>(Zs + l * kWgN + 4 * tx);
+        acc[0][0] += av.x * zv.x;
+        acc[0][1] += av.x * zv.y;
+        acc[0][2] += av.x * zv.z;
+        acc[0][3] += av.x * zv.w;
+        acc[1][0] += av.y * zv.x;
+        acc[1][1] += av.y * zv.y;
+        acc[1][2] += av.y * zv.z;
+        acc[1][3] += av.y * zv.w;
+      }
+      __syncthreads();   // the tiles are consumed before the next store
     }
-    __syncthreads();   // the tiles are consumed before the next store
-    b = nb;
-    t0 = nt;
   }
   int mm[8], nn[8];
   bool ok[8];
@@ -629,6 +653,7 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   const bool valid = r < G;
   const GatherSlot slot = slot_of(p, static_cast<int>(blockIdx.x));
   const int len = slot.length;
+  const int label = a.classification ? a.labels[slot.pos] : 0;   // for the head, loaded long before
   // This sequence's scratch (int offsets: t_cap * 4H fits easily).
   float* gbuf = a.scratch + static_cast<int64_t>(blockIdx.x) * a.per_seq;   // (t_cap, G) by interleaved row
   float* cbuf = gbuf + a.t_cap * G;                                          // (t_cap, H)
@@ -690,7 +715,7 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   }
   mark(a, 2);
 
-  head(a, pooled, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, static_cast<int>(blockIdx.x), true);
+  head(a, pooled, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label, static_cast<int>(blockIdx.x), true);
   mark(a, 3);
 
   backward_recurrence<HR>(st, wb, acc.at);
@@ -1001,12 +1026,14 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   const bool active = kCl * 2 * (tid >> 5) + rank < H;
   PoolAcc acc;
   const float pooled = active ? cluster_forward(st, wf, acc) : 0.0f;
+  // For the head, loaded here (no register to spare through the recurrence): its latency overlaps the barrier.
+  const int label = a.classification ? a.labels[slot.pos] : 0;
   if (valid && q == 0) cluster.map_shared_rank(pool_s, pp)[j] = pooled;   // every block gets the whole vector
   cluster.sync();
   mark(a, 2);
 
   // Each block runs the head (so each has d loss / d pooled h of its own units); block 0 emits its gradients.
-  head(a, pool_s, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, seq, rank == 0);
+  head(a, pool_s, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label, seq, rank == 0);
   mark(a, 3);
 
   const float seed = valid ? (a.pool == 1 ? dh_s[j] / static_cast<float>(len) : dh_s[j]) : 0.0f;
