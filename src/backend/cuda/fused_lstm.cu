@@ -727,11 +727,11 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
 // by its bandwidth, ~2 K cycles for the forward alone). So a sequence runs on a cluster of kCl blocks (one per SM)
 // and each block keeps both copies of a quarter: block c owns hidden units j = kCl jl + c (jl < kClUnits), and its
 // thread (jl, q, p) — 16 lanes per unit, lane 4 q + p of the unit's half-warp — holds
-//   forward:  W_hh[q H + j][32 p .. 32 p + 31]      (gate q's row of unit j, column part p)
+//   forward:  W_hh[q H + j][4 k + p], k < 32        (gate q's row of unit j, the columns of part p)
 //   backward: W_hh[g H + i][j] for the 4 gates g and i = 4 q + p + 16 k, k < 8   (column j, rows of part 4 q + p)
 // A forward step: 32-long partial dot products, summed over the unit's 4 parts with two xor shuffles (so the four
-// lanes hold identical bits), the activations, the cell update in all 16 lanes of the unit, and h_t[j] stored by
-// lane p into block p's shared memory (distributed shared memory). The backward step sums over the unit's 16 lanes
+// lanes hold identical bits), the activations, the cell update in all 16 lanes of the unit, and h_t of the warp's
+// two units stored by lane p into block p's shared memory (distributed shared memory). The backward step sums over the unit's 16 lanes
 // (four shuffles) and lane p sends the unit's four d gates as one 16-byte store into block p (d gates are stored
 // unit-major, so a part reads float4s: 4 times fewer remote stores than one per gate, which cost ~140 cycles a step). The sends are asynchronous remote stores
 // (st.async) that count their bytes on an mbarrier of the receiving block, and a block waits only on its own
@@ -749,7 +749,9 @@ constexpr int kClVec = 4 * kClPart;      // one vector of H <= 128 (h, or one ga
 constexpr int kClBars = 8;               // floats ahead of h_s: 4 mbarriers (h, then d gates, double-buffered)
 constexpr int kClSmemFixed = kClBars + 10 * kClVec + 2 * kMaxH + 4;   // bars, h_s, dg_s, pool_s, dh_s, misc
 
-__device__ __forceinline__ int cl_index(int i) { return (i >> 5) * kClPart + (i & 31); }
+// Where h_j sits in h_s: part p (= j mod 4, the block owning unit j) holds units p, p + 4, ... at offsets 0, 1, ...,
+// so the two units of a warp (j, j + 4) are adjacent and go out as one 8-byte store.
+__device__ __forceinline__ int h_slot(int j) { return kClPart * (j & 3) + (j >> 2); }
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -776,13 +778,13 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
         : "r"(bar), "r"(parity)
         : "memory");
 }
-// v into the remote address `at`, its 4 bytes counted on the remote mbarrier `bar` (both in the same block).
-__device__ __forceinline__ void send(uint32_t at, float v, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(at),
-               "r"(__float_as_uint(v)), "r"(bar)
+// v into the remote address `at` (8-byte aligned), its bytes counted on the remote mbarrier `bar` (both in the same
+// block); send4: 16 bytes, 16-byte aligned.
+__device__ __forceinline__ void send2(uint32_t at, float2 v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::"r"(at),
+               "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(bar)
                : "memory");
 }
-// The same for 16 bytes (`at` 16-byte aligned).
 __device__ __forceinline__ void send4(uint32_t at, float4 v, uint32_t bar) {
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(at),
                "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)),
@@ -792,13 +794,14 @@ __device__ __forceinline__ void send4(uint32_t at, float4 v, uint32_t bar) {
 
 struct ClusterStep {
   const Args* a;
-  float* h_s;        // (2, kClVec) h_{t-1} by cl_index, double-buffered; every block holds all of it
+  float* h_s;        // (2, kClVec) h_{t-1} by h_slot, double-buffered; every block holds all of it
   float* dg_s;       // (2, kMaxH, 4) d gates of step t + 1, unit-major
   uint32_t bars;     // this block's 4 mbarriers: h into buffer 0, 1; d gates into buffer 0, 1
   uint32_t h_far;    // h_s, dg_s and the mbarriers of block p (this lane's part) in the cluster
   uint32_t dg_far;
   uint32_t bars_far;
   int H, G, len, j, q, p, ub;   // ub: the unit's first lane in the warp (0 or 16)
+  uint32_t h_bytes;  // what one step's h brings each block: 8 bytes per warp whose first unit is below H
   bool valid, lead;  // lead: the thread that re-arms this block's mbarriers
   float* g_r;        // this thread's gate column of gbuf (row 4 j + q)
   float* g_j;        // the unit's first row (4 j): its four gates as one float4
@@ -834,9 +837,9 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
       const float xp = pre[u];
       if (t > 0) {   // h_{t-1}, sent at step t - 1 into buffer cur: the ((t - 1) / 2)-th phase of its mbarrier
         mbar_wait(st.bars + 8 * cur, ((t - 1) >> 1) & 1);
-        if (st.lead) mbar_arm(st.bars + 8 * cur, 4 * H);   // its next phase
+        if (st.lead) mbar_arm(st.bars + 8 * cur, st.h_bytes);   // its next phase
       }
-      const float* hs = st.h_s + cur * kClVec + p * kClPart;   // h_{t-1}, columns 32 p ..: zero at t = 0
+      const float* hs = st.h_s + cur * kClVec + p * kClPart;   // h_{t-1} of units 4 k + p: zero at t = 0
       float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
 #pragma unroll
       for (int k = 0; k < kClCols; k += 8) {
@@ -864,8 +867,10 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
       c = (t > 0 ? fg * c : 0.0f) + ig * gg;
       const float tc = tanh_f(c);
       h = og * tc;
-      if (valid && q == 0 && t + 1 < len)   // into block p (h_{len-1} goes to the head by pool_s)
-        send(st.h_far + 4 * ((cur ^ 1) * kClVec + cl_index(st.j)), h, st.bars_far + 8 * (cur ^ 1));
+      const float hv = valid ? h : 0.0f;
+      const float h_odd = __shfl_sync(kFull, hv, (ub + 4 * q + p) | 16);   // the warp's second unit (j + 4)
+      if (valid && ub == 0 && q == 0 && t + 1 < len)   // into block p (h_{len-1} goes to the head by pool_s)
+        send2(st.h_far + 4 * ((cur ^ 1) * kClVec + h_slot(st.j)), make_float2(hv, h_odd), st.bars_far + 8 * (cur ^ 1));
       if (pool == 1) {
         acc.v += h;
       } else if (pool == 2 && (t == 0 || h > acc.v)) {   // ties: the first step
@@ -980,16 +985,19 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   const float* w = a.params + a.lay.w_hh[q];
 #pragma unroll
   for (int k = 0; k < kClCols; ++k) {
-    const int col = kClCols * pp + k;
+    const int col = 4 * k + pp;
     wf[k] = (valid && col < H) ? __ldg(w + static_cast<int64_t>(j) * H + col) : 0.0f;
     const int g = k & 3, i = 4 * q + pp + 16 * (k >> 2);
     wb[k] = (valid && i < H) ? __ldg(a.params + a.lay.w_hh[g] + static_cast<int64_t>(i) * H + j) : 0.0f;
   }
   for (int i = tid; i < kClSmemFixed - kClBars; i += kClThreads) h_s[i] = 0.0f;   // padding included
   const uint32_t bars = smem_addr(base);
+  uint32_t h_bytes = 0;   // 8 for each warp of the cluster whose first unit, kCl (2 w) + r, is below H
+  for (int r = 0; r < kCl; ++r)
+    for (int w = 0; w < kClUnits / 2; ++w) h_bytes += kCl * 2 * w + r < H ? 8 : 0;
   if (tid == 0) {
     for (int b = 0; b < 4; ++b) mbar_init(bars + 8 * b);
-    for (int b = 0; b < 4; ++b) mbar_arm(bars + 8 * b, (b < 2 ? 4 : 16) * H);   // each one's first phase
+    for (int b = 0; b < 4; ++b) mbar_arm(bars + 8 * b, b < 2 ? h_bytes : 16 * H);   // each one's first phase
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   const int nfc = a.fc_smem ? a.C * H + a.C : 0;
@@ -1015,6 +1023,7 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
                        q,
                        pp,
                        lane & 16,
+                       h_bytes,
                        valid,
                        tid == 0,
                        gbuf + 4 * j + q,
