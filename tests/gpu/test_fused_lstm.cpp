@@ -507,8 +507,8 @@ TEST(FusedBudget, CyclesPerTimestep) {
         cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
         std::printf("[ budget   ] H=%lld K=%lld T=96 %s pool: projection kernel %.1f us, recurrence kernel %.1f us "
                     "(block 0: staging W_hh %lld, forward %lld (%.0f/step), head %lld, backward %lld (%.0f/step), "
-                    "total %lld cycles = %.1f us at %.2f GHz), weight-gradient GEMM %.1f us, sums over groups and sequences "
-                    "%.1f us\n",
+                    "total %lld cycles = %.1f us at %.2f GHz), weight-gradient GEMM %.1f us, sums over groups and "
+                    "sequences %.1f us\n",
                     static_cast<long long>(H), static_cast<long long>(K), pool_name(pool), c.projection_us,
                     c.recurrence_us, static_cast<long long>(c.stage), static_cast<long long>(c.forward),
                     c.forward / 96.0, static_cast<long long>(c.head), static_cast<long long>(c.backward),

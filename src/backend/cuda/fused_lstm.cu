@@ -1,10 +1,11 @@
 // The fused LSTM training step, three kernels in one stream:
 //   1. input projection  W_ih x_t + b_ih + b_hh for every (sequence, timestep), into a per-sequence global scratch
 //      (L2-resident); a block per (sequence, time chunk), so all SMs share it
-//   2. recurrence (one thread block per sequence, H <= 64; a cluster of 4 blocks above): forward recurrence, gate activations, c, tanh(c) and h saved to
-//      the scratch, and the pooling of h (last step, mean or max over the sequence's steps, kept in registers);
-//      head, loss and d loss / d pooled h; backward recurrence (seeded by the pooling's backward: the last step,
-//      every step / length, or each unit's argmax step; d gates overwrite the activations in the scratch).
+//   2. recurrence (one thread block per sequence for H <= 64, a cluster of 4 blocks above): forward recurrence,
+//      gate activations, c, tanh(c) and h saved to the scratch, and the pooling of h (last step, mean or max over
+//      the sequence's steps, kept in registers); head, loss and d loss / d pooled h; backward recurrence (seeded by
+//      the pooling's backward: the last step, every step / length, or each unit's argmax step; d gates overwrite the
+//      activations in the scratch).
 //      Launched with programmatic dependent launch, so its prologue (W_hh into registers) overlaps the projection.
 //   3. weight gradients  [dW_ih dW_hh db] = sum over sequences and t of dg_t [x_t, h_{t-1}, 1]^T: a tiled GEMM over
 //      all SMs, split over groups of sequences whose partial sums are added in group order.
@@ -501,8 +502,8 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
   for (int u = 0; u < kRing; ++u) pre[u] = (valid && u < len) ? g_r[u * G] : 0.0f;
   // What step t saves: the unit's four activations as one float4 (lane 0: g_r is then row 4 j, 16-byte aligned), h,
   // c and tanh(c) (lanes 1, 2, 3), one store a lane. Issued in step t + 1 after its h loads, with that step's
-  // prefetch: global accesses queued before the loads delay them (the step ran 834 cycles with its stores before
-  // the barrier, 671 without any).
+  // prefetch: global accesses queued before the loads delay them (H = 50 on the H200: 834 cycles a step with the
+  // stores before the barrier, 757 here, 671 without any).
   float4 put_act = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   float put_val = 0.0f;
   auto put = [&](int ts) {
@@ -731,12 +732,14 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
 //   backward: W_hh[g H + i][j] for the 4 gates g and i = 4 q + p + 16 k, k < 8   (column j, rows of part 4 q + p)
 // A forward step: 32-long partial dot products, summed over the unit's 4 parts with two xor shuffles (so the four
 // lanes hold identical bits), the activations, the cell update in all 16 lanes of the unit, and h_t of the warp's
-// two units stored by lane p into block p's shared memory (distributed shared memory). The backward step sums over the unit's 16 lanes
-// (four shuffles) and lane p sends the unit's four d gates as one 16-byte store into block p (d gates are stored
-// unit-major, so a part reads float4s: 4 times fewer remote stores than one per gate, which cost ~140 cycles a step). The sends are asynchronous remote stores
-// (st.async) that count their bytes on an mbarrier of the receiving block, and a block waits only on its own
-// mbarrier for the step's vector: no cluster barrier per step. (A cluster barrier's release must also wait for the
-// step's global stores to reach L2; with it a step cost ~1,750 cycles forward and ~2,250 backward on the H200.)
+// two units stored by lane p into block p's shared memory (distributed shared memory) as one 8-byte store. The
+// backward step sums over the unit's 16 lanes (four shuffles) and lane p sends the unit's four d gates as one 16-byte
+// store into block p (d gates unit-major, so a part reads float4s). Each remote store costs: one per gate and unit
+// ran ~1,990 cycles a backward step at H = 128, one per unit ~1,400; one per unit forward ~1,470, one per warp ~1,440.
+// The sends are asynchronous remote stores (st.async) that count their bytes on an mbarrier of the receiving block,
+// and a block waits only on its own mbarrier for the step's vector: no cluster barrier per step. (A cluster barrier's
+// release must also wait for the step's global stores to reach L2; with it a step cost ~1,750 cycles forward and
+// ~2,250 backward on the H200.)
 // Double buffers need no other barrier: every block's h_t (d gates) depends on all its warps having read step t's
 // input, so no block can send into a buffer before all have read it. Warps whose units are all past H take no part.
 // Fixed orders throughout: reruns are bitwise equal.
@@ -822,7 +825,9 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
 #pragma unroll
   for (int u = 0; u < 4; ++u) pre[u] = (valid && u < len) ? st.g_r[u * G] : 0.0f;
   // Step t's saves (the unit's gates as one float4 by lane (0, 0); h, c, tanh(c) by lanes (1..3, 0)) are issued in
-  // step t + 1 after its matvec, as in the one-block kernel.
+  // step t + 1 after its matvec, as in the one-block kernel. Measured here (H = 128) this placement cost ~140 cycles
+  // a step, forward and backward, against storing at the end of the step after the send (the order of session 7's
+  // call 3): not yet moved back, as that combination has not run on a GPU.
   float4 put_act = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   float put_val = 0.0f;
   auto put = [&](int ts) {
@@ -1001,7 +1006,8 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   const int nfc = a.fc_smem ? a.C * H + a.C : 0;
-  for (int i = tid; i < nfc; i += kClThreads) fc_s[i] = a.params[i < a.C * H ? a.lay.fc_w + i : a.lay.fc_b + (i - a.C * H)];
+  for (int i = tid; i < nfc; i += kClThreads)
+    fc_s[i] = a.params[i < a.C * H ? a.lay.fc_w + i : a.lay.fc_b + (i - a.C * H)];
   // Every block of the cluster is running, zeroed and its mbarriers set before any block sends into another.
   cluster.sync();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
