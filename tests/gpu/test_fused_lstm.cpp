@@ -138,7 +138,7 @@ TEST(FusedAgreement, ClassificationClusterH96) {
   fused_grid({36, 96, 1, 10, Task::Classification}, kMixed);
 }
 
-// The cluster's smallest H: block 0 owns 17 units, the others 16; the fourth column part is all padding.
+// The cluster's smallest H: block 0 owns 17 units, the others 16; warps and column parts only partly filled.
 TEST(FusedAgreement, RegressionClusterH65) {
   RT_SKIP_WITHOUT_GPU();
   fused_grid({12, 65, 1, 3, Task::Regression}, kMixed);

@@ -826,8 +826,8 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
   for (int u = 0; u < 4; ++u) pre[u] = (valid && u < len) ? st.g_r[u * G] : 0.0f;
   // Step t's saves (the unit's gates as one float4 by lane (0, 0); h, c, tanh(c) by lanes (1..3, 0)) are issued in
   // step t + 1 after its matvec, as in the one-block kernel. Measured here (H = 128) this placement cost ~140 cycles
-  // a step, forward and backward, against storing at the end of the step after the send (the order of session 7's
-  // call 3): not yet moved back, as that combination has not run on a GPU.
+  // a forward step and ~90 a backward one against storing at the end of the step after the send (the order of
+  // session 7's call 3): not yet moved back, as that combination has not run on a GPU.
   float4 put_act = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   float put_val = 0.0f;
   auto put = [&](int ts) {
