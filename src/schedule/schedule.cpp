@@ -27,6 +27,59 @@ std::vector<int64_t> seeded_permutation(int64_t n, uint64_t seed) {
 Rng epoch_rng(uint64_t seed, int64_t epoch, uint64_t stream) {
   return Rng(seed ^ mix64(static_cast<uint64_t>(epoch)), stream);
 }
+
+// position[c]: where column c takes its sequence from in a spread row. Columns c >= first take positions
+// first .. G-1 in the order of frac(c * phi): any K consecutive columns (for every K, at any offset) then sample
+// the row's sorted lengths with low discrepancy, which is what makes the rule independent of the P x K split.
+// The mixing columns (c < first) keep position c: their jitter carries a sequence across many rows, and it
+// stays at the same place within every row only if its column has the same position in all of them.
+std::vector<int64_t> golden_positions(int64_t g, int64_t first) {
+  const double phi = 0.5 * (std::sqrt(5.0) - 1.0);
+  std::vector<double> frac(static_cast<size_t>(g));
+  for (int64_t c = 0; c < g; ++c) {
+    const double x = static_cast<double>(c) * phi;
+    frac[static_cast<size_t>(c)] = x - std::floor(x);
+  }
+  std::vector<int64_t> by_frac(static_cast<size_t>(g - first)), position(static_cast<size_t>(g));
+  std::iota(position.begin(), position.begin() + first, 0);
+  std::iota(by_frac.begin(), by_frac.end(), first);
+  std::stable_sort(by_frac.begin(), by_frac.end(),
+                   [&](int64_t a, int64_t b) { return frac[static_cast<size_t>(a)] < frac[static_cast<size_t>(b)]; });
+  for (int64_t i = 0; i < g - first; ++i) position[static_cast<size_t>(by_frac[static_cast<size_t>(i)])] = first + i;
+  return position;
+}
+
+// The full rows to deal in golden-ratio order. A spread row's K lengths on a rank span the row, so it adds
+// about G * longest - sum of the row's lengths padded timesteps; what it removes is the row's imbalance, which at
+// K > 1 is most of its spread 1 - mean/longest. The widest rows go first, each taken if its padding still fits
+// in budget * all timesteps of the full rows (the padding bound is on timesteps, so a long row costs more).
+std::vector<char> spread_rows(const std::vector<int64_t>& lengths, const std::vector<int64_t>& sorted, int64_t g,
+                              double budget) {
+  const int64_t rows = static_cast<int64_t>(sorted.size()) / g;
+  std::vector<double> spread(static_cast<size_t>(rows)), waste(static_cast<size_t>(rows));
+  double total = 0;
+  for (int64_t m = 0; m < rows; ++m) {
+    double sum = 0;
+    for (int64_t c = 0; c < g; ++c) sum += static_cast<double>(lengths[static_cast<size_t>(sorted[static_cast<size_t>(m * g + c)])]);
+    const double longest = static_cast<double>(lengths[static_cast<size_t>(sorted[static_cast<size_t>(m * g + g - 1)])]);
+    spread[static_cast<size_t>(m)] = longest > 0 ? 1.0 - sum / static_cast<double>(g) / longest : 0.0;
+    waste[static_cast<size_t>(m)] = static_cast<double>(g) * longest - sum;
+    total += sum;
+  }
+  std::vector<int64_t> widest(static_cast<size_t>(rows));
+  std::iota(widest.begin(), widest.end(), 0);
+  std::stable_sort(widest.begin(), widest.end(),
+                   [&](int64_t a, int64_t b) { return spread[static_cast<size_t>(a)] > spread[static_cast<size_t>(b)]; });
+  std::vector<char> chosen(static_cast<size_t>(rows), 0);
+  double used = 0;
+  for (int64_t m : widest) {
+    if (spread[static_cast<size_t>(m)] <= 0) break;
+    if (used + waste[static_cast<size_t>(m)] > budget * total) continue;
+    used += waste[static_cast<size_t>(m)];
+    chosen[static_cast<size_t>(m)] = 1;
+  }
+  return chosen;
+}
 }  // namespace
 
 ScheduleKind parse_schedule_kind(const std::string& name) {
@@ -58,7 +111,7 @@ Schedule::Schedule(const std::vector<int64_t>& lengths, int64_t world_size, int6
   std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
     return lengths[static_cast<size_t>(a)] < lengths[static_cast<size_t>(b)];
   });
-  deal(perm);
+  deal(perm, g_ > 1 ? spread_rows(lengths, perm, g_, kWideBudget) : std::vector<char>{});
   // Row m of every column holds sorted positions [m*G, m*G+G) (the partial row: the longest N mod G). The
   // jitter window of row m: the rows whose shortest length is within kLengthTolerance of row m's (so
   // equal lengths always mix freely); mixing_columns() columns also get at least mixing_window() rows.
@@ -99,12 +152,18 @@ double Schedule::mixing_window(int64_t columns) {
   return hi;
 }
 
-void Schedule::deal(const std::vector<int64_t>& perm) {
-  // Round-robin: perm[c + G*m] goes to column c, row m; stored column-major.
+void Schedule::deal(const std::vector<int64_t>& perm, const std::vector<char>& spread) {
+  // Round-robin: perm[c + G*m] goes to column c, row m (perm[position[c] + G*m] in a spread row); stored
+  // column-major. The partial last row is never spread: its columns are the first N mod G.
+  const std::vector<int64_t> position = spread.empty() ? std::vector<int64_t>{} : golden_positions(g_, mixing_columns());
   dealt_.resize(perm.size());
   for (int64_t c = 0; c < g_; ++c) {
     const int64_t b = col_begin(c);
-    for (int64_t m = 0; m < col_size(c); ++m) dealt_[static_cast<size_t>(b + m)] = perm[static_cast<size_t>(c + g_ * m)];
+    for (int64_t m = 0; m < col_size(c); ++m) {
+      const bool spread_row = m < static_cast<int64_t>(spread.size()) && spread[static_cast<size_t>(m)];
+      const int64_t at = spread_row ? position[static_cast<size_t>(c)] : c;
+      dealt_[static_cast<size_t>(b + m)] = perm[static_cast<size_t>(at + g_ * m)];
+    }
   }
 }
 

@@ -86,6 +86,21 @@ ScheduleStats measure_schedule(const Schedule& s, const std::vector<int64_t>& le
   return out;
 }
 
+double sorted_deal_imbalance(std::vector<int64_t> lengths, int64_t world_size) {
+  std::sort(lengths.begin(), lengths.end());
+  const int64_t n = static_cast<int64_t>(lengths.size()), g = world_size;
+  double total = 0;
+  int64_t steps = 0;
+  for (int64_t begin = 0; begin < n; begin += g, ++steps) {
+    const int64_t end = std::min(n, begin + g);   // the partial last step: the idle ranks count 0
+    double sum = 0;
+    for (int64_t i = begin; i < end; ++i) sum += static_cast<double>(lengths[static_cast<size_t>(i)]);
+    const double longest = static_cast<double>(lengths[static_cast<size_t>(end - 1)]);
+    if (longest > 0) total += 1.0 - sum / static_cast<double>(g) / longest;
+  }
+  return steps > 0 ? total / static_cast<double>(steps) : 0.0;
+}
+
 double classes_per_batch(const Schedule& s, const std::vector<int32_t>& labels, int64_t epochs) {
   double classes = 0;
   int64_t batches = 0;

@@ -21,6 +21,13 @@ namespace ragtrain {
 //           full rows are then visited in a shared random order: a step's lengths stay nearly equal while the
 //           sequences that meet in it change every epoch. The columns that hold one sequence more (c < N mod G)
 //           give the short last step their sequences at one random row, drawn anew every epoch.
+//           Within a row, rank r's K columns hold K neighbouring lengths: one padded call wastes almost nothing,
+//           but in a row whose lengths spread widely (a heavy tail's last rows) the rank with the row's longest K
+//           works much longer than the others. Those "wide" rows (the widest, as long as their summed spread
+//           1 - mean/max stays under kWideBudget of the rows) are dealt to columns in golden-ratio order instead:
+//           any run of K consecutive columns then draws its lengths evenly from the whole row, so every rank gets
+//           about the row's mean. The choice depends on the lengths and G alone (never on how G splits into
+//           P x K); it trades imbalance for padding only where padding is cheap, and at K = 1 changes nothing.
 enum class ScheduleKind { Random, Balanced };
 ScheduleKind parse_schedule_kind(const std::string& name);   // "random" | "balanced"; UserError otherwise
 const char* schedule_kind_name(ScheduleKind kind);
@@ -38,6 +45,7 @@ class Schedule {
   static constexpr double kLengthTolerance = 0.01;   // balanced: rows within 1% of a row's length mix freely
   static constexpr double kRepeatTarget = 1.0 / 64;   // balanced: aimed-for share of batches met again next epoch
   static constexpr int64_t kMixingColumns = 7;        // balanced: columns that mix across distinct lengths
+  static constexpr double kWideBudget = 0.02;         // balanced: summed spread of the rows dealt golden-ratio
 
   // Random schedule without lengths (every sequence counts the same).
   Schedule(int64_t num_sequences, int64_t world_size, int64_t batch_per_rank, uint64_t seed);
@@ -79,7 +87,9 @@ class Schedule {
   Epoch epoch(int64_t e) const;
 
  private:
-  void deal(const std::vector<int64_t>& perm);
+  // Round-robin deal of `perm` (row m = perm[m*G .. m*G+G)); a row with spread[m] set goes to the columns in
+  // golden-ratio order.
+  void deal(const std::vector<int64_t>& perm, const std::vector<char>& spread = {});
   int64_t col_begin(int64_t c) const;   // start of column c in the column-major layout
   int64_t col_size(int64_t c) const;
 

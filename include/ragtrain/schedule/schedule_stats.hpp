@@ -31,6 +31,13 @@ struct ScheduleStats {
 };
 ScheduleStats measure_schedule(const Schedule& schedule, const std::vector<int64_t>& lengths, int64_t epochs);
 
+// The per-step imbalance (as mean_imbalance) of one sequence per rank (K = 1, G = world_size) when the sorted
+// lengths are dealt in consecutive blocks of G, never mixed between epochs. Sorted blocks minimise the sum of the
+// step maxima, i.e. the epoch's time and idle time, so this is the reference what the balanced schedule pays for
+// its mixing is measured against. Heavy tails with few steps sit near or above 2% here whatever the order: the G
+// longest sequences share one step.
+double sorted_deal_imbalance(std::vector<int64_t> lengths, int64_t world_size);
+
 // How many distinct classes a global batch holds, on average over epochs 0 .. epochs-1 (batches of >= 2
 // sequences, as for repeats; NaN if none). A schedule that groups sequences of equal length also groups classes
 // wherever length goes with class (a speaker's or a gesture's duration): its steps then see fewer classes than
