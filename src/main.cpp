@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
     if (inv.config.print_config) {   // validated like a run, so what it prints is a configuration that runs
-      if (ctx.is_root()) std::cout << inv.config.effective;
+      if (ctx.is_root()) std::cout << inv.config.provenance.effective;
       return kExitOk;
     }
     // No output may destroy data: inputs, data sets, checkpoints, other runs' folders (cli/output_guard.hpp).

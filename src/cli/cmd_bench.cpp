@@ -25,7 +25,7 @@ int run_bench(const Context& ctx, const RunConfig& options) {
   trainer.setup_backend();
   Backend& backend = trainer.backend();
   const ModelShape& shape = trainer.shape();
-  const std::string source = cfg.run.data.empty() ? "synthetic" : cfg.run.data;
+  const std::string source = cfg.run.source.data.empty() ? "synthetic" : cfg.run.source.data;
 
   std::vector<double> losses;   // (warmup + steps) mean loss of every global step, for the validity flag
   auto one_step = [&](RankCounters& c) {
@@ -34,14 +34,14 @@ int run_bench(const Context& ctx, const RunConfig& options) {
   };
 
   RankCounters warm;
-  for (int64_t s = 0; s < cfg.warmup; ++s) one_step(warm);
+  for (int64_t s = 0; s < cfg.timing.warmup; ++s) one_step(warm);
   backend.synchronize();
   backend.take_phase_seconds();
   MPI_CHECK(MPI_Barrier(ctx.world));   // every rank starts the clock together
 
   RankCounters mine;
   Stopwatch clock;
-  for (int64_t s = 0; s < cfg.steps; ++s) one_step(mine);
+  for (int64_t s = 0; s < cfg.timing.steps; ++s) one_step(mine);
   backend.synchronize();
   const double seconds = clock.seconds();
   const auto phases = backend.take_phase_seconds();
@@ -51,7 +51,7 @@ int run_bench(const Context& ctx, const RunConfig& options) {
   // Every rank's phases (GPU events), not only rank 0's: the all-reduce phase is where a rank waits for the
   // slowest one, so its spread over ranks is the per-rank wait. Same backend everywhere: same names, same order.
   std::vector<double> my_phases, all_phases(phases.size() * static_cast<size_t>(ctx.size));
-  for (const auto& p : phases) my_phases.push_back(1e6 * p.second / static_cast<double>(cfg.steps));
+  for (const auto& p : phases) my_phases.push_back(1e6 * p.second / static_cast<double>(cfg.timing.steps));
   if (!phases.empty())
     MPI_CHECK(MPI_Gather(my_phases.data(), static_cast<int>(my_phases.size()), MPI_DOUBLE, all_phases.data(),
                          static_cast<int>(my_phases.size()), MPI_DOUBLE, 0, ctx.world));
@@ -63,27 +63,27 @@ int run_bench(const Context& ctx, const RunConfig& options) {
     last_loss += losses[losses.size() - window + i] / static_cast<double>(window);
   }
   const Json validity = check_validity(ctx, backend.params(), first_loss, last_loss);
-  const Json provenance = collect_provenance(ctx, cfg.run.command_line, cfg.run.effective, backend.name(), started_at);
+  const Json provenance = collect_provenance(ctx, cfg.run.provenance.command_line, cfg.run.provenance.effective, backend.name(), started_at);
 
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
     RankCounters sum;
     for (const auto& r : all) sum += r;
     const double seq_s = sum.sequences / slowest, ts_s = sum.timesteps / slowest;
-    const double us_step = 1e6 * slowest / static_cast<double>(cfg.steps);
+    const double us_step = 1e6 * slowest / static_cast<double>(cfg.timing.steps);
     std::printf("# ragtrain bench: %s, F=%lld H=%lld L=%lld, lengths %lld..%lld, %s x %lld per step, %lld steps "
                 "after %lld warm-up\n",
                 source.c_str(), static_cast<long long>(shape.input_size), static_cast<long long>(shape.hidden),
-                static_cast<long long>(shape.layers), static_cast<long long>(options.min_length),
-                static_cast<long long>(options.max_length), count_of(ctx.size, "rank").c_str(), static_cast<long long>(cfg.run.batch_per_rank),
-                static_cast<long long>(cfg.steps), static_cast<long long>(cfg.warmup));
-    std::printf("# model: %s, dropout %g, head dropout %g\n", describe(shape).c_str(), cfg.run.dropout.between,
-                cfg.run.dropout.head);
+                static_cast<long long>(shape.layers), static_cast<long long>(cfg.synthetic.min_length),
+                static_cast<long long>(cfg.synthetic.max_length), count_of(ctx.size, "rank").c_str(), static_cast<long long>(cfg.run.schedule.batch_per_rank),
+                static_cast<long long>(cfg.timing.steps), static_cast<long long>(cfg.timing.warmup));
+    std::printf("# model: %s, dropout %g, head dropout %g\n", describe(shape).c_str(), cfg.run.model.dropout.between,
+                cfg.run.model.dropout.head);
     std::printf("# %-8s %6s %6s %6s %6s %12s %14s %12s %14s\n", "backend", "ranks", "K", "H", "L", "seq/s",
                 "timesteps/s", "us/step", "seq/s/rank");
     std::printf("# %-8s %6s %6s %6s %6s %12s %14s %12s %14s\n", "", "", "", "", "", "(1/s)", "(1/s)", "(us)", "(1/s)");
     std::printf("  %-8s %6d %6lld %6lld %6lld %12.1f %14.1f %12.1f %14.1f\n", backend.name().c_str(), ctx.size,
-                static_cast<long long>(cfg.run.batch_per_rank), static_cast<long long>(shape.hidden),
+                static_cast<long long>(cfg.run.schedule.batch_per_rank), static_cast<long long>(shape.hidden),
                 static_cast<long long>(shape.layers), seq_s, ts_s, us_step, seq_s / ctx.size);
     Json phase_json = Json::object(), by_rank = Json::object();
     if (!phases.empty()) {
@@ -101,20 +101,20 @@ int run_bench(const Context& ctx, const RunConfig& options) {
                 {"backend", backend.name()},
                 {"source", source},
                 {"world_size", ctx.size},
-                {"batch_per_rank", cfg.run.batch_per_rank},
+                {"batch_per_rank", cfg.run.schedule.batch_per_rank},
                 {"features", shape.input_size},
                 {"hidden", shape.hidden},
                 {"layers", shape.layers},
                 {"bidirectional", shape.bidirectional},
                 {"pool", pool_name(shape.pool)},
-                {"dropout", cfg.run.dropout.between},
-                {"head_dropout", cfg.run.dropout.head},
+                {"dropout", cfg.run.model.dropout.between},
+                {"head_dropout", cfg.run.model.dropout.head},
                 {"outputs", shape.outputs},
-                {"min_length", options.min_length},
-                {"max_length", options.max_length},
+                {"min_length", cfg.synthetic.min_length},
+                {"max_length", cfg.synthetic.max_length},
                 {"optimizer", optimizer_name(cfg.run.optimizer.kind)},
-                {"warmup_steps", cfg.warmup},
-                {"steps", cfg.steps},
+                {"warmup_steps", cfg.timing.warmup},
+                {"steps", cfg.timing.steps},
                 {"seconds", slowest},
                 {"sequences_per_second", seq_s},
                 {"timesteps_per_second", ts_s},
@@ -126,7 +126,7 @@ int run_bench(const Context& ctx, const RunConfig& options) {
                                  {"wait_fraction", spread_fraction(all)}}},
                 {"valid", validity["valid"]},
                 {"validity", validity},
-                {"config", cfg.run.effective},
+                {"config", cfg.run.provenance.effective},
                 {"provenance", provenance}};
     std::printf("# validity: %s (loss %.4f -> %.4f, finite %s, falling %s, ranks agree %s)\n",
                 validity["valid"].get<bool>() ? "OK" : "FAILED", first_loss, last_loss,

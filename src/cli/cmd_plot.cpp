@@ -14,7 +14,7 @@ int run_plot(const Context& ctx, const RunConfig& options) {
     if (!ctx.is_root()) return;
     const PlotOutputs p = plot_folder(cfg.run, cfg.out);
     if (!p.scaling_table.empty()) std::printf("%s", p.scaling_table.c_str());
-    if (!cfg.quiet)
+    if (!cfg.talk.quiet)
       for (const std::string& img : p.images) std::printf("# wrote %s\n", img.c_str());
     std::fflush(stdout);
   });

@@ -58,12 +58,12 @@ int run_simulate(const Context& ctx, const RunConfig& options) {
     collective_phase(ctx, [&] { classes = read_class_ids(info, ctx); });
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
-    const std::string source = cfg.data.empty() ? cfg.lengths.text : cfg.data;
+    const std::string source = cfg.data.empty() ? cfg.simulate.lengths.text : cfg.data;
     std::printf("# ragtrain simulate: means over %s of the length imbalance (1 - mean/max of per-rank "
                 "timesteps), the padding of a rank's K sequences run as one call padded to its longest, and the "
                 "batch repeats (share of an epoch's global batches, as sets, also trained the epoch before); with a "
                 "classification --data, the distinct classes in a global batch\n",
-                count_of(cfg.epochs, "epoch").c_str());
+                count_of(cfg.schedule.epochs, "epoch").c_str());
     std::printf("# %-24s %6s %4s %9s %7s | %9s %9s | %9s %9s | %9s %9s | %9s %9s\n", "", "", "", "", "", "imbalance",
                 "", "padding", "", "repeats", "", "classes", "");
     std::printf("# %-24s %6s %4s %9s %7s | %9s %9s | %9s %9s | %9s %9s | %9s %9s\n", "lengths", "ranks", "K", "N",
@@ -83,27 +83,27 @@ int run_simulate(const Context& ctx, const RunConfig& options) {
     auto json_num = [](double v) { return std::isnan(v) ? Json(nullptr) : Json(v); };
     const double none = std::nan("");
     Json rows = Json::array();
-    for (int64_t p : cfg.ranks) {
+    for (int64_t p : cfg.simulate.ranks.values) {
       const std::vector<int64_t> lengths =
-          cfg.data.empty() ? draw_lengths(cfg.lengths, p * cfg.batch_per_rank * cfg.sequences_per_rank, cfg.seed)
+          cfg.data.empty() ? draw_lengths(cfg.simulate.lengths, p * cfg.schedule.batch_per_rank * cfg.simulate.sequences_per_rank, cfg.schedule.seed)
                            : info.lengths();
       const int64_t n = static_cast<int64_t>(lengths.size());
-      const Schedule bal(lengths, p, cfg.batch_per_rank, cfg.seed, ScheduleKind::Balanced);
-      const Schedule rnd(lengths, p, cfg.batch_per_rank, cfg.seed, ScheduleKind::Random);
-      const ScheduleStats b = measure_schedule(bal, lengths, cfg.epochs), r = measure_schedule(rnd, lengths, cfg.epochs);
-      const double bc = classes.empty() ? none : classes_per_batch(bal, classes, cfg.epochs);
-      const double rc = classes.empty() ? none : classes_per_batch(rnd, classes, cfg.epochs);
+      const Schedule bal(lengths, p, cfg.schedule.batch_per_rank, cfg.schedule.seed, ScheduleKind::Balanced);
+      const Schedule rnd(lengths, p, cfg.schedule.batch_per_rank, cfg.schedule.seed, ScheduleKind::Random);
+      const ScheduleStats b = measure_schedule(bal, lengths, cfg.schedule.epochs), r = measure_schedule(rnd, lengths, cfg.schedule.epochs);
+      const double bc = classes.empty() ? none : classes_per_batch(bal, classes, cfg.schedule.epochs);
+      const double rc = classes.empty() ? none : classes_per_batch(rnd, classes, cfg.schedule.epochs);
       std::printf("  %-24s %6lld %4lld %9lld %7lld | %s %s | %s %s | %s %s | %s %s\n", source.c_str(),
-                  static_cast<long long>(p), static_cast<long long>(cfg.batch_per_rank), static_cast<long long>(n),
+                  static_cast<long long>(p), static_cast<long long>(cfg.schedule.batch_per_rank), static_cast<long long>(n),
                   static_cast<long long>(bal.steps_per_epoch()), pct(b.imbalance).c_str(), pct(r.imbalance).c_str(),
                   pct(b.padding).c_str(), pct(r.padding).c_str(), pct(b.repeat).c_str(), pct(r.repeat).c_str(),
                   count(bc).c_str(), count(rc).c_str());
       rows.push_back(Json{{"lengths", source},
                           {"ranks", p},
-                          {"batch_per_rank", cfg.batch_per_rank},
+                          {"batch_per_rank", cfg.schedule.batch_per_rank},
                           {"sequences", n},
                           {"steps_per_epoch", bal.steps_per_epoch()},
-                          {"epochs", cfg.epochs},
+                          {"epochs", cfg.schedule.epochs},
                           {"balanced_imbalance", b.imbalance},
                           {"random_imbalance", r.imbalance},
                           {"balanced_padding", b.padding},
