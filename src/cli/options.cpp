@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "ragtrain/cli/config_file.hpp"
 #include "ragtrain/cli/suggest.hpp"
@@ -449,23 +450,96 @@ void require(bool ok, const std::string& option, const std::string& what, const 
   if (!ok) throw UserError("option --" + option + ": " + what, hint);
 }
 
+// One check per option group, run for the commands that take the group; a command's groups hold only values it
+// accepted or valid defaults, so a group is checked the same way wherever it is used.
+void positive(int64_t v, const char* name, const std::string& help) {
+  require(v > 0, name, "must be a positive integer, got " + std::to_string(v), help);
+}
+
+void check_synthetic(const SyntheticSpec& s, const std::string& help) {
+  positive(s.sequences, "sequences", help);
+  positive(s.features, "features", help);
+  positive(s.min_length, "min-length", help);
+  require(s.max_length >= s.min_length, "max-length",
+          "must be >= --min-length (" + std::to_string(s.min_length) + "), got " + std::to_string(s.max_length), help);
+  if (s.task == Task::Classification)
+    require(s.classes >= 2, "classes", "must be >= 2, got " + std::to_string(s.classes), help);
+  positive(s.outputs, "outputs", help);
+}
+
+void check_model(const ModelOptions& m, const std::string& help) {
+  positive(m.layers, "layers", help);
+  positive(m.hidden, "hidden", help);
+  require(m.dropout.between >= 0 && m.dropout.between < 1, "dropout",
+          "must be in [0, 1), got " + short_number(m.dropout.between), help);
+  require(m.dropout.head >= 0 && m.dropout.head < 1, "head-dropout",
+          "must be in [0, 1), got " + short_number(m.dropout.head), help);
+}
+
+void check_update(const OptimizerConfig& o, const LrSchedule& lr, const std::string& help) {
+  require(lr.warmup >= 0, "warmup-steps", "must be >= 0", help);
+  require(lr.lr > 0, "lr", "must be > 0", help);
+  require(o.momentum >= 0 && o.momentum < 1, "momentum", "must be in [0, 1)", help);
+  require(o.beta1 >= 0 && o.beta1 < 1, "beta1", "must be in [0, 1)", help);
+  require(o.beta2 >= 0 && o.beta2 < 1, "beta2", "must be in [0, 1)", help);
+  require(o.eps > 0, "eps", "must be > 0", help);
+  require(o.weight_decay >= 0, "weight-decay", "must be >= 0", help);
+  require(o.clip >= 0, "clip", "must be >= 0 (0 turns clipping off)", help);
+  require(lr.final_fraction >= 0 && lr.final_fraction <= 1, "lr-final-fraction", "must be in [0, 1]", help);
+}
+
+void check_schedule(const ScheduleOptions& s, const std::string& help) {
+  positive(s.epochs, "epochs", help);
+  positive(s.batch_per_rank, "batch-per-rank", help);
+}
+
+// The CUDA backend's limit, before any work (with auto, the backend itself refuses it if a GPU is chosen).
+void check_backend(const BackendChoice& b, const ScheduleOptions& s) {
+  if (b.device != Device::Cuda) return;
+  require(s.batch_per_rank <= kMaxCudaBatchPerRank, "batch-per-rank",
+          "is " + std::to_string(s.batch_per_rank) + "; the CUDA backend takes at most " +
+              std::to_string(kMaxCudaBatchPerRank) + " sequences per rank per step",
+          "use --batch-per-rank " + std::to_string(kMaxCudaBatchPerRank) +
+              " or fewer, and more ranks (GPUs) for a larger global batch");
+}
+
+void check_source(const DataSource& d, const std::string& help) {
+  require(d.max_memory == "auto" || parse_size(d.max_memory) > 0, "max-memory",
+          "must be auto or a size such as 512M or 8G, got '" + d.max_memory + "'", help);
+}
+
+void check_trace(const std::string& trace) {
+  const auto n = trace.size();
+  require(trace.empty() || (n > 5 && trace.compare(n - 5, 5, ".json") == 0), "trace",
+          "names the Chrome trace file to write and must end in .json, got '" + trace + "'",
+          "e.g. --trace timeline.json");
+}
+
+void check_validation(const ValidationOptions& v, const std::string& data, const std::string& help) {
+  require(v.data.empty() || v.data != data, "val", "is the same file as --data",
+          "validate on held-out data, or leave --val out");
+  require(v.every >= 0, "val-every", "must be >= 0 (0: validate after every epoch only)", help);
+  require(v.early_stop >= 0, "early-stop", "must be >= 0 (0 turns early stopping off)", help);
+  for (const auto& [used, name] : {std::pair<bool, const char*>{v.every > 0, "val-every"},
+                                   {v.select.has_value(), "select"},
+                                   {v.early_stop > 0, "early-stop"}})
+    require(!used || !v.data.empty(), name, "needs a validation set", "add --val VAL.h5 (held-out data)");
+}
+
+void check_records(const RecordOptions& r, const std::string& help) {
+  positive(r.log_every, "log-every", help);
+  require(r.checkpoint_every >= 0, "checkpoint-every", "must be >= 0 (0 turns step checkpoints off)", help);
+  require(r.checkpoint_minutes >= 0, "checkpoint-minutes", "must be >= 0 (0 turns timed checkpoints off)", help);
+  require(r.keep >= 1, "keep", "must be >= 1, got " + std::to_string(r.keep), help);
+  positive(r.signal_check_every, "signal-check-every", help);
+}
+
 void validate(const RunConfig& c) {
   const std::string cmd = c.command;
   const std::string help = "see `ragtrain " + cmd + " --help`";
-  auto positive = [&](int64_t v, const char* name) {
-    require(v > 0, name, "must be a positive integer, got " + std::to_string(v), help);
-  };
   if (cmd == "gen") {
     require(!c.out.empty(), "out", "is required", "e.g. ragtrain gen --out data.h5");
-    positive(c.synthetic.sequences, "sequences");
-    positive(c.synthetic.features, "features");
-    positive(c.synthetic.min_length, "min-length");
-    require(c.synthetic.max_length >= c.synthetic.min_length, "max-length",
-            "must be >= --min-length (" + std::to_string(c.synthetic.min_length) + "), got " + std::to_string(c.synthetic.max_length),
-            help);
-    if (c.synthetic.task == Task::Classification)
-      require(c.synthetic.classes >= 2, "classes", "must be >= 2, got " + std::to_string(c.synthetic.classes), help);
-    positive(c.synthetic.outputs, "outputs");
+    check_synthetic(c.synthetic, help);
   } else if (cmd == "convert") {
     require(!c.convert.input.empty() && !c.convert.output.empty(), "input", "convert needs INPUT and OUTPUT.h5",
             "usage: ragtrain convert INPUT.ts|INPUT.npz|CSV_DIR [--labels LABELS.csv] [--missing MODE] OUTPUT.h5");
@@ -473,40 +547,25 @@ void validate(const RunConfig& c) {
             "names classes, but --regression says the labels are targets", "leave one of the two out");
   } else if (cmd == "inspect") {
     require(!c.source.data.empty(), "data", "inspect needs a file", "usage: ragtrain inspect FILE.h5");
+    check_source(c.source, help);
   } else if (cmd == "train") {
     require(!c.source.data.empty(), "data", "is required", "usage: ragtrain train --data TRAIN.h5 --out DIR");
     require(!c.out.empty(), "out", "is required (the run's output folder)",
             "usage: ragtrain train --data TRAIN.h5 --out DIR");
-    positive(c.model.layers, "layers");
-    positive(c.model.hidden, "hidden");
-    positive(c.schedule.epochs, "epochs");
-    positive(c.schedule.batch_per_rank, "batch-per-rank");
-    positive(c.records.log_every, "log-every");
-    require(c.lr.warmup >= 0, "warmup-steps", "must be >= 0", help);
-    require(c.lr.lr > 0, "lr", "must be > 0", help);
-    require(c.optimizer.momentum >= 0 && c.optimizer.momentum < 1, "momentum", "must be in [0, 1)", help);
-    require(c.optimizer.beta1 >= 0 && c.optimizer.beta1 < 1, "beta1", "must be in [0, 1)", help);
-    require(c.optimizer.beta2 >= 0 && c.optimizer.beta2 < 1, "beta2", "must be in [0, 1)", help);
-    require(c.optimizer.eps > 0, "eps", "must be > 0", help);
-    require(c.optimizer.weight_decay >= 0, "weight-decay", "must be >= 0", help);
-    require(c.optimizer.clip >= 0, "clip", "must be >= 0 (0 turns clipping off)", help);
-    require(c.lr.final_fraction >= 0 && c.lr.final_fraction <= 1, "lr-final-fraction", "must be in [0, 1]", help);
-    require(c.validation.data.empty() || c.validation.data != c.source.data, "val", "is the same file as --data",
-            "validate on held-out data, or leave --val out");
-    require(c.validation.every >= 0, "val-every", "must be >= 0 (0: validate after every epoch only)", help);
-    require(c.validation.early_stop >= 0, "early-stop", "must be >= 0 (0 turns early stopping off)", help);
-    for (const auto& [used, name] : {std::pair<bool, const char*>{c.validation.every > 0, "val-every"},
-                                     {c.validation.select.has_value(), "select"},
-                                     {c.validation.early_stop > 0, "early-stop"}})
-      require(!used || !c.validation.data.empty(), name, "needs a validation set", "add --val VAL.h5 (held-out data)");
-    require(c.records.checkpoint_every >= 0, "checkpoint-every", "must be >= 0 (0 turns step checkpoints off)", help);
-    require(c.records.checkpoint_minutes >= 0, "checkpoint-minutes", "must be >= 0 (0 turns timed checkpoints off)", help);
-    require(c.records.keep >= 1, "keep", "must be >= 1, got " + std::to_string(c.records.keep), help);
-    positive(c.records.signal_check_every, "signal-check-every");
+    check_model(c.model, help);
+    check_schedule(c.schedule, help);
+    check_update(c.optimizer, c.lr, help);
+    check_validation(c.validation, c.source.data, help);
+    check_records(c.records, help);
+    require(c.faults.comm_timeout >= 0, "comm-timeout", "must be >= 0 seconds (0 waits forever)", help);
+    check_source(c.source, help);
+    check_backend(c.backend, c.schedule);
+    check_trace(c.trace);
   } else if (cmd == "eval" || cmd == "predict") {
     require(!c.checkpoint.empty(), "checkpoint", "is required", help);
     require(!c.source.data.empty(), "data", "is required", help);
     if (cmd == "predict") require(!c.out.empty(), "out", "is required (the CSV file to write)", help);
+    check_source(c.source, help);
   } else if (cmd == "plot") {
     require(!c.run.empty(), "run", "plot needs a folder", "usage: ragtrain plot RUN_DIR");
   } else if (cmd == "compare") {
@@ -519,50 +578,19 @@ void validate(const RunConfig& c) {
     require(c.out.empty() || ends_with(".json") || ends_with(".csv"), "out",
             "must end in .json or .csv (the format it is written in), got '" + c.out + "'", help);
   } else if (cmd == "simulate") {
-    positive(c.simulate.sequences_per_rank, "sequences-per-rank");
-    positive(c.schedule.epochs, "epochs");
-    positive(c.schedule.batch_per_rank, "batch-per-rank");
+    positive(c.simulate.sequences_per_rank, "sequences-per-rank", help);
+    check_schedule(c.schedule, help);
   } else if (cmd == "bench") {
-    positive(c.timing.steps, "steps");
+    positive(c.timing.steps, "steps", help);
     require(c.timing.warmup >= 0, "warmup", "must be >= 0", help);
-    positive(c.model.hidden, "hidden");
-    positive(c.model.layers, "layers");
-    positive(c.schedule.batch_per_rank, "batch-per-rank");
-    positive(c.synthetic.sequences, "sequences");
-    positive(c.synthetic.features, "features");
-    positive(c.synthetic.min_length, "min-length");
-    require(c.synthetic.max_length >= c.synthetic.min_length, "max-length", "must be >= --min-length", help);
-    require(c.lr.lr > 0, "lr", "must be > 0", help);
-    require(c.optimizer.weight_decay >= 0, "weight-decay", "must be >= 0", help);
-    require(c.optimizer.clip >= 0, "clip", "must be >= 0 (0 turns clipping off)", help);
-    if (c.synthetic.task == Task::Classification)
-      require(c.synthetic.classes >= 2, "classes", "must be >= 2, got " + std::to_string(c.synthetic.classes), help);
-    positive(c.synthetic.outputs, "outputs");
+    check_model(c.model, help);
+    check_schedule(c.schedule, help);
+    check_synthetic(c.synthetic, help);
+    check_update(c.optimizer, c.lr, help);
+    check_backend(c.backend, c.schedule);
+    check_trace(c.trace);
   }
-  if (cmd == "train")
-    require(c.faults.comm_timeout >= 0, "comm-timeout", "must be >= 0 seconds (0 waits forever)", help);
-  if (cmd == "inspect" || cmd == "train" || cmd == "eval" || cmd == "predict")
-    require(c.source.max_memory == "auto" || parse_size(c.source.max_memory) > 0, "max-memory",
-            "must be auto or a size such as 512M or 8G, got '" + c.source.max_memory + "'", help);
   require(!(c.talk.quiet && c.talk.verbose), "verbose", "contradicts --quiet", "leave one of the two out");
-  // The CUDA backend's limit, before any work (with auto, the backend itself refuses it if a GPU is chosen).
-  if ((cmd == "train" || cmd == "bench") && c.backend.device == Device::Cuda)
-    require(c.schedule.batch_per_rank <= kMaxCudaBatchPerRank, "batch-per-rank",
-            "is " + std::to_string(c.schedule.batch_per_rank) + "; the CUDA backend takes at most " +
-                std::to_string(kMaxCudaBatchPerRank) + " sequences per rank per step",
-            "use --batch-per-rank " + std::to_string(kMaxCudaBatchPerRank) +
-                " or fewer, and more ranks (GPUs) for a larger global batch");
-  if ((cmd == "train" || cmd == "bench") && !c.trace.empty()) {
-    const auto n = c.trace.size();
-    require(n > 5 && c.trace.compare(n - 5, 5, ".json") == 0, "trace",
-            "names the Chrome trace file to write and must end in .json, got '" + c.trace + "'",
-            "e.g. --trace timeline.json");
-  }
-  if (cmd == "train" || cmd == "bench") {
-    require(c.model.dropout.between >= 0 && c.model.dropout.between < 1, "dropout", "must be in [0, 1), got " + short_number(c.model.dropout.between), help);
-    require(c.model.dropout.head >= 0 && c.model.dropout.head < 1, "head-dropout",
-            "must be in [0, 1), got " + short_number(c.model.dropout.head), help);
-  }
 }
 
 }  // namespace
@@ -678,14 +706,8 @@ SyntheticSpec synthetic_spec(const RunConfig& c) {
 // The groups train and bench share: data, model, optimizer, schedule, backend, the trace, what is printed.
 TrainConfig learning_config(const RunConfig& c) {
   TrainConfig t;
-  t.source = c.source;
-  t.model = c.model;
-  t.optimizer = c.optimizer;
-  t.schedule = c.schedule;
-  t.backend = c.backend;
-  t.trace = c.trace;
-  t.talk = c.talk;
-  t.provenance = c.provenance;
+  std::tie(t.source, t.model, t.optimizer, t.schedule, t.backend, t.trace, t.talk, t.provenance) =
+      std::tie(c.source, c.model, c.optimizer, c.schedule, c.backend, c.trace, c.talk, c.provenance);
   return t;
 }
 
@@ -694,13 +716,8 @@ TrainConfig learning_config(const RunConfig& c) {
 TrainConfig train_config(const RunConfig& c) {
   RT_CHECK(c.command == "train", "train_config for " << c.command);
   TrainConfig t = learning_config(c);
-  t.normalize = c.normalize;
-  t.validation = c.validation;
-  t.start = c.start;
-  t.lr = c.lr;
-  t.faults = c.faults;
-  t.out = c.out;
-  t.records = c.records;
+  std::tie(t.normalize, t.validation, t.start, t.lr, t.faults, t.out, t.records) =
+      std::tie(c.normalize, c.validation, c.start, c.lr, c.faults, c.out, c.records);
   return t;
 }
 
