@@ -10,7 +10,8 @@
 #     and every MPI and HDF5 library it loads is the prefix's, and runs it on 2 ranks;
 #   - install: `make install PREFIX=...` and its installed binary, recipes, job script and docs, used from
 #     elsewhere; `make uninstall` removes it again; DESTDIR stages the same tree;
-#   - no path only x86 machines have in the Makefile, scripts/, jobs/ or tests/ (GH200 nodes are aarch64).
+#   - no path only x86 machines have in the Makefile, scripts/, jobs/ or tests/ (GH200 nodes are aarch64);
+#   - no function in src/ longer than 150 lines (scripts/check-function-length.py).
 # usage: tests/build/test_build.sh BUILD_DIR   last line: "N passed, N failed, N skipped" (scripts/run-tests.sh)
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -259,6 +260,14 @@ name="no x86-only path (the x86 multiarch or architecture name) in the Makefile,
 arch="x86""_64"   # spelled apart, so that this line is not a hit of its own
 hits=$(cd "$ROOT" && grep -rnI "$arch" Makefile scripts jobs tests 2>/dev/null)
 if [ -n "$hits" ]; then fail "$name" "$hits"; else pass "$name"; fi
+
+# ---- no function in src/ longer than 150 lines (STYLE.md: a longer one is a phase without a name) ---------------
+name="no function in src/ longer than 150 lines (scripts/check-function-length.py)"
+if out=$(python3 "$ROOT/scripts/check-function-length.py" --max 150 "$ROOT/src" 2>&1); then
+  pass "$name"
+else
+  fail "$name" "$out"
+fi
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
