@@ -63,7 +63,8 @@ int run_bench(const Context& ctx, const RunConfig& options) {
     last_loss += losses[losses.size() - window + i] / static_cast<double>(window);
   }
   const Json validity = check_validity(ctx, backend.params(), first_loss, last_loss);
-  const Json provenance = collect_provenance(ctx, cfg.run.provenance.command_line, cfg.run.provenance.effective, backend.name(), started_at);
+  const Json provenance = collect_provenance(ctx, cfg.run.provenance.command_line, cfg.run.provenance.effective,
+                                             backend.name(), started_at);
 
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
@@ -71,12 +72,14 @@ int run_bench(const Context& ctx, const RunConfig& options) {
     for (const auto& r : all) sum += r;
     const double seq_s = sum.sequences / slowest, ts_s = sum.timesteps / slowest;
     const double us_step = 1e6 * slowest / static_cast<double>(cfg.timing.steps);
-    std::printf("# ragtrain bench: %s, F=%lld H=%lld L=%lld, lengths %lld..%lld, %s x %lld per step, %lld steps "
-                "after %lld warm-up\n",
-                source.c_str(), static_cast<long long>(shape.input_size), static_cast<long long>(shape.hidden),
-                static_cast<long long>(shape.layers), static_cast<long long>(cfg.synthetic.min_length),
-                static_cast<long long>(cfg.synthetic.max_length), count_of(ctx.size, "rank").c_str(), static_cast<long long>(cfg.run.schedule.batch_per_rank),
-                static_cast<long long>(cfg.timing.steps), static_cast<long long>(cfg.timing.warmup));
+    std::printf(
+        "# ragtrain bench: %s, F=%lld H=%lld L=%lld, lengths %lld..%lld, %s x %lld per step, %lld steps "
+        "after %lld warm-up\n",
+        source.c_str(), static_cast<long long>(shape.input_size), static_cast<long long>(shape.hidden),
+        static_cast<long long>(shape.layers), static_cast<long long>(cfg.synthetic.min_length),
+        static_cast<long long>(cfg.synthetic.max_length), count_of(ctx.size, "rank").c_str(),
+        static_cast<long long>(cfg.run.schedule.batch_per_rank), static_cast<long long>(cfg.timing.steps),
+        static_cast<long long>(cfg.timing.warmup));
     std::printf("# model: %s, dropout %g, head dropout %g\n", describe(shape).c_str(), cfg.run.model.dropout.between,
                 cfg.run.model.dropout.head);
     std::printf("# %-8s %6s %6s %6s %6s %12s %14s %12s %14s\n", "backend", "ranks", "K", "H", "L", "seq/s",

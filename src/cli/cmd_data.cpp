@@ -126,13 +126,14 @@ int run_convert(const Context& ctx, const RunConfig& options) {
     if (!ctx.is_root()) return;
     const InputKind kind = input_kind(cfg.convert.input);
     USER_CHECK(kind == InputKind::CsvFolder || cfg.convert.labels.empty(),
-               "--labels " << cfg.convert.labels << ": labels files are for a folder of CSV files; " << cfg.convert.input
-                           << " holds its own labels",
+               "--labels " << cfg.convert.labels << ": labels files are for a folder of CSV files; "
+                           << cfg.convert.input << " holds its own labels",
                "leave --labels out");
-    USER_CHECK(kind != InputKind::Ts || (!cfg.convert.regression && cfg.convert.class_names_from.empty()),
-               cfg.convert.input << ": a .ts file declares its task and classes in its header (@classLabel, @targetLabel); "
-                            "--regression and --class-names-from do not apply",
-               "leave them out");
+    USER_CHECK(
+        kind != InputKind::Ts || (!cfg.convert.regression && cfg.convert.class_names_from.empty()),
+        cfg.convert.input << ": a .ts file declares its task and classes in its header (@classLabel, @targetLabel); "
+                             "--regression and --class-names-from do not apply",
+        "leave them out");
     ImportOptions opts;
     opts.regression = cfg.convert.regression;
     opts.missing = cfg.convert.missing;
@@ -141,9 +142,10 @@ int run_convert(const Context& ctx, const RunConfig& options) {
       const DatasetInfo ref = read_dataset_info(cfg.convert.class_names_from, MPI_COMM_SELF);
       USER_CHECK(ref.labeled, "--class-names-from " << cfg.convert.class_names_from << ": has no labels, so no classes",
                  "pass the converted training set, which has labels");
-      USER_CHECK(ref.task == Task::Classification,
-                 "--class-names-from " << cfg.convert.class_names_from << ": is a regression data set; it has no classes",
-                 "pass the converted training set of a classification task");
+      USER_CHECK(
+          ref.task == Task::Classification,
+          "--class-names-from " << cfg.convert.class_names_from << ": is a regression data set; it has no classes",
+          "pass the converted training set of a classification task");
       opts.class_names = ref.class_names;
       for (int64_t c = static_cast<int64_t>(opts.class_names.size()); c < ref.num_outputs; ++c)
         opts.class_names.push_back(std::to_string(c));   // a file without class_names: its classes are the ids
@@ -151,9 +153,10 @@ int run_convert(const Context& ctx, const RunConfig& options) {
     }
 
     ImportLog log;
-    const RaggedData data = kind == InputKind::Ts    ? read_ts_file(cfg.convert.input, opts.missing, &log)
-                            : kind == InputKind::Npz ? read_npz_file(cfg.convert.input, opts, &log)
-                                                     : read_csv_folder(cfg.convert.input, cfg.convert.labels, opts, &log);
+    const RaggedData data = kind == InputKind::Ts ? read_ts_file(cfg.convert.input, opts.missing, &log)
+                            : kind == InputKind::Npz
+                                ? read_npz_file(cfg.convert.input, opts, &log)
+                                : read_csv_folder(cfg.convert.input, cfg.convert.labels, opts, &log);
     USER_CHECK(data.labeled || (!cfg.convert.regression && cfg.convert.class_names_from.empty()),
                cfg.convert.input << ": has no labels; --regression and --class-names-from describe labels",
                "leave them out to convert a data set without labels (for predict), or add the labels");
@@ -172,7 +175,8 @@ int run_inspect(const Context& ctx, const RunConfig& options) {
   const InspectConfig cfg = inspect_config(options);
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
-    const DatasetReport report = inspect_dataset(cfg.source.data, MemoryBudget::of(cfg.source.max_memory, ctx.local_size));
+    const DatasetReport report =
+        inspect_dataset(cfg.source.data, MemoryBudget::of(cfg.source.max_memory, ctx.local_size));
     if (!cfg.talk.quiet) print_report(report, std::cout);
     std::cout << "valid: yes\n";
     std::cout.flush();

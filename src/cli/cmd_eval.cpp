@@ -48,8 +48,8 @@ Applied apply_checkpoint(const Context& ctx, const EvalConfig& cfg, const char* 
     if (needs_labels) require_labels(a.info, "--data", "eval (which compares predictions with labels)");
     const ModelShape& m = a.ckpt.shape;
     USER_CHECK(a.info.num_features == m.input_size,
-               "data file '" << cfg.source.data << "' has " << a.info.num_features << " features per timestep, the model in '"
-                             << a.path << "' expects " << m.input_size,
+               "data file '" << cfg.source.data << "' has " << a.info.num_features
+                             << " features per timestep, the model in '" << a.path << "' expects " << m.input_size,
                "evaluate with data prepared like the training set");
     USER_CHECK(!a.info.labeled || (a.info.task == m.task && a.info.num_outputs == m.outputs),
                "data file '" << cfg.source.data << "' is " << task_name(a.info.task) << " with " << a.info.num_outputs

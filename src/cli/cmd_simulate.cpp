@@ -85,19 +85,22 @@ int run_simulate(const Context& ctx, const RunConfig& options) {
     Json rows = Json::array();
     for (int64_t p : cfg.simulate.ranks.values) {
       const std::vector<int64_t> lengths =
-          cfg.data.empty() ? draw_lengths(cfg.simulate.lengths, p * cfg.schedule.batch_per_rank * cfg.simulate.sequences_per_rank, cfg.schedule.seed)
-                           : info.lengths();
+          cfg.data.empty()
+              ? draw_lengths(cfg.simulate.lengths, p * cfg.schedule.batch_per_rank * cfg.simulate.sequences_per_rank,
+                             cfg.schedule.seed)
+              : info.lengths();
       const int64_t n = static_cast<int64_t>(lengths.size());
       const Schedule bal(lengths, p, cfg.schedule.batch_per_rank, cfg.schedule.seed, ScheduleKind::Balanced);
       const Schedule rnd(lengths, p, cfg.schedule.batch_per_rank, cfg.schedule.seed, ScheduleKind::Random);
-      const ScheduleStats b = measure_schedule(bal, lengths, cfg.schedule.epochs), r = measure_schedule(rnd, lengths, cfg.schedule.epochs);
+      const ScheduleStats b = measure_schedule(bal, lengths, cfg.schedule.epochs),
+                          r = measure_schedule(rnd, lengths, cfg.schedule.epochs);
       const double bc = classes.empty() ? none : classes_per_batch(bal, classes, cfg.schedule.epochs);
       const double rc = classes.empty() ? none : classes_per_batch(rnd, classes, cfg.schedule.epochs);
       std::printf("  %-24s %6lld %4lld %9lld %7lld | %s %s | %s %s | %s %s | %s %s\n", source.c_str(),
-                  static_cast<long long>(p), static_cast<long long>(cfg.schedule.batch_per_rank), static_cast<long long>(n),
-                  static_cast<long long>(bal.steps_per_epoch()), pct(b.imbalance).c_str(), pct(r.imbalance).c_str(),
-                  pct(b.padding).c_str(), pct(r.padding).c_str(), pct(b.repeat).c_str(), pct(r.repeat).c_str(),
-                  count(bc).c_str(), count(rc).c_str());
+                  static_cast<long long>(p), static_cast<long long>(cfg.schedule.batch_per_rank),
+                  static_cast<long long>(n), static_cast<long long>(bal.steps_per_epoch()), pct(b.imbalance).c_str(),
+                  pct(r.imbalance).c_str(), pct(b.padding).c_str(), pct(r.padding).c_str(), pct(b.repeat).c_str(),
+                  pct(r.repeat).c_str(), count(bc).c_str(), count(rc).c_str());
       rows.push_back(Json{{"lengths", source},
                           {"ranks", p},
                           {"batch_per_rank", cfg.schedule.batch_per_rank},

@@ -28,7 +28,8 @@ int run_train(const Context& launched, const RunConfig& options) {
   // Only now that the data, the checkpoints and the backend were all checked: a configuration printed is one that
   // runs, and an error is never buried under it.
   if (ctx.is_root() && !cfg.talk.quiet) {
-    std::printf("# effective configuration (%s)\n%s", count_of(ctx.size, "rank").c_str(), cfg.provenance.effective.c_str());
+    std::printf("# effective configuration (%s)\n%s", count_of(ctx.size, "rank").c_str(),
+                cfg.provenance.effective.c_str());
     std::fflush(stdout);
   }
   trainer.announce();

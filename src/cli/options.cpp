@@ -230,7 +230,8 @@ void add_file_rows(TableBuilder& b, RunConfig& c) {
       {"gen", "convert", "train", "eval", "predict", "bench", "simulate", "plot", "compare"});
   b.add("data", po::value(&c.source.data)->value_name("FILE.h5"), "data set in format v1 (train: training set)",
       {"inspect", "train", "eval", "predict", "bench", "simulate"});
-  b.add("val", po::value(&c.validation.data)->value_name("FILE.h5"), "validation set, evaluated after every epoch (and every --val-every steps)", b.train_only);
+  b.add("val", po::value(&c.validation.data)->value_name("FILE.h5"),
+        "validation set, evaluated after every epoch (and every --val-every steps)", b.train_only);
   b.add("out", po::value(&c.out)->value_name("PATH"),
       "output: gen FILE.h5, train DIR (metrics.jsonl, summary.json, checkpoint.h5, best.h5 with --val), eval "
       "FILE.json, predict FILE.csv, "
@@ -259,26 +260,34 @@ void add_file_rows(TableBuilder& b, RunConfig& c) {
       {"convert"});
   b.add("class-names-from", po::value(&c.convert.class_names_from)->value_name("TRAIN.h5"),
       "number the classes as this converted file does (convert the test set like the training set)", {"convert"});
-  b.add("missing", po::value(&c.convert.missing)->default_value(c.convert.missing, missing_mode_name(c.convert.missing)),
-      "missing feature values (?, NaN, NA, empty CSV fields): error | trim (drop trailing all-missing steps, as in "
-      "NaN-padded sets) | zero | ffill (carry the last value forward; leading ones take the first observed)",
-      {"convert"});
-
+  b.add("missing",
+        po::value(&c.convert.missing)->default_value(c.convert.missing, missing_mode_name(c.convert.missing)),
+        "missing feature values (?, NaN, NA, empty CSV fields): error | trim (drop trailing all-missing steps, as in "
+        "NaN-padded sets) | zero | ffill (carry the last value forward; leading ones take the first observed)",
+        {"convert"});
 }
 
 // Synthetic data (gen, bench), validation and model selection, the model.
 void add_data_and_model_rows(TableBuilder& b, RunConfig& c) {
-  b.add("sequences", po::value(&c.synthetic.sequences)->default_value(c.synthetic.sequences), "number of sequences", b.synth);
-  b.add("features", po::value(&c.synthetic.features)->default_value(c.synthetic.features), "features per timestep (F)", b.synth);
-  b.add("min-length", po::value(&c.synthetic.min_length)->default_value(c.synthetic.min_length), "shortest sequence", b.synth);
-  b.add("max-length", po::value(&c.synthetic.max_length)->default_value(c.synthetic.max_length), "longest sequence", b.synth);
-  b.add("classes", po::value(&c.synthetic.classes)->default_value(c.synthetic.classes), "number of classes (classification)", b.synth);
-  b.add("task", po::value(&c.synthetic.task)->default_value(c.synthetic.task, task_name(c.synthetic.task)), "classification | regression", b.synth);
-  b.add("outputs", po::value(&c.synthetic.outputs)->default_value(c.synthetic.outputs), "targets per sequence (regression)", b.synth);
+  b.add("sequences", po::value(&c.synthetic.sequences)->default_value(c.synthetic.sequences), "number of sequences",
+        b.synth);
+  b.add("features", po::value(&c.synthetic.features)->default_value(c.synthetic.features), "features per timestep (F)",
+        b.synth);
+  b.add("min-length", po::value(&c.synthetic.min_length)->default_value(c.synthetic.min_length), "shortest sequence",
+        b.synth);
+  b.add("max-length", po::value(&c.synthetic.max_length)->default_value(c.synthetic.max_length), "longest sequence",
+        b.synth);
+  b.add("classes", po::value(&c.synthetic.classes)->default_value(c.synthetic.classes),
+        "number of classes (classification)", b.synth);
+  b.add("task", po::value(&c.synthetic.task)->default_value(c.synthetic.task, task_name(c.synthetic.task)),
+        "classification | regression", b.synth);
+  b.add("outputs", po::value(&c.synthetic.outputs)->default_value(c.synthetic.outputs),
+        "targets per sequence (regression)", b.synth);
   b.add("seed", po::value(&c.schedule.seed)->default_value(c.schedule.seed),
       "random seed: data (gen), initial weights and shuffling (train)", {"gen", "train", "bench", "simulate"});
   b.add("steps", po::value(&c.timing.steps)->default_value(c.timing.steps), "timed training steps", {"bench"});
-  b.add("warmup", po::value(&c.timing.warmup)->default_value(c.timing.warmup), "untimed steps before timing", {"bench"});
+  b.add("warmup", po::value(&c.timing.warmup)->default_value(c.timing.warmup), "untimed steps before timing",
+        {"bench"});
 
   // implicit_value with an empty text: `--normalize` alone means feature, and the help keeps its usual width.
   b.add("normalize",
@@ -320,10 +329,13 @@ void add_data_and_model_rows(TableBuilder& b, RunConfig& c) {
       "what the head reads of the top layer, over each sequence's own steps: last (the final states, PyTorch's "
       "h_n) | mean | max",
       b.learn);
-  b.add("dropout", po::value(&c.model.dropout.between)->default_value(c.model.dropout.between, short_number(c.model.dropout.between)),
-      "dropout on the outputs of every LSTM layer but the last (nn.LSTM's dropout); training only", b.learn);
-  b.add("head-dropout", po::value(&c.model.dropout.head)->default_value(c.model.dropout.head, short_number(c.model.dropout.head)),
-      "dropout on the head's input (the pooled vector); training only", b.learn);
+  b.add("dropout",
+        po::value(&c.model.dropout.between)
+            ->default_value(c.model.dropout.between, short_number(c.model.dropout.between)),
+        "dropout on the outputs of every LSTM layer but the last (nn.LSTM's dropout); training only", b.learn);
+  b.add("head-dropout",
+        po::value(&c.model.dropout.head)->default_value(c.model.dropout.head, short_number(c.model.dropout.head)),
+        "dropout on the head's input (the pooled vector); training only", b.learn);
 }
 
 // The schedule, the optimizer and its learning rate, checkpoints, the device and reliability.
@@ -334,8 +346,8 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
       "sequences per rank per step (global batch = ranks x this)", {"train", "bench", "simulate"});
   b.add("schedule", po::value(&c.schedule.kind)->default_value(c.schedule.kind, schedule_kind_name(c.schedule.kind)),
       "balanced (equal lengths across ranks in every step) | random", {"train", "bench"});
-  b.add("ranks", po::value(&c.simulate.ranks)->default_value(c.simulate.ranks, c.simulate.ranks.text), "comma-separated rank counts to simulate",
-      {"simulate"});
+  b.add("ranks", po::value(&c.simulate.ranks)->default_value(c.simulate.ranks, c.simulate.ranks.text),
+        "comma-separated rank counts to simulate", {"simulate"});
   b.add("lengths", po::value(&c.simulate.lengths)->default_value(c.simulate.lengths, c.simulate.lengths.text),
       "length distribution: uniform:MIN:MAX | lognormal:MEDIAN:SIGMA (ignored with --data)", {"simulate"});
   b.add("sequences-per-rank", po::value(&c.simulate.sequences_per_rank)->default_value(c.simulate.sequences_per_rank),
@@ -343,19 +355,28 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
   b.add("optimizer", po::value(&c.optimizer.kind)->default_value(c.optimizer.kind, optimizer_name(c.optimizer.kind)),
       "sgd (with momentum) | adam | adamw", b.learn);
   b.add("lr", po::value(&c.lr.lr)->default_value(c.lr.lr, short_number(c.lr.lr)), "peak learning rate", b.learn);
-  b.add("momentum", po::value(&c.optimizer.momentum)->default_value(c.optimizer.momentum, short_number(c.optimizer.momentum)), "SGD momentum", b.train_only);
-  b.add("beta1", po::value(&c.optimizer.beta1)->default_value(c.optimizer.beta1, short_number(c.optimizer.beta1)), "Adam/AdamW beta1", b.train_only);
-  b.add("beta2", po::value(&c.optimizer.beta2)->default_value(c.optimizer.beta2, short_number(c.optimizer.beta2)), "Adam/AdamW beta2", b.train_only);
-  b.add("eps", po::value(&c.optimizer.eps)->default_value(c.optimizer.eps, short_number(c.optimizer.eps)), "Adam/AdamW epsilon", b.train_only);
-  b.add("weight-decay", po::value(&c.optimizer.weight_decay)->default_value(c.optimizer.weight_decay, short_number(c.optimizer.weight_decay)),
-      "L2 penalty (sgd, adam) or decoupled decay (adamw)", b.learn);
-  b.add("clip", po::value(&c.optimizer.clip)->default_value(c.optimizer.clip, short_number(c.optimizer.clip)), "clip the global gradient norm to this (0 = off)", b.learn);
+  b.add("momentum",
+        po::value(&c.optimizer.momentum)->default_value(c.optimizer.momentum, short_number(c.optimizer.momentum)),
+        "SGD momentum", b.train_only);
+  b.add("beta1", po::value(&c.optimizer.beta1)->default_value(c.optimizer.beta1, short_number(c.optimizer.beta1)),
+        "Adam/AdamW beta1", b.train_only);
+  b.add("beta2", po::value(&c.optimizer.beta2)->default_value(c.optimizer.beta2, short_number(c.optimizer.beta2)),
+        "Adam/AdamW beta2", b.train_only);
+  b.add("eps", po::value(&c.optimizer.eps)->default_value(c.optimizer.eps, short_number(c.optimizer.eps)),
+        "Adam/AdamW epsilon", b.train_only);
+  b.add("weight-decay",
+        po::value(&c.optimizer.weight_decay)
+            ->default_value(c.optimizer.weight_decay, short_number(c.optimizer.weight_decay)),
+        "L2 penalty (sgd, adam) or decoupled decay (adamw)", b.learn);
+  b.add("clip", po::value(&c.optimizer.clip)->default_value(c.optimizer.clip, short_number(c.optimizer.clip)),
+        "clip the global gradient norm to this (0 = off)", b.learn);
   b.add("warmup-steps", po::value(&c.lr.warmup)->default_value(c.lr.warmup),
       "linear learning-rate warm-up over this many steps", b.train_only);
   b.add("lr-decay", po::value(&c.lr.decay)->default_value(c.lr.decay, lr_decay_name(c.lr.decay)),
       "after warm-up: none | linear | cosine, down to lr x lr-final-fraction at the last step", b.train_only);
-  b.add("lr-final-fraction", po::value(&c.lr.final_fraction)->default_value(c.lr.final_fraction, short_number(c.lr.final_fraction)),
-      "final learning rate as a fraction of --lr (with --lr-decay)", b.train_only);
+  b.add("lr-final-fraction",
+        po::value(&c.lr.final_fraction)->default_value(c.lr.final_fraction, short_number(c.lr.final_fraction)),
+        "final learning rate as a fraction of --lr (with --lr-decay)", b.train_only);
   b.add("log-every", po::value(&c.records.log_every)->default_value(c.records.log_every),
       "steps between progress lines and metrics.jsonl records", b.train_only);
   b.add("resume", po::value(&c.start.resume)->value_name("CKPT.h5|DIR"),
@@ -365,8 +386,9 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
   b.add("checkpoint-every", po::value(&c.records.checkpoint_every)->default_value(c.records.checkpoint_every),
       "also save a checkpoint every N steps (0: only at the end and when stopped by SIGTERM/SIGUSR1)", {"train"});
   b.add("checkpoint-minutes",
-      po::value(&c.records.checkpoint_minutes)->default_value(c.records.checkpoint_minutes, short_number(c.records.checkpoint_minutes)),
-      "also save a checkpoint when this many minutes passed since the last one (rank 0's clock; 0: off)", {"train"});
+        po::value(&c.records.checkpoint_minutes)
+            ->default_value(c.records.checkpoint_minutes, short_number(c.records.checkpoint_minutes)),
+        "also save a checkpoint when this many minutes passed since the last one (rank 0's clock; 0: off)", {"train"});
   b.add("signal-check-every", po::value(&c.records.signal_check_every)->default_value(c.records.signal_check_every),
       "steps between the all-ranks check for SIGTERM/SIGUSR1 and a due --checkpoint-minutes (one tiny "
       "all-reduce; doc/hpc.md has its cost)",
@@ -386,14 +408,17 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
       "most memory one rank may allocate for its data, e.g. 512M, 8G (auto: physical memory / ranks on the "
       "node); sizes declared in a file are checked against it before anything is read",
       {"inspect", "train", "eval", "predict"});
-  b.add("comm-timeout", po::value(&c.faults.comm_timeout)->default_value(c.faults.comm_timeout, short_number(c.faults.comm_timeout)),
-      "seconds a rank waits for the others in a collective before it names the rank that stopped and ends the "
-      "job (0: wait forever); watches the training loop, not the start-up",
-      {"train"});
-  b.add("on-nonfinite", po::value(&c.faults.on_nonfinite)->default_value(c.faults.on_nonfinite, nonfinite_policy_name(c.faults.on_nonfinite)),
-      "a NaN/Inf loss or gradient: stop (keep the last good checkpoint, exit 2) | skip (drop that step on every "
-      "rank)",
-      {"train"});
+  b.add("comm-timeout",
+        po::value(&c.faults.comm_timeout)->default_value(c.faults.comm_timeout, short_number(c.faults.comm_timeout)),
+        "seconds a rank waits for the others in a collective before it names the rank that stopped and ends the "
+        "job (0: wait forever); watches the training loop, not the start-up",
+        {"train"});
+  b.add("on-nonfinite",
+        po::value(&c.faults.on_nonfinite)
+            ->default_value(c.faults.on_nonfinite, nonfinite_policy_name(c.faults.on_nonfinite)),
+        "a NaN/Inf loss or gradient: stop (keep the last good checkpoint, exit 2) | skip (drop that step on every "
+        "rank)",
+        {"train"});
 }
 
 Table build_table(RunConfig& c) {

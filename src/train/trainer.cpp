@@ -101,10 +101,11 @@ void Trainer::setup_data() {
     lengths_ = train_info_.lengths();
   }
   // Which sequences this rank owns for the whole run (only those are read), and the model they train.
-  schedule_ = std::make_unique<Schedule>(lengths_, ctx_.size, cfg_.schedule.batch_per_rank, cfg_.schedule.seed, cfg_.schedule.kind);
+  schedule_ = std::make_unique<Schedule>(lengths_, ctx_.size, cfg_.schedule.batch_per_rank, cfg_.schedule.seed,
+                                         cfg_.schedule.kind);
   total_steps_ = cfg_.schedule.epochs * schedule_->steps_per_epoch();
   cfg_.lr.total_steps = total_steps_;
-  shape_ = ModelShape{train_info_.num_features, cfg_.model.hidden,      cfg_.model.layers,  train_info_.num_outputs,
+  shape_ = ModelShape{train_info_.num_features, cfg_.model.hidden,        cfg_.model.layers, train_info_.num_outputs,
                       train_info_.task,         cfg_.model.bidirectional, cfg_.model.pool};
   run_.io_s += io.seconds();
 }
@@ -261,10 +262,11 @@ void Trainer::announce() const {
               static_cast<long long>(cfg_.schedule.batch_per_rank),
               static_cast<long long>(steps_per_epoch()), backend_->name().c_str(),
               static_cast<long long>(ParamLayout(shape_).total()));
-  std::printf("# model: %s%s\n", describe(shape_).c_str(),
-              cfg_.model.dropout.any()
-                  ? RT_MSG(", dropout " << cfg_.model.dropout.between << ", head dropout " << cfg_.model.dropout.head).c_str()
-                  : "");
+  std::printf(
+      "# model: %s%s\n", describe(shape_).c_str(),
+      cfg_.model.dropout.any()
+          ? RT_MSG(", dropout " << cfg_.model.dropout.between << ", head dropout " << cfg_.model.dropout.head).c_str()
+          : "");
   std::fflush(stdout);
 }
 

@@ -42,8 +42,8 @@ StepTotals Trainer::step(RankCounters& counters) {
 int Trainer::run() {
   // A bar with rate and ETA on a terminal; one plain line per --log-every interval in a log file (rank 0 only).
   progress_ = std::make_unique<Progress>(
-      stdout, talk_ ? progress_mode_for(stdout, cfg_.talk.quiet, cfg_.talk.verbose) : ProgressMode::Off, total_steps_, "step",
-      step_);
+      stdout, talk_ ? progress_mode_for(stdout, cfg_.talk.quiet, cfg_.talk.verbose) : ProgressMode::Off, total_steps_,
+      "step", step_);
   if (watchdog_) watchdog_->arm();   // set-up is done: from here on no rank waits on another longer than --comm-timeout
   epoch_clock_.restart();            // a resumed run's first (partial) epoch: its time without the set-up
   while (step_ < total_steps_) {
@@ -227,8 +227,8 @@ void Trainer::end_epoch() {
     rec["batch_repeat_fraction"] = std::isnan(repeat) ? Json(nullptr) : Json(repeat);
     records_.log.write(rec);
     std::ostringstream line;
-    line << std::fixed << std::setprecision(4) << "epoch " << epoch << "/" << cfg_.schedule.epochs << " done: train loss "
-         << last_train_loss_;
+    line << std::fixed << std::setprecision(4) << "epoch " << epoch << "/" << cfg_.schedule.epochs
+         << " done: train loss " << last_train_loss_;
     if (classification()) line << " acc " << last_train_acc_;
     if (has_val) {
       line << "  val loss " << last_val_.loss();

@@ -50,7 +50,8 @@ void Trainer::print_best_and_last() const {
 void Trainer::summarize() {
   const double wall_s = wall_.seconds();
   const std::vector<RankCounters> all = gather_counters(ctx_, run_);
-  const Json provenance = collect_provenance(ctx_, cfg_.provenance.command_line, cfg_.provenance.effective, backend_->name(), started_at_);
+  const Json provenance =
+      collect_provenance(ctx_, cfg_.provenance.command_line, cfg_.provenance.effective, backend_->name(), started_at_);
   const Json validity = check_validity(ctx_, backend_->params(), acc_.first_loss, last_train_loss_);
   collective_phase(ctx_, [&] {
     if (!ctx_.is_root()) return;
@@ -118,8 +119,8 @@ void Trainer::summarize() {
     if (!cfg_.talk.quiet) {
       std::printf("#\n# %-10s %8s %6s %7s %11s %11s %9s %10s %13s %9s\n", "result", "ranks", "epochs", "steps",
                   "train_loss", "val_loss", "val_acc", "seq/s", "timesteps/s", "wall_s");
-      std::printf("# %-10s %8d %6lld %7lld %11.5f %11s %9s %10.1f %13.1f %9.2f\n", backend_->name().c_str(),
-                  ctx_.size, static_cast<long long>(cfg_.schedule.epochs), static_cast<long long>(step_), last_train_loss_,
+      std::printf("# %-10s %8d %6lld %7lld %11.5f %11s %9s %10.1f %13.1f %9.2f\n", backend_->name().c_str(), ctx_.size,
+                  static_cast<long long>(cfg_.schedule.epochs), static_cast<long long>(step_), last_train_loss_,
                   has_val ? std::to_string(last_val_.loss()).c_str() : "-",
                   has_val && classification() ? std::to_string(last_val_.accuracy()).c_str() : "-",
                   sum.sequences / wall_s, sum.timesteps / wall_s, wall_s);

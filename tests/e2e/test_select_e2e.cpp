@@ -128,8 +128,8 @@ TEST(Select, EarlyStopEndsTheRunWithExitZeroAndSaysWhy) {
   gen_train_and_val(d, "--sequences 48 --seed 5", "--sequences 15 --seed 6");
   for (int np : {1, 2}) {
     const std::string out = d / ("run" + std::to_string(np));
-    const Result r = train_with_val(d, np, out,
-                                    " --hidden 8 --lr 0.05 --log-every 1000 --epochs 60 --early-stop 2 --select val_loss");
+    const Result r = train_with_val(
+        d, np, out, " --hidden 8 --lr 0.05 --log-every 1000 --epochs 60 --early-stop 2 --select val_loss");
     ASSERT_EQ(r.rc, 0) << r.output;
     const auto s = read_json(out + "/summary.json");
     ASSERT_EQ(s["stop_reason"], "early_stop") << "60 epochs of lr 0.05 on 48 sequences must overfit";

@@ -15,7 +15,8 @@ TEST(CliUx, PrintConfigIsAConfigFileThatGivesTheSameConfiguration) {
   const RunConfig c = parse({"train", "--data", "a.h5", "--out", "d", "--hidden", "64", "--lr", "0.01",
                              "--print-config"}).config;
   EXPECT_TRUE(c.print_config);
-  EXPECT_EQ(c.provenance.effective.find("print-config"), std::string::npos) << "it would make the file print instead of run";
+  EXPECT_EQ(c.provenance.effective.find("print-config"), std::string::npos)
+      << "it would make the file print instead of run";
   EXPECT_NE(c.provenance.effective.find("hidden = 64\n"), std::string::npos);
   const std::string ini = "/tmp/ragtrain_cli_ux_" + std::to_string(::getpid()) + ".ini";
   std::ofstream(ini) << c.provenance.effective;

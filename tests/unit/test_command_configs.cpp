@@ -174,10 +174,10 @@ TEST(CommandConfigs, Compare) {
 // train takes every group of the Trainer, as the table bound them; each value lands in its group.
 TEST(CommandConfigs, Train) {
   const RunConfig r =
-      parse({"train", "--data", "a.h5", "--val", "v.h5", "--out", "d", "--max-memory", "2G", "--hidden", "8", "--layers",
-             "2", "--bidirectional", "--pool", "max", "--dropout", "0.25", "--head-dropout", "0.5", "--optimizer", "sgd",
-             "--momentum", "0.5", "--clip", "2", "--lr", "0.5", "--warmup-steps", "3", "--lr-decay", "linear",
-             "--lr-final-fraction", "0.1", "--epochs", "4", "--batch-per-rank", "3", "--seed", "9", "--schedule",
+      parse({"train", "--data", "a.h5", "--val", "v.h5", "--out", "d", "--max-memory", "2G", "--hidden", "8",
+             "--layers", "2", "--bidirectional", "--pool", "max", "--dropout", "0.25", "--head-dropout", "0.5",
+             "--optimizer", "sgd", "--momentum", "0.5", "--clip", "2", "--lr", "0.5", "--warmup-steps", "3",
+             "--lr-decay", "linear", "--lr-final-fraction", "0.1", "--epochs", "4", "--batch-per-rank", "3", "--seed", "9", "--schedule",
              "random", "--normalize", "series", "--val-every", "5", "--select", "val_loss", "--early-stop", "2",
              "--resume", "d", "--keep", "4", "--log-every", "7", "--write-order", "--on-nonfinite", "skip",
              "--comm-timeout", "3", "--trace", "t.json", "--verbose"})

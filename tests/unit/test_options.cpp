@@ -43,7 +43,8 @@ TEST(Options, ConfigFileThenCommandLineWins) {
   EXPECT_DOUBLE_EQ(c.lr.lr, 0.5);
   EXPECT_NE(c.provenance.effective.find("hidden = 64"), std::string::npos);
   EXPECT_NE(c.provenance.effective.find("lr = 0.5"), std::string::npos);
-  EXPECT_EQ(c.provenance.effective.find("sequences"), std::string::npos) << "gen's option leaked into train's configuration";
+  EXPECT_EQ(c.provenance.effective.find("sequences"), std::string::npos)
+      << "gen's option leaked into train's configuration";
 }
 
 TEST(Options, PositionalArguments) {
