@@ -14,8 +14,7 @@
 
 namespace ragtrain {
 
-int run_bench(const Context& ctx, const RunConfig& options) {
-  const BenchConfig cfg = bench_config(options);
+int run_bench(const Context& ctx, const BenchConfig& cfg) {
   const std::string started_at = utc_now();
   // The Trainer's set-up and step, as train runs them: the rank's own columns of the schedule, from the file or
   // from the same synthetic set on every rank; the backend built for K; steps walk the schedule epoch by epoch.

@@ -8,8 +8,7 @@
 
 namespace ragtrain {
 
-int run_compare(const Context& ctx, const RunConfig& options) {
-  const CompareConfig cfg = compare_config(options);
+int run_compare(const Context& ctx, const CompareConfig& cfg) {
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
     std::vector<RunSummary> runs;

@@ -14,8 +14,7 @@
 
 namespace ragtrain {
 
-int run_gen(const Context& ctx, const RunConfig& options) {
-  const GenConfig cfg = gen_config(options);
+int run_gen(const Context& ctx, const GenConfig& cfg) {
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
     const RaggedData data = make_synthetic(cfg.spec);
@@ -120,8 +119,7 @@ void print_converted(const std::string& output, const RaggedData& data, const Mi
 
 }  // namespace
 
-int run_convert(const Context& ctx, const RunConfig& options) {
-  const ConvertConfig cfg = convert_config(options);
+int run_convert(const Context& ctx, const ConvertConfig& cfg) {
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
     const InputKind kind = input_kind(cfg.convert.input);
@@ -171,8 +169,7 @@ int run_convert(const Context& ctx, const RunConfig& options) {
   return kExitOk;
 }
 
-int run_inspect(const Context& ctx, const RunConfig& options) {
-  const InspectConfig cfg = inspect_config(options);
+int run_inspect(const Context& ctx, const InspectConfig& cfg) {
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
     const DatasetReport report =

@@ -114,8 +114,7 @@ void allreduce_sum(std::vector<int64_t>& v, MPI_Comm comm) {
 
 }  // namespace
 
-int run_eval(const Context& ctx, const RunConfig& options) {
-  const EvalConfig cfg = eval_config(options);
+int run_eval(const Context& ctx, const EvalConfig& cfg) {
   const Applied a = apply_checkpoint(ctx, cfg, "eval");
   if (ctx.is_root())
     std::printf("# eval %s on %s (%lld sequences, %d rank%s)\n", a.path.c_str(), cfg.source.data.c_str(),
@@ -165,8 +164,7 @@ int run_eval(const Context& ctx, const RunConfig& options) {
   return kExitOk;
 }
 
-int run_predict(const Context& ctx, const RunConfig& options) {
-  const EvalConfig cfg = eval_config(options);
+int run_predict(const Context& ctx, const EvalConfig& cfg) {
   const Applied a = apply_checkpoint(ctx, cfg, "predict");
   describe(ctx, cfg, a);
   const int64_t C = a.ckpt.shape.outputs;

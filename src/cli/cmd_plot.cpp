@@ -7,8 +7,7 @@
 
 namespace ragtrain {
 
-int run_plot(const Context& ctx, const RunConfig& options) {
-  const PlotConfig cfg = plot_config(options);
+int run_plot(const Context& ctx, const PlotConfig& cfg) {
   // Rank 0 draws; the others only learn whether it worked, so every rank exits with the same code.
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;

@@ -47,8 +47,7 @@ std::vector<int32_t> read_class_ids(const DatasetInfo& info, const Context& ctx)
 
 }  // namespace
 
-int run_simulate(const Context& ctx, const RunConfig& options) {
-  const SimulateConfig cfg = simulate_config(options);
+int run_simulate(const Context& ctx, const SimulateConfig& cfg) {
   DatasetInfo info;
   std::vector<int32_t> classes;   // every sequence's class id: a classification --data only
   collective_phase(ctx, [&] {

@@ -11,8 +11,7 @@
 
 namespace ragtrain {
 
-int run_train(const Context& launched, const RunConfig& options) {
-  const TrainConfig cfg = train_config(options);
+int run_train(const Context& launched, const TrainConfig& cfg) {
   // One run per --out folder, held until this function returns (checkpoint/run_lock.hpp).
   const RunLock run_lock = RunLock::acquire(launched, cfg.out, cfg.provenance.command_line);
   // Dead or stuck ranks: once the loop starts (Trainer::run arms it), every collective that takes `ctx` waits at
