@@ -15,6 +15,7 @@ import re
 import sys
 
 EXTENSIONS = (".cpp", ".cc", ".cu", ".hpp", ".h", ".cuh")
+QUALIFIERS = {"const", "override", "final", "noexcept", "mutable", "volatile", "try"}
 NOT_NAMES = {"__launch_bounds__", "alignas", "__attribute__", "decltype", "__declspec"}
 SCOPE = re.compile(r"\b(namespace|class|struct|union|enum)\b[^()]*$|\bextern\s+\"C\"\s*$")
 
@@ -66,6 +67,21 @@ def blank(text):
     return "".join(out)
 
 
+def initialiser(head):
+    """True for the head of a brace initialiser after a parameter list: a constructor's `: a_{x}` (the head ends in
+    a member's name), not a body (which follows `)`, a qualifier or a trailing return type)."""
+    depth, end = 0, -1
+    for k, ch in enumerate(head):   # the end of the first parameter list
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == ")" and depth == 0:
+            end = k
+            break
+    tail = head[end + 1:]
+    last = re.search(r"(\w+)\s*$", tail)
+    return bool(last) and ":" in tail.replace("::", "") and "->" not in tail and last.group(1) not in QUALIFIERS
+
+
 def functions(text):
     """(name, first line, last line) of every function body at namespace or class scope."""
     code = blank(text)
@@ -77,29 +93,29 @@ def functions(text):
     while i < len(code):
         c = code[i]
         if c == "{":
-            in_function = any(kind == "function" for kind, _, _ in stack)
+            in_function = any(kind in ("function", "init") for kind, _, _ in stack)
             head = code[stmt_start:i].strip()
             if in_function:
                 stack.append(("block", i, None))
             elif SCOPE.search(head) or head.endswith("=") or head == "" or "(" not in head:
                 stack.append(("scope" if SCOPE.search(head) or head == "" else "block", i, None))
+            elif initialiser(head):
+                stack.append(("init", i, None))
             else:
                 names = [w for w in re.findall(r"([~\w:]+|operator\s*\S+)\s*\(", head) if w not in NOT_NAMES]
                 stack.append(("function", i, (names[0] if names else "?", stmt_start)))
-            stmt_start = i + 1
+            if not any(kind == "init" for kind, _, _ in stack):   # an initialiser belongs to the statement
+                stmt_start = i + 1
         elif c == "}":
+            kind = None
             if stack:
                 kind, _, info = stack.pop()
                 if kind == "function" and not any(k == "function" for k, _, _ in stack):
                     name, start = info
                     first = line_of(start + len(code[start:]) - len(code[start:].lstrip()))
                     found.append((name, first, line_of(i)))
-                # A member initialiser `a_{x}` closes inside a constructor's head: the statement goes on.
-                rest = code[i + 1:].lstrip()
-                if kind == "block" and rest[:1] in (",", "{") and not any(k == "function" for k, _, _ in stack):
-                    i += 1
-                    continue
-            stmt_start = i + 1
+            if not any(kind == "init" for kind, _, _ in stack) and kind != "init":
+                stmt_start = i + 1   # `a_{x}` in a constructor's head does not end the statement
         elif c == ";" and not any(kind == "function" for kind, _, _ in stack):
             stmt_start = i + 1
         i += 1
