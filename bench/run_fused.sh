@@ -13,7 +13,11 @@ OUT=${OUT:-runs/bench-fused}
 WORK=${WORK:-/tmp/ragtrain-bench-fused}
 CASES=${CASES:-50:1 128:1 50:128}
 TORCH=${TORCH:-1}           # 0: ragtrain only (the PyTorch columns stay empty)
-. "$(dirname "$0")/bench_common.sh"   # folders, environment, DATA, $LOG, $WORK/data.h5
+# Folders, environment, DATA, $LOG and $WORK/data.h5; a copy of this script carried elsewhere (e.g. to the GPU
+# machine) without bench_common.sh beside it takes the repository's, run from the repository root.
+common=$(dirname "$0")/bench_common.sh
+[ -f "$common" ] || common=bench/bench_common.sh
+. "$common"
 
 steps_for() { case $1 in 1) echo 5000 ;; *) echo 3000 ;; esac; }
 for c in $CASES; do

@@ -16,7 +16,11 @@ H_EXTRA=${H_EXTRA:-256}     # ragtrain only (no PyTorch, no floor) at these hidd
 TORCH_STEPS=${TORCH_STEPS:-600}
 FLOOR_ALGO_K1=${FLOOR_ALGO_K1:-persist_static_small_h}   # K=1: 2000 graphs per algorithm; the others are far slower
                                                           # at H=50 (bench/NOTES.md), so only this one by default
-. "$(dirname "$0")/bench_common.sh"   # folders, environment, DATA, $LOG, $WORK/data.h5
+# Folders, environment, DATA, $LOG and $WORK/data.h5; a copy of this script carried elsewhere (e.g. to the GPU
+# machine) without bench_common.sh beside it takes the repository's, run from the repository root.
+common=$(dirname "$0")/bench_common.sh
+[ -f "$common" ] || common=bench/bench_common.sh
+. "$common"
 
 # Timed steps per K: enough for ~1 s of steps; the warm-up also captures the per-shape graphs (two epochs' worth).
 steps_for() { case $1 in 1) echo 5000 ;; 32) echo 4000 ;; *) echo 3000 ;; esac; }
