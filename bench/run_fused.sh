@@ -13,15 +13,11 @@ OUT=${OUT:-runs/bench-fused}
 WORK=${WORK:-/tmp/ragtrain-bench-fused}
 CASES=${CASES:-50:1 128:1 50:128}
 TORCH=${TORCH:-1}           # 0: ragtrain only (the PyTorch columns stay empty)
-mkdir -p "$OUT" "$WORK"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-DATA=(--features 36 --classes 10 --min-length 60 --max-length 130 --sequences 2000 --seed 1)
-LOG=$OUT/bench.log
-{
-  echo "# bench/run_fused.sh $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
-} 2>&1 | tee "$LOG"
-"$BIN/ragtrain" gen --out "$WORK/data.h5" "${DATA[@]}" 2>&1 | tee -a "$LOG"
+# Folders, environment, DATA, $LOG and $WORK/data.h5; a copy of this script carried elsewhere (e.g. to the GPU
+# machine) without bench_common.sh beside it takes the repository's, run from the repository root.
+common=$(dirname "$0")/bench_common.sh
+[ -f "$common" ] || common=bench/bench_common.sh
+. "$common"
 
 steps_for() { case $1 in 1) echo 5000 ;; *) echo 3000 ;; esac; }
 for c in $CASES; do

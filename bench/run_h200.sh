@@ -16,21 +16,17 @@ H_EXTRA=${H_EXTRA:-256}     # ragtrain only (no PyTorch, no floor) at these hidd
 TORCH_STEPS=${TORCH_STEPS:-600}
 FLOOR_ALGO_K1=${FLOOR_ALGO_K1:-persist_static_small_h}   # K=1: 2000 graphs per algorithm; the others are far slower
                                                           # at H=50 (bench/NOTES.md), so only this one by default
-mkdir -p "$OUT" "$WORK"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-DATA=(--features 36 --classes 10 --min-length 60 --max-length 130 --sequences 2000 --seed 1)
-LOG=$OUT/bench.log
-{
-  echo "# bench/run_h200.sh $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
-} 2>&1 | tee "$LOG"
+# Folders, environment, DATA, $LOG and $WORK/data.h5; a copy of this script carried elsewhere (e.g. to the GPU
+# machine) without bench_common.sh beside it takes the repository's, run from the repository root.
+common=$(dirname "$0")/bench_common.sh
+[ -f "$common" ] || common=bench/bench_common.sh
+. "$common"
 
 # Timed steps per K: enough for ~1 s of steps; the warm-up also captures the per-shape graphs (two epochs' worth).
 steps_for() { case $1 in 1) echo 5000 ;; 32) echo 4000 ;; *) echo 3000 ;; esac; }
 warmup_for() { case $1 in 1) echo 500 ;; 32) echo 300 ;; *) echo 200 ;; esac; }
 torch_steps_for() { case $1 in 1) echo "$TORCH_STEPS" ;; 32) echo 300 ;; *) echo 150 ;; esac; }
 
-"$BIN/ragtrain" gen --force --out "$WORK/data.h5" "${DATA[@]}" 2>&1 | tee -a "$LOG"
 ragtrain_bench() {   # H K tag [env...]
   local H=$1 K=$2 tag=$3
   shift 3

@@ -16,17 +16,11 @@ import os
 import re
 import sys
 
+from summarize import load   # a result file's JSON, or None where it is missing or cut short
+
 EFF_TARGET = 0.95
 RATIO_TARGET = 10.0
 NAN = float("nan")
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 def clean(x):

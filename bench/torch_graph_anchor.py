@@ -7,28 +7,18 @@ causal), every sequence already on the GPU (padded once to the file's longest). 
 the graphs' static index tensor and replays the graph of its (padded) length, which gathers its input, runs the step
 and updates the weights: what a PyTorch user who knows the CUDA-graph recipe gets, beside the eager loop of
 bench/torch_reference.py. Reads the v1 file `ragtrain gen` writes."""
-import argparse
-import json
 import time
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from torch_setup import load_on_device, model_and_adam, step_order
+from torch_setup import bench_arguments, load_on_device, model_and_adam, step_order, write_result
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--data", required=True, help="format v1 file (ragtrain gen)")
-    ap.add_argument("--hidden", type=int, default=50)
-    ap.add_argument("--batch", type=int, default=1, help="sequences per step (K)")
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--steps", type=int, default=3000, help="timed steps")
-    ap.add_argument("--warmup", type=int, default=200, help="untimed steps after the captures")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", help="JSON file to write")
-    a = ap.parse_args()
+    a = bench_arguments(__doc__, steps=3000, warmup=200, warmup_help="untimed steps after the captures",
+                        layers=False)
 
     dev = torch.device("cuda")
     data = load_on_device(a.data, dev)
@@ -111,9 +101,7 @@ def main():
     print(f"# torch CUDA-graph anchor: H={a.hidden} K={k} {res['sequences_per_second']:.1f} seq/s, "
           f"{res['us_per_step']:.1f} us/step ({len(graphs)} graphs, captured in {capture_s:.1f} s; torch "
           f"{torch.__version__}, cuDNN {res['cudnn']})", flush=True)
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(res, f, indent=1)
+    write_result(res, a.out)
 
 
 if __name__ == "__main__":

@@ -4,29 +4,17 @@ idiomatic eager loop with every sequence already on the GPU; timed after a warm-
 sequences of a shuffled order per step (as a DataLoader with shuffle=True would) through pad_sequence +
 pack_padded_sequence(enforce_sorted=False), and the head reads h_n, each sequence's state at its own last step.
 Reads the same v1 file `ragtrain gen` writes."""
-import argparse
-import json
 import time
 
 import torch
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_sequence
 
-from torch_setup import load_on_device, model_and_adam, step_order
+from torch_setup import bench_arguments, load_on_device, model_and_adam, step_order, write_result
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--data", required=True, help="format v1 file (ragtrain gen)")
-    ap.add_argument("--hidden", type=int, default=50)
-    ap.add_argument("--layers", type=int, default=1)
-    ap.add_argument("--batch", type=int, default=1, help="sequences per step (K)")
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--steps", type=int, default=1000, help="timed steps")
-    ap.add_argument("--warmup", type=int, default=100, help="untimed steps first")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", help="JSON file to write")
-    a = ap.parse_args()
+    a = bench_arguments(__doc__, steps=1000, warmup=100, warmup_help="untimed steps first")
 
     dev = torch.device("cuda")
     data = load_on_device(a.data, dev)
@@ -75,9 +63,7 @@ def main():
     }
     print(f"# torch reference: H={a.hidden} K={k} {res['sequences_per_second']:.1f} seq/s, {res['us_per_step']:.1f} us/step "
           f"(torch {torch.__version__}, cuDNN {res['cudnn']}, allow_tf32={res['cudnn_allow_tf32']})", flush=True)
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(res, f, indent=1)
+    write_result(res, a.out)
 
 
 if __name__ == "__main__":

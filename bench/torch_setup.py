@@ -1,6 +1,8 @@
-"""The set-up bench/torch_reference.py and bench/torch_graph_anchor.py share: a format v1 file's sequences on the
-GPU, ragtrain's model as tools/torch_model.py defines it (the one PyTorch definition) with Adam, and the shuffled
-order the steps walk. Needs numpy, h5py and torch."""
+"""The set-up bench/torch_reference.py and bench/torch_graph_anchor.py share: their command line, a format v1 file's
+sequences on the GPU, ragtrain's model as tools/torch_model.py defines it (the one PyTorch definition) with Adam,
+the shuffled order the steps walk, and the JSON result. Needs numpy, h5py and torch."""
+import argparse
+import json
 import os
 import sys
 from types import SimpleNamespace
@@ -10,6 +12,30 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import torch_model  # noqa: E402
+
+
+def bench_arguments(doc, steps, warmup, warmup_help, layers=True):
+    """The options of both scripts, parsed: the data file, the model (--layers where the script has it), K, Adam's
+    rate, the timed and the untimed steps (their defaults are the script's), the seed and the JSON file to write."""
+    ap = argparse.ArgumentParser(description=doc)
+    ap.add_argument("--data", required=True, help="format v1 file (ragtrain gen)")
+    ap.add_argument("--hidden", type=int, default=50)
+    if layers:
+        ap.add_argument("--layers", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=1, help="sequences per step (K)")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--steps", type=int, default=steps, help="timed steps")
+    ap.add_argument("--warmup", type=int, default=warmup, help=warmup_help)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", help="JSON file to write")
+    return ap.parse_args()
+
+
+def write_result(res, path):
+    """The result as JSON where --out asked for it."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(res, f, indent=1)
 
 
 def load_on_device(path, dev):

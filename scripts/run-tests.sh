@@ -7,8 +7,8 @@
 # fuzz (the libFuzzer targets of tests/fuzz, FUZZ_SECONDS each), torch (ragtrain against PyTorch,
 # tools/test_torch_agreement.py; skipped without torch), doc (doc/from-pytorch.md's worked example, run as written;
 # skipped without torch), build (tests/build: the Makefile's MPI/HDF5 detection, a
-# build against a relocated MPI and HDF5 as modules provide them, `make install`), gpu (built with CUDA; skipped
-# without a GPU).
+# build against a relocated MPI and HDF5 as modules provide them, `make install`, no function in src/ over 150
+# lines), gpu (built with CUDA; skipped without a GPU).
 set -u
 BUILD=${1:-build}
 ONLY=${2:-}

@@ -37,22 +37,22 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
     if (inv.config.print_config) {   // validated like a run, so what it prints is a configuration that runs
-      if (ctx.is_root()) std::cout << inv.config.effective;
+      if (ctx.is_root()) std::cout << inv.config.provenance.effective;
       return kExitOk;
     }
     // No output may destroy data: inputs, data sets, checkpoints, other runs' folders (cli/output_guard.hpp).
     collective_phase(ctx, [&] { if (ctx.is_root()) check_outputs(inv.config); });
     const std::string& cmd = inv.config.command;
-    if (cmd == "gen") return run_gen(ctx, inv.config);
-    if (cmd == "convert") return run_convert(ctx, inv.config);
-    if (cmd == "inspect") return run_inspect(ctx, inv.config);
-    if (cmd == "train") return run_train(ctx, inv.config);
-    if (cmd == "eval") return run_eval(ctx, inv.config);
-    if (cmd == "predict") return run_predict(ctx, inv.config);
-    if (cmd == "bench") return run_bench(ctx, inv.config);
-    if (cmd == "simulate") return run_simulate(ctx, inv.config);
-    if (cmd == "plot") return run_plot(ctx, inv.config);
-    if (cmd == "compare") return run_compare(ctx, inv.config);
+    if (cmd == "gen") return run_gen(ctx, gen_config(inv.config));
+    if (cmd == "convert") return run_convert(ctx, convert_config(inv.config));
+    if (cmd == "inspect") return run_inspect(ctx, inspect_config(inv.config));
+    if (cmd == "train") return run_train(ctx, train_config(inv.config));
+    if (cmd == "eval") return run_eval(ctx, eval_config(inv.config));
+    if (cmd == "predict") return run_predict(ctx, eval_config(inv.config));
+    if (cmd == "bench") return run_bench(ctx, bench_config(inv.config));
+    if (cmd == "simulate") return run_simulate(ctx, simulate_config(inv.config));
+    if (cmd == "plot") return run_plot(ctx, plot_config(inv.config));
+    if (cmd == "compare") return run_compare(ctx, compare_config(inv.config));
     return kExitInternal;
   } catch (const RunAborted& a) {
     return a.code;   // every rank got here together; MpiEnvironment finalizes

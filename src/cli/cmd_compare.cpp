@@ -8,7 +8,7 @@
 
 namespace ragtrain {
 
-int run_compare(const Context& ctx, const RunConfig& cfg) {
+int run_compare(const Context& ctx, const CompareConfig& cfg) {
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
     std::vector<RunSummary> runs;
@@ -18,7 +18,7 @@ int run_compare(const Context& ctx, const RunConfig& cfg) {
     if (!cfg.out.empty()) {
       const bool csv = cfg.out.size() >= 4 && cfg.out.compare(cfg.out.size() - 4, 4, ".csv") == 0;
       write_text_atomic(cfg.out, csv ? comparison_csv(c) : comparison_json(c).dump(2) + "\n");
-      if (!cfg.quiet) std::printf("# wrote %s\n", cfg.out.c_str());
+      if (!cfg.talk.quiet) std::printf("# wrote %s\n", cfg.out.c_str());
     }
     std::fflush(stdout);
   });

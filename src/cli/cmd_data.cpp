@@ -14,13 +14,12 @@
 
 namespace ragtrain {
 
-int run_gen(const Context& ctx, const RunConfig& options) {
-  const GenConfig cfg = gen_config(options);
+int run_gen(const Context& ctx, const GenConfig& cfg) {
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
     const RaggedData data = make_synthetic(cfg.spec);
     write_dataset(cfg.out, data);
-    if (!cfg.quiet)
+    if (!cfg.talk.quiet)
       std::printf("wrote %s: %lld sequences, F=%lld, lengths %lld..%lld, %s\n", cfg.out.c_str(),
                   static_cast<long long>(data.num_sequences()), static_cast<long long>(data.num_features),
                   static_cast<long long>(cfg.spec.min_length), static_cast<long long>(cfg.spec.max_length),
@@ -120,60 +119,62 @@ void print_converted(const std::string& output, const RaggedData& data, const Mi
 
 }  // namespace
 
-int run_convert(const Context& ctx, const RunConfig& options) {
-  const ConvertConfig cfg = convert_config(options);
+int run_convert(const Context& ctx, const ConvertConfig& cfg) {
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
-    const InputKind kind = input_kind(cfg.input);
-    USER_CHECK(kind == InputKind::CsvFolder || cfg.labels.empty(),
-               "--labels " << cfg.labels << ": labels files are for a folder of CSV files; " << cfg.input
-                           << " holds its own labels",
+    const InputKind kind = input_kind(cfg.convert.input);
+    USER_CHECK(kind == InputKind::CsvFolder || cfg.convert.labels.empty(),
+               "--labels " << cfg.convert.labels << ": labels files are for a folder of CSV files; "
+                           << cfg.convert.input << " holds its own labels",
                "leave --labels out");
-    USER_CHECK(kind != InputKind::Ts || (!cfg.regression && cfg.class_names_from.empty()),
-               cfg.input << ": a .ts file declares its task and classes in its header (@classLabel, @targetLabel); "
-                            "--regression and --class-names-from do not apply",
-               "leave them out");
+    USER_CHECK(
+        kind != InputKind::Ts || (!cfg.convert.regression && cfg.convert.class_names_from.empty()),
+        cfg.convert.input << ": a .ts file declares its task and classes in its header (@classLabel, @targetLabel); "
+                             "--regression and --class-names-from do not apply",
+        "leave them out");
     ImportOptions opts;
-    opts.regression = cfg.regression;
-    opts.missing = cfg.missing;
-    if (!cfg.class_names_from.empty()) {
+    opts.regression = cfg.convert.regression;
+    opts.missing = cfg.convert.missing;
+    if (!cfg.convert.class_names_from.empty()) {
       // Only the header of the reference file is read (its attributes and offsets), on this rank alone.
-      const DatasetInfo ref = read_dataset_info(cfg.class_names_from, MPI_COMM_SELF);
-      USER_CHECK(ref.labeled, "--class-names-from " << cfg.class_names_from << ": has no labels, so no classes",
+      const DatasetInfo ref = read_dataset_info(cfg.convert.class_names_from, MPI_COMM_SELF);
+      USER_CHECK(ref.labeled, "--class-names-from " << cfg.convert.class_names_from << ": has no labels, so no classes",
                  "pass the converted training set, which has labels");
-      USER_CHECK(ref.task == Task::Classification,
-                 "--class-names-from " << cfg.class_names_from << ": is a regression data set; it has no classes",
-                 "pass the converted training set of a classification task");
+      USER_CHECK(
+          ref.task == Task::Classification,
+          "--class-names-from " << cfg.convert.class_names_from << ": is a regression data set; it has no classes",
+          "pass the converted training set of a classification task");
       opts.class_names = ref.class_names;
       for (int64_t c = static_cast<int64_t>(opts.class_names.size()); c < ref.num_outputs; ++c)
         opts.class_names.push_back(std::to_string(c));   // a file without class_names: its classes are the ids
-      opts.class_names_source = cfg.class_names_from;
+      opts.class_names_source = cfg.convert.class_names_from;
     }
 
     ImportLog log;
-    const RaggedData data = kind == InputKind::Ts    ? read_ts_file(cfg.input, opts.missing, &log)
-                            : kind == InputKind::Npz ? read_npz_file(cfg.input, opts, &log)
-                                                     : read_csv_folder(cfg.input, cfg.labels, opts, &log);
-    USER_CHECK(data.labeled || (!cfg.regression && cfg.class_names_from.empty()),
-               cfg.input << ": has no labels; --regression and --class-names-from describe labels",
+    const RaggedData data = kind == InputKind::Ts ? read_ts_file(cfg.convert.input, opts.missing, &log)
+                            : kind == InputKind::Npz
+                                ? read_npz_file(cfg.convert.input, opts, &log)
+                                : read_csv_folder(cfg.convert.input, cfg.convert.labels, opts, &log);
+    USER_CHECK(data.labeled || (!cfg.convert.regression && cfg.convert.class_names_from.empty()),
+               cfg.convert.input << ": has no labels; --regression and --class-names-from describe labels",
                "leave them out to convert a data set without labels (for predict), or add the labels");
-    if (cfg.verbose)
+    if (cfg.talk.verbose)
       for (const std::string& r : log.read) std::printf("read %s\n", r.c_str());
-    if (!cfg.quiet && !log.ignored.empty())
+    if (!cfg.talk.quiet && !log.ignored.empty())
       std::printf("ignored %zu %s: %s\n", log.ignored.size(), kind == InputKind::Npz ? "array(s)" : "file(s)",
-                  joined(log.ignored, cfg.verbose ? log.ignored.size() : 5).c_str());
-    write_dataset(cfg.output, data);
-    if (!cfg.quiet) print_converted(cfg.output, data, log.missing);
+                  joined(log.ignored, cfg.talk.verbose ? log.ignored.size() : 5).c_str());
+    write_dataset(cfg.convert.output, data);
+    if (!cfg.talk.quiet) print_converted(cfg.convert.output, data, log.missing);
   });
   return kExitOk;
 }
 
-int run_inspect(const Context& ctx, const RunConfig& options) {
-  const InspectConfig cfg = inspect_config(options);
+int run_inspect(const Context& ctx, const InspectConfig& cfg) {
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
-    const DatasetReport report = inspect_dataset(cfg.data, MemoryBudget::of(cfg.max_memory, ctx.local_size));
-    if (!cfg.quiet) print_report(report, std::cout);
+    const DatasetReport report =
+        inspect_dataset(cfg.source.data, MemoryBudget::of(cfg.source.max_memory, ctx.local_size));
+    if (!cfg.talk.quiet) print_report(report, std::cout);
     std::cout << "valid: yes\n";
     std::cout.flush();
   });

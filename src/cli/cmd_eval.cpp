@@ -44,22 +44,22 @@ Applied apply_checkpoint(const Context& ctx, const EvalConfig& cfg, const char* 
   collective_phase(ctx, [&] {
     a.path = resolve_model_path(cfg.checkpoint);
     a.ckpt = read_checkpoint(a.path);
-    a.info = read_dataset_info(cfg.data, ctx.world, MemoryBudget::of(cfg.max_memory, ctx.local_size));
+    a.info = read_dataset_info(cfg.source.data, ctx.world, MemoryBudget::of(cfg.source.max_memory, ctx.local_size));
     if (needs_labels) require_labels(a.info, "--data", "eval (which compares predictions with labels)");
     const ModelShape& m = a.ckpt.shape;
     USER_CHECK(a.info.num_features == m.input_size,
-               "data file '" << cfg.data << "' has " << a.info.num_features << " features per timestep, the model in '"
-                             << a.path << "' expects " << m.input_size,
+               "data file '" << cfg.source.data << "' has " << a.info.num_features
+                             << " features per timestep, the model in '" << a.path << "' expects " << m.input_size,
                "evaluate with data prepared like the training set");
     USER_CHECK(!a.info.labeled || (a.info.task == m.task && a.info.num_outputs == m.outputs),
-               "data file '" << cfg.data << "' is " << task_name(a.info.task) << " with " << a.info.num_outputs
+               "data file '" << cfg.source.data << "' is " << task_name(a.info.task) << " with " << a.info.num_outputs
                              << " outputs, the model in '" << a.path << "' is " << task_name(m.task) << " with "
                              << m.outputs,
                "use the checkpoint trained for this data");
   });
   collective_phase(ctx, [&] {
     a.shard = read_shard(a.info, block_indices(a.info.num_sequences, ctx.size, ctx.rank), ctx.world,
-                         MemoryBudget::of(cfg.max_memory, ctx.local_size));
+                         MemoryBudget::of(cfg.source.max_memory, ctx.local_size));
   });
   if (ctx.is_root() && a.path != cfg.checkpoint) {   // a run folder: say which of its models this is
     if (a.ckpt.best.step >= 0 && a.path.size() >= 7 && a.path.compare(a.path.size() - 7, 7, kBestCheckpointName) == 0)
@@ -88,7 +88,7 @@ Applied apply_checkpoint(const Context& ctx, const EvalConfig& cfg, const char* 
 
 // --verbose: the model and how the sequences were spread over the ranks (collective: every rank calls it).
 void describe(const Context& ctx, const EvalConfig& cfg, const Applied& a) {
-  if (!cfg.verbose) return;
+  if (!cfg.talk.verbose) return;
   const int64_t mine[2] = {a.shard.size(), a.shard.timesteps()};
   std::vector<int64_t> all(ctx.is_root() ? 2 * static_cast<size_t>(ctx.size) : 0);
   MPI_CHECK(MPI_Gather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, 0, ctx.world));
@@ -114,11 +114,10 @@ void allreduce_sum(std::vector<int64_t>& v, MPI_Comm comm) {
 
 }  // namespace
 
-int run_eval(const Context& ctx, const RunConfig& options) {
-  const EvalConfig cfg = eval_config(options);
+int run_eval(const Context& ctx, const EvalConfig& cfg) {
   const Applied a = apply_checkpoint(ctx, cfg, "eval");
   if (ctx.is_root())
-    std::printf("# eval %s on %s (%lld sequences, %d rank%s)\n", a.path.c_str(), cfg.data.c_str(),
+    std::printf("# eval %s on %s (%lld sequences, %d rank%s)\n", a.path.c_str(), cfg.source.data.c_str(),
                 static_cast<long long>(a.info.num_sequences), ctx.size, ctx.size == 1 ? "" : "s");
   describe(ctx, cfg, a);
   const EvalTotals t = allreduce(score(a.shard, a.outputs), ctx.world);
@@ -147,26 +146,25 @@ int run_eval(const Context& ctx, const RunConfig& options) {
     if (classification) {
       std::printf("loss %.6f\naccuracy %.4f (%lld/%lld)\n", t.loss(), confusion.accuracy(),
                   static_cast<long long>(confusion.correct()), static_cast<long long>(confusion.total()));
-      if (!cfg.quiet) std::printf("\n%s", format_classification_report(confusion, a.ckpt.class_names).c_str());
+      if (!cfg.talk.quiet) std::printf("\n%s", format_classification_report(confusion, a.ckpt.class_names).c_str());
     } else {
       std::printf("mse %.6f\nmae %.6f\n", errors.mse(), errors.mae());
-      if (!cfg.quiet) std::printf("\n%s", format_regression_report(errors).c_str());
+      if (!cfg.talk.quiet) std::printf("\n%s", format_regression_report(errors).c_str());
     }
     if (!cfg.out.empty()) {
-      Json j{{"checkpoint", a.path}, {"data", cfg.data},
+      Json j{{"checkpoint", a.path}, {"data", cfg.source.data},
              {"task", task_name(a.info.task)}, {"sequences", static_cast<int64_t>(t.count)},
              {"ranks", ctx.size},           {"loss", t.loss()}};
       j.update(classification ? classification_json(confusion, a.ckpt.class_names) : regression_json(errors));
       write_json_atomic(cfg.out, j);
-      if (!cfg.quiet) std::printf("\nwrote %s\n", cfg.out.c_str());
+      if (!cfg.talk.quiet) std::printf("\nwrote %s\n", cfg.out.c_str());
     }
     std::fflush(stdout);
   });
   return kExitOk;
 }
 
-int run_predict(const Context& ctx, const RunConfig& options) {
-  const EvalConfig cfg = eval_config(options);
+int run_predict(const Context& ctx, const EvalConfig& cfg) {
   const Applied a = apply_checkpoint(ctx, cfg, "predict");
   describe(ctx, cfg, a);
   const int64_t C = a.ckpt.shape.outputs;
@@ -215,7 +213,7 @@ int run_predict(const Context& ctx, const RunConfig& options) {
     USER_CHECK(out.good(), "writing '" << tmp << "' failed (disk full?)", "free space where --out points");
     out.close();
     file.commit();
-    if (!cfg.quiet) std::printf("wrote %lld predictions to %s\n", static_cast<long long>(n), cfg.out.c_str());
+    if (!cfg.talk.quiet) std::printf("wrote %lld predictions to %s\n", static_cast<long long>(n), cfg.out.c_str());
   });
   return kExitOk;
 }

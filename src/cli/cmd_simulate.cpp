@@ -47,8 +47,7 @@ std::vector<int32_t> read_class_ids(const DatasetInfo& info, const Context& ctx)
 
 }  // namespace
 
-int run_simulate(const Context& ctx, const RunConfig& options) {
-  const SimulateConfig cfg = simulate_config(options);
+int run_simulate(const Context& ctx, const SimulateConfig& cfg) {
   DatasetInfo info;
   std::vector<int32_t> classes;   // every sequence's class id: a classification --data only
   collective_phase(ctx, [&] {
@@ -58,12 +57,12 @@ int run_simulate(const Context& ctx, const RunConfig& options) {
     collective_phase(ctx, [&] { classes = read_class_ids(info, ctx); });
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
-    const std::string source = cfg.data.empty() ? cfg.lengths.text : cfg.data;
+    const std::string source = cfg.data.empty() ? cfg.simulate.lengths.text : cfg.data;
     std::printf("# ragtrain simulate: means over %s of the length imbalance (1 - mean/max of per-rank "
                 "timesteps), the padding of a rank's K sequences run as one call padded to its longest, and the "
                 "batch repeats (share of an epoch's global batches, as sets, also trained the epoch before); with a "
                 "classification --data, the distinct classes in a global batch\n",
-                count_of(cfg.epochs, "epoch").c_str());
+                count_of(cfg.schedule.epochs, "epoch").c_str());
     std::printf("# %-24s %6s %4s %9s %7s | %9s %9s | %9s %9s | %9s %9s | %9s %9s\n", "", "", "", "", "", "imbalance",
                 "", "padding", "", "repeats", "", "classes", "");
     std::printf("# %-24s %6s %4s %9s %7s | %9s %9s | %9s %9s | %9s %9s | %9s %9s\n", "lengths", "ranks", "K", "N",
@@ -83,34 +82,38 @@ int run_simulate(const Context& ctx, const RunConfig& options) {
     auto json_num = [](double v) { return std::isnan(v) ? Json(nullptr) : Json(v); };
     const double none = std::nan("");
     Json rows = Json::array();
-    std::string floors;   // K = 1: what no order of one sequence per rank per step can beat
-    for (int64_t p : cfg.ranks) {
+    std::string floors;   // K = 1: the sorted deal's imbalance, the reference for the mixing's cost
+    for (int64_t p : cfg.simulate.ranks.values) {
       const std::vector<int64_t> lengths =
-          cfg.data.empty() ? draw_lengths(cfg.lengths, p * cfg.batch_per_rank * cfg.sequences_per_rank, cfg.seed)
-                           : info.lengths();
+          cfg.data.empty()
+              ? draw_lengths(cfg.simulate.lengths, p * cfg.schedule.batch_per_rank * cfg.simulate.sequences_per_rank,
+                             cfg.schedule.seed)
+              : info.lengths();
       const int64_t n = static_cast<int64_t>(lengths.size());
-      const Schedule bal(lengths, p, cfg.batch_per_rank, cfg.seed, ScheduleKind::Balanced);
-      const Schedule rnd(lengths, p, cfg.batch_per_rank, cfg.seed, ScheduleKind::Random);
-      const ScheduleStats b = measure_schedule(bal, lengths, cfg.epochs), r = measure_schedule(rnd, lengths, cfg.epochs);
-      const double bc = classes.empty() ? none : classes_per_batch(bal, classes, cfg.epochs);
-      const double rc = classes.empty() ? none : classes_per_batch(rnd, classes, cfg.epochs);
+      const Schedule bal(lengths, p, cfg.schedule.batch_per_rank, cfg.schedule.seed, ScheduleKind::Balanced);
+      const Schedule rnd(lengths, p, cfg.schedule.batch_per_rank, cfg.schedule.seed, ScheduleKind::Random);
+      const ScheduleStats b = measure_schedule(bal, lengths, cfg.schedule.epochs),
+                          r = measure_schedule(rnd, lengths, cfg.schedule.epochs);
+      const double bc = classes.empty() ? none : classes_per_batch(bal, classes, cfg.schedule.epochs);
+      const double rc = classes.empty() ? none : classes_per_batch(rnd, classes, cfg.schedule.epochs);
       std::printf("  %-24s %6lld %4lld %9lld %7lld | %s %s | %s %s | %s %s | %s %s\n", source.c_str(),
-                  static_cast<long long>(p), static_cast<long long>(cfg.batch_per_rank), static_cast<long long>(n),
-                  static_cast<long long>(bal.steps_per_epoch()), pct(b.imbalance).c_str(), pct(r.imbalance).c_str(),
-                  pct(b.padding).c_str(), pct(r.padding).c_str(), pct(b.repeat).c_str(), pct(r.repeat).c_str(),
-                  count(bc).c_str(), count(rc).c_str());
-      const double floor = cfg.batch_per_rank == 1 ? sorted_deal_imbalance(lengths, p) : none;
-      if (cfg.batch_per_rank == 1) {
+                  static_cast<long long>(p), static_cast<long long>(cfg.schedule.batch_per_rank),
+                  static_cast<long long>(n), static_cast<long long>(bal.steps_per_epoch()), pct(b.imbalance).c_str(),
+                  pct(r.imbalance).c_str(), pct(b.padding).c_str(), pct(r.padding).c_str(), pct(b.repeat).c_str(),
+                  pct(r.repeat).c_str(), count(bc).c_str(), count(rc).c_str());
+      const int64_t k = cfg.schedule.batch_per_rank;
+      const double floor = k == 1 ? sorted_deal_imbalance(lengths, p) : none;
+      if (k == 1) {
         char b[64];
         std::snprintf(b, sizeof b, "%s%lld ranks %.2f%%", floors.empty() ? "" : ", ", static_cast<long long>(p), 100 * floor);
         floors += b;
       }
       rows.push_back(Json{{"lengths", source},
                           {"ranks", p},
-                          {"batch_per_rank", cfg.batch_per_rank},
+                          {"batch_per_rank", cfg.schedule.batch_per_rank},
                           {"sequences", n},
                           {"steps_per_epoch", bal.steps_per_epoch()},
-                          {"epochs", cfg.epochs},
+                          {"epochs", cfg.schedule.epochs},
                           {"balanced_imbalance", b.imbalance},
                           {"sorted_deal_imbalance", json_num(floor)},
                           {"random_imbalance", r.imbalance},

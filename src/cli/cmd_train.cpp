@@ -11,13 +11,12 @@
 
 namespace ragtrain {
 
-int run_train(const Context& launched, const RunConfig& options) {
-  const TrainConfig cfg = train_config(options);
+int run_train(const Context& launched, const TrainConfig& cfg) {
   // One run per --out folder, held until this function returns (checkpoint/run_lock.hpp).
-  const RunLock run_lock = RunLock::acquire(launched, options.out, options.command_line);
+  const RunLock run_lock = RunLock::acquire(launched, cfg.out, cfg.provenance.command_line);
   // Dead or stuck ranks: once the loop starts (Trainer::run arms it), every collective that takes `ctx` waits at
   // most --comm-timeout, then names the rank that did not come and ends the job (comm/watchdog.hpp).
-  CommWatchdog watchdog(launched, cfg.comm_timeout);
+  CommWatchdog watchdog(launched, cfg.faults.comm_timeout);
   const Context ctx = launched.with_watchdog(&watchdog);
   Trainer trainer(ctx, cfg, &watchdog);
   trainer.setup_data();
@@ -27,8 +26,9 @@ int run_train(const Context& launched, const RunConfig& options) {
   trainer.open_run_folder();
   // Only now that the data, the checkpoints and the backend were all checked: a configuration printed is one that
   // runs, and an error is never buried under it.
-  if (ctx.is_root() && !cfg.quiet) {
-    std::printf("# effective configuration (%s)\n%s", count_of(ctx.size, "rank").c_str(), cfg.effective.c_str());
+  if (ctx.is_root() && !cfg.talk.quiet) {
+    std::printf("# effective configuration (%s)\n%s", count_of(ctx.size, "rank").c_str(),
+                cfg.provenance.effective.c_str());
     std::fflush(stdout);
   }
   trainer.announce();

@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "ragtrain/cli/config_file.hpp"
 #include "ragtrain/cli/suggest.hpp"
@@ -216,8 +217,8 @@ void add_file_rows(TableBuilder& b, RunConfig& c) {
   b.add("config", po::value(&c.config_file)->value_name("FILE.ini"),
       "read options from an INI file (same names as the command line, at the top or under a [SUBCOMMAND] "
       "section; the command line wins)", b.all);
-  b.add("quiet", po::bool_switch(&c.quiet), "print only errors and the final result", b.talk);
-  b.add("verbose", po::bool_switch(&c.verbose),
+  b.add("quiet", po::bool_switch(&c.talk.quiet), "print only errors and the final result", b.talk);
+  b.add("verbose", po::bool_switch(&c.talk.verbose),
       "print more: every file or array convert reads, the model and per-rank sequence counts of eval and predict",
       b.talk_more);
   b.add("print-config", po::bool_switch(&c.print_config),
@@ -227,9 +228,10 @@ void add_file_rows(TableBuilder& b, RunConfig& c) {
       "replace existing output files; never an input of the command, a checkpoint, or a data set by anything but "
       "a data set (doc/reliability.md)",
       {"gen", "convert", "train", "eval", "predict", "bench", "simulate", "plot", "compare"});
-  b.add("data", po::value(&c.data)->value_name("FILE.h5"), "data set in format v1 (train: training set)",
+  b.add("data", po::value(&c.source.data)->value_name("FILE.h5"), "data set in format v1 (train: training set)",
       {"inspect", "train", "eval", "predict", "bench", "simulate"});
-  b.add("val", po::value(&c.val)->value_name("FILE.h5"), "validation set, evaluated after every epoch (and every --val-every steps)", b.train_only);
+  b.add("val", po::value(&c.validation.data)->value_name("FILE.h5"),
+        "validation set, evaluated after every epoch (and every --val-every steps)", b.train_only);
   b.add("out", po::value(&c.out)->value_name("PATH"),
       "output: gen FILE.h5, train DIR (metrics.jsonl, summary.json, checkpoint.h5, best.h5 with --val), eval "
       "FILE.json, predict FILE.csv, "
@@ -245,39 +247,47 @@ void add_file_rows(TableBuilder& b, RunConfig& c) {
       "checkpoint written by train, or a train --out folder: its best.h5 when it has one, else its checkpoint.h5 "
       "(the file used is printed)",
       b.use_model);
-  b.add("input", po::value(&c.input)->value_name("INPUT"),
+  b.add("input", po::value(&c.convert.input)->value_name("INPUT"),
       "what to convert: a UEA/sktime .ts file, a NumPy .npz file, or a folder of CSV files (one per sequence)",
       {"convert"});
-  b.add("output", po::value(&c.output)->value_name("OUTPUT.h5"), "format v1 file to write", {"convert"});
-  b.add("labels", po::value(&c.labels)->value_name("LABELS.csv"),
+  b.add("output", po::value(&c.convert.output)->value_name("OUTPUT.h5"), "format v1 file to write", {"convert"});
+  b.add("labels", po::value(&c.convert.labels)->value_name("LABELS.csv"),
       "labels of a CSV folder: a header row, then FILE,LABEL per sequence (FILE,Y1,..,YK with --regression; FILE "
       "alone, or no --labels, for data without labels)",
       {"convert"});
-  b.add("regression", po::bool_switch(&c.regression),
+  b.add("regression", po::bool_switch(&c.convert.regression),
       "the labels are regression targets (CSV: numbers; .npz: integer labels too; float .npz labels always are)",
       {"convert"});
-  b.add("class-names-from", po::value(&c.class_names_from)->value_name("TRAIN.h5"),
+  b.add("class-names-from", po::value(&c.convert.class_names_from)->value_name("TRAIN.h5"),
       "number the classes as this converted file does (convert the test set like the training set)", {"convert"});
-  b.add("missing", po::value(&c.missing)->default_value(c.missing, missing_mode_name(c.missing)),
-      "missing feature values (?, NaN, NA, empty CSV fields): error | trim (drop trailing all-missing steps, as in "
-      "NaN-padded sets) | zero | ffill (carry the last value forward; leading ones take the first observed)",
-      {"convert"});
-
+  b.add("missing",
+        po::value(&c.convert.missing)->default_value(c.convert.missing, missing_mode_name(c.convert.missing)),
+        "missing feature values (?, NaN, NA, empty CSV fields): error | trim (drop trailing all-missing steps, as in "
+        "NaN-padded sets) | zero | ffill (carry the last value forward; leading ones take the first observed)",
+        {"convert"});
 }
 
 // Synthetic data (gen, bench), validation and model selection, the model.
 void add_data_and_model_rows(TableBuilder& b, RunConfig& c) {
-  b.add("sequences", po::value(&c.sequences)->default_value(c.sequences), "number of sequences", b.synth);
-  b.add("features", po::value(&c.features)->default_value(c.features), "features per timestep (F)", b.synth);
-  b.add("min-length", po::value(&c.min_length)->default_value(c.min_length), "shortest sequence", b.synth);
-  b.add("max-length", po::value(&c.max_length)->default_value(c.max_length), "longest sequence", b.synth);
-  b.add("classes", po::value(&c.classes)->default_value(c.classes), "number of classes (classification)", b.synth);
-  b.add("task", po::value(&c.task)->default_value(c.task, task_name(c.task)), "classification | regression", b.synth);
-  b.add("outputs", po::value(&c.outputs)->default_value(c.outputs), "targets per sequence (regression)", b.synth);
-  b.add("seed", po::value(&c.seed)->default_value(c.seed),
+  b.add("sequences", po::value(&c.synthetic.sequences)->default_value(c.synthetic.sequences), "number of sequences",
+        b.synth);
+  b.add("features", po::value(&c.synthetic.features)->default_value(c.synthetic.features), "features per timestep (F)",
+        b.synth);
+  b.add("min-length", po::value(&c.synthetic.min_length)->default_value(c.synthetic.min_length), "shortest sequence",
+        b.synth);
+  b.add("max-length", po::value(&c.synthetic.max_length)->default_value(c.synthetic.max_length), "longest sequence",
+        b.synth);
+  b.add("classes", po::value(&c.synthetic.classes)->default_value(c.synthetic.classes),
+        "number of classes (classification)", b.synth);
+  b.add("task", po::value(&c.synthetic.task)->default_value(c.synthetic.task, task_name(c.synthetic.task)),
+        "classification | regression", b.synth);
+  b.add("outputs", po::value(&c.synthetic.outputs)->default_value(c.synthetic.outputs),
+        "targets per sequence (regression)", b.synth);
+  b.add("seed", po::value(&c.schedule.seed)->default_value(c.schedule.seed),
       "random seed: data (gen), initial weights and shuffling (train)", {"gen", "train", "bench", "simulate"});
-  b.add("steps", po::value(&c.steps)->default_value(c.steps), "timed training steps", {"bench"});
-  b.add("warmup", po::value(&c.warmup)->default_value(c.warmup), "untimed steps before timing", {"bench"});
+  b.add("steps", po::value(&c.timing.steps)->default_value(c.timing.steps), "timed training steps", {"bench"});
+  b.add("warmup", po::value(&c.timing.warmup)->default_value(c.timing.warmup), "untimed steps before timing",
+        {"bench"});
 
   // implicit_value with an empty text: `--normalize` alone means feature, and the help keeps its usual width.
   b.add("normalize",
@@ -289,110 +299,126 @@ void add_data_and_model_rows(TableBuilder& b, RunConfig& c) {
       "checkpoint; `--normalize` alone) | series (each sequence's features by its own mean and std); eval and "
       "predict apply what the checkpoint was trained with",
       b.train_only);
-  b.add("val-every", po::value(&c.val_every)->default_value(c.val_every),
+  b.add("val-every", po::value(&c.validation.every)->default_value(c.validation.every),
       "also validate every N steps (0: after every epoch only); with --val", b.train_only);
   b.add("select", po::value<SelectMetric>()->value_name("val_loss|val_accuracy")->notifier([&c](SelectMetric m) {
-        c.select = m;
+        c.validation.select = m;
       }),
       "the validation figure that picks the model kept as OUT/best.h5 (default: val_accuracy for classification, "
       "val_loss for regression); with --val",
       b.train_only);
-  b.add("early-stop", po::value(&c.early_stop)->default_value(c.early_stop)->value_name("N"),
+  b.add("early-stop", po::value(&c.validation.early_stop)->default_value(c.validation.early_stop)->value_name("N"),
       "stop after N validations in a row without a better --select figure (exit 0; 0: off); with --val",
       b.train_only);
-  b.add("init-from", po::value(&c.init_from)->value_name("CKPT.h5"),
+  b.add("init-from", po::value(&c.start.init_from)->value_name("CKPT.h5"),
       "start from these weights (a ragtrain checkpoint, e.g. exported from PyTorch by tools/torch_interop.py) "
       "instead of a random initialisation",
       {"train"});
-  b.add("write-order", po::bool_switch(&c.write_order),
+  b.add("write-order", po::bool_switch(&c.records.write_order),
       "write DIR/order.csv: the sequence trained in every slot of every step (to replay the run elsewhere)",
       {"train"});
   b.add("trace", po::value(&c.trace)->value_name("FILE.json"),
       "write the timeline of every rank's phases (read, compute, all-reduce wait, update, log, validation, "
       "checkpoint) as one Chrome trace-event file (ui.perfetto.dev, chrome://tracing); off by default",
       b.learn);
-  b.add("layers", po::value(&c.layers)->default_value(c.layers), "LSTM layers", b.learn);
-  b.add("hidden", po::value(&c.hidden)->default_value(c.hidden), "LSTM hidden size", b.learn);
-  b.add("bidirectional", po::bool_switch(&c.bidirectional),
+  b.add("layers", po::value(&c.model.layers)->default_value(c.model.layers), "LSTM layers", b.learn);
+  b.add("hidden", po::value(&c.model.hidden)->default_value(c.model.hidden), "LSTM hidden size", b.learn);
+  b.add("bidirectional", po::bool_switch(&c.model.bidirectional),
       "run every LSTM layer both ways (nn.LSTM(bidirectional=True)); the head reads 2 x hidden", b.learn);
-  b.add("pool", po::value(&c.pool)->default_value(c.pool, pool_name(c.pool)),
+  b.add("pool", po::value(&c.model.pool)->default_value(c.model.pool, pool_name(c.model.pool)),
       "what the head reads of the top layer, over each sequence's own steps: last (the final states, PyTorch's "
       "h_n) | mean | max",
       b.learn);
-  b.add("dropout", po::value(&c.dropout)->default_value(c.dropout, short_number(c.dropout)),
-      "dropout on the outputs of every LSTM layer but the last (nn.LSTM's dropout); training only", b.learn);
-  b.add("head-dropout", po::value(&c.head_dropout)->default_value(c.head_dropout, short_number(c.head_dropout)),
-      "dropout on the head's input (the pooled vector); training only", b.learn);
+  b.add("dropout",
+        po::value(&c.model.dropout.between)
+            ->default_value(c.model.dropout.between, short_number(c.model.dropout.between)),
+        "dropout on the outputs of every LSTM layer but the last (nn.LSTM's dropout); training only", b.learn);
+  b.add("head-dropout",
+        po::value(&c.model.dropout.head)->default_value(c.model.dropout.head, short_number(c.model.dropout.head)),
+        "dropout on the head's input (the pooled vector); training only", b.learn);
 }
 
 // The schedule, the optimizer and its learning rate, checkpoints, the device and reliability.
 void add_training_rows(TableBuilder& b, RunConfig& c) {
-  b.add("epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training set",
+  b.add("epochs", po::value(&c.schedule.epochs)->default_value(c.schedule.epochs), "passes over the training set",
       {"train", "simulate"});
-  b.add("batch-per-rank", po::value(&c.batch_per_rank)->default_value(c.batch_per_rank),
+  b.add("batch-per-rank", po::value(&c.schedule.batch_per_rank)->default_value(c.schedule.batch_per_rank),
       "sequences per rank per step (global batch = ranks x this)", {"train", "bench", "simulate"});
-  b.add("schedule", po::value(&c.schedule)->default_value(c.schedule, schedule_kind_name(c.schedule)),
+  b.add("schedule", po::value(&c.schedule.kind)->default_value(c.schedule.kind, schedule_kind_name(c.schedule.kind)),
       "balanced (equal lengths across ranks in every step) | random", {"train", "bench"});
-  b.add("ranks", po::value(&c.ranks)->default_value(c.ranks, c.ranks.text), "comma-separated rank counts to simulate",
-      {"simulate"});
-  b.add("lengths", po::value(&c.lengths)->default_value(c.lengths, c.lengths.text),
+  b.add("ranks", po::value(&c.simulate.ranks)->default_value(c.simulate.ranks, c.simulate.ranks.text),
+        "comma-separated rank counts to simulate", {"simulate"});
+  b.add("lengths", po::value(&c.simulate.lengths)->default_value(c.simulate.lengths, c.simulate.lengths.text),
       "length distribution: uniform:MIN:MAX | lognormal:MEDIAN:SIGMA (ignored with --data)", {"simulate"});
-  b.add("sequences-per-rank", po::value(&c.sequences_per_rank)->default_value(c.sequences_per_rank),
+  b.add("sequences-per-rank", po::value(&c.simulate.sequences_per_rank)->default_value(c.simulate.sequences_per_rank),
       "simulated data set size per rank (N = ranks x this x batch-per-rank)", {"simulate"});
-  b.add("optimizer", po::value(&c.optimizer)->default_value(c.optimizer, optimizer_name(c.optimizer)),
+  b.add("optimizer", po::value(&c.optimizer.kind)->default_value(c.optimizer.kind, optimizer_name(c.optimizer.kind)),
       "sgd (with momentum) | adam | adamw", b.learn);
-  b.add("lr", po::value(&c.lr)->default_value(c.lr, short_number(c.lr)), "peak learning rate", b.learn);
-  b.add("momentum", po::value(&c.momentum)->default_value(c.momentum, short_number(c.momentum)), "SGD momentum", b.train_only);
-  b.add("beta1", po::value(&c.beta1)->default_value(c.beta1, short_number(c.beta1)), "Adam/AdamW beta1", b.train_only);
-  b.add("beta2", po::value(&c.beta2)->default_value(c.beta2, short_number(c.beta2)), "Adam/AdamW beta2", b.train_only);
-  b.add("eps", po::value(&c.eps)->default_value(c.eps, short_number(c.eps)), "Adam/AdamW epsilon", b.train_only);
-  b.add("weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay, short_number(c.weight_decay)),
-      "L2 penalty (sgd, adam) or decoupled decay (adamw)", b.learn);
-  b.add("clip", po::value(&c.clip)->default_value(c.clip, short_number(c.clip)), "clip the global gradient norm to this (0 = off)", b.learn);
-  b.add("warmup-steps", po::value(&c.warmup_steps)->default_value(c.warmup_steps),
+  b.add("lr", po::value(&c.lr.lr)->default_value(c.lr.lr, short_number(c.lr.lr)), "peak learning rate", b.learn);
+  b.add("momentum",
+        po::value(&c.optimizer.momentum)->default_value(c.optimizer.momentum, short_number(c.optimizer.momentum)),
+        "SGD momentum", b.train_only);
+  b.add("beta1", po::value(&c.optimizer.beta1)->default_value(c.optimizer.beta1, short_number(c.optimizer.beta1)),
+        "Adam/AdamW beta1", b.train_only);
+  b.add("beta2", po::value(&c.optimizer.beta2)->default_value(c.optimizer.beta2, short_number(c.optimizer.beta2)),
+        "Adam/AdamW beta2", b.train_only);
+  b.add("eps", po::value(&c.optimizer.eps)->default_value(c.optimizer.eps, short_number(c.optimizer.eps)),
+        "Adam/AdamW epsilon", b.train_only);
+  b.add("weight-decay",
+        po::value(&c.optimizer.weight_decay)
+            ->default_value(c.optimizer.weight_decay, short_number(c.optimizer.weight_decay)),
+        "L2 penalty (sgd, adam) or decoupled decay (adamw)", b.learn);
+  b.add("clip", po::value(&c.optimizer.clip)->default_value(c.optimizer.clip, short_number(c.optimizer.clip)),
+        "clip the global gradient norm to this (0 = off)", b.learn);
+  b.add("warmup-steps", po::value(&c.lr.warmup)->default_value(c.lr.warmup),
       "linear learning-rate warm-up over this many steps", b.train_only);
-  b.add("lr-decay", po::value(&c.lr_decay)->default_value(c.lr_decay, lr_decay_name(c.lr_decay)),
+  b.add("lr-decay", po::value(&c.lr.decay)->default_value(c.lr.decay, lr_decay_name(c.lr.decay)),
       "after warm-up: none | linear | cosine, down to lr x lr-final-fraction at the last step", b.train_only);
-  b.add("lr-final-fraction", po::value(&c.lr_final_fraction)->default_value(c.lr_final_fraction, short_number(c.lr_final_fraction)),
-      "final learning rate as a fraction of --lr (with --lr-decay)", b.train_only);
-  b.add("log-every", po::value(&c.log_every)->default_value(c.log_every),
+  b.add("lr-final-fraction",
+        po::value(&c.lr.final_fraction)->default_value(c.lr.final_fraction, short_number(c.lr.final_fraction)),
+        "final learning rate as a fraction of --lr (with --lr-decay)", b.train_only);
+  b.add("log-every", po::value(&c.records.log_every)->default_value(c.records.log_every),
       "steps between progress lines and metrics.jsonl records", b.train_only);
-  b.add("resume", po::value(&c.resume)->value_name("CKPT.h5|DIR"),
+  b.add("resume", po::value(&c.start.resume)->value_name("CKPT.h5|DIR"),
       "continue the run saved in a checkpoint, or in the newest checkpoint of a run folder; needs the same "
       "options and global batch (ranks x batch-per-rank), any rank count",
       {"train"});
-  b.add("checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
+  b.add("checkpoint-every", po::value(&c.records.checkpoint_every)->default_value(c.records.checkpoint_every),
       "also save a checkpoint every N steps (0: only at the end and when stopped by SIGTERM/SIGUSR1)", {"train"});
   b.add("checkpoint-minutes",
-      po::value(&c.checkpoint_minutes)->default_value(c.checkpoint_minutes, short_number(c.checkpoint_minutes)),
-      "also save a checkpoint when this many minutes passed since the last one (rank 0's clock; 0: off)", {"train"});
-  b.add("signal-check-every", po::value(&c.signal_check_every)->default_value(c.signal_check_every),
+        po::value(&c.records.checkpoint_minutes)
+            ->default_value(c.records.checkpoint_minutes, short_number(c.records.checkpoint_minutes)),
+        "also save a checkpoint when this many minutes passed since the last one (rank 0's clock; 0: off)", {"train"});
+  b.add("signal-check-every", po::value(&c.records.signal_check_every)->default_value(c.records.signal_check_every),
       "steps between the all-ranks check for SIGTERM/SIGUSR1 and a due --checkpoint-minutes (one tiny "
       "all-reduce; doc/hpc.md has its cost)",
       {"train"});
-  b.add("keep", po::value(&c.keep)->default_value(c.keep),
+  b.add("keep", po::value(&c.records.keep)->default_value(c.records.keep),
       "step checkpoints (OUT/checkpoint-stepNNNNNNNNN.h5) to keep; OUT/checkpoint.h5 is always the newest", {"train"});
-  b.add("device", po::value(&c.device)->default_value(c.device, device_name(c.device)),
+  b.add("device", po::value(&c.backend.device)->default_value(c.backend.device, device_name(c.backend.device)),
       "cpu, or with a CUDA build cuda | auto (CUDA: at most 1024 sequences per rank per step)",
       {"train", "eval", "predict", "bench"});
-  b.add("lstm", po::value(&c.lstm)->default_value(c.lstm, lstm_path_name(c.lstm)),
+  b.add("lstm", po::value(&c.backend.lstm)->default_value(c.backend.lstm, lstm_path_name(c.backend.lstm)),
       "CUDA backend's LSTM: cudnn | fused (ragtrain's kernels, no launch per timestep: 1 layer, one direction, "
       "H <= 128, any --pool, no --head-dropout; other "
       "models use cuDNN) | auto "
       "(the faster of the two, measured at start-up; fused only when at least 10% faster there)",
       {"train", "bench"});
-  b.add("max-memory", po::value(&c.max_memory)->default_value(c.max_memory)->value_name("SIZE"),
+  b.add("max-memory", po::value(&c.source.max_memory)->default_value(c.source.max_memory)->value_name("SIZE"),
       "most memory one rank may allocate for its data, e.g. 512M, 8G (auto: physical memory / ranks on the "
       "node); sizes declared in a file are checked against it before anything is read",
       {"inspect", "train", "eval", "predict"});
-  b.add("comm-timeout", po::value(&c.comm_timeout)->default_value(c.comm_timeout, short_number(c.comm_timeout)),
-      "seconds a rank waits for the others in a collective before it names the rank that stopped and ends the "
-      "job (0: wait forever); watches the training loop, not the start-up",
-      {"train"});
-  b.add("on-nonfinite", po::value(&c.on_nonfinite)->default_value(c.on_nonfinite, nonfinite_policy_name(c.on_nonfinite)),
-      "a NaN/Inf loss or gradient: stop (keep the last good checkpoint, exit 2) | skip (drop that step on every "
-      "rank)",
-      {"train"});
+  b.add("comm-timeout",
+        po::value(&c.faults.comm_timeout)->default_value(c.faults.comm_timeout, short_number(c.faults.comm_timeout)),
+        "seconds a rank waits for the others in a collective before it names the rank that stopped and ends the "
+        "job (0: wait forever); watches the training loop, not the start-up",
+        {"train"});
+  b.add("on-nonfinite",
+        po::value(&c.faults.on_nonfinite)
+            ->default_value(c.faults.on_nonfinite, nonfinite_policy_name(c.faults.on_nonfinite)),
+        "a NaN/Inf loss or gradient: stop (keep the last good checkpoint, exit 2) | skip (drop that step on every "
+        "rank)",
+        {"train"});
 }
 
 Table build_table(RunConfig& c) {
@@ -449,64 +475,122 @@ void require(bool ok, const std::string& option, const std::string& what, const 
   if (!ok) throw UserError("option --" + option + ": " + what, hint);
 }
 
+// One check per option group, run for the commands that take the group; a command's groups hold only values it
+// accepted or valid defaults, so a group is checked the same way wherever it is used.
+void positive(int64_t v, const char* name, const std::string& help) {
+  require(v > 0, name, "must be a positive integer, got " + std::to_string(v), help);
+}
+
+void check_synthetic(const SyntheticSpec& s, const std::string& help) {
+  positive(s.sequences, "sequences", help);
+  positive(s.features, "features", help);
+  positive(s.min_length, "min-length", help);
+  require(s.max_length >= s.min_length, "max-length",
+          "must be >= --min-length (" + std::to_string(s.min_length) + "), got " + std::to_string(s.max_length), help);
+  if (s.task == Task::Classification)
+    require(s.classes >= 2, "classes", "must be >= 2, got " + std::to_string(s.classes), help);
+  positive(s.outputs, "outputs", help);
+}
+
+void check_model(const ModelOptions& m, const std::string& help) {
+  positive(m.layers, "layers", help);
+  positive(m.hidden, "hidden", help);
+  require(m.dropout.between >= 0 && m.dropout.between < 1, "dropout",
+          "must be in [0, 1), got " + short_number(m.dropout.between), help);
+  require(m.dropout.head >= 0 && m.dropout.head < 1, "head-dropout",
+          "must be in [0, 1), got " + short_number(m.dropout.head), help);
+}
+
+void check_update(const OptimizerConfig& o, const LrSchedule& lr, const std::string& help) {
+  require(lr.warmup >= 0, "warmup-steps", "must be >= 0", help);
+  require(lr.lr > 0, "lr", "must be > 0", help);
+  require(o.momentum >= 0 && o.momentum < 1, "momentum", "must be in [0, 1)", help);
+  require(o.beta1 >= 0 && o.beta1 < 1, "beta1", "must be in [0, 1)", help);
+  require(o.beta2 >= 0 && o.beta2 < 1, "beta2", "must be in [0, 1)", help);
+  require(o.eps > 0, "eps", "must be > 0", help);
+  require(o.weight_decay >= 0, "weight-decay", "must be >= 0", help);
+  require(o.clip >= 0, "clip", "must be >= 0 (0 turns clipping off)", help);
+  require(lr.final_fraction >= 0 && lr.final_fraction <= 1, "lr-final-fraction", "must be in [0, 1]", help);
+}
+
+void check_schedule(const ScheduleOptions& s, const std::string& help) {
+  positive(s.epochs, "epochs", help);
+  positive(s.batch_per_rank, "batch-per-rank", help);
+}
+
+// The CUDA backend's limit, before any work (with auto, the backend itself refuses it if a GPU is chosen).
+void check_backend(const BackendChoice& b, const ScheduleOptions& s) {
+  if (b.device != Device::Cuda) return;
+  require(s.batch_per_rank <= kMaxCudaBatchPerRank, "batch-per-rank",
+          "is " + std::to_string(s.batch_per_rank) + "; the CUDA backend takes at most " +
+              std::to_string(kMaxCudaBatchPerRank) + " sequences per rank per step",
+          "use --batch-per-rank " + std::to_string(kMaxCudaBatchPerRank) +
+              " or fewer, and more ranks (GPUs) for a larger global batch");
+}
+
+void check_source(const DataSource& d, const std::string& help) {
+  require(d.max_memory == "auto" || parse_size(d.max_memory) > 0, "max-memory",
+          "must be auto or a size such as 512M or 8G, got '" + d.max_memory + "'", help);
+}
+
+void check_trace(const std::string& trace) {
+  const auto n = trace.size();
+  require(trace.empty() || (n > 5 && trace.compare(n - 5, 5, ".json") == 0), "trace",
+          "names the Chrome trace file to write and must end in .json, got '" + trace + "'",
+          "e.g. --trace timeline.json");
+}
+
+void check_validation(const ValidationOptions& v, const std::string& data, const std::string& help) {
+  require(v.data.empty() || v.data != data, "val", "is the same file as --data",
+          "validate on held-out data, or leave --val out");
+  require(v.every >= 0, "val-every", "must be >= 0 (0: validate after every epoch only)", help);
+  require(v.early_stop >= 0, "early-stop", "must be >= 0 (0 turns early stopping off)", help);
+  for (const auto& [used, name] : {std::pair<bool, const char*>{v.every > 0, "val-every"},
+                                   {v.select.has_value(), "select"},
+                                   {v.early_stop > 0, "early-stop"}})
+    require(!used || !v.data.empty(), name, "needs a validation set", "add --val VAL.h5 (held-out data)");
+}
+
+void check_records(const RecordOptions& r, const std::string& help) {
+  positive(r.log_every, "log-every", help);
+  require(r.checkpoint_every >= 0, "checkpoint-every", "must be >= 0 (0 turns step checkpoints off)", help);
+  require(r.checkpoint_minutes >= 0, "checkpoint-minutes", "must be >= 0 (0 turns timed checkpoints off)", help);
+  require(r.keep >= 1, "keep", "must be >= 1, got " + std::to_string(r.keep), help);
+  positive(r.signal_check_every, "signal-check-every", help);
+}
+
 void validate(const RunConfig& c) {
   const std::string cmd = c.command;
   const std::string help = "see `ragtrain " + cmd + " --help`";
-  auto positive = [&](int64_t v, const char* name) {
-    require(v > 0, name, "must be a positive integer, got " + std::to_string(v), help);
-  };
   if (cmd == "gen") {
     require(!c.out.empty(), "out", "is required", "e.g. ragtrain gen --out data.h5");
-    positive(c.sequences, "sequences");
-    positive(c.features, "features");
-    positive(c.min_length, "min-length");
-    require(c.max_length >= c.min_length, "max-length",
-            "must be >= --min-length (" + std::to_string(c.min_length) + "), got " + std::to_string(c.max_length),
-            help);
-    if (c.task == Task::Classification)
-      require(c.classes >= 2, "classes", "must be >= 2, got " + std::to_string(c.classes), help);
-    positive(c.outputs, "outputs");
+    check_synthetic(c.synthetic, help);
   } else if (cmd == "convert") {
-    require(!c.input.empty() && !c.output.empty(), "input", "convert needs INPUT and OUTPUT.h5",
+    require(!c.convert.input.empty() && !c.convert.output.empty(), "input", "convert needs INPUT and OUTPUT.h5",
             "usage: ragtrain convert INPUT.ts|INPUT.npz|CSV_DIR [--labels LABELS.csv] [--missing MODE] OUTPUT.h5");
-    require(!(c.regression && !c.class_names_from.empty()), "class-names-from",
+    require(!(c.convert.regression && !c.convert.class_names_from.empty()), "class-names-from",
             "names classes, but --regression says the labels are targets", "leave one of the two out");
   } else if (cmd == "inspect") {
-    require(!c.data.empty(), "data", "inspect needs a file", "usage: ragtrain inspect FILE.h5");
+    require(!c.source.data.empty(), "data", "inspect needs a file", "usage: ragtrain inspect FILE.h5");
+    check_source(c.source, help);
   } else if (cmd == "train") {
-    require(!c.data.empty(), "data", "is required", "usage: ragtrain train --data TRAIN.h5 --out DIR");
+    require(!c.source.data.empty(), "data", "is required", "usage: ragtrain train --data TRAIN.h5 --out DIR");
     require(!c.out.empty(), "out", "is required (the run's output folder)",
             "usage: ragtrain train --data TRAIN.h5 --out DIR");
-    positive(c.layers, "layers");
-    positive(c.hidden, "hidden");
-    positive(c.epochs, "epochs");
-    positive(c.batch_per_rank, "batch-per-rank");
-    positive(c.log_every, "log-every");
-    require(c.warmup_steps >= 0, "warmup-steps", "must be >= 0", help);
-    require(c.lr > 0, "lr", "must be > 0", help);
-    require(c.momentum >= 0 && c.momentum < 1, "momentum", "must be in [0, 1)", help);
-    require(c.beta1 >= 0 && c.beta1 < 1, "beta1", "must be in [0, 1)", help);
-    require(c.beta2 >= 0 && c.beta2 < 1, "beta2", "must be in [0, 1)", help);
-    require(c.eps > 0, "eps", "must be > 0", help);
-    require(c.weight_decay >= 0, "weight-decay", "must be >= 0", help);
-    require(c.clip >= 0, "clip", "must be >= 0 (0 turns clipping off)", help);
-    require(c.lr_final_fraction >= 0 && c.lr_final_fraction <= 1, "lr-final-fraction", "must be in [0, 1]", help);
-    require(c.val.empty() || c.val != c.data, "val", "is the same file as --data",
-            "validate on held-out data, or leave --val out");
-    require(c.val_every >= 0, "val-every", "must be >= 0 (0: validate after every epoch only)", help);
-    require(c.early_stop >= 0, "early-stop", "must be >= 0 (0 turns early stopping off)", help);
-    for (const auto& [used, name] : {std::pair<bool, const char*>{c.val_every > 0, "val-every"},
-                                     {c.select.has_value(), "select"},
-                                     {c.early_stop > 0, "early-stop"}})
-      require(!used || !c.val.empty(), name, "needs a validation set", "add --val VAL.h5 (held-out data)");
-    require(c.checkpoint_every >= 0, "checkpoint-every", "must be >= 0 (0 turns step checkpoints off)", help);
-    require(c.checkpoint_minutes >= 0, "checkpoint-minutes", "must be >= 0 (0 turns timed checkpoints off)", help);
-    require(c.keep >= 1, "keep", "must be >= 1, got " + std::to_string(c.keep), help);
-    positive(c.signal_check_every, "signal-check-every");
+    check_model(c.model, help);
+    check_schedule(c.schedule, help);
+    check_update(c.optimizer, c.lr, help);
+    check_validation(c.validation, c.source.data, help);
+    check_records(c.records, help);
+    require(c.faults.comm_timeout >= 0, "comm-timeout", "must be >= 0 seconds (0 waits forever)", help);
+    check_source(c.source, help);
+    check_backend(c.backend, c.schedule);
+    check_trace(c.trace);
   } else if (cmd == "eval" || cmd == "predict") {
     require(!c.checkpoint.empty(), "checkpoint", "is required", help);
-    require(!c.data.empty(), "data", "is required", help);
+    require(!c.source.data.empty(), "data", "is required", help);
     if (cmd == "predict") require(!c.out.empty(), "out", "is required (the CSV file to write)", help);
+    check_source(c.source, help);
   } else if (cmd == "plot") {
     require(!c.run.empty(), "run", "plot needs a folder", "usage: ragtrain plot RUN_DIR");
   } else if (cmd == "compare") {
@@ -519,50 +603,19 @@ void validate(const RunConfig& c) {
     require(c.out.empty() || ends_with(".json") || ends_with(".csv"), "out",
             "must end in .json or .csv (the format it is written in), got '" + c.out + "'", help);
   } else if (cmd == "simulate") {
-    positive(c.sequences_per_rank, "sequences-per-rank");
-    positive(c.epochs, "epochs");
-    positive(c.batch_per_rank, "batch-per-rank");
+    positive(c.simulate.sequences_per_rank, "sequences-per-rank", help);
+    check_schedule(c.schedule, help);
   } else if (cmd == "bench") {
-    positive(c.steps, "steps");
-    require(c.warmup >= 0, "warmup", "must be >= 0", help);
-    positive(c.hidden, "hidden");
-    positive(c.layers, "layers");
-    positive(c.batch_per_rank, "batch-per-rank");
-    positive(c.sequences, "sequences");
-    positive(c.features, "features");
-    positive(c.min_length, "min-length");
-    require(c.max_length >= c.min_length, "max-length", "must be >= --min-length", help);
-    require(c.lr > 0, "lr", "must be > 0", help);
-    require(c.weight_decay >= 0, "weight-decay", "must be >= 0", help);
-    require(c.clip >= 0, "clip", "must be >= 0 (0 turns clipping off)", help);
-    if (c.task == Task::Classification)
-      require(c.classes >= 2, "classes", "must be >= 2, got " + std::to_string(c.classes), help);
-    positive(c.outputs, "outputs");
+    positive(c.timing.steps, "steps", help);
+    require(c.timing.warmup >= 0, "warmup", "must be >= 0", help);
+    check_model(c.model, help);
+    check_schedule(c.schedule, help);
+    check_synthetic(c.synthetic, help);
+    check_update(c.optimizer, c.lr, help);
+    check_backend(c.backend, c.schedule);
+    check_trace(c.trace);
   }
-  if (cmd == "train")
-    require(c.comm_timeout >= 0, "comm-timeout", "must be >= 0 seconds (0 waits forever)", help);
-  if (cmd == "inspect" || cmd == "train" || cmd == "eval" || cmd == "predict")
-    require(c.max_memory == "auto" || parse_size(c.max_memory) > 0, "max-memory",
-            "must be auto or a size such as 512M or 8G, got '" + c.max_memory + "'", help);
-  require(!(c.quiet && c.verbose), "verbose", "contradicts --quiet", "leave one of the two out");
-  // The CUDA backend's limit, before any work (with auto, the backend itself refuses it if a GPU is chosen).
-  if ((cmd == "train" || cmd == "bench") && c.device == Device::Cuda)
-    require(c.batch_per_rank <= kMaxCudaBatchPerRank, "batch-per-rank",
-            "is " + std::to_string(c.batch_per_rank) + "; the CUDA backend takes at most " +
-                std::to_string(kMaxCudaBatchPerRank) + " sequences per rank per step",
-            "use --batch-per-rank " + std::to_string(kMaxCudaBatchPerRank) +
-                " or fewer, and more ranks (GPUs) for a larger global batch");
-  if ((cmd == "train" || cmd == "bench") && !c.trace.empty()) {
-    const auto n = c.trace.size();
-    require(n > 5 && c.trace.compare(n - 5, 5, ".json") == 0, "trace",
-            "names the Chrome trace file to write and must end in .json, got '" + c.trace + "'",
-            "e.g. --trace timeline.json");
-  }
-  if (cmd == "train" || cmd == "bench") {
-    require(c.dropout >= 0 && c.dropout < 1, "dropout", "must be in [0, 1), got " + short_number(c.dropout), help);
-    require(c.head_dropout >= 0 && c.head_dropout < 1, "head-dropout",
-            "must be in [0, 1), got " + short_number(c.head_dropout), help);
-  }
+  require(!(c.talk.quiet && c.talk.verbose), "verbose", "contradicts --quiet", "leave one of the two out");
 }
 
 }  // namespace
@@ -608,7 +661,7 @@ Invocation parse_command_line(int argc, const char* const* argv) {
                         "`ragtrain --help`");
   }
   cfg.command = cmd->name;
-  cfg.command_line = quote_command_line(argc, argv);
+  cfg.provenance.command_line = quote_command_line(argc, argv);
 
   Table table = build_table(cfg);
   po::options_description mine("options of `ragtrain " + cmd->name + "`", 110, 55);
@@ -658,7 +711,7 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     }
     eff << name << " = " << any_to_string(vm[name].value()) << "\n";
   }
-  cfg.effective = eff.str();
+  cfg.provenance.effective = eff.str();
   return inv;
 }
 
@@ -668,53 +721,18 @@ namespace ragtrain {
 
 namespace {
 
-OptimizerConfig optimizer_config(const RunConfig& c) {
-  OptimizerConfig o;
-  o.kind = c.optimizer;
-  o.momentum = c.momentum;
-  o.beta1 = c.beta1;
-  o.beta2 = c.beta2;
-  o.eps = c.eps;
-  o.weight_decay = c.weight_decay;
-  o.clip = c.clip;
-  return o;
-}
-
-// The synthetic data set of gen, and of bench without --data.
+// The synthetic data set of gen, and of bench without --data: the table's group, seeded by --seed.
 SyntheticSpec synthetic_spec(const RunConfig& c) {
-  SyntheticSpec spec;
-  spec.sequences = c.sequences;
-  spec.features = c.features;
-  spec.min_length = c.min_length;
-  spec.max_length = c.max_length;
-  spec.classes = c.classes;
-  spec.task = c.task;
-  spec.outputs = c.outputs;
-  spec.seed = c.seed;
+  SyntheticSpec spec = c.synthetic;
+  spec.seed = c.schedule.seed;
   return spec;
 }
 
-// The options train and bench share: model, optimizer, schedule, device.
-TrainConfig common_config(const RunConfig& c) {
+// The groups train and bench share: data, model, optimizer, schedule, backend, the trace, what is printed.
+TrainConfig learning_config(const RunConfig& c) {
   TrainConfig t;
-  t.data = c.data;
-  t.hidden = c.hidden;
-  t.layers = c.layers;
-  t.bidirectional = c.bidirectional;
-  t.pool = c.pool;
-  t.dropout = DropoutRates{c.dropout, c.head_dropout};
-  t.optimizer = optimizer_config(c);
-  t.lr.lr = c.lr;
-  t.batch_per_rank = c.batch_per_rank;
-  t.seed = c.seed;
-  t.schedule = c.schedule;
-  t.device = c.device;
-  t.lstm = c.lstm;
-  t.quiet = c.quiet;
-  t.verbose = c.verbose;
-  t.command_line = c.command_line;
-  t.effective = c.effective;
-  t.trace = c.trace;
+  std::tie(t.source, t.model, t.optimizer, t.schedule, t.backend, t.trace, t.talk, t.provenance) =
+      std::tie(c.source, c.model, c.optimizer, c.schedule, c.backend, c.trace, c.talk, c.provenance);
   return t;
 }
 
@@ -722,109 +740,58 @@ TrainConfig common_config(const RunConfig& c) {
 
 TrainConfig train_config(const RunConfig& c) {
   RT_CHECK(c.command == "train", "train_config for " << c.command);
-  TrainConfig t = common_config(c);
-  t.val = c.val;
-  t.max_memory = c.max_memory;
-  t.normalize = c.normalize;
-  t.init_from = c.init_from;
-  t.resume = c.resume;
-  t.lr.warmup = c.warmup_steps;
-  t.lr.decay = c.lr_decay;
-  t.lr.final_fraction = c.lr_final_fraction;
-  t.epochs = c.epochs;
-  t.on_nonfinite = c.on_nonfinite;
-  t.comm_timeout = c.comm_timeout;
-  t.out = c.out;
-  t.log_every = c.log_every;
-  t.write_order = c.write_order;
-  t.checkpoint_every = c.checkpoint_every;
-  t.keep = c.keep;
-  t.signal_check_every = c.signal_check_every;
-  t.checkpoint_minutes = c.checkpoint_minutes;
-  t.val_every = c.val_every;
-  t.select = c.select;
-  t.early_stop = c.early_stop;
+  TrainConfig t = learning_config(c);
+  std::tie(t.normalize, t.validation, t.start, t.lr, t.faults, t.out, t.records) =
+      std::tie(c.normalize, c.validation, c.start, c.lr, c.faults, c.out, c.records);
   return t;
 }
 
 BenchConfig bench_config(const RunConfig& c) {
   RT_CHECK(c.command == "bench", "bench_config for " << c.command);
   BenchConfig b;
-  b.run = common_config(c);
-  b.run.comm_timeout = 0;   // bench has no watchdog
-  if (c.data.empty()) b.run.synthetic = synthetic_spec(c);
-  b.steps = c.steps;
-  b.warmup = c.warmup;
+  b.run = learning_config(c);
+  b.run.lr.lr = c.lr.lr;    // a constant rate: bench takes --lr, not its schedule
+  b.run.faults.comm_timeout = 0;   // bench has no watchdog
+  b.synthetic = synthetic_spec(c);
+  if (c.source.data.empty()) b.run.synthetic = b.synthetic;
+  b.timing = c.timing;
   b.out = c.out;
   return b;
 }
 
 EvalConfig eval_config(const RunConfig& c) {
   RT_CHECK(c.command == "eval" || c.command == "predict", "eval_config for " << c.command);
-  EvalConfig e;
-  e.checkpoint = c.checkpoint;
-  e.data = c.data;
-  e.out = c.out;
-  e.max_memory = c.max_memory;
-  e.device = c.device;
-  e.quiet = c.quiet;
-  e.verbose = c.verbose;
-  return e;
+  return EvalConfig{c.checkpoint, c.source, c.out, c.backend.device, c.talk};
 }
 
 GenConfig gen_config(const RunConfig& c) {
   RT_CHECK(c.command == "gen", "gen_config for " << c.command);
-  GenConfig g;
-  g.spec = synthetic_spec(c);
-  g.out = c.out;
-  g.quiet = c.quiet;
-  return g;
+  return GenConfig{synthetic_spec(c), c.out, c.talk};
 }
 
 ConvertConfig convert_config(const RunConfig& c) {
   RT_CHECK(c.command == "convert", "convert_config for " << c.command);
-  ConvertConfig v;
-  v.input = c.input;
-  v.output = c.output;
-  v.labels = c.labels;
-  v.class_names_from = c.class_names_from;
-  v.regression = c.regression;
-  v.missing = c.missing;
-  v.quiet = c.quiet;
-  v.verbose = c.verbose;
-  return v;
+  return ConvertConfig{c.convert, c.talk};
 }
 
 InspectConfig inspect_config(const RunConfig& c) {
   RT_CHECK(c.command == "inspect", "inspect_config for " << c.command);
-  InspectConfig i;
-  i.data = c.data;
-  i.max_memory = c.max_memory;
-  i.quiet = c.quiet;
-  return i;
+  return InspectConfig{c.source, c.talk};
 }
 
 SimulateConfig simulate_config(const RunConfig& c) {
   RT_CHECK(c.command == "simulate", "simulate_config for " << c.command);
-  SimulateConfig s;
-  s.ranks = c.ranks.values;
-  s.lengths = c.lengths;
-  s.data = c.data;
-  s.out = c.out;
-  s.sequences_per_rank = c.sequences_per_rank;
-  s.epochs = c.epochs;
-  s.batch_per_rank = c.batch_per_rank;
-  s.seed = c.seed;
-  return s;
+  return SimulateConfig{c.simulate, c.schedule, c.source.data, c.out};
 }
 
 PlotConfig plot_config(const RunConfig& c) {
   RT_CHECK(c.command == "plot", "plot_config for " << c.command);
-  PlotConfig p;
-  p.run = c.run;
-  p.out = c.out.empty() ? c.run + "/plots" : c.out;
-  p.quiet = c.quiet;
-  return p;
+  return PlotConfig{c.run, c.out.empty() ? c.run + "/plots" : c.out, c.talk};
+}
+
+CompareConfig compare_config(const RunConfig& c) {
+  RT_CHECK(c.command == "compare", "compare_config for " << c.command);
+  return CompareConfig{c.runs, c.out, c.talk};
 }
 
 }  // namespace ragtrain

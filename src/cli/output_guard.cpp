@@ -145,7 +145,7 @@ void check_folder(const Output& out, const std::vector<std::string>& names, cons
                     out.option + " names the folder " + c.command + " writes into: choose a new path");
   }
   refuse_if_held(inspect_run_lock(out.path), out.option, out.path);
-  const bool resuming = c.command == "train" && !c.resume.empty();
+  const bool resuming = c.command == "train" && !c.start.resume.empty();
   for (const std::string& name : names) {
     const std::string path = (fs::path(out.path) / name).string();
     refuse_if_input(out.option, path, inputs);
@@ -230,22 +230,22 @@ void check_outputs(const RunConfig& c) {
   if (cmd == "gen") {
     outputs.push_back({"--out", c.out, Writes::DataSet, "a data set"});
   } else if (cmd == "convert") {
-    add_input(inputs, "INPUT", c.input);
-    add_input(inputs, "--labels", c.labels);
-    add_input(inputs, "--class-names-from", c.class_names_from);
-    outputs.push_back({"OUTPUT", c.output, Writes::DataSet, "a data set"});
+    add_input(inputs, "INPUT", c.convert.input);
+    add_input(inputs, "--labels", c.convert.labels);
+    add_input(inputs, "--class-names-from", c.convert.class_names_from);
+    outputs.push_back({"OUTPUT", c.convert.output, Writes::DataSet, "a data set"});
   } else if (cmd == "train") {
     // Not --resume: its checkpoints live in --out on purpose and rotation manages them.
-    add_input(inputs, "--data", c.data);
-    add_input(inputs, "--val", c.val);
-    add_input(inputs, "--init-from", c.init_from);
+    add_input(inputs, "--data", c.source.data);
+    add_input(inputs, "--val", c.validation.data);
+    add_input(inputs, "--init-from", c.start.init_from);
     outputs.push_back({"--out", c.out, Writes::Folder, "run records"});
   } else if (cmd == "eval" || cmd == "predict") {
     add_input(inputs, "--checkpoint", c.checkpoint);
-    add_input(inputs, "--data", c.data);
+    add_input(inputs, "--data", c.source.data);
     if (!c.out.empty()) outputs.push_back({"--out", c.out, Writes::File, cmd == "eval" ? "a JSON file" : "a CSV file"});
   } else if (cmd == "bench" || cmd == "simulate") {
-    add_input(inputs, "--data", c.data);
+    add_input(inputs, "--data", c.source.data);
     if (!c.out.empty()) outputs.push_back({"--out", c.out, Writes::File, "a JSON file"});
   } else if (cmd == "plot") {
     add_input(inputs, "RUN", c.run);
@@ -267,7 +267,7 @@ void check_outputs(const RunConfig& c) {
       std::vector<std::string> names = cmd == "plot" ? plot_file_names()
                                                      : std::vector<std::string>{kLatestCheckpointName, "metrics.jsonl",
                                                                                 "metrics.csv", "summary.json"};
-      if (cmd == "train" && c.write_order) names.push_back("order.csv");
+      if (cmd == "train" && c.records.write_order) names.push_back("order.csv");
       check_folder(out, names, inputs, c);
       continue;
     }

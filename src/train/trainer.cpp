@@ -55,7 +55,7 @@ Trainer::Trainer(const Context& ctx, const TrainConfig& cfg, CommWatchdog* watch
     : ctx_(ctx),
       cfg_(cfg),
       watchdog_(watchdog),
-      talk_(ctx.is_root() && !cfg.quiet),
+      talk_(ctx.is_root() && !cfg.talk.quiet),
       started_at_(utc_now()),
       timeline_(!cfg.trace.empty()) {
   timeline_.start(ctx_);   // --trace: every rank's time zero after one barrier
@@ -78,39 +78,40 @@ void Trainer::setup_data() {
   } else {
     // Data headers: shapes, task and offsets only (cheap, identical on every rank).
     collective_phase(ctx_, [&] {
-      budget_ = MemoryBudget::of(cfg_.max_memory, ctx_.local_size);
-      train_info_ = read_dataset_info(cfg_.data, ctx_.world, budget_);
+      budget_ = MemoryBudget::of(cfg_.source.max_memory, ctx_.local_size);
+      train_info_ = read_dataset_info(cfg_.source.data, ctx_.world, budget_);
       require_labels(train_info_, "--data", "training");
-      if (!cfg_.val.empty()) {
-        val_info_ = read_dataset_info(cfg_.val, ctx_.world, budget_);
+      if (!cfg_.validation.data.empty()) {
+        val_info_ = read_dataset_info(cfg_.validation.data, ctx_.world, budget_);
         require_labels(val_info_, "--val", "validation");
         check_compatible(train_info_, val_info_);
       }
       // A rank without a single training sequence would only ever contribute empty gradients: almost certainly
       // a launch mistake (-np too large, or the wrong --data), and its device would sit idle for the whole run.
       USER_CHECK(train_info_.num_sequences >= ctx_.size,
-                 "--data " << cfg_.data << " holds " << count_of(train_info_.num_sequences, "sequence")
+                 "--data " << cfg_.source.data << " holds " << count_of(train_info_.num_sequences, "sequence")
                            << " but the job has " << count_of(ctx_.size, "rank")
                            << "; every rank must train on at least one sequence",
                  "use at most " << count_of(train_info_.num_sequences, "rank") << " (mpirun -np " << train_info_.num_sequences
                                 << "), or train on a larger data set");
-      USER_CHECK(!(cfg_.select == SelectMetric::ValAccuracy && train_info_.task != Task::Classification),
-                 "option --select val_accuracy: --data " << cfg_.data << " is a regression set (no accuracy)",
+      USER_CHECK(!(cfg_.validation.select == SelectMetric::ValAccuracy && train_info_.task != Task::Classification),
+                 "option --select val_accuracy: --data " << cfg_.source.data << " is a regression set (no accuracy)",
                  "use --select val_loss, or leave --select out");
     });
     lengths_ = train_info_.lengths();
   }
   // Which sequences this rank owns for the whole run (only those are read), and the model they train.
-  schedule_ = std::make_unique<Schedule>(lengths_, ctx_.size, cfg_.batch_per_rank, cfg_.seed, cfg_.schedule);
-  total_steps_ = cfg_.epochs * schedule_->steps_per_epoch();
+  schedule_ = std::make_unique<Schedule>(lengths_, ctx_.size, cfg_.schedule.batch_per_rank, cfg_.schedule.seed,
+                                         cfg_.schedule.kind);
+  total_steps_ = cfg_.schedule.epochs * schedule_->steps_per_epoch();
   cfg_.lr.total_steps = total_steps_;
-  shape_ = ModelShape{train_info_.num_features, cfg_.hidden,      cfg_.layers,  train_info_.num_outputs,
-                      train_info_.task,         cfg_.bidirectional, cfg_.pool};
+  shape_ = ModelShape{train_info_.num_features, cfg_.model.hidden,        cfg_.model.layers, train_info_.num_outputs,
+                      train_info_.task,         cfg_.model.bidirectional, cfg_.model.pool};
   run_.io_s += io.seconds();
 }
 
 bool Trainer::setup_resume() {
-  resuming_ = !cfg_.resume.empty();
+  resuming_ = !cfg_.start.resume.empty();
   if (!resuming_) {
     collective_phase(ctx_, [&] {
       if (ctx_.is_root()) check_no_newer_checkpoints(cfg_.out, -1);
@@ -119,13 +120,13 @@ bool Trainer::setup_resume() {
   }
   // Every rank reads the checkpoint and checks that it continues this run (the same verdict everywhere).
   collective_phase(ctx_, [&] {
-    resume_path_ = resolve_resume_path(cfg_.resume);
+    resume_path_ = resolve_resume_path(cfg_.start.resume);
     from_ = read_checkpoint(resume_path_);
     ResumeTarget target;
     target.shape = shape_;
     target.position = make_checkpoint(false).position;
-    target.dropout = cfg_.dropout;
-    target.effective_config = cfg_.effective;
+    target.dropout = cfg_.model.dropout;
+    target.effective_config = cfg_.provenance.effective;
     plan_ = plan_resume(resume_path_, from_, target);
     USER_CHECK(!from_.opt_m.empty(), "checkpoint '" << resume_path_ << "' holds no optimizer state",
                "the file is damaged; resume from another checkpoint");
@@ -139,7 +140,7 @@ bool Trainer::setup_resume() {
   if (plan_.finished) {   // announce() will not run: say here where the checkpoint stands
     if (talk_)
       std::printf("%s\n# nothing to train: the checkpoint is at the last step of --epochs %lld; raise --epochs to go on\n",
-                  plan_.message.c_str(), static_cast<long long>(cfg_.epochs));
+                  plan_.message.c_str(), static_cast<long long>(cfg_.schedule.epochs));
     return false;
   }
   // Running sums, and the best model so far; a resumed run starts from the checkpoint's, so its records equal
@@ -160,7 +161,7 @@ void Trainer::setup_shards() {
     train_ = make_shard(synthetic_, mine);
   } else {
     collective_phase(ctx_, [&] { train_ = read_shard(train_info_, mine, ctx_.world, budget_); });
-    if (!cfg_.val.empty())
+    if (!cfg_.validation.data.empty())
       collective_phase(ctx_, [&] {
         val_ = read_shard(val_info_, block_indices(val_info_.num_sequences, ctx_.size, ctx_.rank), ctx_.world, budget_);
       });
@@ -173,36 +174,36 @@ void Trainer::setup_shards() {
     normalizer_.scaling =
         resuming_ ? FeatureScaling{from_.feature_mean, from_.feature_std} : compute_scaling(train_, ctx_.world);
   normalizer_.apply(train_);
-  if (!cfg_.val.empty()) normalizer_.apply(val_);   // no --val: there is no validation shard to scale
+  if (!cfg_.validation.data.empty()) normalizer_.apply(val_);   // no --val: there is no validation shard to scale
 
   index_ = std::make_unique<ShardIndex>(train_);
-  positions_.assign(static_cast<size_t>(cfg_.batch_per_rank), -1);
+  positions_.assign(static_cast<size_t>(cfg_.schedule.batch_per_rank), -1);
 }
 
 void Trainer::setup_backend() {
   PhaseScope phase(&timeline_, Phase::SetupBackend, 0);
   BackendOptions opts;
-  opts.device = cfg_.device;
-  opts.lstm = cfg_.lstm;
-  opts.batch = cfg_.batch_per_rank;
+  opts.device = cfg_.backend.device;
+  opts.lstm = cfg_.backend.lstm;
+  opts.batch = cfg_.schedule.batch_per_rank;
   opts.optimizer = cfg_.optimizer;
   opts.comm = ctx_.world;
   opts.local_rank = ctx_.local_rank;
   opts.watchdog = watchdog_;
-  opts.dropout = cfg_.dropout;
-  opts.seed = cfg_.seed;
+  opts.dropout = cfg_.model.dropout;
+  opts.seed = cfg_.schedule.seed;
   collective_phase(ctx_, [&] { backend_ = make_backend(shape_, opts); });
   if (resuming_) {
     backend_->set_params(from_.params);
     backend_->set_optimizer_state(OptimizerState{from_.opt_m, from_.opt_v, from_.optimizer_steps});
-  } else if (!cfg_.init_from.empty()) {
+  } else if (!cfg_.start.init_from.empty()) {
     // Weights from elsewhere (e.g. PyTorch via tools/torch_interop.py); --resume, which restores the whole run,
     // takes precedence over it.
     Checkpoint init;
     collective_phase(ctx_, [&] {
-      init = read_checkpoint(cfg_.init_from);
+      init = read_checkpoint(cfg_.start.init_from);
       USER_CHECK(init.shape == shape_,
-                 "--init-from '" << cfg_.init_from << "' holds a model with input " << init.shape.input_size
+                 "--init-from '" << cfg_.start.init_from << "' holds a model with input " << init.shape.input_size
                                  << ", hidden " << init.shape.hidden << ", layers " << init.shape.layers << ", outputs "
                                  << init.shape.outputs << " (" << describe(init.shape) << "); this run needs input "
                                  << shape_.input_size << ", hidden " << shape_.hidden << ", layers " << shape_.layers
@@ -211,7 +212,7 @@ void Trainer::setup_backend() {
     });
     backend_->set_params(init.params);
   } else {
-    backend_->set_params(init_params(ParamLayout(shape_), cfg_.seed));
+    backend_->set_params(init_params(ParamLayout(shape_), cfg_.schedule.seed));
   }
   backend_->set_train_shard(train_);
 }
@@ -223,7 +224,7 @@ void Trainer::open_run_folder() {
   collective_phase(ctx_, [&] {
     if (!ctx_.is_root()) return;
     ensure_output_dir(cfg_.out);
-    if (cfg_.write_order) {
+    if (cfg_.records.write_order) {
       records_.order_csv.open(cfg_.out + "/order.csv", resuming_ ? std::ios::app : std::ios::trunc);
       USER_CHECK(records_.order_csv.good(), "cannot create '" << cfg_.out << "/order.csv'",
                  "choose a writable --out folder");
@@ -234,7 +235,7 @@ void Trainer::open_run_folder() {
     spec.resuming = resuming_;
     spec.resume_step = resuming_ ? plan_.step : 0;
     spec.classification = classification();
-    spec.has_val = !cfg_.val.empty();
+    spec.has_val = !cfg_.validation.data.empty();
     spec.host = ctx_.host;
     const int64_t dropped = records_.log.open(spec);
     if (!resuming_) return;
@@ -245,7 +246,7 @@ void Trainer::open_run_folder() {
                              {"checkpoint_world_size", from_.position.world_size},
                              {"checkpoint_batch_per_rank", from_.position.batch_per_rank},
                              {"world_size", ctx_.size},
-                             {"batch_per_rank", cfg_.batch_per_rank},
+                             {"batch_per_rank", cfg_.schedule.batch_per_rank},
                              {"dropped_records", dropped}});
   });
 }
@@ -258,13 +259,14 @@ void Trainer::announce() const {
               static_cast<long long>(train_info_.num_sequences), static_cast<long long>(shape_.input_size),
               task_name(shape_.task), static_cast<long long>(shape_.outputs),
               classification() ? "classes" : "targets", count_of(ctx_.size, "rank").c_str(),
-              static_cast<long long>(cfg_.batch_per_rank),
+              static_cast<long long>(cfg_.schedule.batch_per_rank),
               static_cast<long long>(steps_per_epoch()), backend_->name().c_str(),
               static_cast<long long>(ParamLayout(shape_).total()));
-  std::printf("# model: %s%s\n", describe(shape_).c_str(),
-              cfg_.dropout.any()
-                  ? RT_MSG(", dropout " << cfg_.dropout.between << ", head dropout " << cfg_.dropout.head).c_str()
-                  : "");
+  std::printf(
+      "# model: %s%s\n", describe(shape_).c_str(),
+      cfg_.model.dropout.any()
+          ? RT_MSG(", dropout " << cfg_.model.dropout.between << ", head dropout " << cfg_.model.dropout.head).c_str()
+          : "");
   std::fflush(stdout);
 }
 
@@ -273,11 +275,11 @@ void Trainer::announce() const {
 Checkpoint Trainer::make_checkpoint(bool complete) const {
   Checkpoint c;
   c.shape = shape_;
-  c.dropout = cfg_.dropout;
+  c.dropout = cfg_.model.dropout;
   c.class_names = train_info_.class_names;
   c.epoch = step_ / steps_per_epoch();
   c.step = step_;
-  c.config = cfg_.effective;
+  c.config = cfg_.provenance.effective;
   c.optimizer = optimizer_name(cfg_.optimizer.kind);
   c.normalization = normalization_name(normalizer_.mode);
   c.feature_mean = normalizer_.scaling.mean;
@@ -286,10 +288,10 @@ Checkpoint Trainer::make_checkpoint(bool complete) const {
   c.position.steps_per_epoch = steps_per_epoch();
   c.position.global_batch = schedule_->global_batch();
   c.position.world_size = ctx_.size;
-  c.position.batch_per_rank = cfg_.batch_per_rank;
-  c.position.epochs = cfg_.epochs;
-  c.position.seed = cfg_.seed;
-  c.position.schedule = schedule_kind_name(cfg_.schedule);
+  c.position.batch_per_rank = cfg_.schedule.batch_per_rank;
+  c.position.epochs = cfg_.schedule.epochs;
+  c.position.seed = cfg_.schedule.seed;
+  c.position.schedule = schedule_kind_name(cfg_.schedule.kind);
   c.position.data_sequences = train_info_.num_sequences;
   c.position.data_lengths_crc32 = lengths_crc32(lengths_);
   c.position.complete = complete;

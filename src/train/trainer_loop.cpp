@@ -42,8 +42,8 @@ StepTotals Trainer::step(RankCounters& counters) {
 int Trainer::run() {
   // A bar with rate and ETA on a terminal; one plain line per --log-every interval in a log file (rank 0 only).
   progress_ = std::make_unique<Progress>(
-      stdout, talk_ ? progress_mode_for(stdout, cfg_.quiet, cfg_.verbose) : ProgressMode::Off, total_steps_, "step",
-      step_);
+      stdout, talk_ ? progress_mode_for(stdout, cfg_.talk.quiet, cfg_.talk.verbose) : ProgressMode::Off, total_steps_,
+      "step", step_);
   if (watchdog_) watchdog_->arm();   // set-up is done: from here on no rank waits on another longer than --comm-timeout
   epoch_clock_.restart();            // a resumed run's first (partial) epoch: its time without the set-up
   while (step_ < total_steps_) {
@@ -78,11 +78,11 @@ int Trainer::run() {
     acc_.interval_steps += 1;
 
     const bool last_of_epoch = s + 1 == steps_per_epoch();
-    if (step_ % cfg_.log_every == 0 || last_of_epoch) log_interval(tot, lr);
+    if (step_ % cfg_.records.log_every == 0 || last_of_epoch) log_interval(tot, lr);
     // Validation after every epoch and every --val-every steps: a function of the step count, so every rank
     // validates at the same steps; each may keep a new best.h5 and decide an early stop (the same everywhere).
-    const bool every_val = cfg_.val_every > 0 && step_ % cfg_.val_every == 0;
-    if (!cfg_.val.empty() && (last_of_epoch || every_val)) validate(last_of_epoch);
+    const bool every_val = cfg_.validation.every > 0 && step_ % cfg_.validation.every == 0;
+    if (!cfg_.validation.data.empty() && (last_of_epoch || every_val)) validate(last_of_epoch);
     if (last_of_epoch) end_epoch();
     if (early_stopped_) break;
 
@@ -91,13 +91,13 @@ int Trainer::run() {
     // needs no agreement: every rank counts the same steps. The last step needs neither: the run ends anyway.
     if (step_ == total_steps_) break;
     StepAgreement agreed;
-    if (step_ % cfg_.signal_check_every == 0) {
+    if (step_ % cfg_.records.signal_check_every == 0) {
       const bool clock_due =
-          cfg_.checkpoint_minutes > 0 && since_checkpoint_.seconds() >= 60.0 * cfg_.checkpoint_minutes;
+          cfg_.records.checkpoint_minutes > 0 && since_checkpoint_.seconds() >= 60.0 * cfg_.records.checkpoint_minutes;
       PhaseScope phase(&timeline_, Phase::Agree, step_);
       agreed = agree_at_step_boundary(ctx_, clock_due);
     }
-    const bool every_due = cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0;
+    const bool every_due = cfg_.records.checkpoint_every > 0 && step_ % cfg_.records.checkpoint_every == 0;
     if (agreed.stop_signal != 0 || agreed.timed_checkpoint || every_due)
       checkpoint(agreed.stop_signal ? "signal" : every_due ? "every" : "minutes", false);
     if (agreed.stop_signal != 0) return stop_for_signal(agreed.stop_signal);
@@ -129,7 +129,7 @@ void Trainer::log_interval(const StepTotals& tot, float lr) {
     records_.log.write(rec);
     char status[200];
     std::snprintf(status, sizeof status, "epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.2e  %s",
-                  static_cast<long long>(epoch + 1), static_cast<long long>(cfg_.epochs),
+                  static_cast<long long>(epoch + 1), static_cast<long long>(cfg_.schedule.epochs),
                   static_cast<long long>(s + 1), static_cast<long long>(steps_per_epoch()), loss, lr,
                   with_unit(sum.sequences / secs, "seq/s").c_str());
     progress_->report(step_, status);
@@ -162,7 +162,7 @@ void Trainer::validate(bool at_epoch_end) {
 }
 
 SelectMetric Trainer::select_metric() const {
-  if (cfg_.select) return *cfg_.select;
+  if (cfg_.validation.select) return *cfg_.validation.select;
   return classification() ? SelectMetric::ValAccuracy : SelectMetric::ValLoss;
 }
 
@@ -179,7 +179,7 @@ void Trainer::keep_if_best() {
     better = acc > best_.val_accuracy || (acc == best_.val_accuracy && loss < best_.val_loss);
   if (!better) {
     ++best_.validations_since;
-    if (cfg_.early_stop > 0 && best_.validations_since >= cfg_.early_stop) early_stopped_ = true;
+    if (cfg_.validation.early_stop > 0 && best_.validations_since >= cfg_.validation.early_stop) early_stopped_ = true;
     return;
   }
   best_ = BestSoFar{step_, (step_ - 1) / steps_per_epoch() + 1, loss, acc, 0};
@@ -213,7 +213,7 @@ void Trainer::end_epoch() {
            {"sequences_per_second", train_s > 0 ? epoch_sequences_ / train_s : 0.0},
            {"seconds", epoch_s}};
   if (classification()) rec["train_accuracy"] = last_train_acc_;
-  const bool has_val = !cfg_.val.empty();
+  const bool has_val = !cfg_.validation.data.empty();
   if (has_val) {
     rec["val_loss"] = last_val_.loss();
     if (classification())
@@ -227,8 +227,8 @@ void Trainer::end_epoch() {
     rec["batch_repeat_fraction"] = std::isnan(repeat) ? Json(nullptr) : Json(repeat);
     records_.log.write(rec);
     std::ostringstream line;
-    line << std::fixed << std::setprecision(4) << "epoch " << epoch << "/" << cfg_.epochs << " done: train loss "
-         << last_train_loss_;
+    line << std::fixed << std::setprecision(4) << "epoch " << epoch << "/" << cfg_.schedule.epochs
+         << " done: train loss " << last_train_loss_;
     if (classification()) line << " acc " << last_train_acc_;
     if (has_val) {
       line << "  val loss " << last_val_.loss();
@@ -247,7 +247,7 @@ void Trainer::checkpoint(const char* reason, bool complete) {
   collective_phase(ctx_, [&] {
     if (!ctx_.is_root()) return;
     try {
-      saved_path_ = save_checkpoint(cfg_.out, make_checkpoint(complete), cfg_.keep);
+      saved_path_ = save_checkpoint(cfg_.out, make_checkpoint(complete), cfg_.records.keep);
     } catch (const UserError& e) {   // a full disk: say which checkpoint survives and how to go on from it
       throw UserError(e.what(), e.hint() + (saved_step_ >= 0 ? "; the last complete one is " + saved_path_ +
                                                                    " (step " + std::to_string(saved_step_) +
@@ -267,8 +267,8 @@ void Trainer::checkpoint(const char* reason, bool complete) {
 // checkpoint untouched (--on-nonfinite stop), or count the step as skipped and go on (skip).
 void Trainer::handle_nonfinite(const StepTotals& tot) {
   const NonfiniteStep bad = locate_nonfinite(ctx_, *backend_, positions_, train_, tot, step_);   // 1-based
-  const std::string what = describe(bad, cfg_.data);
-  const bool stop = cfg_.on_nonfinite == NonfinitePolicy::Stop;
+  const std::string what = describe(bad, cfg_.source.data);
+  const bool stop = cfg_.faults.on_nonfinite == NonfinitePolicy::Stop;
   if (ctx_.is_root())
     records_.log.write(Json{{"event", "nonfinite"}, {"step", bad.step}, {"rank", bad.rank}, {"sequence", bad.sequence},
                             {"what", bad.what()}, {"action", stop ? "stop" : "skip"}});
@@ -322,7 +322,7 @@ int Trainer::finish() {
     if (ctx_.is_root()) {
       records_.log.write(Json{{"event", "early_stop"}, {"step", step_}, {"validations", best_.validations_since},
                               {"best_step", best_.step}, {"best_epoch", best_.epoch}});
-      if (!cfg_.quiet) {
+      if (!cfg_.talk.quiet) {
         std::printf("# early stop at step %lld of %lld: %lld validations without a better %s; the best model (epoch "
                     "%lld, step %lld) is %s\n",
                     static_cast<long long>(step_), static_cast<long long>(total_steps_),

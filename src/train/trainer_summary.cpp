@@ -50,19 +50,20 @@ void Trainer::print_best_and_last() const {
 void Trainer::summarize() {
   const double wall_s = wall_.seconds();
   const std::vector<RankCounters> all = gather_counters(ctx_, run_);
-  const Json provenance = collect_provenance(ctx_, cfg_.command_line, cfg_.effective, backend_->name(), started_at_);
+  const Json provenance =
+      collect_provenance(ctx_, cfg_.provenance.command_line, cfg_.provenance.effective, backend_->name(), started_at_);
   const Json validity = check_validity(ctx_, backend_->params(), acc_.first_loss, last_train_loss_);
   collective_phase(ctx_, [&] {
     if (!ctx_.is_root()) return;
     RankCounters sum;
     for (const auto& r : all) sum += r;
-    const bool has_val = !cfg_.val.empty();
+    const bool has_val = !cfg_.validation.data.empty();
     Json summary{{"world_size", ctx_.size},
                  {"backend", backend_->name()},
-                 {"epochs", cfg_.epochs},
+                 {"epochs", cfg_.schedule.epochs},
                  {"steps", step_},
                  {"sequences", train_info_.num_sequences},
-                 {"batch_per_rank", cfg_.batch_per_rank},
+                 {"batch_per_rank", cfg_.schedule.batch_per_rank},
                  {"parameters", ParamLayout(shape_).total()},
                  {"train_loss", last_train_loss_}};
     if (classification()) summary["train_accuracy"] = last_train_acc_;
@@ -79,7 +80,7 @@ void Trainer::summarize() {
     summary["validity"] = validity;
     summary["sequences_per_second"] = sum.sequences / wall_s;
     summary["timesteps_per_second"] = sum.timesteps / wall_s;
-    summary["schedule"] = schedule_kind_name(cfg_.schedule);
+    summary["schedule"] = schedule_kind_name(cfg_.schedule.kind);
     summary["length_imbalance"] = step_ > 0 ? acc_.run_imbalance_sum / static_cast<double>(step_) : 0.0;
     double wait = 0;
     for (const auto& r : all) wait += wait_fraction(r);
@@ -104,22 +105,22 @@ void Trainer::summarize() {
     summary["best_checkpoint"] = have_best ? Json(best_path()) : Json(nullptr);
     summary["stop_reason"] = stop_reason_;
     if (early_stopped_) summary["early_stop"] = Json{{"validations_without_improvement", best_.validations_since},
-                                                     {"patience", cfg_.early_stop}};
+                                                     {"patience", cfg_.validation.early_stop}};
     summary["skipped_steps"] = static_cast<int64_t>(acc_.skipped_steps);   // --on-nonfinite skip
     if (resuming_)
       summary["resumed_from"] = Json{{"checkpoint", resume_path_},
                                      {"step", plan_.step},
                                      {"world_size", from_.position.world_size},
                                      {"batch_per_rank", from_.position.batch_per_rank}};
-    summary["config"] = cfg_.effective;
+    summary["config"] = cfg_.provenance.effective;
     summary["provenance"] = provenance;
     write_json_atomic(cfg_.out + "/summary.json", summary);
 
-    if (!cfg_.quiet) {
+    if (!cfg_.talk.quiet) {
       std::printf("#\n# %-10s %8s %6s %7s %11s %11s %9s %10s %13s %9s\n", "result", "ranks", "epochs", "steps",
                   "train_loss", "val_loss", "val_acc", "seq/s", "timesteps/s", "wall_s");
-      std::printf("# %-10s %8d %6lld %7lld %11.5f %11s %9s %10.1f %13.1f %9.2f\n", backend_->name().c_str(),
-                  ctx_.size, static_cast<long long>(cfg_.epochs), static_cast<long long>(step_), last_train_loss_,
+      std::printf("# %-10s %8d %6lld %7lld %11.5f %11s %9s %10.1f %13.1f %9.2f\n", backend_->name().c_str(), ctx_.size,
+                  static_cast<long long>(cfg_.schedule.epochs), static_cast<long long>(step_), last_train_loss_,
                   has_val ? std::to_string(last_val_.loss()).c_str() : "-",
                   has_val && classification() ? std::to_string(last_val_.accuracy()).c_str() : "-",
                   sum.sequences / wall_s, sum.timesteps / wall_s, wall_s);
@@ -147,7 +148,7 @@ void Trainer::write_trace() {
   collective_phase(ctx_, [&] {
     write_chrome_trace(ctx_, timeline_, cfg_.trace,
                        Json{{"ragtrain", "phases of every rank (doc/performance.md, \"Timeline\")"},
-                            {"command_line", cfg_.command_line},
+                            {"command_line", cfg_.provenance.command_line},
                             {"backend", backend_ ? backend_->name() : std::string()},
                             {"steps", step_},
                             {"started_at", started_at_}});

@@ -10,7 +10,8 @@
 #     and every MPI and HDF5 library it loads is the prefix's, and runs it on 2 ranks;
 #   - install: `make install PREFIX=...` and its installed binary, recipes, job script and docs, used from
 #     elsewhere; `make uninstall` removes it again; DESTDIR stages the same tree;
-#   - no path only x86 machines have in the Makefile, scripts/, jobs/ or tests/ (GH200 nodes are aarch64).
+#   - no path only x86 machines have in the Makefile, scripts/, jobs/ or tests/ (GH200 nodes are aarch64);
+#   - no function in src/ longer than 150 lines (scripts/check-function-length.py).
 # usage: tests/build/test_build.sh BUILD_DIR   last line: "N passed, N failed, N skipped" (scripts/run-tests.sh)
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -259,6 +260,28 @@ name="no x86-only path (the x86 multiarch or architecture name) in the Makefile,
 arch="x86""_64"   # spelled apart, so that this line is not a hit of its own
 hits=$(cd "$ROOT" && grep -rnI "$arch" Makefile scripts jobs tests 2>/dev/null)
 if [ -n "$hits" ]; then fail "$name" "$hits"; else pass "$name"; fi
+
+# ---- no function in src/ longer than 150 lines (STYLE.md: a longer one is a phase without a name) ---------------
+# First the check itself: a function of 151 lines (a constructor with brace initialisers in its head) is named, one of
+# 150 is not, so that a pass below means something.
+mkdir -p "$TMP/fnlen"
+body() { for i in $(seq "$1"); do echo "  x_ += $i;"; done; }
+{ echo "namespace n {"; echo "struct S {"; echo "  S(int a)"; echo "      : x_{a},"; echo "        y_{{a}} {"
+  body 147; echo "  }"; echo "  int x_, y_[1];"; echo "};"
+  echo "int f(int x) {"; body 148; echo "}"; echo "}  // namespace n"; } > "$TMP/fnlen/long.cpp"
+name="scripts/check-function-length.py names a 151-line function and passes a 150-line one"
+out=$(python3 "$ROOT/scripts/check-function-length.py" --max 150 "$TMP/fnlen" 2>&1)
+if [ $? -eq 1 ] && echo "$out" | grep -q "long.cpp:3: S is 151 lines" && ! echo "$out" | grep -q " f is "; then
+  pass "$name"
+else
+  fail "$name" "$out"
+fi
+name="no function in src/ longer than 150 lines (scripts/check-function-length.py)"
+if out=$(python3 "$ROOT/scripts/check-function-length.py" --max 150 "$ROOT/src" 2>&1); then
+  pass "$name"
+else
+  fail "$name" "$out"
+fi
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -33,18 +33,34 @@ nlohmann::json best_by_accuracy(const std::vector<nlohmann::json>& vals) {
   return best;
 }
 
-const char* kTrain = " --hidden 8 --lr 0.02 --clip 1 --log-every 1000 --quiet";
+const std::string kTrain = " --hidden 8 --lr 0.02 --clip 1 --log-every 1000 --quiet";
+
+// The two files every test here trains and validates on: d/train.h5 and d/val.h5 (gen's options for each).
+void gen_train_and_val(const Scratch& d, const std::string& train, const std::string& val) {
+  gen(d, "train.h5", train);
+  gen(d, "val.h5", val);
+}
+
+// `train` on d/train.h5, validated on d/val.h5, into `out`.
+Result train_with_val(const Scratch& d, int np, const std::string& out, const std::string& extra) {
+  return run(np, "train --data " + d / "train.h5" + " --val " + d / "val.h5" + " --out " + out + extra);
+}
+
+// `eval` of a checkpoint or a run folder on d/val.h5; it must succeed.
+std::string eval_on_val(const Scratch& d, int np, const std::string& model) {
+  const Result e = run(np, "eval --checkpoint " + model + " --data " + d / "val.h5");
+  EXPECT_EQ(e.rc, 0) << e.output;
+  return e.output;
+}
 
 }  // namespace
 
 TEST(Select, BestByAccuracySurvivesRotationAndEvalPredictUseIt) {
   Scratch d;
-  gen(d, "train.h5", "--sequences 96 --seed 1");
-  gen(d, "val.h5", "--sequences 30 --seed 2");
+  gen_train_and_val(d, "--sequences 96 --seed 1", "--sequences 30 --seed 2");
   for (int np : {1, 2}) {
     const std::string out = d / ("run" + std::to_string(np));
-    const Result r = run(np, "train --data " + d / "train.h5" + " --val " + d / "val.h5" + " --out " + out + kTrain +
-                                 " --epochs 5 --val-every 10 --checkpoint-every 7 --keep 1");
+    const Result r = train_with_val(d, np, out, kTrain + " --epochs 5 --val-every 10 --checkpoint-every 7 --keep 1");
     ASSERT_EQ(r.rc, 0) << r.output;
     const auto vals = validations(out);
     // After each of the 5 epochs (96/np steps each), and every 10 steps besides.
@@ -67,12 +83,11 @@ TEST(Select, BestByAccuracySurvivesRotationAndEvalPredictUseIt) {
     EXPECT_EQ(step_files, 1);
 
     // eval and predict on the run folder take best.h5, say so, and reproduce the best validation.
-    const Result e = run(np, "eval --checkpoint " + out + " --data " + d / "val.h5");
-    ASSERT_EQ(e.rc, 0) << e.output;
-    EXPECT_TRUE(contains(e.output, "# model: " + out + "/best.h5, the run's best validation")) << e.output;
+    const std::string e = eval_on_val(d, np, out);
+    EXPECT_TRUE(contains(e, "# model: " + out + "/best.h5, the run's best validation")) << e;
     char acc[32];
     std::snprintf(acc, sizeof acc, "accuracy %.4f", s["best_val_accuracy"].get<double>());
-    EXPECT_TRUE(contains(e.output, acc)) << e.output << " expected " << acc;
+    EXPECT_TRUE(contains(e, acc)) << e << " expected " << acc;
     const Result p = run(np, "predict --checkpoint " + out + " --data " + d / "val.h5" + " --out " + out + "/pred.csv");
     ASSERT_EQ(p.rc, 0) << p.output;
     EXPECT_TRUE(contains(p.output, out + "/best.h5")) << p.output;
@@ -81,11 +96,10 @@ TEST(Select, BestByAccuracySurvivesRotationAndEvalPredictUseIt) {
 
 TEST(Select, ValLossForRegressionAndTheLastModelWithoutVal) {
   Scratch d;
-  gen(d, "train.h5", "--sequences 64 --seed 3 --task regression --outputs 2");
-  gen(d, "val.h5", "--sequences 20 --seed 4 --task regression --outputs 2");
+  gen_train_and_val(d, "--sequences 64 --seed 3 --task regression --outputs 2",
+                    "--sequences 20 --seed 4 --task regression --outputs 2");
   const std::string out = d / "run";
-  const Result r = run(2, "train --data " + d / "train.h5" + " --val " + d / "val.h5" + " --out " + out + kTrain +
-                              " --epochs 4 --val-every 5");
+  const Result r = train_with_val(d, 2, out, kTrain + " --epochs 4 --val-every 5");
   ASSERT_EQ(r.rc, 0) << r.output;
   double lowest = INFINITY;
   int64_t at = -1;
@@ -105,19 +119,17 @@ TEST(Select, ValLossForRegressionAndTheLastModelWithoutVal) {
   ASSERT_EQ(run(1, "train --data " + d / "train.h5" + " --out " + plain + kTrain + " --epochs 1").rc, 0);
   EXPECT_FALSE(std::filesystem::exists(plain + "/best.h5"));
   EXPECT_TRUE(read_json(plain + "/summary.json")["best_step"].is_null());
-  const Result e = run(1, "eval --checkpoint " + plain + " --data " + d / "val.h5");
-  ASSERT_EQ(e.rc, 0) << e.output;
-  EXPECT_TRUE(contains(e.output, plain + "/checkpoint.h5, the run's last (the folder has no best.h5")) << e.output;
+  const std::string e = eval_on_val(d, 1, plain);
+  EXPECT_TRUE(contains(e, plain + "/checkpoint.h5, the run's last (the folder has no best.h5")) << e;
 }
 
 TEST(Select, EarlyStopEndsTheRunWithExitZeroAndSaysWhy) {
   Scratch d;
-  gen(d, "train.h5", "--sequences 48 --seed 5");
-  gen(d, "val.h5", "--sequences 15 --seed 6");
+  gen_train_and_val(d, "--sequences 48 --seed 5", "--sequences 15 --seed 6");
   for (int np : {1, 2}) {
     const std::string out = d / ("run" + std::to_string(np));
-    const Result r = run(np, "train --data " + d / "train.h5" + " --val " + d / "val.h5" + " --out " + out +
-                                 " --hidden 8 --lr 0.05 --log-every 1000 --epochs 60 --early-stop 2 --select val_loss");
+    const Result r = train_with_val(
+        d, np, out, " --hidden 8 --lr 0.05 --log-every 1000 --epochs 60 --early-stop 2 --select val_loss");
     ASSERT_EQ(r.rc, 0) << r.output;
     const auto s = read_json(out + "/summary.json");
     ASSERT_EQ(s["stop_reason"], "early_stop") << "60 epochs of lr 0.05 on 48 sequences must overfit";
@@ -143,25 +155,21 @@ TEST(Select, EarlyStopEndsTheRunWithExitZeroAndSaysWhy) {
 // --lr the best validation loss falls in the first part (checked), so a resumed run that forgot it would differ.
 TEST(Select, ResumedRunKnowsTheBestSoFar) {
   Scratch d;
-  gen(d, "train.h5", "--sequences 40 --seed 7");
-  gen(d, "val.h5", "--sequences 20 --seed 8");
+  gen_train_and_val(d, "--sequences 40 --seed 7", "--sequences 20 --seed 8");
   // A constant rate: with the default cosine decay, --epochs 16 then 20 would follow another schedule than 20.
-  const std::string args = " --data " + d / "train.h5" + " --val " + d / "val.h5" +
-                           " --hidden 8 --lr 0.1 --lr-decay none --clip 1 --log-every 1000 --quiet --val-every 3"
+  const std::string args = " --hidden 8 --lr 0.1 --lr-decay none --clip 1 --log-every 1000 --quiet --val-every 3"
                            " --select val_loss";
-  ASSERT_EQ(run(2, "train --out " + d / "whole" + args + " --epochs 20").rc, 0);
-  ASSERT_EQ(run(2, "train --out " + d / "parts" + args + " --epochs 16").rc, 0);
-  const Result r = run(2, "train --out " + d / "parts" + args + " --epochs 20 --resume " + d / "parts");
+  ASSERT_EQ(train_with_val(d, 2, d / "whole", args + " --epochs 20").rc, 0);
+  ASSERT_EQ(train_with_val(d, 2, d / "parts", args + " --epochs 16").rc, 0);
+  const Result r = train_with_val(d, 2, d / "parts", args + " --epochs 20 --resume " + d / "parts");
   ASSERT_EQ(r.rc, 0) << r.output;
   const auto a = read_json(d / "whole/summary.json"), b = read_json(d / "parts/summary.json");
   ASSERT_LE(a["best_step"].get<int64_t>(), 16 * 20) << "the best must lie before the resume point for this test";
   for (const char* k : {"best_epoch", "best_step", "best_val_loss", "best_val_accuracy"}) EXPECT_EQ(a[k], b[k]) << k;
-  const Result ea = run(1, "eval --checkpoint " + d / "whole" + " --data " + d / "val.h5");
-  const Result eb = run(1, "eval --checkpoint " + d / "parts" + " --data " + d / "val.h5");
-  ASSERT_EQ(ea.rc, 0) << ea.output;
-  ASSERT_EQ(eb.rc, 0) << eb.output;
+  const std::string ea = eval_on_val(d, 1, d / "whole"), eb = eval_on_val(d, 1, d / "parts");
+  ASSERT_TRUE(contains(ea, "\nloss ") && contains(eb, "\nloss ")) << ea << eb;
   const auto tail = [](const std::string& out) { return out.substr(out.find("\nloss ")); };
-  EXPECT_EQ(tail(ea.output), tail(eb.output));
+  EXPECT_EQ(tail(ea), tail(eb));
 }
 
 TEST(Select, OptionsNeedAValidationSet) {

@@ -19,45 +19,14 @@
 #include "ragtrain/data/inspect.hpp"
 #include "ragtrain/data/npy.hpp"
 
+#include "unit_test_util.hpp"
+
 namespace fs = std::filesystem;
 using namespace ragtrain;
+using ragtrain::test::expect_user_error;
+using ragtrain::test::TempDir;
 
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "ragtrain-byod-XXXXXX").string();
-    RT_CHECK(::mkdtemp(tmpl.data()) != nullptr, "mkdtemp failed");
-    dir_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
-  std::string dir() const { return dir_.string(); }
-  std::string write(const std::string& name, const std::string& text) const {
-    fs::create_directories((dir_ / name).parent_path());
-    std::ofstream(file(name), std::ios::binary) << text;
-    return file(name);
-  }
-
- private:
-  fs::path dir_;
-};
-
-// Runs f, expects a UserError whose message contains every one of `needles`, and a hint.
-void expect_user_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "no UserError thrown; expected one mentioning " << needles.front();
-  } catch (const UserError& e) {
-    for (const std::string& n : needles)
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "message \"" << e.what() << "\" lacks \"" << n << "\"";
-    EXPECT_FALSE(e.hint().empty()) << "no hint for: " << e.what();
-  }
-}
 
 std::string fixture(const std::string& name) { return "tests/fixtures/byod/" + name; }   // tests run from the repo root
 

@@ -15,15 +15,16 @@ TEST(CliUx, PrintConfigIsAConfigFileThatGivesTheSameConfiguration) {
   const RunConfig c = parse({"train", "--data", "a.h5", "--out", "d", "--hidden", "64", "--lr", "0.01",
                              "--print-config"}).config;
   EXPECT_TRUE(c.print_config);
-  EXPECT_EQ(c.effective.find("print-config"), std::string::npos) << "it would make the file print instead of run";
-  EXPECT_NE(c.effective.find("hidden = 64\n"), std::string::npos);
+  EXPECT_EQ(c.provenance.effective.find("print-config"), std::string::npos)
+      << "it would make the file print instead of run";
+  EXPECT_NE(c.provenance.effective.find("hidden = 64\n"), std::string::npos);
   const std::string ini = "/tmp/ragtrain_cli_ux_" + std::to_string(::getpid()) + ".ini";
-  std::ofstream(ini) << c.effective;
+  std::ofstream(ini) << c.provenance.effective;
   const RunConfig again = parse({"train", "--config", ini}).config;
   std::remove(ini.c_str());
-  EXPECT_EQ(again.effective, c.effective);
-  EXPECT_EQ(again.hidden, 64);
-  EXPECT_DOUBLE_EQ(again.lr, 0.01);
+  EXPECT_EQ(again.provenance.effective, c.provenance.effective);
+  EXPECT_EQ(again.model.hidden, 64);
+  EXPECT_DOUBLE_EQ(again.lr.lr, 0.01);
 }
 
 TEST(CliUx, PrintConfigStillValidates) {
@@ -31,7 +32,7 @@ TEST(CliUx, PrintConfigStillValidates) {
 }
 
 TEST(CliUx, QuietAndVerboseExcludeEachOther) {
-  EXPECT_TRUE(parse({"eval", "--checkpoint", "c.h5", "--data", "d.h5", "--verbose"}).config.verbose);
+  EXPECT_TRUE(parse({"eval", "--checkpoint", "c.h5", "--data", "d.h5", "--verbose"}).config.talk.verbose);
   const std::string e = user_error_of({"eval", "--checkpoint", "c.h5", "--data", "d.h5", "--verbose", "--quiet"});
   EXPECT_NE(e.find("--verbose"), std::string::npos) << e;
   EXPECT_NE(e.find("--quiet"), std::string::npos) << e;
@@ -39,11 +40,11 @@ TEST(CliUx, QuietAndVerboseExcludeEachOther) {
 
 TEST(CliUx, ConvertOptionsAndEvalOut) {
   const RunConfig c = parse({"convert", "dir", "--labels", "labels.csv", "out.h5", "--class-names-from", "t.h5"}).config;
-  EXPECT_EQ(c.input, "dir");
-  EXPECT_EQ(c.output, "out.h5");
-  EXPECT_EQ(c.labels, "labels.csv");
-  EXPECT_EQ(c.class_names_from, "t.h5");
-  EXPECT_TRUE(parse({"convert", "a.npz", "b.h5", "--regression"}).config.regression);
+  EXPECT_EQ(c.convert.input, "dir");
+  EXPECT_EQ(c.convert.output, "out.h5");
+  EXPECT_EQ(c.convert.labels, "labels.csv");
+  EXPECT_EQ(c.convert.class_names_from, "t.h5");
+  EXPECT_TRUE(parse({"convert", "a.npz", "b.h5", "--regression"}).config.convert.regression);
   EXPECT_NE(user_error_of({"convert", "a.npz", "b.h5", "--regression", "--class-names-from", "t.h5"})
                 .find("--class-names-from"),
             std::string::npos);

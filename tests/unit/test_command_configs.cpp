@@ -88,7 +88,7 @@ TEST(CommandConfigs, Gen) {
   EXPECT_EQ(g.spec.task, Task::Regression);
   EXPECT_EQ(g.spec.outputs, 2);
   EXPECT_EQ(g.spec.seed, 5u);
-  EXPECT_TRUE(g.quiet);
+  EXPECT_TRUE(g.talk.quiet);
   // bench without --data builds the same synthetic set from the same options.
   const BenchConfig b = bench_config(parse({"bench", "--sequences", "7", "--features", "2", "--min-length", "3",
                                             "--max-length", "9", "--task", "regression", "--outputs", "2", "--seed",
@@ -105,47 +105,49 @@ TEST(CommandConfigs, Gen) {
 TEST(CommandConfigs, ConvertAndInspect) {
   const ConvertConfig c = convert_config(
       parse({"convert", "dir", "--labels", "l.csv", "out.h5", "--regression", "--verbose"}).config);
-  EXPECT_EQ(c.input, "dir");
-  EXPECT_EQ(c.output, "out.h5");
-  EXPECT_EQ(c.labels, "l.csv");
-  EXPECT_TRUE(c.regression);
-  EXPECT_TRUE(c.verbose);
-  EXPECT_FALSE(c.quiet);
-  EXPECT_EQ(convert_config(parse({"convert", "a.npz", "b.h5", "--class-names-from", "t.h5"}).config).class_names_from,
-            "t.h5");
-  EXPECT_EQ(c.missing, MissingMode::Error);
-  EXPECT_EQ(convert_config(parse({"convert", "a.ts", "b.h5", "--missing", "ffill"}).config).missing, MissingMode::Ffill);
+  EXPECT_EQ(c.convert.input, "dir");
+  EXPECT_EQ(c.convert.output, "out.h5");
+  EXPECT_EQ(c.convert.labels, "l.csv");
+  EXPECT_TRUE(c.convert.regression);
+  EXPECT_TRUE(c.talk.verbose);
+  EXPECT_FALSE(c.talk.quiet);
+  EXPECT_EQ(
+      convert_config(parse({"convert", "a.npz", "b.h5", "--class-names-from", "t.h5"}).config).convert.class_names_from,
+      "t.h5");
+  EXPECT_EQ(c.convert.missing, MissingMode::Error);
+  EXPECT_EQ(convert_config(parse({"convert", "a.ts", "b.h5", "--missing", "ffill"}).config).convert.missing,
+            MissingMode::Ffill);
   const InspectConfig i = inspect_config(parse({"inspect", "f.h5", "--max-memory", "8G"}).config);
-  EXPECT_EQ(i.data, "f.h5");
-  EXPECT_EQ(i.max_memory, "8G");
-  EXPECT_FALSE(i.quiet);
-  EXPECT_EQ(inspect_config(parse({"inspect", "f.h5"}).config).max_memory, "auto");
-  EXPECT_TRUE(inspect_config(parse({"inspect", "f.h5", "--quiet"}).config).quiet);
+  EXPECT_EQ(i.source.data, "f.h5");
+  EXPECT_EQ(i.source.max_memory, "8G");
+  EXPECT_FALSE(i.talk.quiet);
+  EXPECT_EQ(inspect_config(parse({"inspect", "f.h5"}).config).source.max_memory, "auto");
+  EXPECT_TRUE(inspect_config(parse({"inspect", "f.h5", "--quiet"}).config).talk.quiet);
 }
 
 // --ranks and --lengths are parsed once, by the option table, into their types; a bad value names the option.
 TEST(CommandConfigs, Simulate) {
   const SimulateConfig d = simulate_config(parse({"simulate"}).config);
-  EXPECT_EQ(d.ranks, (std::vector<int64_t>{8, 64, 1024}));
-  EXPECT_EQ(d.lengths.kind, LengthDistribution::Kind::Uniform);
-  EXPECT_EQ(d.lengths.a, 60);
-  EXPECT_EQ(d.lengths.b, 130);
+  EXPECT_EQ(d.simulate.ranks.values, (std::vector<int64_t>{8, 64, 1024}));
+  EXPECT_EQ(d.simulate.lengths.kind, LengthDistribution::Kind::Uniform);
+  EXPECT_EQ(d.simulate.lengths.a, 60);
+  EXPECT_EQ(d.simulate.lengths.b, 130);
   const RunConfig r = parse({"simulate", "--ranks", "2,3", "--lengths", "lognormal:100:0.6", "--epochs", "2",
                              "--batch-per-rank", "4", "--sequences-per-rank", "5", "--seed", "9", "--out", "r.json"})
                           .config;
   const SimulateConfig s = simulate_config(r);
-  EXPECT_EQ(s.ranks, (std::vector<int64_t>{2, 3}));
-  EXPECT_EQ(s.lengths.kind, LengthDistribution::Kind::Lognormal);
-  EXPECT_EQ(s.lengths.a, 100);
-  EXPECT_DOUBLE_EQ(s.lengths.b, 0.6);
-  EXPECT_EQ(s.epochs, 2);
-  EXPECT_EQ(s.batch_per_rank, 4);
-  EXPECT_EQ(s.sequences_per_rank, 5);
-  EXPECT_EQ(s.seed, 9u);
+  EXPECT_EQ(s.simulate.ranks.values, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(s.simulate.lengths.kind, LengthDistribution::Kind::Lognormal);
+  EXPECT_EQ(s.simulate.lengths.a, 100);
+  EXPECT_DOUBLE_EQ(s.simulate.lengths.b, 0.6);
+  EXPECT_EQ(s.schedule.epochs, 2);
+  EXPECT_EQ(s.schedule.batch_per_rank, 4);
+  EXPECT_EQ(s.simulate.sequences_per_rank, 5);
+  EXPECT_EQ(s.schedule.seed, 9u);
   EXPECT_EQ(s.out, "r.json");
   // The effective configuration prints the values as typed, so that it parses back to the same configuration.
-  EXPECT_NE(r.effective.find("ranks = 2,3\n"), std::string::npos) << r.effective;
-  EXPECT_NE(r.effective.find("lengths = lognormal:100:0.6\n"), std::string::npos) << r.effective;
+  EXPECT_NE(r.provenance.effective.find("ranks = 2,3\n"), std::string::npos) << r.provenance.effective;
+  EXPECT_NE(r.provenance.effective.find("lengths = lognormal:100:0.6\n"), std::string::npos) << r.provenance.effective;
   for (const char* bad : {"0", "8,,64", "8,x", "-1", ""})
     EXPECT_NE(user_error_of({"simulate", "--ranks", bad}).find("option --ranks"), std::string::npos) << bad;
   for (const char* bad : {"uniform:5", "uniform:9:3", "uniform:0:3", "lognormal:0:1", "lognormal:5:-1", "poisson:3:4",
@@ -158,5 +160,104 @@ TEST(CommandConfigs, Plot) {
   const PlotConfig p = plot_config(parse({"plot", "runs/a", "--out", "figs", "--quiet"}).config);
   EXPECT_EQ(p.run, "runs/a");
   EXPECT_EQ(p.out, "figs");
-  EXPECT_TRUE(p.quiet);
+  EXPECT_TRUE(p.talk.quiet);
+}
+
+TEST(CommandConfigs, Compare) {
+  const CompareConfig c = compare_config(parse({"compare", "a", "b", "--out", "t.csv", "--quiet"}).config);
+  EXPECT_EQ(c.runs, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(c.out, "t.csv");
+  EXPECT_TRUE(c.talk.quiet);
+  EXPECT_TRUE(compare_config(parse({"compare", "a"}).config).out.empty());
+}
+
+// train takes every group of the Trainer, as the table bound them; each value lands in its group.
+TEST(CommandConfigs, Train) {
+  const RunConfig r =
+      parse({"train", "--data", "a.h5", "--val", "v.h5", "--out", "d", "--max-memory", "2G", "--hidden", "8",
+             "--layers", "2", "--bidirectional", "--pool", "max", "--dropout", "0.25", "--head-dropout", "0.5",
+             "--optimizer", "sgd", "--momentum", "0.5", "--clip", "2", "--lr", "0.5", "--warmup-steps", "3",
+             "--lr-decay", "linear", "--lr-final-fraction", "0.1", "--epochs", "4", "--batch-per-rank", "3", "--seed", "9", "--schedule",
+             "random", "--normalize", "series", "--val-every", "5", "--select", "val_loss", "--early-stop", "2",
+             "--resume", "d", "--keep", "4", "--log-every", "7", "--write-order", "--on-nonfinite", "skip",
+             "--comm-timeout", "3", "--trace", "t.json", "--verbose"})
+          .config;
+  const TrainConfig t = train_config(r);
+  EXPECT_EQ(t.source.data, "a.h5");
+  EXPECT_EQ(t.source.max_memory, "2G");
+  EXPECT_FALSE(t.synthetic.has_value());
+  EXPECT_EQ(t.normalize, Normalization::Series);
+  EXPECT_EQ(t.validation.data, "v.h5");
+  EXPECT_EQ(t.validation.every, 5);
+  EXPECT_EQ(t.validation.select, SelectMetric::ValLoss);
+  EXPECT_EQ(t.validation.early_stop, 2);
+  EXPECT_EQ(t.model.hidden, 8);
+  EXPECT_EQ(t.model.layers, 2);
+  EXPECT_TRUE(t.model.bidirectional);
+  EXPECT_EQ(t.model.pool, Pool::Max);
+  EXPECT_EQ(t.model.dropout.between, 0.25);
+  EXPECT_EQ(t.model.dropout.head, 0.5);
+  EXPECT_EQ(t.start.resume, "d");
+  EXPECT_EQ(t.optimizer.kind, OptimizerKind::Sgd);
+  EXPECT_EQ(t.optimizer.momentum, 0.5);
+  EXPECT_EQ(t.optimizer.clip, 2.0);
+  EXPECT_EQ(t.lr.lr, 0.5);
+  EXPECT_EQ(t.lr.warmup, 3);
+  EXPECT_EQ(t.lr.decay, LrDecay::Linear);
+  EXPECT_EQ(t.lr.final_fraction, 0.1);
+  EXPECT_EQ(t.schedule.epochs, 4);
+  EXPECT_EQ(t.schedule.batch_per_rank, 3);
+  EXPECT_EQ(t.schedule.seed, 9u);
+  EXPECT_EQ(t.schedule.kind, ScheduleKind::Random);
+  EXPECT_EQ(t.faults.on_nonfinite, NonfinitePolicy::Skip);
+  EXPECT_EQ(t.faults.comm_timeout, 3.0);
+  EXPECT_EQ(t.out, "d");
+  EXPECT_EQ(t.trace, "t.json");
+  EXPECT_EQ(t.records.keep, 4);
+  EXPECT_EQ(t.records.log_every, 7);
+  EXPECT_TRUE(t.records.write_order);
+  EXPECT_TRUE(t.talk.verbose);
+  EXPECT_EQ(t.provenance.effective, r.provenance.effective);
+  EXPECT_NE(t.provenance.command_line.find("--hidden 8"), std::string::npos) << t.provenance.command_line;
+}
+
+// bench takes the groups of set-up and step; what it does not accept keeps the Trainer's own defaults, not the
+// command line's: raw data (no normalisation) and a constant learning rate at --lr.
+TEST(CommandConfigs, Bench) {
+  const BenchConfig b = bench_config(parse({"bench", "--hidden", "8", "--pool", "last", "--optimizer", "adamw", "--lr",
+                                            "0.5", "--batch-per-rank", "2", "--device", "cpu", "--steps", "3",
+                                            "--warmup", "1", "--out", "r.json"})
+                                         .config);
+  EXPECT_EQ(b.run.model.hidden, 8);
+  EXPECT_EQ(b.run.model.pool, Pool::Last);
+  EXPECT_EQ(b.run.optimizer.kind, OptimizerKind::AdamW);
+  EXPECT_EQ(b.run.optimizer.clip, 1.0) << "the command line's default clip";
+  EXPECT_EQ(b.run.schedule.batch_per_rank, 2);
+  EXPECT_EQ(b.run.lr.lr, 0.5);
+  EXPECT_EQ(b.run.lr.decay, LrDecay::None);
+  EXPECT_EQ(b.run.lr.warmup, 0);
+  EXPECT_EQ(b.run.normalize, Normalization::None);
+  EXPECT_EQ(b.run.faults.comm_timeout, 0.0) << "bench has no watchdog";
+  EXPECT_TRUE(b.run.validation.data.empty());
+  EXPECT_EQ(b.timing.steps, 3);
+  EXPECT_EQ(b.timing.warmup, 1);
+  EXPECT_EQ(b.out, "r.json");
+  EXPECT_TRUE(b.run.out.empty()) << "bench's --out is its result file, not a run folder";
+}
+
+TEST(CommandConfigs, EvalAndPredict) {
+  const EvalConfig e = eval_config(
+      parse({"eval", "--checkpoint", "c.h5", "--data", "a.h5", "--max-memory", "1G", "--out", "m.json", "--verbose"})
+          .config);
+  EXPECT_EQ(e.checkpoint, "c.h5");
+  EXPECT_EQ(e.source.data, "a.h5");
+  EXPECT_EQ(e.source.max_memory, "1G");
+  EXPECT_EQ(e.out, "m.json");
+  EXPECT_EQ(e.device, Device::Cpu);
+  EXPECT_TRUE(e.talk.verbose);
+  const EvalConfig p = eval_config(parse({"predict", "--checkpoint", "c.h5", "--data", "a.h5", "--out", "p.csv",
+                                          "--quiet"})
+                                       .config);
+  EXPECT_EQ(p.out, "p.csv");
+  EXPECT_TRUE(p.talk.quiet);
 }

@@ -48,33 +48,33 @@ const char* const kSections =
 TEST(ConfigSections, SectionAppliesToItsSubcommandOnlyAndWinsOverTheTopLevel) {
   const Ini ini(kSections);
   const RunConfig t = parse({"train", "--config", ini.path(), "--data", "a.h5", "--out", "d"}).config;
-  EXPECT_EQ(t.hidden, 64) << "[train] wins over the top level for train";
-  EXPECT_EQ(t.epochs, 7);
-  EXPECT_DOUBLE_EQ(t.lr, 0.01) << "top-level options still apply";
-  EXPECT_EQ(t.effective.find("\nsteps = "), std::string::npos) << "[bench] leaked into train";
+  EXPECT_EQ(t.model.hidden, 64) << "[train] wins over the top level for train";
+  EXPECT_EQ(t.schedule.epochs, 7);
+  EXPECT_DOUBLE_EQ(t.lr.lr, 0.01) << "top-level options still apply";
+  EXPECT_EQ(t.provenance.effective.find("\nsteps = "), std::string::npos) << "[bench] leaked into train";
 
   const RunConfig b = parse({"bench", "--config", ini.path()}).config;
-  EXPECT_EQ(b.hidden, 128) << "[bench] applies to bench";
-  EXPECT_EQ(b.steps, 11);
-  EXPECT_EQ(b.sequences, 300) << "top-level option of bench";
-  EXPECT_EQ(b.epochs, RunConfig{}.epochs) << "[train]'s epochs reached bench";
+  EXPECT_EQ(b.model.hidden, 128) << "[bench] applies to bench";
+  EXPECT_EQ(b.timing.steps, 11);
+  EXPECT_EQ(b.synthetic.sequences, 300) << "top-level option of bench";
+  EXPECT_EQ(b.schedule.epochs, RunConfig{}.schedule.epochs) << "[train]'s epochs reached bench";
 
   const RunConfig g = parse({"gen", "--config", ini.path(), "--out", "x.h5"}).config;
-  EXPECT_EQ(g.sequences, 300);
+  EXPECT_EQ(g.synthetic.sequences, 300);
 }
 
 TEST(ConfigSections, CommandLineWinsOverTheSection) {
   const Ini ini(kSections);
   const RunConfig t = parse({"train", "--config", ini.path(), "--data", "a.h5", "--out", "d", "--hidden", "8"}).config;
-  EXPECT_EQ(t.hidden, 8);
-  EXPECT_EQ(t.epochs, 7);
+  EXPECT_EQ(t.model.hidden, 8);
+  EXPECT_EQ(t.schedule.epochs, 7);
 }
 
 TEST(ConfigSections, PrintConfigOfASectionedFileRunsTheSame) {
   const Ini ini(kSections);
   const RunConfig t = parse({"train", "--config", ini.path(), "--data", "a.h5", "--out", "d"}).config;
-  EXPECT_NE(t.effective.find("hidden = 64\n"), std::string::npos) << t.effective;
-  EXPECT_NE(t.effective.find("epochs = 7\n"), std::string::npos) << t.effective;
+  EXPECT_NE(t.provenance.effective.find("hidden = 64\n"), std::string::npos) << t.provenance.effective;
+  EXPECT_NE(t.provenance.effective.find("epochs = 7\n"), std::string::npos) << t.provenance.effective;
 }
 
 TEST(ConfigSections, BadSectionsAndNamesAreNamedWithASuggestion) {

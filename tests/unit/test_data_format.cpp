@@ -20,41 +20,14 @@
 #include "ragtrain/data/shard.hpp"
 #include "ragtrain/data/synthetic.hpp"
 
+#include "unit_test_util.hpp"
+
 namespace fs = std::filesystem;
 using namespace ragtrain;
+using ragtrain::test::expect_user_error;
+using ragtrain::test::TempDir;
 
 namespace {
-
-// A fresh folder under /tmp, removed with everything in it at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "ragtrain-data-XXXXXX").string();
-    RT_CHECK(::mkdtemp(tmpl.data()) != nullptr, "mkdtemp failed");
-    dir_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
-  const fs::path& path() const { return dir_; }
-
- private:
-  fs::path dir_;
-};
-
-// Runs f, expects a UserError whose message contains every one of `needles`.
-void expect_user_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "no UserError thrown; expected one mentioning " << needles.front();
-  } catch (const UserError& e) {
-    for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
-        << "message \"" << e.what() << "\" lacks \"" << n << "\"";
-    EXPECT_FALSE(e.hint().empty()) << "no hint for: " << e.what();
-  }
-}
 
 RaggedData small_classification() {
   RaggedData d;

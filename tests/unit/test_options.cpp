@@ -24,41 +24,42 @@ std::string write_ini(const std::string& text) {
 
 TEST(Options, DefaultsOfTheQuestion) {
   const RunConfig c = parse({"train", "--data", "a.h5", "--out", "d"}).config;
-  EXPECT_EQ(c.layers, 1);
-  EXPECT_EQ(c.hidden, 50);
-  EXPECT_EQ(c.batch_per_rank, 1);
-  EXPECT_EQ(c.device, Device::Cpu);
+  EXPECT_EQ(c.model.layers, 1);
+  EXPECT_EQ(c.model.hidden, 50);
+  EXPECT_EQ(c.schedule.batch_per_rank, 1);
+  EXPECT_EQ(c.backend.device, Device::Cpu);
   const RunConfig g = parse({"gen", "--out", "x.h5"}).config;
-  EXPECT_EQ(g.features, 36);
-  EXPECT_EQ(g.min_length, 60);
-  EXPECT_EQ(g.max_length, 130);
-  EXPECT_EQ(g.classes, 10);
+  EXPECT_EQ(g.synthetic.features, 36);
+  EXPECT_EQ(g.synthetic.min_length, 60);
+  EXPECT_EQ(g.synthetic.max_length, 130);
+  EXPECT_EQ(g.synthetic.classes, 10);
 }
 
 TEST(Options, ConfigFileThenCommandLineWins) {
   const std::string ini = write_ini("hidden = 64\nlr = 0.01\nepochs = 7\n# a comment\nsequences = 5\n");
   const RunConfig c = parse({"train", "--config", ini, "--data", "a.h5", "--out", "d", "--lr", "0.5"}).config;
-  EXPECT_EQ(c.hidden, 64);
-  EXPECT_EQ(c.epochs, 7);
-  EXPECT_DOUBLE_EQ(c.lr, 0.5);
-  EXPECT_NE(c.effective.find("hidden = 64"), std::string::npos);
-  EXPECT_NE(c.effective.find("lr = 0.5"), std::string::npos);
-  EXPECT_EQ(c.effective.find("sequences"), std::string::npos) << "gen's option leaked into train's configuration";
+  EXPECT_EQ(c.model.hidden, 64);
+  EXPECT_EQ(c.schedule.epochs, 7);
+  EXPECT_DOUBLE_EQ(c.lr.lr, 0.5);
+  EXPECT_NE(c.provenance.effective.find("hidden = 64"), std::string::npos);
+  EXPECT_NE(c.provenance.effective.find("lr = 0.5"), std::string::npos);
+  EXPECT_EQ(c.provenance.effective.find("sequences"), std::string::npos)
+      << "gen's option leaked into train's configuration";
 }
 
 TEST(Options, PositionalArguments) {
   const RunConfig c = parse({"convert", "in.ts", "out.h5"}).config;
-  EXPECT_EQ(c.input, "in.ts");
-  EXPECT_EQ(c.output, "out.h5");
-  EXPECT_EQ(parse({"inspect", "f.h5"}).config.data, "f.h5");
+  EXPECT_EQ(c.convert.input, "in.ts");
+  EXPECT_EQ(c.convert.output, "out.h5");
+  EXPECT_EQ(parse({"inspect", "f.h5"}).config.source.data, "f.h5");
 }
 
 // --missing: convert's only, a choice parsed into its enum, error by default, in the effective configuration.
 TEST(Options, ConvertMissing) {
-  EXPECT_EQ(parse({"convert", "in.ts", "out.h5"}).config.missing, MissingMode::Error);
+  EXPECT_EQ(parse({"convert", "in.ts", "out.h5"}).config.convert.missing, MissingMode::Error);
   const RunConfig c = parse({"convert", "in.ts", "out.h5", "--missing", "ffill"}).config;
-  EXPECT_EQ(c.missing, MissingMode::Ffill);
-  EXPECT_NE(c.effective.find("missing = ffill"), std::string::npos) << c.effective;
+  EXPECT_EQ(c.convert.missing, MissingMode::Ffill);
+  EXPECT_NE(c.provenance.effective.find("missing = ffill"), std::string::npos) << c.provenance.effective;
   EXPECT_NE(user_error_of({"convert", "in.ts", "out.h5", "--missing", "drop"}).find("must be error, trim, zero or ffill"),
             std::string::npos);
   EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--missing", "trim"}), "");
@@ -76,20 +77,20 @@ TEST(Options, ModelOptions) {
   const RunConfig c = parse({"train", "--data", "a.h5", "--out", "d", "--bidirectional", "--pool", "max", "--dropout",
                              "0.25", "--head-dropout", "0.5", "--layers", "2"})
                             .config;
-  EXPECT_TRUE(c.bidirectional);
-  EXPECT_EQ(c.pool, Pool::Max);
-  EXPECT_EQ(c.dropout, 0.25);
-  EXPECT_EQ(c.head_dropout, 0.5);
+  EXPECT_TRUE(c.model.bidirectional);
+  EXPECT_EQ(c.model.pool, Pool::Max);
+  EXPECT_EQ(c.model.dropout.between, 0.25);
+  EXPECT_EQ(c.model.dropout.head, 0.5);
   const RunConfig d = parse({"train", "--data", "a.h5", "--out", "d"}).config;
-  EXPECT_FALSE(d.bidirectional);
-  EXPECT_EQ(d.pool, Pool::Mean);   // the default: doc/accuracy.md, "Choosing the defaults"
-  EXPECT_EQ(d.dropout, 0.0);
-  EXPECT_EQ(d.head_dropout, 0.0);
+  EXPECT_FALSE(d.model.bidirectional);
+  EXPECT_EQ(d.model.pool, Pool::Mean);   // the default: doc/accuracy.md, "Choosing the defaults"
+  EXPECT_EQ(d.model.dropout.between, 0.0);
+  EXPECT_EQ(d.model.dropout.head, 0.0);
   const std::string ini = write_ini("bidirectional = true\npool = mean\ndropout = 0.1\n");
   const RunConfig f = parse({"train", "--config", ini, "--data", "a.h5", "--out", "d"}).config;
-  EXPECT_TRUE(f.bidirectional);
-  EXPECT_EQ(f.pool, Pool::Mean);
-  EXPECT_EQ(f.dropout, 0.1);
+  EXPECT_TRUE(f.model.bidirectional);
+  EXPECT_EQ(f.model.pool, Pool::Mean);
+  EXPECT_EQ(f.model.dropout.between, 0.1);
 }
 
 TEST(Options, BadOptionsNameTheOption) {
@@ -108,8 +109,8 @@ TEST(Options, BadOptionsNameTheOption) {
             std::string::npos);
   EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--lstm", "fast"}).find("--lstm"),
             std::string::npos);
-  EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d"}).config.lstm, LstmPath::Auto);
-  EXPECT_EQ(parse({"bench", "--lstm", "fused"}).config.lstm, LstmPath::Fused);
+  EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d"}).config.backend.lstm, LstmPath::Auto);
+  EXPECT_EQ(parse({"bench", "--lstm", "fused"}).config.backend.lstm, LstmPath::Fused);
   for (const char* bad : {"1", "-0.1", "nan"}) {
     EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--dropout", bad}).find("--dropout"),
               std::string::npos) << bad;
@@ -132,10 +133,10 @@ TEST(Options, NormalizeModes) {
   EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d", "--normalize"}).config.normalize, Normalization::Feature);
   const RunConfig alone = parse({"train", "--normalize", "--data", "a.h5", "--out", "d"}).config;
   EXPECT_EQ(alone.normalize, Normalization::Feature);
-  EXPECT_EQ(alone.data, "a.h5");
+  EXPECT_EQ(alone.source.data, "a.h5");
   EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d", "--normalize", "series"}).config.normalize, Normalization::Series);
   EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d", "--normalize=none"}).config.normalize, Normalization::None);
-  EXPECT_NE(parse({"train", "--data", "a.h5", "--out", "d", "--normalize", "series"}).config.effective.find(
+  EXPECT_NE(parse({"train", "--data", "a.h5", "--out", "d", "--normalize", "series"}).config.provenance.effective.find(
                 "normalize = series"),
             std::string::npos);
   const std::string bad = ragtrain::test::user_error_of({"train", "--data", "a.h5", "--out", "d", "--normalize", "yes"});
