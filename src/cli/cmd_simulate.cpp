@@ -102,11 +102,12 @@ int run_simulate(const Context& ctx, const SimulateConfig& cfg) {
                   pct(r.imbalance).c_str(), pct(b.padding).c_str(), pct(r.padding).c_str(), pct(b.repeat).c_str(),
                   pct(r.repeat).c_str(), count(bc).c_str(), count(rc).c_str());
       const int64_t k = cfg.schedule.batch_per_rank;
-      const double floor = k == 1 ? sorted_deal_imbalance(lengths, p) : none;
+      const double sorted_floor = k == 1 ? sorted_deal_imbalance(lengths, p) : none;
       if (k == 1) {
-        char b[64];
-        std::snprintf(b, sizeof b, "%s%lld ranks %.2f%%", floors.empty() ? "" : ", ", static_cast<long long>(p), 100 * floor);
-        floors += b;
+        char text[64];
+        std::snprintf(text, sizeof text, "%s%lld ranks %.2f%%", floors.empty() ? "" : ", ", static_cast<long long>(p),
+                      100 * sorted_floor);
+        floors += text;
       }
       rows.push_back(Json{{"lengths", source},
                           {"ranks", p},
@@ -115,7 +116,7 @@ int run_simulate(const Context& ctx, const SimulateConfig& cfg) {
                           {"steps_per_epoch", bal.steps_per_epoch()},
                           {"epochs", cfg.schedule.epochs},
                           {"balanced_imbalance", b.imbalance},
-                          {"sorted_deal_imbalance", json_num(floor)},
+                          {"sorted_deal_imbalance", json_num(sorted_floor)},
                           {"random_imbalance", r.imbalance},
                           {"balanced_padding", b.padding},
                           {"random_padding", r.padding},
