@@ -302,7 +302,7 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
 // z_t = [x_t, h_{t-1}, 1] (h_{-1} = 0; the last column gives the bias gradient), sum over the group's sequences in
 // slot order and over t in order of dg_t[m] z_t[n]. A block computes a kWgM x kWgN tile (each thread 2 x 4), staging
 // kWgL timesteps of d gates and z in shared memory, the next chunk's loads in flight while it computes.
-constexpr int kWgM = 64, kWgN = 32, kWgL = 32, kWgThreads = 256, kWgDepth = 3;
+constexpr int kWgM = 64, kWgN = 32, kWgL = 32, kWgThreads = 256;
 constexpr int kMaxGroups = 32;   // sequence groups of the weight-gradient GEMM at most
 constexpr int kWgSlots = 32;     // sequences of one group at most (kMaxGatherSlots / kMaxGroups)
 
@@ -365,7 +365,8 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");   // the recurrence kernel's d gates and h are complete
 #endif
-  auto load = [&](float (&va)[kA], float (&vz)[kZ], int b, int t0) {
+  float va[kA], vz[kZ];
+  auto load = [&](int b, int t0) {
     const GatherSlot slot = gs[b - b_lo];
     const float* gcol = a.scratch + static_cast<int64_t>(b) * a.per_seq + lm;
     const float* hcol = a.scratch + static_cast<int64_t>(b) * a.per_seq + static_cast<int64_t>(a.t_cap) * (G + 2 * H) +
@@ -386,46 +387,33 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
     }
   };
   float acc[2][4] = {};
-  // kWgDepth chunks in flight: a chunk's loads are issued kWgDepth chunks before it is summed. Measured on the H200
-  // (session 7, call 4) this was not faster than one chunk ahead: 42.6 against 41.1 us at K = 128, 11.1 against
-  // 10.2 us at K = 1 (the patch next to that call's results goes back to one).
-  float va[kWgDepth][kA], vz[kWgDepth][kZ];
-  int lb = b_lo, lt0 = 0;   // the next chunk to load: sequence, first timestep
-  auto load_next = [&](int d) {
-    if (lb >= b_hi) return;
-    load(va[d], vz[d], lb, lt0);
-    lt0 += kWgL;
-    if (lt0 >= gs[lb - b_lo].length) ++lb, lt0 = 0;
-  };
-  int n_chunks = 0;
-  for (int b = b_lo; b < b_hi; ++b) n_chunks += (gs[b - b_lo].length + kWgL - 1) / kWgL;
+  int b = b_lo, t0 = 0;
+  load(b, t0);
+  while (b < b_hi) {
 #pragma unroll
-  for (int d = 0; d < kWgDepth; ++d) load_next(d);
-  for (int c0 = 0; c0 < n_chunks; c0 += kWgDepth) {
+    for (int i = 0; i < kA; ++i) As[tid + i * kWgThreads] = va[i];
 #pragma unroll
-    for (int d = 0; d < kWgDepth; ++d) {
-      if (c0 + d >= n_chunks) break;   // the same for the whole block
-#pragma unroll
-      for (int i = 0; i < kA; ++i) As[tid + i * kWgThreads] = va[d][i];
-#pragma unroll
-      for (int i = 0; i < kZ; ++i) Zs[tid + i * kWgThreads] = vz[d][i];
-      __syncthreads();
-      load_next(d);   // the chunk kWgDepth ahead
+    for (int i = 0; i < kZ; ++i) Zs[tid + i * kWgThreads] = vz[i];
+    __syncthreads();
+    int nb = b, nt = t0 + kWgL;
+    if (nt >= gs[b - b_lo].length) ++nb, nt = 0;
+    if (nb < b_hi) load(nb, nt);   // in flight while this chunk is summed
 #pragma unroll 8
-      for (int l = 0; l < kWgL; ++l) {
-        const float2 av = *reinterpret_cast<const float2*>(As + l * kWgM + 2 * ty);
-        const float4 zv = *reinterpret_cast<const float4*>(Zs + l * kWgN + 4 * tx);
-        acc[0][0] += av.x * zv.x;
-        acc[0][1] += av.x * zv.y;
-        acc[0][2] += av.x * zv.z;
-        acc[0][3] += av.x * zv.w;
-        acc[1][0] += av.y * zv.x;
-        acc[1][1] += av.y * zv.y;
-        acc[1][2] += av.y * zv.z;
-        acc[1][3] += av.y * zv.w;
-      }
-      __syncthreads();   // the tiles are consumed before the next store
+    for (int l = 0; l < kWgL; ++l) {
+      const float2 av = *reinterpret_cast<const float2*>(As + l * kWgM + 2 * ty);
+      const float4 zv = *reinterpret_cast<const float4*>(Zs + l * kWgN + 4 * tx);
+      acc[0][0] += av.x * zv.x;
+      acc[0][1] += av.x * zv.y;
+      acc[0][2] += av.x * zv.z;
+      acc[0][3] += av.x * zv.w;
+      acc[1][0] += av.y * zv.x;
+      acc[1][1] += av.y * zv.y;
+      acc[1][2] += av.y * zv.z;
+      acc[1][3] += av.y * zv.w;
     }
+    __syncthreads();   // the tiles are consumed before the next store
+    b = nb;
+    t0 = nt;
   }
   int mm[8], nn[8];
   bool ok[8];
@@ -826,10 +814,9 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
   float pre[4];   // the input projections of the next 4 steps, each load issued 4 steps before its use
 #pragma unroll
   for (int u = 0; u < 4; ++u) pre[u] = (valid && u < len) ? st.g_r[u * G] : 0.0f;
-  // Step t's saves (the unit's gates as one float4 by lane (0, 0); h, c, tanh(c) by lanes (1..3, 0)) are issued in
-  // step t + 1 after its matvec, as in the one-block kernel. Measured here (H = 128) this placement cost ~140 cycles
-  // a forward step and ~90 a backward one against storing at the end of the step after the send (the order of
-  // session 7's call 3): not yet moved back, as that combination has not run on a GPU.
+  // Step t's saves (the unit's gates as one float4 by lane (0, 0); h, c, tanh(c) by lanes (1..3, 0)) are stored at
+  // the end of the step, after the send: issued after the next step's matvec, as in the one-block kernel, they cost
+  // ~140 cycles a forward step and ~90 a backward one on the H200 (H = 128).
   float4 put_act = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   float put_val = 0.0f;
   auto put = [&](int ts) {
@@ -842,6 +829,7 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
       const int t = t0 + u;
       if (t >= len) break;
       const float xp = pre[u];
+      pre[u] = (valid && t + 4 < len) ? st.g_r[(t + 4) * G] : 0.0f;
       if (t > 0) {   // h_{t-1}, sent at step t - 1 into buffer cur: the ((t - 1) / 2)-th phase of its mbarrier
         mbar_wait(st.bars + 8 * cur, ((t - 1) >> 1) & 1);
         if (st.lead) mbar_arm(st.bars + 8 * cur, st.h_bytes);   // its next phase
@@ -865,8 +853,6 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
       part += __shfl_xor_sync(kFull, part, 1);
       part += __shfl_xor_sync(kFull, part, 2);
       const float pre_act = xp + part;
-      pre[u] = (valid && t + 4 < len) ? st.g_r[(t + 4) * G] : 0.0f;
-      if (t > 0) put(t - 1);
       const float s = sigmoid_f(q == 2 ? 2.0f * pre_act : pre_act);
       const float act = q == 2 ? 2.0f * s - 1.0f : s;   // gate g: tanh
       const float ig = __shfl_sync(kFull, act, ub + p), fg = __shfl_sync(kFull, act, ub + 4 + p);
@@ -886,10 +872,10 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
       }
       put_act = make_float4(ig, fg, gg, og);
       put_val = q == 1 ? h : (q == 2 ? c : tc);
+      put(t);
       cur ^= 1;
     }
   }
-  put(len - 1);
   return pool == 0 ? h : (pool == 1 ? acc.v / static_cast<float>(len) : acc.v);
 }
 
@@ -909,7 +895,7 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
   };
 #pragma unroll
   for (int u = 0; u < 4; ++u) fetch(len - 1 - u, pa[u], pc[u], pt[u]);
-  float4 put_dg = make_float4(0.0f, 0.0f, 0.0f, 0.0f);   // step t's d gates, stored in step t - 1 after its matvec
+  float4 put_dg = make_float4(0.0f, 0.0f, 0.0f, 0.0f);   // step t's d gates, stored at the end of the step
   auto put = [&](int ts) {
     if (valid && q == 1 && p == 0) *reinterpret_cast<float4*>(st.g_j + ts * G) = put_dg;
   };
@@ -919,6 +905,7 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
       const int t = t0 - u;
       if (t < 0) break;
       const float act = pa[u], cprev = pc[u], tc = pt[u];
+      fetch(t - 4, pa[u], pc[u], pt[u]);
       const float ig = __shfl_sync(kFull, act, ub + p), fg = __shfl_sync(kFull, act, ub + 4 + p);
       const float gg = __shfl_sync(kFull, act, ub + 8 + p), og = __shfl_sync(kFull, act, ub + 12 + p);
       const int s = len - 1 - t;   // the backward's step count
@@ -940,8 +927,6 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
       float P = (b0 + b1) + (b2 + b3);
 #pragma unroll
       for (int o = 1; o < 16; o <<= 1) P += __shfl_xor_sync(kFull, P, o);   // the unit's 16 lanes, identical bits
-      fetch(t - 4, pa[u], pc[u], pt[u]);
-      if (t < len - 1) put(t + 1);
       const float dh = P + ((every || t == seed_at) ? seed : 0.0f);
       const float dct = dc + dh * og * (1.0f - tc * tc);
       const float d0 = dct * gg * ig * (1.0f - ig);
@@ -953,10 +938,10 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
       if (valid && q == 0 && t > 0)   // into block p
         send4(st.dg_far + 4 * ((cb ^ 1) * 4 * kMaxH + 4 * st.j), dg, st.bars_far + 8 * (2 + (cb ^ 1)));
       put_dg = dg;
+      put(t);
       cb ^= 1;
     }
   }
-  put(0);
 }
 
 // The cluster variant's recurrence kernel: blocks kCl s .. kCl s + kCl - 1 run sequence s.
