@@ -603,12 +603,14 @@ void CudaBackend::forward_backward(const std::vector<int64_t>& positions) {
   const cudaStream_t s = compute_.get();
   StepEvents& ev = current();
   ev.step = step_;
-  ev.harvested = false;
+  ev.timed = timed(step_);
+  ev.end_marked = ev.timed || timed(step_ + 1);
+  ev.harvested = !ev.timed;
   ev.allreduced = false;
   // The contract is "zero, then add"; the update already left the buffer zeroed unless nothing consumed it.
   if (!fused_clean_) fused_.zero_async(s);
   fused_clean_ = false;
-  CUDA_CHECK(cudaEventRecord(ev.fb_start.get(), s));
+  if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.fb_start.get(), s));
   const int64_t n = static_cast<int64_t>(offsets_.size()) - 1;
   slots_.clear();
   int64_t T = 0;
@@ -624,7 +626,7 @@ void CudaBackend::forward_backward(const std::vector<int64_t>& positions) {
     fused_lstm_->run(slots_, features_.get(), labels_.get(), targets_.get(), params_.get(), fused_.get(), s);
   else if (!slots_.empty())
     run_batch(T);
-  CUDA_CHECK(cudaEventRecord(ev.fb_end.get(), s));
+  if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.fb_end.get(), s));
 }
 
 void CudaBackend::allreduce() {
@@ -633,7 +635,7 @@ void CudaBackend::allreduce() {
     // The sum over one rank is the buffer itself: no NCCL call and no hop to and from its stream (identical to
     // NCCL's one-rank result). The event stays: it splits the phases (seen on the H200: 1.3 us between it and
     // fb_end, with nothing in between).
-    CUDA_CHECK(cudaEventRecord(ev.ar_end.get(), compute_.get()));
+    if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.ar_end.get(), compute_.get()));
     ev.allreduced = true;
     return;
   }
@@ -647,7 +649,7 @@ void CudaBackend::allreduce() {
 StepTotals CudaBackend::update(float lr) {
   const cudaStream_t s = compute_.get();
   StepEvents& ev = current();
-  if (!ev.allreduced) CUDA_CHECK(cudaEventRecord(ev.ar_end.get(), s));   // single-process use without allreduce()
+  if (!ev.allreduced && ev.timed) CUDA_CHECK(cudaEventRecord(ev.ar_end.get(), s));   // no allreduce() call
   if (!single_rank_) CUDA_CHECK(cudaStreamWaitEvent(s, ev.ar_end.get(), 0));   // else recorded on this stream
 
   // Step-dependent scalars exactly as the CPU optimizer computes them (float from double).
@@ -680,7 +682,7 @@ StepTotals CudaBackend::update(float lr) {
   a.clip = c.clip;
   launch_optimizer_step(a, s);
   ++opt_launches_;
-  CUDA_CHECK(cudaEventRecord(ev.opt_end.get(), s));
+  if (ev.end_marked) CUDA_CHECK(cudaEventRecord(ev.opt_end.get(), s));
   fused_clean_ = true;
 
   // While the GPU works: phase times of earlier steps (only those whose events completed).
@@ -731,7 +733,8 @@ void CudaBackend::wait_for_totals(const StepEvents& ev, double tag) {
     if (*tag_word == tag) break;
     // Now and then: did the stream finish (or fail) without the tag? Then report instead of spinning forever.
     if (spins % 256 == 0) {
-      const cudaError_t q = cudaEventQuery(ev.opt_end.get());
+      // Single rank: nothing is queued after the update yet, so the stream's state is the update's.
+      const cudaError_t q = ev.end_marked ? cudaEventQuery(ev.opt_end.get()) : cudaStreamQuery(compute_.get());
       if (q == cudaErrorNotReady) {
         if (!single_rank_) nccl_->check(deadline, "the NCCL gradient all-reduce");
         continue;
@@ -755,9 +758,13 @@ bool CudaBackend::harvest(int64_t step) {
   t_fb_ += elapsed_s(ev.fb_start, ev.fb_end);
   t_ar_ += elapsed_s(ev.fb_end, ev.ar_end);
   t_opt_ += elapsed_s(ev.ar_end, ev.opt_end);
+  ++n_timed_;
   if (step - 1 >= timing_from_) {
     const StepEvents& prev = ring_[static_cast<size_t>((step - 1) % 3)];
-    if (prev.step == step - 1) t_gap_ += elapsed_s(prev.opt_end, ev.fb_start);
+    if (prev.step == step - 1 && prev.end_marked) {
+      t_gap_ += elapsed_s(prev.opt_end, ev.fb_start);
+      ++n_gaps_;
+    }
   }
   ev.harvested = true;
   return true;
@@ -767,11 +774,16 @@ std::vector<std::pair<std::string, double>> CudaBackend::take_phase_seconds() {
   synchronize();
   harvest(step_ - 2);
   harvest(step_ - 1);
-  std::vector<std::pair<std::string, double>> out = {{"forward_backward", t_fb_},
-                                                     {"allreduce", t_ar_},
-                                                     {"optimizer", t_opt_},
-                                                     {"host_gap", t_gap_}};
+  // The sampled steps stand for all steps since the last call (one rank: 1 in kTimeEvery is measured).
+  const double steps = static_cast<double>(step_ - timing_from_);
+  const double per = n_timed_ > 0 ? steps / static_cast<double>(n_timed_) : 0.0;
+  const double per_gap = n_gaps_ > 0 ? steps / static_cast<double>(n_gaps_) : 0.0;
+  std::vector<std::pair<std::string, double>> out = {{"forward_backward", t_fb_ * per},
+                                                     {"allreduce", t_ar_ * per},
+                                                     {"optimizer", t_opt_ * per},
+                                                     {"host_gap", t_gap_ * per_gap}};
   t_fb_ = t_ar_ = t_opt_ = t_gap_ = 0;
+  n_timed_ = n_gaps_ = 0;
   timing_from_ = step_;
   return out;
 }

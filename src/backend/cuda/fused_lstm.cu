@@ -61,6 +61,13 @@ struct Args {
   int32_t groups = 1;             // weight gradients: sequence groups (1: added straight into the fused buffer)
   float* grads = nullptr;         // the fused buffer
   float* wpart = nullptr;         // groups > 1: (groups, 4H, F + H + 1) partial sums
+  // The backward's progress per sequence, (epoch << 32) | v: every d gate of steps >= v is in the scratch (and every
+  // h of the forward). The one-block recurrence publishes it every kWgL steps; with `stream` set the weight-gradient
+  // blocks, resident beside the recurrence (programmatic dependent launch), sum each chunk of timesteps as soon as it
+  // is published instead of waiting for the whole recurrence kernel.
+  unsigned long long* progress = nullptr;
+  uint32_t epoch = 0;
+  bool stream = false;
   long long* cycles = nullptr;    // (5) block 0's clock at the recurrence's phase boundaries, or null
 };
 
@@ -120,6 +127,19 @@ __device__ __forceinline__ void mark(const Args& a, int phase) {
   if (a.cycles && blockIdx.x == 0 && threadIdx.x == 0) a.cycles[phase] = clock64();
 }
 
+// The progress word of a sequence (Args::progress). The writer's fence makes every store that reached it through
+// the block's barriers visible at GPU scope before the word; the reader's acquire orders its loads after the word.
+__device__ __forceinline__ void publish_progress(unsigned long long* word, uint32_t epoch, int v) {
+  __threadfence();
+  const unsigned long long val = (static_cast<unsigned long long>(epoch) << 32) | static_cast<uint32_t>(v);
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(word), "l"(val) : "memory");
+}
+__device__ __forceinline__ bool progress_reached(const unsigned long long* word, uint32_t epoch, int v) {
+  unsigned long long val;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(val) : "l"(word) : "memory");
+  return static_cast<uint32_t>(val >> 32) == epoch && static_cast<int>(static_cast<uint32_t>(val)) <= v;
+}
+
 // out[idx(u)] = val[u] (partials) or += (the fused buffer) for the U entries with ok(u); the old values are loaded
 // together first (one memory latency for all U, not U of them).
 template <int U, class Idx, class Ok>
@@ -141,10 +161,6 @@ __device__ __forceinline__ GatherSlot slot_of(const Params& p, int b) {
 // Thread r keeps its row of W_ih in registers (a feature chunk of <= 64 at a time, all loads in flight at once: one
 // memory latency, not one per staged row); the chunk's inputs are staged in shared memory, rows zero-padded to 64.
 __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__ Params p) {
-  // Let the recurrence kernel start its prologue (staging W_hh) now; it waits for this grid before reading gbuf.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
   const Args& a = p.a;
   __shared__ __align__(16) float xs[kProjT * 64];
   const int b = static_cast<int>(blockIdx.y);
@@ -156,6 +172,19 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
   const int H = a.H, G = 4 * H, F = a.F, r = static_cast<int>(threadIdx.x), j = r >> 2, q = r & 3;
   const bool valid = r < G;
   float* g_r = a.scratch + static_cast<int64_t>(b) * a.per_seq + static_cast<int64_t>(t_begin) * G + r;
+  auto stage_x = [&](int f0, int nf) {
+    copy_rows(
+        n8, 64, [&](int tt, int k) { return (tt < n && k < nf) ? x[static_cast<int64_t>(tt) * F + f0 + k] : 0.0f; },
+        [&](int tt, int k, float v) { xs[tt * 64 + k] = v; });
+  };
+  // The features never change: their first chunk is staged while the previous step's optimizer may still run (this
+  // kernel is launched with programmatic dependent launch after it); the parameters are read only after the wait.
+  stage_x(0, min(a.fc, F));
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  // Let the recurrence kernel start its prologue (W_hh into registers) now: the parameters are final.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   const float bias = valid ? a.params[a.lay.b_ih[q] + j] + a.params[a.lay.b_hh[q] + j] : 0.0f;
   for (int f0 = 0; f0 < F; f0 += a.fc) {
     const int nf = min(a.fc, F - f0);
@@ -163,10 +192,10 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
     const float* wrow = a.params + a.lay.w_ih[q] + static_cast<int64_t>(j) * F + f0;
 #pragma unroll
     for (int k = 0; k < 64; ++k) w[k] = (valid && k < nf) ? wrow[k] : 0.0f;
-    __syncthreads();   // xs is free
-    copy_rows(
-        n8, 64, [&](int tt, int k) { return (tt < n && k < nf) ? x[static_cast<int64_t>(tt) * F + f0 + k] : 0.0f; },
-        [&](int tt, int k, float v) { xs[tt * 64 + k] = v; });
+    if (f0 > 0) {
+      __syncthreads();   // xs is free
+      stage_x(f0, nf);
+    }
     __syncthreads();
     if (!valid) continue;
     for (int tt = 0; tt < n; tt += 8) {
@@ -300,8 +329,10 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
 
 // Phase 5, the weight gradients as one GEMM: for gate row m (interleaved, m = 4 j + q) and column n of
 // z_t = [x_t, h_{t-1}, 1] (h_{-1} = 0; the last column gives the bias gradient), sum over the group's sequences in
-// slot order and over t in order of dg_t[m] z_t[n]. A block computes a kWgM x kWgN tile (each thread 2 x 4), staging
-// kWgL timesteps of d gates and z in shared memory, the next chunk's loads in flight while it computes.
+// slot order and over t in chunks of kWgL, the last chunk first (the backward's order), of dg_t[m] z_t[n]. A block
+// computes a kWgM x kWgN tile (each thread 2 x 4), staging a chunk of d gates and z in shared memory, the next
+// chunk's loads in flight while it computes. Streaming (Args::stream), a chunk's loads wait for the backward's
+// progress word instead of the whole recurrence kernel.
 constexpr int kWgM = 64, kWgN = 32, kWgL = 32, kWgThreads = 256;
 constexpr int kMaxGroups = 32;   // sequence groups of the weight-gradient GEMM at most
 constexpr int kWgSlots = 32;     // sequences of one group at most (kMaxGatherSlots / kMaxGroups)
@@ -363,8 +394,16 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
   for (int b = b_lo + tid; b < b_hi; b += kWgThreads) gs[b - b_lo] = slot_of(p, b);
   __syncthreads();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");   // the recurrence kernel's d gates and h are complete
+  // The optimizer after this kernel (programmatic dependent launch) may be placed now; it waits for this grid.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (!a.stream) asm volatile("griddepcontrol.wait;" ::: "memory");   // the recurrence kernel's d gates and h
 #endif
+  // Every thread polls the word itself (one L2 line; a warp's loads are one request), so no barrier is added.
+  auto ready = [&](int b, int t0) {
+    if (a.stream)
+      while (!progress_reached(a.progress + b, a.epoch, t0)) __nanosleep(64);
+  };
+  auto top = [&](int b) { return (gs[b - b_lo].length - 1) / kWgL * kWgL; };
   float va[kA], vz[kZ];
   auto load = [&](int b, int t0) {
     const GatherSlot slot = gs[b - b_lo];
@@ -387,7 +426,8 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
     }
   };
   float acc[2][4] = {};
-  int b = b_lo, t0 = 0;
+  int b = b_lo, t0 = top(b_lo);
+  ready(b, t0);
   load(b, t0);
   while (b < b_hi) {
 #pragma unroll
@@ -395,9 +435,15 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
 #pragma unroll
     for (int i = 0; i < kZ; ++i) Zs[tid + i * kWgThreads] = vz[i];
     __syncthreads();
-    int nb = b, nt = t0 + kWgL;
-    if (nt >= gs[b - b_lo].length) ++nb, nt = 0;
-    if (nb < b_hi) load(nb, nt);   // in flight while this chunk is summed
+    int nb = b, nt = t0 - kWgL;
+    if (nt < 0) {
+      ++nb;
+      nt = nb < b_hi ? top(nb) : 0;
+    }
+    if (nb < b_hi) {
+      ready(nb, nt);
+      load(nb, nt);   // in flight while this chunk is summed
+    }
 #pragma unroll 8
     for (int l = 0; l < kWgL; ++l) {
       const float2 av = *reinterpret_cast<const float2*>(As + l * kWgM + 2 * ty);
@@ -432,6 +478,11 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
     for (int u = 0; u < 8; ++u)
       if (ok[u]) a.wpart[(static_cast<int64_t>(g) * G + mm[u]) * NW + nn[u]] = v[u];
   }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Streaming, this grid may otherwise end before the recurrence kernel (whose head gradients and totals the next
+  // kernels read): its end now implies the recurrence's, for every kernel ordered after it.
+  if (a.stream) asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 }
 
 // groups > 1: each weight gradient entry += the sum over groups, in group order (all loads in flight at once).
@@ -464,6 +515,9 @@ struct Step {
   float* c_j;        // its unit's c, tanh(c) columns, and what it saves in the forward pass
   float* tc_j;
   float* save_j;
+  unsigned long long* progress;   // this sequence's progress word (Args::progress)
+  uint32_t epoch;
+  bool lead;                      // thread 0: publishes the progress
 };
 
 // What the pooling keeps of unit j over the forward recurrence (every lane of the quad holds the same bits, as h):
@@ -586,6 +640,10 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
     for (int u = 0; u < kRing; ++u) {
       const int t = t0 - u;
       if (t < 0) break;
+      // Steps >= t + 2 are in the scratch: d gates of step t + 2 were stored in step t + 1, before its barrier.
+      // Published one step late, before this thread's own stores of the step, so the fence finds nothing left in
+      // flight (a fence right after the stores waits one memory latency on the recurrence's critical path).
+      if (st.lead && (t + 2) % kWgL == 0 && t + 2 < len) publish_progress(st.progress, st.epoch, t + 2);
       const float act = pa[u], cprev = pc[u], tc = pt[u];
       // The gates of the unit first: they do not depend on the recurrence, so they leave its critical path.
       const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
@@ -626,6 +684,8 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
     }
   }
   put(0);
+  __syncthreads();   // every thread's last d gates are issued
+  if (st.lead) publish_progress(st.progress, st.epoch, 0);
 }
 
 template <int HR>
@@ -693,7 +753,9 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   // What lane q saves each forward step, branch-free: h (q = 1), c (q = 2), tanh(c) (q = 3); q = 0 the activations.
   float* const save_j = (q <= 1 ? hbuf : (q == 2 ? cbuf : tcbuf)) + j;
 
-  const Step st{h_s, dg_s, dh_s, H, G, HP, len, j, q, quad, a.pool, valid, g_r, c_j, tc_j, save_j};
+  const Step st{h_s,   dg_s,  dh_s,   H,    G,    HP,   len,
+                j,     q,     quad,   a.pool, valid, g_r, c_j,
+                tc_j,  save_j, a.progress + blockIdx.x, a.epoch, tid == 0};
   PoolAcc acc;
   const int cur = forward_recurrence<HR>(st, wf, acc);
   // The head's input: h_{len-1} as it is, or the pooled vector in the other half of h_s (h_{len-2}, which nothing
@@ -1164,6 +1226,9 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   cap_T_ = std::max(cap_T_, T);
   const int64_t H = shape_.hidden, F = shape_.input_size;
   scratch_.resize_discard(static_cast<size_t>(cap_B_ * per_seq()));
+  progress_.resize_discard(static_cast<size_t>(cap_B_));
+  // Epoch 0 is never a run's: a word not yet written this run never reads as progress.
+  CUDA_CHECK(cudaMemset(progress_.get(), 0, progress_.size() * sizeof(unsigned long long)));
   if (cap_B_ > 1) {
     partials_.resize_discard(static_cast<size_t>(cap_B_ * stride_));
     CUDA_CHECK(cudaMemset(partials_.get(), 0, partials_.size() * sizeof(float)));   // entries never written stay 0
@@ -1214,6 +1279,11 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.grads = grads;
   a.wpart = wpart_.get();
   a.cycles = record_ ? cycles_.get() : nullptr;
+  a.progress = progress_.get();
+  a.epoch = ++epoch_ == 0 ? ++epoch_ : epoch_;   // skips 0 when the counter wraps
+  // Streaming needs the weight-gradient blocks launched while the recurrence runs (not in a recorded run, whose
+  // kernels are separated by events) and the progress words (the one-block recurrence publishes them).
+  a.stream = !record_ && hr_ > 0;
   if (B <= kInline) {
     for (int64_t i = 0; i < B; ++i) p.slot[i] = slots[static_cast<size_t>(i)];
   } else {
@@ -1232,13 +1302,10 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   };
   void* args[] = {&p};
   const unsigned ub = static_cast<unsigned>(B);
-  mark(0);
-  projection_kernel<<<dim3(static_cast<unsigned>((T + a.tc - 1) / a.tc), ub), threads_, 0, s>>>(p);
-  CUDA_CHECK_LAUNCH();
-  mark(1);
-  // Programmatic dependent launch: the recurrence kernel's blocks start while the projection runs, and the
-  // weight-gradient blocks are resident when the recurrence ends (a recorded run launches plainly, so the events
-  // between the kernels measure each one).
+  // Programmatic dependent launch: the projection's blocks stage their features while the previous step's optimizer
+  // finishes, the recurrence kernel's blocks start while the projection runs, and the weight-gradient blocks are
+  // resident when the recurrence ends (a recorded run launches plainly, so the events between the kernels measure
+  // each one).
   cudaLaunchAttribute pdl[1] = {};
   pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl[0].val.programmaticStreamSerializationAllowed = 1;
@@ -1252,6 +1319,10 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
     cfg.numAttrs = record_ ? 0 : 1;
     CUDA_CHECK(cudaLaunchKernelExC(&cfg, fn, args));
   };
+  mark(0);
+  launch(reinterpret_cast<const void*>(projection_kernel), dim3(static_cast<unsigned>((T + a.tc - 1) / a.tc), ub),
+         threads_, 0);
+  mark(1);
   launch(kernel(), dim3(hr_ > 0 ? ub : ub * kCl), rec_threads_, smem_bytes_);   // cluster: kCl blocks a sequence
   mark(2);
   const int G = static_cast<int>(4 * H), NW = static_cast<int>(F + H + 1);
