@@ -62,6 +62,8 @@ struct Args {
   int32_t groups = 1;             // weight gradients: sequence groups (1: added straight into the fused buffer)
   float* grads = nullptr;         // the fused buffer
   float* wpart = nullptr;         // groups > 1: (groups, 4H, F + H + 1) partial sums
+  int32_t sum_blocks = 0;         // sums_kernel: blocks of the weight-gradient sums (the head's sums after them)
+  int64_t head_lo = 0, n_grad = 0;   // the head's gradients and the extras: fused-buffer entries [head_lo, n_grad)
   // The backward's progress, kProgressWords words per sequence, each (epoch << 32) | v: every d gate of steps >= v
   // (and every h of the forward) that its writers stored is in the scratch. The one-block recurrence publishes word 0
   // (its threads meet at a barrier every step); the cluster variant one word per warp (its warps meet at none).
@@ -243,16 +245,16 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
   }
 }
 
-// Phase 3: logits, loss, d loss / d logits (in lg_s), d loss / d h_last (dh_s), and the head's gradients.
+// Phase 3: logits, loss, d loss / d logits (in lg_s), d loss / d h_last (dh_s); the head's gradients are written
+// by head_emit after the backward recurrence (their read-modify-write of global memory waited one memory latency
+// on the way into the backward).
 // fc_s: the head's weight and bias staged in shared memory before the recurrence, or null (read from global memory).
-// seq: the sequence's index in the batch (its partials' row); emit: whether this block writes the head's gradients
-// and the loss (in a cluster every block computes the head, so each has d loss / d h of its own units; one emits).
 // label: the sequence's class (classification), loaded ahead (at the kernel's start, or after the forward in the
 // cluster variant), not on this phase's path.
 // The loss and d loss / d logits in warp 0, lane l taking classes l, l + 32, ... and the lanes combined in a fixed
 // butterfly (one thread over the classes spent ~1,000 cycles of the step's critical path at C = 10).
 __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, const float* fc_s,
-                     int pos, int label, int seq, bool emit) {
+                     int pos, int label) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int H = a.H, C = a.C, warp = tid / 32, lane = tid % 32, nw = nt / 32;
   const float* fcw = fc_s ? fc_s : a.params + a.lay.fc_w;
@@ -316,7 +318,16 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
     }
     dh_s[k] = s;
   }
-  for (int i0 = tid; emit && i0 < C * H + C + 3; i0 += 8 * nt) {   // fc.weight, fc.bias, loss, count, correct
+  __syncthreads();
+}
+
+// The head's gradients (fc.weight, fc.bias) and the loss, count and correct, from what head() left in lg_s and misc
+// and its input hl (all untouched by the backward). seq: the sequence's index in the batch (its partials' row); in a
+// cluster every block runs the head (each needs d loss / d h of its own units) and one emits.
+__device__ void head_emit(const Args& a, const float* hl, const float* lg_s, const float* misc, int seq) {
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int H = a.H, C = a.C;
+  for (int i0 = tid; i0 < C * H + C + 3; i0 += 8 * nt) {   // fc.weight, fc.bias, loss, count, correct
     float v[8];
     int64_t at[8];
 #pragma unroll
@@ -337,7 +348,6 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
     const int lim = C * H + C + 3;
     emit_batch<8>(a, seq, v, [&](int u) { return at[u]; }, [&](int u) { return i0 + u * nt < lim; });
   }
-  __syncthreads();
 }
 
 // Phase 5, the weight gradients as one GEMM: for gate row m (interleaved, m = 4 j + q) and column n of
@@ -499,24 +509,6 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
 #endif
 }
 
-// groups > 1: each weight gradient entry += the sum over groups, in group order (all loads in flight at once).
-__global__ void weight_grad_sum_kernel(const __grid_constant__ Params p) {
-  const Args& a = p.a;
-  const int NW = a.F + a.H + 1, n_all = 4 * a.H * NW;
-  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i >= n_all) return;
-  float v[kMaxGroups];
-#pragma unroll
-  for (int g = 0; g < kMaxGroups; ++g) v[g] = g < a.groups ? a.wpart[static_cast<int64_t>(g) * n_all + i] : 0.0f;
-  float s = 0.0f;
-#pragma unroll
-  for (int g = 0; g < kMaxGroups; ++g)
-    if (g < a.groups) s += v[g];
-  const int m[1] = {i / NW}, n[1] = {i % NW};
-  const bool ok[1] = {true};
-  const float sv[1] = {s};
-  wg_add(a, m, n, ok, sv);
-}
 
 // What the two recurrences share (inlined: these stay in registers).
 struct Step {
@@ -782,11 +774,12 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   }
   mark(a, 2);
 
-  head(a, pooled, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label, static_cast<int>(blockIdx.x), true);
+  head(a, pooled, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label);
   mark(a, 3);
 
   backward_recurrence<HR>(st, wb, acc.at);
   mark(a, 4);
+  head_emit(a, pooled, lg_s, misc, static_cast<int>(blockIdx.x));   // h_s, lg_s and misc: untouched since
 }
 
 // ---- The cluster variant (64 < H <= 128) ----
@@ -1125,7 +1118,7 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   mark(a, 2);
 
   // Each block runs the head (so each has d loss / d pooled h of its own units); block 0 emits its gradients.
-  head(a, pool_s, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label, seq, rank == 0);
+  head(a, pool_s, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label);
   mark(a, 3);
 
   const float seed = valid ? (a.pool == 1 ? dh_s[j] / static_cast<float>(len) : dh_s[j]) : 0.0f;
@@ -1134,30 +1127,57 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   else if ((tid & 31) == 0)
     publish_progress(st.progress, st.epoch, 0);   // a warp with no unit stores nothing: done from the start
   mark(a, 4);
+  if (rank == 0) head_emit(a, pool_s, lg_s, misc, seq);
   cluster.sync();   // no block leaves while another may still read or wait on anything of it
 }
 
-// grads[i] += the sum over b of partials[b * stride + i], for i in [lo, n): the head and the extras. A warp per i,
-// lane l summing b = l, l + 32, ... in order, then the lanes in a fixed butterfly: every load of a warp in flight at
-// once (summing b in order in one thread waited one memory latency per 8 sequences: 13.8 us at K = 128).
-__global__ void reduce_partials_kernel(const float* partials, int64_t stride, int B, int64_t lo, int64_t n,
-                                       float* grads) {
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  const int64_t i = lo + (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  if (i >= n) return;   // the whole warp
+// B > 1, both sums into the fused buffer in one launch (launched early, programmatic dependent launch):
+//  - blocks [0, a.sum_blocks): each weight-gradient entry += its sum over the sequence groups, in group order (a
+//    thread per entry, all loads in flight at once);
+//  - the blocks after: the head's gradients and the extras, entries [a.head_lo, a.n_grad), += the sum over the
+//    sequences of the partials. A warp per entry, lane l summing b = l, l + 32, ... in order, then the lanes in a
+//    fixed butterfly: every load of a warp in flight at once (summing b in order in one thread waited one memory
+//    latency per 8 sequences: 13.8 us at K = 128).
+__global__ void __launch_bounds__(256) sums_kernel(const __grid_constant__ Params p) {
+  const Args& a = p.a;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");   // the weight-gradient kernel (and so the recurrence) ended
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  if (static_cast<int>(blockIdx.x) < a.sum_blocks) {
+    const int NW = a.F + a.H + 1, n_all = 4 * a.H * NW;
+    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= n_all) return;
+    float v[kMaxGroups];
+#pragma unroll
+    for (int g = 0; g < kMaxGroups; ++g) v[g] = g < a.groups ? a.wpart[static_cast<int64_t>(g) * n_all + i] : 0.0f;
+    float s = 0.0f;
+#pragma unroll
+    for (int g = 0; g < kMaxGroups; ++g)
+      if (g < a.groups) s += v[g];
+    const int m[1] = {i / NW}, n[1] = {i % NW};
+    const bool ok[1] = {true};
+    const float sv[1] = {s};
+    wg_add(a, m, n, ok, sv);
+    return;
+  }
+  const int lane = static_cast<int>(threadIdx.x) & 31, B = a.B;
+  const int64_t i =
+      a.head_lo + (static_cast<int64_t>(static_cast<int>(blockIdx.x) - a.sum_blocks) * blockDim.x + threadIdx.x) / 32;
+  if (i >= a.n_grad) return;   // the whole warp
   float s = 0.0f;
   for (int b0 = lane; b0 < B; b0 += 8 * 32) {
     float v[8];
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
       const int b = b0 + 32 * u;
-      v[u] = b < B ? partials[static_cast<int64_t>(b) * stride + i] : 0.0f;
+      v[u] = b < B ? a.out[static_cast<int64_t>(b) * a.stride + i] : 0.0f;
     }
 #pragma unroll
     for (int u = 0; u < 8; ++u) s += v[u];
   }
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(kFull, s, o);
-  if (lane == 0) grads[i] += s;
+  if (lane == 0) a.grads[i] += s;
 }
 
 int round_up(int v, int m) { return (v + m - 1) / m * m; }
@@ -1309,6 +1329,9 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.groups = weight_grad_groups(B);
   a.grads = grads;
   a.wpart = wpart_.get();
+  a.sum_blocks = static_cast<int32_t>((4 * H * (F + H + 1) + 255) / 256);
+  a.head_lo = std::min({layout_.fc_w, layout_.fc_b, layout_.extras});
+  a.n_grad = n_grad_;
   a.cycles = record_ ? cycles_.get() : nullptr;
   a.progress = progress_.get();
   a.epoch = ++epoch_ == 0 ? ++epoch_ : epoch_;   // skips 0 when the counter wraps
@@ -1363,15 +1386,9 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
               static_cast<unsigned>(a.groups)),
          kWgThreads, 0);
   mark(3);
-  if (a.groups > 1) {
-    weight_grad_sum_kernel<<<static_cast<unsigned>((G * NW + 255) / 256), 256, 0, s>>>(p);
-    CUDA_CHECK_LAUNCH();
-  }
-  if (B > 1) {   // the head's gradients and the extras, which the recurrence blocks wrote per sequence
-    const int64_t lo = std::min({layout_.fc_w, layout_.fc_b, layout_.extras});
-    reduce_partials_kernel<<<static_cast<unsigned>(((n_grad_ - lo) * 32 + 255) / 256), 256, 0, s>>>(
-        partials_.get(), stride_, static_cast<int>(B), lo, n_grad_, grads);
-    CUDA_CHECK_LAUNCH();
+  if (B > 1) {   // (then groups > 1 too) the sums over groups and over sequences
+    const int head_blocks = static_cast<int>(((a.n_grad - a.head_lo) * 32 + 255) / 256);
+    launch(reinterpret_cast<const void*>(sums_kernel), dim3(static_cast<unsigned>(a.sum_blocks + head_blocks)), 256, 0);
   }
   mark(4);
 }
