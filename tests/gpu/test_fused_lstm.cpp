@@ -514,6 +514,15 @@ TEST(FusedBudget, CyclesPerTimestep) {
                     c.forward / 96.0, static_cast<long long>(c.head), static_cast<long long>(c.backward),
                     c.backward / 96.0, static_cast<long long>(c.total), c.total / (clock_khz * 1e-3),
                     clock_khz * 1e-6, c.weight_grads_us, c.sums_us);
+        // The kernels as training launches them (programmatic dependent launch, no event between them), median of
+        // 20 runs: the weight-gradient GEMM streaming beside the backward, and waiting for the recurrence kernel.
+        FusedLstm& f = *gpu.fused_lstm();
+        const double streamed = f.time_us(K, 96, nullptr);
+        f.set_streaming(false);
+        const double waiting = f.time_us(K, 96, nullptr);
+        f.set_streaming(true);
+        std::printf("[ budget   ] H=%lld K=%lld T=96 %s pool: whole run %.1f us streaming, %.1f us waiting\n",
+                    static_cast<long long>(H), static_cast<long long>(K), pool_name(pool), streamed, waiting);
         EXPECT_GT(c.forward, 0);
         EXPECT_GT(c.backward, 0);
         EXPECT_GT(c.projection_us, 0.0);

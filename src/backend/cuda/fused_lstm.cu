@@ -523,7 +523,7 @@ struct Step {
   float* save_j;
   unsigned long long* progress;   // this sequence's progress word (Args::progress)
   uint32_t epoch;
-  bool lead;                      // thread 0: publishes the progress
+  bool lead;                      // thread 0 of a streaming run: publishes the progress
 };
 
 // What the pooling keeps of unit j over the forward recurrence (every lane of the quad holds the same bits, as h):
@@ -761,7 +761,7 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
 
   const Step st{h_s,   dg_s,  dh_s,   H,    G,    HP,   len,
                 j,     q,     quad,   a.pool, valid, g_r, c_j,
-                tc_j,  save_j, a.progress + blockIdx.x * kProgressWords, a.epoch, tid == 0};
+                tc_j,  save_j, a.progress + blockIdx.x * kProgressWords, a.epoch, tid == 0 && a.stream};
   PoolAcc acc;
   const int cur = forward_recurrence<HR>(st, wf, acc);
   // The head's input: h_{len-1} as it is, or the pooled vector in the other half of h_s (h_{len-2}, which nothing
@@ -866,7 +866,7 @@ struct ClusterStep {
   int H, G, len, j, q, p, ub;   // ub: the unit's first lane in the warp (0 or 16)
   uint32_t h_bytes;  // what one step's h brings each block: 8 bytes per warp whose first unit is below H
   bool valid, lead;  // lead: the thread that re-arms this block's mbarriers
-  unsigned long long* progress;   // this warp's progress word (Args::progress)
+  unsigned long long* progress;   // this warp's progress word (Args::progress); null: not a streaming run
   uint32_t epoch;
   float* g_r;        // this thread's gate column of gbuf (row 4 j + q)
   float* g_j;        // the unit's first row (4 j): its four gates as one float4
@@ -981,7 +981,7 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
       // >= t + 2, one step late, as the one-block kernel (its fence then finds nothing of the warp in flight).
       if ((t + 2) % kWgL == 0 && t + 2 < len) {
         __syncwarp();
-        if (lane0) publish_progress(st.progress, st.epoch, t + 2);
+        if (lane0 && st.progress) publish_progress(st.progress, st.epoch, t + 2);
       }
       const float act = pa[u], cprev = pc[u], tc = pt[u];
       fetch(t - 4, pa[u], pc[u], pt[u]);
@@ -1022,7 +1022,7 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
     }
   }
   __syncwarp();
-  if (lane0) publish_progress(st.progress, st.epoch, 0);
+  if (lane0 && st.progress) publish_progress(st.progress, st.epoch, 0);
 }
 
 // The cluster variant's recurrence kernel: blocks kCl s .. kCl s + kCl - 1 run sequence s.
@@ -1100,7 +1100,9 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
                        h_bytes,
                        valid,
                        tid == 0,
-                       a.progress + static_cast<int64_t>(seq) * kProgressWords + rank * (kClThreads / 32) + (tid >> 5),
+                       a.stream ? a.progress + static_cast<int64_t>(seq) * kProgressWords + rank * (kClThreads / 32) +
+                                      (tid >> 5)
+                                : nullptr,
                        a.epoch,
                        gbuf + 4 * j + q,
                        gbuf + 4 * j,
@@ -1124,7 +1126,7 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   const float seed = valid ? (a.pool == 1 ? dh_s[j] / static_cast<float>(len) : dh_s[j]) : 0.0f;
   if (active)
     cluster_backward(st, wb, seed, a.pool == 0 ? len - 1 : acc.at);
-  else if ((tid & 31) == 0)
+  else if ((tid & 31) == 0 && st.progress)
     publish_progress(st.progress, st.epoch, 0);   // a warp with no unit stores nothing: done from the start
   mark(a, 4);
   if (rank == 0) head_emit(a, pool_s, lg_s, misc, seq);
@@ -1337,7 +1339,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.epoch = ++epoch_ == 0 ? ++epoch_ : epoch_;   // skips 0 when the counter wraps
   // Streaming needs the weight-gradient blocks launched while the recurrence runs (not in a recorded run, whose
   // kernels are separated by events).
-  a.stream = !record_;
+  a.stream = streaming_ && !record_;
   a.words = hr_ > 0 ? 1 : kCl * (kClThreads / 32);
   if (B <= kInline) {
     for (int64_t i = 0; i < B; ++i) p.slot[i] = slots[static_cast<size_t>(i)];

@@ -60,6 +60,9 @@ class FusedLstm {
 
   // The budget of the last run (only when record_cycles(true) was set before it). Waits for `s`.
   void record_cycles(bool on) { record_ = on; }
+  // Whether the weight-gradient GEMM sums each chunk of timesteps as the backward publishes it (default), or waits
+  // for the whole recurrence kernel (the budget test times both).
+  void set_streaming(bool on) { streaming_ = on; }
   FusedCycles last_cycles(cudaStream_t s);
 
   // Median microseconds of one run over B sequences of length T on random data (its own buffers; `s` is
@@ -95,6 +98,7 @@ class FusedLstm {
   DeviceBuffer<long long> cycles_;
   Event marks_[5];                 // around the kernels of a recorded run
   bool record_ = false;
+  bool streaming_ = true;
 };
 
 }  // namespace ragtrain
