@@ -39,7 +39,11 @@ constexpr int kInline = 16;     // slots passed in the kernel parameters (larger
 constexpr int kMaxH = 128;
 constexpr int kProjT = 64;      // input projection: timesteps per block at most
 constexpr unsigned kFull = 0xffffffffu;
-constexpr int kProgressWords = 64;   // per sequence: one per warp of a 4-block cluster of 512 threads
+// Streaming weight gradients pays off while the GEMM's blocks find SMs of their own beside the recurrence's: on the
+// H200 at H = 50 a whole run took 104.6 us streaming vs 108.4 waiting at K = 1, and 170.4 vs 167.4 at K = 128 (the
+// GEMM's polling blocks then share the recurrence's SMs). The cluster variant's warps meet at no barrier, and a
+// progress word per warp (each with its fence) cost more than it saved at H = 128 (173.4 vs 170.8 us).
+constexpr int kStreamMaxB = 16;
 
 struct Args {
   const float* params = nullptr;
@@ -64,13 +68,11 @@ struct Args {
   float* wpart = nullptr;         // groups > 1: (groups, 4H, F + H + 1) partial sums
   int32_t sum_blocks = 0;         // sums_kernel: blocks of the weight-gradient sums (the head's sums after them)
   int64_t head_lo = 0, n_grad = 0;   // the head's gradients and the extras: fused-buffer entries [head_lo, n_grad)
-  // The backward's progress, kProgressWords words per sequence, each (epoch << 32) | v: every d gate of steps >= v
-  // (and every h of the forward) that its writers stored is in the scratch. The one-block recurrence publishes word 0
-  // (its threads meet at a barrier every step); the cluster variant one word per warp (its warps meet at none).
-  // With `stream` set the weight-gradient blocks, resident beside the recurrence (programmatic dependent launch),
-  // sum each chunk of timesteps as soon as it is published instead of waiting for the whole recurrence kernel.
+  // The backward's progress per sequence, (epoch << 32) | v: every d gate of steps >= v (and every h of the forward)
+  // is in the scratch. With `stream` set (one-block recurrence, few sequences) the recurrence publishes it every
+  // kWgL steps and the weight-gradient blocks, resident on other SMs (programmatic dependent launch), sum each chunk
+  // of timesteps as soon as it is published instead of waiting for the whole recurrence kernel.
   unsigned long long* progress = nullptr;
-  int32_t words = 1;              // progress words in use per sequence
   uint32_t epoch = 0;
   bool stream = false;
   long long* cycles = nullptr;    // (5) block 0's clock at the recurrence's phase boundaries, or null
@@ -144,16 +146,7 @@ __device__ __forceinline__ bool progress_reached(const unsigned long long* word,
   asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(val) : "l"(word) : "memory");
   return static_cast<uint32_t>(val >> 32) == epoch && static_cast<int>(static_cast<uint32_t>(val)) <= v;
 }
-// Whether all `n` progress words of a sequence reached v. The lanes of a warp split the words and vote; the warp
-// barrier after a yes orders every lane's later loads after the acquires of the lanes that read the words.
-__device__ __forceinline__ bool all_progress_reached(const unsigned long long* words, int n, uint32_t epoch, int v) {
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  bool ok = true;
-  for (int w = lane; w < n; w += 32) ok = ok && progress_reached(words + w, epoch, v);
-  if (!__all_sync(kFull, ok)) return false;
-  __syncwarp();
-  return true;
-}
+
 
 // out[idx(u)] = val[u] (partials) or += (the fused buffer) for the U entries with ok(u); the old values are loaded
 // together first (one memory latency for all U, not U of them).
@@ -421,11 +414,10 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   if (!a.stream) asm volatile("griddepcontrol.wait;" ::: "memory");   // the recurrence kernel's d gates and h
 #endif
-  // Every warp polls the words itself (a warp's loads are one request), so no block barrier is added.
+  // Every thread polls the word itself (a warp's loads of it are one request), so no block barrier is added.
   auto ready = [&](int b, int t0) {
     if (a.stream)
-      while (!all_progress_reached(a.progress + static_cast<int64_t>(b) * kProgressWords, a.words, a.epoch, t0))
-        __nanosleep(64);
+      while (!progress_reached(a.progress + b, a.epoch, t0)) __nanosleep(64);
   };
   auto top = [&](int b) { return (gs[b - b_lo].length - 1) / kWgL * kWgL; };
   float va[kA], vz[kZ];
@@ -641,15 +633,21 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
   auto put = [&](int ts) {
     if (valid && q == 0) *reinterpret_cast<float4*>(g_r + ts * G) = put_dg;   // row 4 j
   };
+  int published = len;   // streaming: the progress word's last value (all steps >= it are stored)
   for (int t0 = len - 1; t0 >= 0; t0 -= kRing) {
+    // Steps >= t0 + 2 are in the scratch: the d gates of step t0 + 2 were stored in step t0 + 1, before its barrier.
+    // Published at the first group of kRing steps past each multiple of kWgL, before this thread's own stores of
+    // the group, so the fence finds little left in flight; outside the unrolled steps, whose scheduling a fence (a
+    // compiler barrier too) would constrain (inside, it cost ~90 cycles a step on the H200, never taken or not).
+    const int v = (t0 + 2 + kWgL - 1) / kWgL * kWgL;   // a chunk boundary with every step >= it stored
+    if (st.lead && v < published) {
+      published = v;
+      publish_progress(st.progress, st.epoch, v);
+    }
 #pragma unroll
     for (int u = 0; u < kRing; ++u) {
       const int t = t0 - u;
       if (t < 0) break;
-      // Steps >= t + 2 are in the scratch: d gates of step t + 2 were stored in step t + 1, before its barrier.
-      // Published one step late, before this thread's own stores of the step, so the fence finds nothing left in
-      // flight (a fence right after the stores waits one memory latency on the recurrence's critical path).
-      if (st.lead && (t + 2) % kWgL == 0 && t + 2 < len) publish_progress(st.progress, st.epoch, t + 2);
       const float act = pa[u], cprev = pc[u], tc = pt[u];
       // The gates of the unit first: they do not depend on the recurrence, so they leave its critical path.
       const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
@@ -761,7 +759,7 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
 
   const Step st{h_s,   dg_s,  dh_s,   H,    G,    HP,   len,
                 j,     q,     quad,   a.pool, valid, g_r, c_j,
-                tc_j,  save_j, a.progress + blockIdx.x * kProgressWords, a.epoch, tid == 0 && a.stream};
+                tc_j,  save_j, a.progress + blockIdx.x, a.epoch, tid == 0 && a.stream};
   PoolAcc acc;
   const int cur = forward_recurrence<HR>(st, wf, acc);
   // The head's input: h_{len-1} as it is, or the pooled vector in the other half of h_s (h_{len-2}, which nothing
@@ -805,7 +803,6 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
 constexpr int kCl = 4;                   // blocks per sequence (the cluster)
 constexpr int kClUnits = kMaxH / kCl;    // units per block at most
 constexpr int kClThreads = 16 * kClUnits;
-static_assert(kCl * kClThreads / 32 <= kProgressWords, "a progress word per warp of the cluster");
 constexpr int kClCols = 32;              // columns (forward) or rows (backward) of W_hh per thread
 constexpr int kClPart = 36;              // shared-memory stride of a 32-long part: the 4 parts' reads on distinct banks
 constexpr int kClVec = 4 * kClPart;      // one vector of H <= 128 (h, or one gate's d gates); 144 = 16 (mod 32)
@@ -866,8 +863,6 @@ struct ClusterStep {
   int H, G, len, j, q, p, ub;   // ub: the unit's first lane in the warp (0 or 16)
   uint32_t h_bytes;  // what one step's h brings each block: 8 bytes per warp whose first unit is below H
   bool valid, lead;  // lead: the thread that re-arms this block's mbarriers
-  unsigned long long* progress;   // this warp's progress word (Args::progress); null: not a streaming run
-  uint32_t epoch;
   float* g_r;        // this thread's gate column of gbuf (row 4 j + q)
   float* g_j;        // the unit's first row (4 j): its four gates as one float4
   const float* c_j;  // unit j's c and tanh(c) columns
@@ -971,18 +966,11 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
   auto put = [&](int ts) {
     if (valid && q == 1 && p == 0) *reinterpret_cast<float4*>(st.g_j + ts * G) = put_dg;
   };
-  const bool lane0 = (threadIdx.x & 31) == 0;
   for (int t0 = len - 1; t0 >= 0; t0 -= 4) {
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int t = t0 - u;
       if (t < 0) break;
-      // This warp's d gates of steps >= t + 1 are issued (step t + 1 stored them at its end): published for steps
-      // >= t + 2, one step late, as the one-block kernel (its fence then finds nothing of the warp in flight).
-      if ((t + 2) % kWgL == 0 && t + 2 < len) {
-        __syncwarp();
-        if (lane0 && st.progress) publish_progress(st.progress, st.epoch, t + 2);
-      }
       const float act = pa[u], cprev = pc[u], tc = pt[u];
       fetch(t - 4, pa[u], pc[u], pt[u]);
       const float ig = __shfl_sync(kFull, act, ub + p), fg = __shfl_sync(kFull, act, ub + 4 + p);
@@ -1021,8 +1009,6 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
       cb ^= 1;
     }
   }
-  __syncwarp();
-  if (lane0 && st.progress) publish_progress(st.progress, st.epoch, 0);
 }
 
 // The cluster variant's recurrence kernel: blocks kCl s .. kCl s + kCl - 1 run sequence s.
@@ -1100,10 +1086,6 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
                        h_bytes,
                        valid,
                        tid == 0,
-                       a.stream ? a.progress + static_cast<int64_t>(seq) * kProgressWords + rank * (kClThreads / 32) +
-                                      (tid >> 5)
-                                : nullptr,
-                       a.epoch,
                        gbuf + 4 * j + q,
                        gbuf + 4 * j,
                        cbuf + j,
@@ -1124,10 +1106,7 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   mark(a, 3);
 
   const float seed = valid ? (a.pool == 1 ? dh_s[j] / static_cast<float>(len) : dh_s[j]) : 0.0f;
-  if (active)
-    cluster_backward(st, wb, seed, a.pool == 0 ? len - 1 : acc.at);
-  else if ((tid & 31) == 0 && st.progress)
-    publish_progress(st.progress, st.epoch, 0);   // a warp with no unit stores nothing: done from the start
+  if (active) cluster_backward(st, wb, seed, a.pool == 0 ? len - 1 : acc.at);
   mark(a, 4);
   if (rank == 0) head_emit(a, pool_s, lg_s, misc, seq);
   cluster.sync();   // no block leaves while another may still read or wait on anything of it
@@ -1279,7 +1258,7 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   cap_T_ = std::max(cap_T_, T);
   const int64_t H = shape_.hidden, F = shape_.input_size;
   scratch_.resize_discard(static_cast<size_t>(cap_B_ * per_seq()));
-  progress_.resize_discard(static_cast<size_t>(cap_B_ * kProgressWords));
+  progress_.resize_discard(static_cast<size_t>(cap_B_));
   // Epoch 0 is never a run's: a word not yet written this run never reads as progress.
   CUDA_CHECK(cudaMemset(progress_.get(), 0, progress_.size() * sizeof(unsigned long long)));
   if (cap_B_ > 1) {
@@ -1339,8 +1318,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.epoch = ++epoch_ == 0 ? ++epoch_ : epoch_;   // skips 0 when the counter wraps
   // Streaming needs the weight-gradient blocks launched while the recurrence runs (not in a recorded run, whose
   // kernels are separated by events).
-  a.stream = streaming_ && !record_;
-  a.words = hr_ > 0 ? 1 : kCl * (kClThreads / 32);
+  a.stream = streaming_ && !record_ && hr_ > 0 && B <= kStreamMaxB;
   if (B <= kInline) {
     for (int64_t i = 0; i < B; ++i) p.slot[i] = slots[static_cast<size_t>(i)];
   } else {

@@ -1,12 +1,13 @@
 // The optimizer step on the GPU in one kernel: global norm of the averaged gradient, clipping, and the SGD/Adam/AdamW
 // update as one elementwise pass that also zeroes the fused gradient buffer for the next step and hands the step's
 // totals to the host through mapped memory. Two launch shapes of the same arithmetic:
-//  - small models (n <= kClusterMaxN, e.g. H <= 128 at F = 36): one thread-block cluster of 8 blocks; the norm's
-//    partial sums meet in distributed shared memory behind the cluster's hardware barrier, every load of a thread is
-//    in flight at once, and the kernel is launched with programmatic dependent launch, so its start overlaps the
-//    end of the kernel before it. (The cooperative grid below spent ~9 us a step on the H200 at H = 50 — launch,
-//    an atomic grid barrier, one memory latency per element — for 18 K parameters.)
+//  - small models (n <= kClusterMaxN = 32 K, e.g. H <= 64 at F = 36): one thread-block cluster of 8 blocks; the
+//    norm's partial sums meet in distributed shared memory behind the cluster's hardware barrier, and the kernel is
+//    launched with programmatic dependent launch, so its start overlaps the end of the kernel before it. (The
+//    cooperative grid spent 9.1 us a step on the H200 at H = 50, the cluster 7.3; with 4 batches of loads for
+//    H = 128's 86 K parameters the cluster took 13 us, the grid 9.3.)
 //  - larger ones: a cooperative grid over the whole GPU with an atomic grid barrier.
+// Both load a thread's elements with the step's count at the start (one memory latency, not one per phase).
 // The arithmetic uses round-to-nearest intrinsics (no contraction into FMA) so that, for equal gradients, each
 // element follows the CPU optimizer's float operations exactly.
 #include <cooperative_groups.h>
@@ -22,8 +23,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
-constexpr int kClusterBlocks = 8, kClusterThreads = 512, kClusterPer = 8, kClusterBatches = 4;
-constexpr int64_t kClusterMaxN = static_cast<int64_t>(kClusterBlocks) * kClusterThreads * kClusterPer * kClusterBatches;
+constexpr int kClusterBlocks = 8, kClusterThreads = 512;
+constexpr int64_t kClusterMaxN = static_cast<int64_t>(kClusterBlocks) * kClusterThreads * 8;   // kPer each
 
 // Sum over the block of NT threads in a fixed order (valid in thread 0). Callable more than once per kernel.
 template <int NT = kThreads>
@@ -112,19 +113,64 @@ __device__ __forceinline__ void update_element(const OptimizerArgs& a, const Upd
   a.params[i] = p;
 }
 
+// A thread's elements are first + k X (X: the threads of the launch). The first kPer of them are loaded at the
+// kernel's start — gradient, parameter and moments together with the step's count — and stay in registers through
+// the norm's barrier, so a step waits one memory latency for its loads, not one per phase (the count's load alone
+// used to precede the gradients'); elements beyond (models larger than the grid x kPer) are loaded again.
+constexpr int kPer = 8;
+struct Elems {
+  float g[kPer], p[kPer], m[kPer], v[kPer];
+};
+__device__ __forceinline__ void load_elems(const OptimizerArgs& a, int64_t first, int64_t X, Elems& e) {
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int64_t i = first + k * X;
+    const bool in = i < a.n;
+    e.g[k] = in ? a.grads[i] : 0.0f;
+    e.p[k] = in ? a.params[i] : 0.0f;
+    e.m[k] = in ? a.m[i] : 0.0f;
+    e.v[k] = in && a.v ? a.v[i] : 0.0f;
+  }
+}
+// This thread's sum of (g / count)^2 over its elements, in element order.
+__device__ __forceinline__ double sum_squares(const OptimizerArgs& a, int64_t first, int64_t X, float inv,
+                                              const Elems& e) {
+  double s = 0.0;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k)
+    if (first + k * X < a.n) s = __dadd_rn(s, square_of_mean(e.g[k], inv));
+  for (int64_t i = first + kPer * X; i < a.n; i += X) s = __dadd_rn(s, square_of_mean(a.grads[i], inv));
+  return s;
+}
+// The update of this thread's elements (skip: a non-finite step, only the gradient buffer is zeroed for the next).
+__device__ __forceinline__ void update_elems(const OptimizerArgs& a, const UpdateScalars& u, int64_t first, int64_t X,
+                                             const Elems& e, bool skip) {
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int64_t i = first + k * X;
+    if (i >= a.n) continue;
+    a.grads[i] = 0.0f;   // the fused buffer starts the next step at zero
+    if (!skip) update_element(a, u, i, e.g[k], e.p[k], e.m[k], e.v[k]);
+  }
+  for (int64_t i = first + kPer * X; i < a.n; i += X) {
+    const float g = a.grads[i];
+    a.grads[i] = 0.0f;
+    if (!skip) update_element(a, u, i, g, a.params[i], a.m[i], a.v ? a.v[i] : 0.0f);
+  }
+}
+
 __global__ void __launch_bounds__(kThreads) fused_optimizer(OptimizerArgs a) {
   // Phase 1: partials[block] = sum over the block's elements of (g / count)^2, in double like the CPU's global_norm.
+  const int64_t X = static_cast<int64_t>(gridDim.x) * kThreads;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  Elems e;
+  load_elems(a, first, X, e);
   const float count = a.extras[1];
   const float loss = a.extras[0];   // every block reads it before the barrier (block 0 zeroes it after)
-  float correct = 0.0f;
-  if (blockIdx.x == 0 && threadIdx.x == 0) correct = a.extras[2];
+  const float correct = a.extras[2];
   const bool any = count > 0.0f;
   const float inv = any ? __fdiv_rn(1.0f, count) : 0.0f;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  double s = 0.0;
-  if (any)
-    for (int64_t i = first; i < a.n; i += stride) s = __dadd_rn(s, square_of_mean(a.grads[i], inv));
+  double s = any ? sum_squares(a, first, X, inv, e) : 0.0;
   s = block_sum(s);
   if (threadIdx.x == 0) a.partials[blockIdx.x] = s;
   grid_barrier(a.barrier, (a.launch + 1ull) * gridDim.x);
@@ -143,20 +189,10 @@ __global__ void __launch_bounds__(kThreads) fused_optimizer(OptimizerArgs a) {
   // A NaN/Inf anywhere in the summed gradient makes the norm non-finite. Every block sees the same norm and loss
   // (and so does the host, from readback), so every block and every rank skips the update together: the
   // parameters and moments stay as they were, only the buffer is zeroed for the next step.
-  if (!isfinite(norm) || !isfinite(loss)) {
-    for (int64_t i = first; i < a.n; i += stride) a.grads[i] = 0.0f;
-    return;
-  }
-  const UpdateScalars u = update_scalars(a, inv, norm);
-  for (int64_t i = first; i < a.n; i += stride) {
-    const float g = a.grads[i];
-    a.grads[i] = 0.0f;   // the fused buffer starts the next step at zero
-    update_element(a, u, i, g, a.params[i], a.m[i], a.v ? a.v[i] : 0.0f);
-  }
+  update_elems(a, update_scalars(a, inv, norm), first, X, e, !isfinite(norm) || !isfinite(loss));
 }
 
-// The small-model shape: one cluster of kClusterBlocks blocks. Thread x of the cluster owns elements x + k X
-// (X = the cluster's threads), in batches of kClusterPer whose loads are all issued before any is used.
+// The small-model shape: one cluster of kClusterBlocks blocks, every element among a thread's first kPer.
 __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kClusterThreads)
     fused_optimizer_cluster(OptimizerArgs a) {
   namespace cg = cooperative_groups;
@@ -165,58 +201,33 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kCluste
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");   // launched early (programmatic dependent launch)
 #endif
+  const int64_t X = static_cast<int64_t>(kClusterBlocks) * kClusterThreads;
+  const int64_t first = static_cast<int64_t>(cluster.block_rank()) * kClusterThreads + threadIdx.x;
+  Elems e;
+  load_elems(a, first, X, e);
   const float count = a.extras[1];
   const float loss = a.extras[0];
   const float correct = a.extras[2];
   const bool any = count > 0.0f;
   const float inv = any ? __fdiv_rn(1.0f, count) : 0.0f;
-  const int64_t X = static_cast<int64_t>(kClusterBlocks) * kClusterThreads;
-  const int64_t first = static_cast<int64_t>(cluster.block_rank()) * kClusterThreads + threadIdx.x;
-  constexpr int64_t kBatch = static_cast<int64_t>(kClusterPer);
-  double s = 0.0;
-  for (int64_t i0 = first; any && i0 < a.n; i0 += kBatch * X) {
-    float g[kClusterPer];
-#pragma unroll
-    for (int k = 0; k < kClusterPer; ++k) g[k] = i0 + k * X < a.n ? a.grads[i0 + k * X] : 0.0f;
-#pragma unroll
-    for (int k = 0; k < kClusterPer; ++k)
-      if (i0 + k * X < a.n) s = __dadd_rn(s, square_of_mean(g[k], inv));
-  }
+  double s = any ? sum_squares(a, first, X, inv, e) : 0.0;
   s = block_sum<kClusterThreads>(s);
   if (threadIdx.x == 0) part = s;
   cluster.sync();   // every block's part is written (and every block read count and loss above)
   double t = 0.0;
   for (int b = 0; b < kClusterBlocks; ++b) t += *cluster.map_shared_rank(&part, b);   // the same order everywhere
-  cluster.sync();   // no block leaves (taking its part with it) before all have read it
-  const double norm = sqrt(t);
+  const double norm = sqrt(t);   // consumes the remote reads: they are complete before the arrival below
+  // No block may leave (taking its part with it) before all have read it: arrive now, wait at the end. Relaxed:
+  // it orders no memory (a release arrival waits for this thread's outstanding memory operations).
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   if (cluster.block_rank() == 0 && threadIdx.x == 0) publish_totals(a, loss, count, correct, norm);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The next step's input projection may start staging its features now; it waits for this grid's end before it
   // reads a parameter.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-  if (!any) return;
-  const bool skip = !isfinite(norm) || !isfinite(loss);   // as the cooperative kernel: zero the buffer only
-  const UpdateScalars u = update_scalars(a, inv, norm);
-  for (int64_t i0 = first; i0 < a.n; i0 += kBatch * X) {
-    float g[kClusterPer], p[kClusterPer], m[kClusterPer], v[kClusterPer];
-#pragma unroll
-    for (int k = 0; k < kClusterPer; ++k) {
-      const int64_t i = i0 + k * X;
-      const bool in = i < a.n && !skip;
-      g[k] = in ? a.grads[i] : 0.0f;
-      p[k] = in ? a.params[i] : 0.0f;
-      m[k] = in ? a.m[i] : 0.0f;
-      v[k] = in && a.v ? a.v[i] : 0.0f;
-    }
-#pragma unroll
-    for (int k = 0; k < kClusterPer; ++k) {
-      const int64_t i = i0 + k * X;
-      if (i >= a.n) continue;
-      a.grads[i] = 0.0f;
-      if (!skip) update_element(a, u, i, g[k], p[k], m[k], v[k]);
-    }
-  }
+  if (any) update_elems(a, update_scalars(a, inv, norm), first, X, e, !isfinite(norm) || !isfinite(loss));
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
 }
 
 }  // namespace
@@ -228,7 +239,7 @@ int optimizer_blocks(int64_t n, int device) {
   CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device));
   RT_CHECK(coop, "device " << device << " cannot launch cooperative kernels");
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_optimizer, kThreads, 0));
-  const int64_t per_block = static_cast<int64_t>(kThreads) * 4;   // a few elements per thread: short, wide
+  const int64_t per_block = static_cast<int64_t>(kThreads) * 4;   // half of kPer per thread: short, wide
   int64_t b = (n + per_block - 1) / per_block;
   // Co-resident (a cooperative launch requires it), and at most two per multiprocessor: more blocks only lengthen
   // the barrier.
