@@ -41,9 +41,10 @@ constexpr int kProjT = 64;      // input projection: timesteps per block at most
 constexpr unsigned kFull = 0xffffffffu;
 // Streaming weight gradients pays off while the GEMM's blocks find SMs of their own beside the recurrence's: on the
 // H200 at H = 50 a whole run took 104.6 us streaming vs 108.4 waiting at K = 1, and 170.4 vs 167.4 at K = 128 (the
-// GEMM's polling blocks then share the recurrence's SMs). The cluster variant's warps meet at no barrier, and a
-// progress word per warp (each with its fence) cost more than it saved at H = 128 (173.4 vs 170.8 us).
+// GEMM's polling blocks then share the recurrence's SMs). In the cluster variant a progress word per warp (each with
+// its fence every kWgL steps) cost more than it saved at H = 128 (173.4 vs 170.8 us); it publishes one per block.
 constexpr int kStreamMaxB = 16;
+constexpr int kCl = 4;   // blocks per sequence in the cluster variant (64 < H <= 128)
 
 struct Args {
   const float* params = nullptr;
@@ -68,12 +69,14 @@ struct Args {
   float* wpart = nullptr;         // groups > 1: (groups, 4H, F + H + 1) partial sums
   int32_t sum_blocks = 0;         // sums_kernel: blocks of the weight-gradient sums (the head's sums after them)
   int64_t head_lo = 0, n_grad = 0;   // the head's gradients and the extras: fused-buffer entries [head_lo, n_grad)
-  // The backward's progress per sequence, (epoch << 32) | v: every d gate of steps >= v (and every h of the forward)
-  // is in the scratch. With `stream` set (one-block recurrence, few sequences) the recurrence publishes it every
-  // kWgL steps and the weight-gradient blocks, resident on other SMs (programmatic dependent launch), sum each chunk
-  // of timesteps as soon as it is published instead of waiting for the whole recurrence kernel.
+  // The backward's progress, kCl words per sequence (one per block of a cluster; the one-block kernel uses the
+  // first), each (epoch << 32) | v: every d gate of steps >= v (and every h of the forward) that the block stored is
+  // in the scratch. With `stream` set (few sequences) the recurrence publishes them every kWgL steps and the
+  // weight-gradient blocks, resident on other SMs (programmatic dependent launch), sum each chunk of timesteps as
+  // soon as it is published instead of waiting for the whole recurrence kernel.
   unsigned long long* progress = nullptr;
   uint32_t epoch = 0;
+  int32_t words = 1;              // progress words in use per sequence
   bool stream = false;
   long long* cycles = nullptr;    // (5) block 0's clock at the recurrence's phase boundaries, or null
 };
@@ -350,11 +353,10 @@ __device__ void head_emit(const Args& a, const float* hl, const float* lg_s, con
 // chunk's loads in flight while it computes. Streaming (Args::stream), a chunk's loads wait for the backward's
 // progress word instead of the whole recurrence kernel.
 constexpr int kWgM = 64, kWgN = 32, kWgL = 32, kWgThreads = 256;
-// Sequence groups of the weight-gradient GEMM at most: one sequence a group up to K = 128. Each block of the GEMM is
-// bound by the memory latency of its chunks (one in flight while it sums the previous), not by arithmetic, so more,
-// shorter groups finish sooner: at K = 128 (H = 50) 32 groups of 4 took 42 us on the H200.
-constexpr int kMaxGroups = 128;
-constexpr int kWgSlots = 8;      // sequences of one group at most (kMaxGatherSlots / kMaxGroups)
+// Sequence groups of the weight-gradient GEMM at most. (At K = 128, H = 50 on the H200: 32 groups of 4 sequences
+// 42 us for the GEMM and 4.9 us for the sums; 128 groups of one 43.5 and 12.1.)
+constexpr int kMaxGroups = 32;
+constexpr int kWgSlots = 32;     // sequences of one group at most (kMaxGatherSlots / kMaxGroups)
 
 // The fused-buffer entries of gradient element (m, n): dW_ih (n < F), dW_hh (n < F + H), else both biases (second
 // entry, else -1).
@@ -417,10 +419,11 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   if (!a.stream) asm volatile("griddepcontrol.wait;" ::: "memory");   // the recurrence kernel's d gates and h
 #endif
-  // Every thread polls the word itself (a warp's loads of it are one request), so no block barrier is added.
+  // Every thread polls the words itself (a warp's loads of one are one request), so no block barrier is added.
   auto ready = [&](int b, int t0) {
-    if (a.stream)
-      while (!progress_reached(a.progress + b, a.epoch, t0)) __nanosleep(64);
+    if (!a.stream) return;
+    for (int w = 0; w < a.words; ++w)
+      while (!progress_reached(a.progress + static_cast<int64_t>(b) * kCl + w, a.epoch, t0)) __nanosleep(64);
   };
   auto top = [&](int b) { return (gs[b - b_lo].length - 1) / kWgL * kWgL; };
   float va[kA], vz[kZ];
@@ -762,7 +765,7 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
 
   const Step st{h_s,   dg_s,  dh_s,   H,    G,    HP,   len,
                 j,     q,     quad,   a.pool, valid, g_r, c_j,
-                tc_j,  save_j, a.progress + blockIdx.x, a.epoch, tid == 0 && a.stream};
+                tc_j,  save_j, a.progress + blockIdx.x * kCl, a.epoch, tid == 0 && a.stream};
   PoolAcc acc;
   const int cur = forward_recurrence<HR>(st, wf, acc);
   // The head's input: h_{len-1} as it is, or the pooled vector in the other half of h_s (h_{len-2}, which nothing
@@ -803,7 +806,6 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
 // Double buffers need no other barrier: every block's h_t (d gates) depends on all its warps having read step t's
 // input, so no block can send into a buffer before all have read it. Warps whose units are all past H take no part.
 // Fixed orders throughout: reruns are bitwise equal.
-constexpr int kCl = 4;                   // blocks per sequence (the cluster)
 constexpr int kClUnits = kMaxH / kCl;    // units per block at most
 constexpr int kClThreads = 16 * kClUnits;
 constexpr int kClCols = 32;              // columns (forward) or rows (backward) of W_hh per thread
@@ -951,8 +953,11 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
 
 // The backward recurrence, seeded by d loss / d pooled h (`seed` at step seed_at, or at every step for the mean);
 // d gates replace the activations in gbuf.
+// Streaming (progress non-null), the block's active warps meet at a named barrier at the first group of 4 steps past
+// each multiple of kWgL, and thread 0 publishes the block's progress word (the warps meet at no barrier otherwise).
 __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const float (&wb)[kClCols], float seed,
-                                                 int seed_at) {
+                                                 int seed_at, unsigned long long* progress, uint32_t epoch,
+                                                 int bar_threads) {
   const int G = st.G, H = st.H, len = st.len, q = st.q, p = st.p, ub = st.ub;
   const bool valid = st.valid, every = st.a->pool == 1;
   int cb = 0;
@@ -969,7 +974,16 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
   auto put = [&](int ts) {
     if (valid && q == 1 && p == 0) *reinterpret_cast<float4*>(st.g_j + ts * G) = put_dg;
   };
+  int published = len;
+  auto publish = [&](int v) {   // every active warp of the block stored its d gates of steps >= v
+    asm volatile("bar.sync 1, %0;" ::"r"(bar_threads) : "memory");
+    if (threadIdx.x == 0) publish_progress(progress, epoch, v);
+    published = v;
+  };
   for (int t0 = len - 1; t0 >= 0; t0 -= 4) {
+    // Each warp stored step t0 + 1's d gates at its end (after its send), so steps >= t0 + 2 are all in.
+    const int v = (t0 + 2 + kWgL - 1) / kWgL * kWgL;
+    if (progress && v < published) publish(v);
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int t = t0 - u;
@@ -1012,6 +1026,7 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
       cb ^= 1;
     }
   }
+  if (progress) publish(0);
 }
 
 // The cluster variant's recurrence kernel: blocks kCl s .. kCl s + kCl - 1 run sequence s.
@@ -1109,7 +1124,11 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   mark(a, 3);
 
   const float seed = valid ? (a.pool == 1 ? dh_s[j] / static_cast<float>(len) : dh_s[j]) : 0.0f;
-  if (active) cluster_backward(st, wb, seed, a.pool == 0 ? len - 1 : acc.at);
+  int bar_threads = 0;   // the active warps' threads of this block (warp w holds units kCl (2 w) + rank, + kCl)
+  for (int w = 0; w < kClThreads / 32; ++w) bar_threads += kCl * 2 * w + rank < H ? 32 : 0;
+  if (active)
+    cluster_backward(st, wb, seed, a.pool == 0 ? len - 1 : acc.at,
+                     a.stream ? a.progress + static_cast<int64_t>(seq) * kCl + rank : nullptr, a.epoch, bar_threads);
   mark(a, 4);
   if (rank == 0) head_emit(a, pool_s, lg_s, misc, seq);
   cluster.sync();   // no block leaves while another may still read or wait on anything of it
@@ -1248,8 +1267,8 @@ const void* FusedLstm::kernel() const {
   }
 }
 
-// One sequence: its sums go straight into the fused buffer. Several: up to kMaxGroups groups of consecutive slots
-// (one sequence each up to 128), whose sums a second pass adds in group order.
+// One sequence: its sums go straight into the fused buffer. Several: up to kMaxGroups groups of consecutive slots,
+// whose sums a second pass adds in group order.
 int FusedLstm::weight_grad_groups(int64_t B) const {
   return static_cast<int>(B == 1 ? 1 : std::min<int64_t>(B, kMaxGroups));
 }
@@ -1264,7 +1283,7 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   cap_T_ = std::max(cap_T_, T);
   const int64_t H = shape_.hidden, F = shape_.input_size;
   scratch_.resize_discard(static_cast<size_t>(cap_B_ * per_seq()));
-  progress_.resize_discard(static_cast<size_t>(cap_B_));
+  progress_.resize_discard(static_cast<size_t>(cap_B_ * kCl));
   // Epoch 0 is never a run's: a word not yet written this run never reads as progress.
   CUDA_CHECK(cudaMemset(progress_.get(), 0, progress_.size() * sizeof(unsigned long long)));
   if (cap_B_ > 1) {
@@ -1324,7 +1343,8 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.epoch = ++epoch_ == 0 ? ++epoch_ : epoch_;   // skips 0 when the counter wraps
   // Streaming needs the weight-gradient blocks launched while the recurrence runs (not in a recorded run, whose
   // kernels are separated by events).
-  a.stream = streaming_ && !record_ && hr_ > 0 && B <= kStreamMaxB;
+  a.stream = streaming_ && !record_ && B <= kStreamMaxB;
+  a.words = hr_ > 0 ? 1 : kCl;
   if (B <= kInline) {
     for (int64_t i = 0; i < B; ++i) p.slot[i] = slots[static_cast<size_t>(i)];
   } else {

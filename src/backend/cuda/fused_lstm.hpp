@@ -90,7 +90,7 @@ class FusedLstm {
   DeviceBuffer<float> scratch_;    // (cap_B, per sequence) gates, cell states, tanh(c), h
   DeviceBuffer<float> partials_;   // (cap_B, stride) per-sequence head gradients and loss when B > 1
   DeviceBuffer<float> wpart_;      // (groups, 4H, F + H + 1) weight-gradient partial sums when B > 1
-  DeviceBuffer<unsigned long long> progress_;   // (cap_B) the backward's progress word per sequence
+  DeviceBuffer<unsigned long long> progress_;   // (cap_B, 4) the backward's progress words per sequence
   uint32_t epoch_ = 0;             // runs so far: tags the progress words of this run
   DeviceBuffer<GatherSlot> slots_dev_;
   PinnedBuffer<GatherSlot> slots_host_;
