@@ -110,7 +110,6 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
     v_.resize_discard(static_cast<size_t>(N_));
     v_.zero_async(compute_.get());
   }
-  opt_cluster_ = optimizer_cluster(N_, gpu_.device);
   opt_blocks_ = optimizer_blocks(N_, gpu_.device);
   partials_.resize_discard(static_cast<size_t>(opt_blocks_));
   barrier_.resize_discard(1);
@@ -669,7 +668,6 @@ StepTotals CudaBackend::update(float lr) {
   a.barrier = barrier_.get();
   a.launch = opt_launches_;
   a.blocks = opt_blocks_;
-  a.cluster = opt_cluster_;
   a.kind = c.kind == OptimizerKind::Sgd ? 0 : (c.kind == OptimizerKind::Adam ? 1 : 2);
   a.lr = lr;
   a.momentum = static_cast<float>(c.momentum);

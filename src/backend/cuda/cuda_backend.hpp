@@ -147,7 +147,6 @@ class CudaBackend final : public Backend {
   unsigned long long opt_launches_ = 0;
   PinnedBuffer<double> readback_;         // (5) host-mapped: loss, count, correct, grad norm, step tag
   int opt_blocks_ = 1;
-  int opt_cluster_ = 0;                   // the optimizer's one-cluster shape (its size), or 0: cooperative grid
   bool fused_clean_ = true;               // the update leaves the fused buffer zeroed
 
   // The training shard on the device (copied once).

@@ -1,12 +1,11 @@
 // The optimizer step on the GPU in one kernel: global norm of the averaged gradient, clipping, and the SGD/Adam/AdamW
 // update as one elementwise pass that also zeroes the fused gradient buffer for the next step and hands the step's
 // totals to the host through mapped memory. Two launch shapes of the same arithmetic:
-//  - small models (n <= 49 K with a cluster of 8 blocks, <= 98 K with 16 where the GPU runs such clusters, as
-//    Hopper does: H <= 128 at F = 36): one thread-block cluster, each thread's elements loaded at once; the norm's
-//    partial sums meet in distributed shared memory behind the cluster's hardware barrier, and the kernel is
+//  - small models (n <= kClusterMaxN = 32 K, e.g. H <= 64 at F = 36): one thread-block cluster of 8 blocks; the
+//    norm's partial sums meet in distributed shared memory behind the cluster's hardware barrier, and the kernel is
 //    launched with programmatic dependent launch, so its start overlaps the end of the kernel before it. (The
-//    cooperative grid spent 9.1 us a step on the H200 at H = 50, the cluster 7.3; with 4 batches of loads per thread
-//    for H = 128's 86 K parameters an 8-block cluster took 13 us, the grid 9.3.)
+//    cooperative grid spent 9.1 us a step on the H200 at H = 50, the cluster 7.3; with 4 batches of loads for
+//    H = 128's 86 K parameters the cluster took 13 us, the grid 9.3.)
 //  - larger ones: a cooperative grid over the whole GPU with an atomic grid barrier.
 // Both load a thread's elements with the step's count at the start (one memory latency, not one per phase).
 // The arithmetic uses round-to-nearest intrinsics (no contraction into FMA) so that, for equal gradients, each
@@ -24,7 +23,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
-constexpr int kClusterThreads = 512;
+constexpr int kClusterBlocks = 8, kClusterThreads = 512;
+constexpr int64_t kClusterMaxN = static_cast<int64_t>(kClusterBlocks) * kClusterThreads * 8;   // kPer each
 
 // Sum over the block of NT threads in a fixed order (valid in thread 0). Callable more than once per kernel.
 template <int NT = kThreads>
@@ -117,9 +117,7 @@ __device__ __forceinline__ void update_element(const OptimizerArgs& a, const Upd
 // kernel's start — gradient, parameter and moments together with the step's count — and stay in registers through
 // the norm's barrier, so a step waits one memory latency for its loads, not one per phase (the count's load alone
 // used to precede the gradients'); elements beyond (models larger than the grid x kPer) are loaded again.
-constexpr int kPer = 12;
-// The parameters a cluster of `blocks` blocks updates with every element among its threads' first kPer.
-constexpr int64_t cluster_capacity(int blocks) { return static_cast<int64_t>(blocks) * kClusterThreads * kPer; }
+constexpr int kPer = 8;
 struct Elems {
   float g[kPer], p[kPer], m[kPer], v[kPer];
 };
@@ -194,16 +192,16 @@ __global__ void __launch_bounds__(kThreads) fused_optimizer(OptimizerArgs a) {
   update_elems(a, update_scalars(a, inv, norm), first, X, e, !isfinite(norm) || !isfinite(loss));
 }
 
-// The small-model shape: one cluster (its size set at launch, a.cluster), every element among a thread's first kPer.
-__global__ void __launch_bounds__(kClusterThreads) fused_optimizer_cluster(OptimizerArgs a) {
+// The small-model shape: one cluster of kClusterBlocks blocks, every element among a thread's first kPer.
+__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kClusterThreads)
+    fused_optimizer_cluster(OptimizerArgs a) {
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   __shared__ double part;   // this block's sum of squares, read by every block of the cluster
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");   // launched early (programmatic dependent launch)
 #endif
-  const int nb = static_cast<int>(cluster.num_blocks());
-  const int64_t X = static_cast<int64_t>(nb) * kClusterThreads;
+  const int64_t X = static_cast<int64_t>(kClusterBlocks) * kClusterThreads;
   const int64_t first = static_cast<int64_t>(cluster.block_rank()) * kClusterThreads + threadIdx.x;
   Elems e;
   load_elems(a, first, X, e);
@@ -217,7 +215,7 @@ __global__ void __launch_bounds__(kClusterThreads) fused_optimizer_cluster(Optim
   if (threadIdx.x == 0) part = s;
   cluster.sync();   // every block's part is written (and every block read count and loss above)
   double t = 0.0;
-  for (int b = 0; b < nb; ++b) t += *cluster.map_shared_rank(&part, b);   // the same order everywhere
+  for (int b = 0; b < kClusterBlocks; ++b) t += *cluster.map_shared_rank(&part, b);   // the same order everywhere
   const double norm = sqrt(t);   // consumes the remote reads: they are complete before the arrival below
   // No block may leave (taking its part with it) before all have read it: arrive now, wait at the end. Relaxed:
   // it orders no memory (a release arrival waits for this thread's outstanding memory operations).
@@ -234,33 +232,8 @@ __global__ void __launch_bounds__(kClusterThreads) fused_optimizer_cluster(Optim
 
 }  // namespace
 
-int optimizer_cluster(int64_t n, int device) {
-  const void* k = reinterpret_cast<const void*>(fused_optimizer_cluster);
-  for (int size : {8, 16}) {
-    if (n > cluster_capacity(size)) continue;
-    if (size > 8)   // beyond the portable size: allowed where the GPU runs it (Hopper: 16)
-      CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    cudaLaunchAttribute at[1] = {};
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = static_cast<unsigned>(size);
-    at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(size));
-    cfg.blockDim = dim3(kClusterThreads);
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    int clusters = 0;
-    const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, k, &cfg);
-    if (e == cudaSuccess && clusters > 0) return size;
-    (void)cudaGetLastError();   // a size this GPU cannot run: clear the error, try the next shape
-  }
-  (void)device;
-  return 0;
-}
-
 int optimizer_blocks(int64_t n, int device) {
-  const int cluster = optimizer_cluster(n, device);
-  if (cluster > 0) return cluster;
+  if (n <= kClusterMaxN) return kClusterBlocks;   // launch_optimizer_step then takes the cluster shape
   int sms = 0, per_sm = 0, coop = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device));
@@ -279,21 +252,18 @@ void launch_optimizer_step(const OptimizerArgs& a, cudaStream_t s) {
   RT_CHECK(a.blocks > 0 && a.partials && a.readback && a.barrier, "optimizer arguments not set");
   OptimizerArgs copy = a;
   void* args[] = {&copy};
-  if (a.cluster > 0) {
+  if (a.n <= kClusterMaxN) {
     // Programmatic dependent launch: the cluster may be placed while the kernel before it finishes (it waits for
     // that kernel's memory before it reads anything); a predecessor that never signals simply runs to its end first.
-    cudaLaunchAttribute at[2] = {};
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    at[1].id = cudaLaunchAttributeClusterDimension;
-    at[1].val.clusterDim.x = static_cast<unsigned>(a.cluster);
-    at[1].val.clusterDim.y = at[1].val.clusterDim.z = 1;
+    cudaLaunchAttribute pdl[1] = {};
+    pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl[0].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(a.cluster));
+    cfg.gridDim = dim3(kClusterBlocks);
     cfg.blockDim = dim3(kClusterThreads);
     cfg.stream = s;
-    cfg.attrs = at;
-    cfg.numAttrs = 2;
+    cfg.attrs = pdl;
+    cfg.numAttrs = 1;
     CUDA_CHECK(cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(fused_optimizer_cluster), args));
     return;
   }

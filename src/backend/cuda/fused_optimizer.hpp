@@ -24,7 +24,6 @@ struct OptimizerArgs {
   unsigned long long* barrier = nullptr;   // (1) grid-barrier counter, zero at start, only ever incremented
   unsigned long long launch = 0; // launches of the kernel so far (the barrier's generation)
   int blocks = 0;                // grid size (partials has this many entries); all blocks co-resident
-  int cluster = 0;               // > 0: one thread-block cluster of this many blocks (= blocks), else cooperative
   int kind = 0;                  // 0 sgd, 1 adam, 2 adamw
   float lr = 0, momentum = 0, weight_decay = 0, beta1 = 0, beta2 = 0, eps = 0;
   float step_size = 0;           // adam: lr / (1 - beta1^t)
@@ -32,9 +31,7 @@ struct OptimizerArgs {
   bool first_step = false;       // sgd: the momentum buffer starts as the gradient
   double clip = 0;               // max global norm, 0 = off
 };
-// The cluster size (8, or 16 where the GPU runs it) of the one-cluster shape for n parameters, or 0: too many for it.
-int optimizer_cluster(int64_t n, int device);
-// Grid size for n parameters: the cluster's size, or enough blocks for the work, never more than can be co-resident.
+// Grid size for n parameters: enough blocks for the work, never more than can be co-resident on the device.
 int optimizer_blocks(int64_t n, int device);
 // One cooperative launch: per-block sums of squares of grads/count, a grid barrier, then the update (every block
 // reduces the partials in the same order, so the norm, the clip scale and the parameters are identical on every
