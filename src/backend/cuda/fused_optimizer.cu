@@ -6,7 +6,8 @@
 //    launched with programmatic dependent launch, so its start overlaps the end of the kernel before it. (The
 //    cooperative grid spent 9.1 us a step on the H200 at H = 50, the cluster 7.3; with 4 batches of loads for
 //    H = 128's 86 K parameters the cluster took 13 us, the grid 9.3.)
-//  - larger ones: a cooperative grid over the whole GPU with an atomic grid barrier.
+//  - larger ones: a cooperative grid over the whole GPU with an atomic grid barrier (also launched early where the
+//    runtime allows a cooperative launch to be a programmatic dependent one).
 // Both load a thread's elements with the step's count at the start (one memory latency, not one per phase).
 // The arithmetic uses round-to-nearest intrinsics (no contraction into FMA) so that, for equal gradients, each
 // element follows the CPU optimizer's float operations exactly.
@@ -160,6 +161,9 @@ __device__ __forceinline__ void update_elems(const OptimizerArgs& a, const Updat
 }
 
 __global__ void __launch_bounds__(kThreads) fused_optimizer(OptimizerArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");   // launched early where allowed (programmatic dependent launch)
+#endif
   // Phase 1: partials[block] = sum over the block's elements of (g / count)^2, in double like the CPU's global_norm.
   const int64_t X = static_cast<int64_t>(gridDim.x) * kThreads;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
@@ -185,6 +189,9 @@ __global__ void __launch_bounds__(kThreads) fused_optimizer(OptimizerArgs a) {
   __syncthreads();
   const double norm = s_norm;
   if (blockIdx.x == 0 && threadIdx.x == 0) publish_totals(a, loss, count, correct, norm);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");   // as the cluster shape
+#endif
   if (!any) return;   // a step without sequences: the host reports it; gradients are all zero already
   // A NaN/Inf anywhere in the summed gradient makes the norm non-finite. Every block sees the same norm and loss
   // (and so does the host, from readback), so every block and every rank skips the update together: the
@@ -267,8 +274,24 @@ void launch_optimizer_step(const OptimizerArgs& a, cudaStream_t s) {
     CUDA_CHECK(cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(fused_optimizer_cluster), args));
     return;
   }
-  CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fused_optimizer), dim3(a.blocks),
-                                         dim3(kThreads), args, 0, s));
+  // Cooperative and, where the runtime allows both together, programmatic dependent launch (its launch then overlaps
+  // the end of the kernel before it); else a plain cooperative launch.
+  cudaLaunchAttribute at[2] = {};
+  at[0].id = cudaLaunchAttributeCooperative;
+  at[0].val.cooperative = 1;
+  at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(a.blocks));
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = s;
+  cfg.attrs = at;
+  cfg.numAttrs = 2;
+  const void* k = reinterpret_cast<const void*>(fused_optimizer);
+  if (cudaLaunchKernelExC(&cfg, k, args) == cudaSuccess) return;
+  (void)cudaGetLastError();   // the combination refused at launch: nothing was queued
+  cfg.numAttrs = 1;
+  CUDA_CHECK(cudaLaunchKernelExC(&cfg, k, args));
 }
 
 }  // namespace ragtrain
