@@ -1,14 +1,18 @@
-// The fused LSTM training step, three kernels in one stream:
+// The fused LSTM training step, three kernels in one stream (four with K > 1), each a programmatic dependent launch
+// of the one before, so its blocks are placed while that one ends:
 //   1. input projection  W_ih x_t + b_ih + b_hh for every (sequence, timestep), into a per-sequence global scratch
-//      (L2-resident); a block per (sequence, time chunk), so all SMs share it
+//      (L2-resident); a block per (sequence, time chunk), so all SMs share it. It stages its inputs while the
+//      previous step's optimizer ends and reads the parameters after it.
 //   2. recurrence (one thread block per sequence for H <= 64, a cluster of 4 blocks above): forward recurrence,
 //      gate activations, c, tanh(c) and h saved to the scratch, and the pooling of h (last step, mean or max over
 //      the sequence's steps, kept in registers); head, loss and d loss / d pooled h; backward recurrence (seeded by
 //      the pooling's backward: the last step, every step / length, or each unit's argmax step; d gates overwrite the
-//      activations in the scratch).
-//      Launched with programmatic dependent launch, so its prologue (W_hh into registers) overlaps the projection.
+//      activations in the scratch); then the head's gradients. Its prologue (W_hh into registers) overlaps the
+//      projection.
 //   3. weight gradients  [dW_ih dW_hh db] = sum over sequences and t of dg_t [x_t, h_{t-1}, 1]^T: a tiled GEMM over
-//      all SMs, split over groups of sequences whose partial sums are added in group order.
+//      the other SMs, split over groups of sequences whose partial sums are added in group order. With few sequences
+//      it streams: each 32-step chunk is summed as soon as the backward has published that it is stored.
+//   4. (K > 1) the sums over the groups and, for the head, over the sequences.
 // In the recurrence thread r = 4 j + q owns gate q of hidden unit j (PyTorch row q H + j), so the four gates of a
 // unit sit in four adjacent lanes and the cell update needs only warp shuffles: one block barrier per timestep,
 // forward and backward (h and d gates are double-buffered in shared memory).
@@ -40,9 +44,10 @@ constexpr int kMaxH = 128;
 constexpr int kProjT = 64;      // input projection: timesteps per block at most
 constexpr unsigned kFull = 0xffffffffu;
 // Streaming weight gradients pays off while the GEMM's blocks find SMs of their own beside the recurrence's: on the
-// H200 at H = 50 a whole run took 104.6 us streaming vs 108.4 waiting at K = 1, and 170.4 vs 167.4 at K = 128 (the
-// GEMM's polling blocks then share the recurrence's SMs). In the cluster variant a progress word per warp (each with
-// its fence every kWgL steps) cost more than it saved at H = 128 (173.4 vs 170.8 us); it publishes one per block.
+// H200 at H = 50 a whole run took 96.4-97.4 us streaming vs 99.2-100.9 waiting at K = 1, 101.3-103.5 vs 105.8-106.9
+// at K = 16, but 149.8-151.6 vs 149.4-150.0 at K = 128 (the GEMM's polling blocks then share the recurrence's SMs).
+// In the cluster variant a progress word per warp (each with its fence every kWgL steps) cost more than it saved at
+// H = 128 (173.4 vs 170.8 us); one per block saves 1.5-3.3 us.
 constexpr int kStreamMaxB = 16;
 constexpr int kCl = 4;   // blocks per sequence in the cluster variant (64 < H <= 128)
 
@@ -149,7 +154,6 @@ __device__ __forceinline__ bool progress_reached(const unsigned long long* word,
   asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(val) : "l"(word) : "memory");
   return static_cast<uint32_t>(val >> 32) == epoch && static_cast<int>(static_cast<uint32_t>(val)) <= v;
 }
-
 
 // out[idx(u)] = val[u] (partials) or += (the fused buffer) for the U entries with ok(u); the old values are loaded
 // together first (one memory latency for all U, not U of them).
@@ -644,7 +648,8 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
     // Steps >= t0 + 2 are in the scratch: the d gates of step t0 + 2 were stored in step t0 + 1, before its barrier.
     // Published at the first group of kRing steps past each multiple of kWgL, before this thread's own stores of
     // the group, so the fence finds little left in flight; outside the unrolled steps, whose scheduling a fence (a
-    // compiler barrier too) would constrain (inside, it cost ~90 cycles a step on the H200, never taken or not).
+    // compiler barrier too) would constrain (inside them it cost ~90 cycles a step on the H200, even in runs that
+    // never published).
     const int v = (t0 + 2 + kWgL - 1) / kWgL * kWgL;   // a chunk boundary with every step >= it stored
     if (st.lead && v < published) {
       published = v;
@@ -783,7 +788,7 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
 
   backward_recurrence<HR>(st, wb, acc.at);
   mark(a, 4);
-  head_emit(a, pooled, lg_s, misc, static_cast<int>(blockIdx.x));   // h_s, lg_s and misc: untouched since
+  head_emit(a, pooled, lg_s, misc, static_cast<int>(blockIdx.x));   // the backward left h_s, lg_s and misc alone
 }
 
 // ---- The cluster variant (64 < H <= 128) ----
