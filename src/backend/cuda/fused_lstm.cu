@@ -50,6 +50,10 @@ constexpr unsigned kFull = 0xffffffffu;
 // H = 128 (173.4 vs 170.8 us); one per block saves 1.5-3.3 us.
 constexpr int kStreamMaxB = 16;
 constexpr int kCl = 4;   // blocks per sequence in the cluster variant (64 < H <= 128)
+constexpr int kClUnits = kMaxH / kCl;    // units per block at most
+constexpr int kClThreads = 16 * kClUnits;
+constexpr int kClCols = 32;              // columns (forward) or rows (backward) of W_hh per thread
+constexpr int kPack = 32;                // blocks of the projection kernel that pack W_hh for the recurrence
 
 struct Args {
   const float* params = nullptr;
@@ -84,6 +88,13 @@ struct Args {
   int32_t words = 1;              // progress words in use per sequence
   bool stream = false;
   long long* cycles = nullptr;    // (5) block 0's clock at the recurrence's phase boundaries, or null
+  // W_hh packed for the recurrence kernel's registers (packed_source), written by the projection's pack blocks, each
+  // of which then sets its flag to the epoch.
+  float* packed = nullptr;
+  int32_t packed_floats = 0;
+  unsigned long long* pack_flags = nullptr;   // (kPack)
+  int32_t hr = 0, rec_threads = 0;            // the recurrence variant (FusedLstm::hr_) and its block size
+  int32_t pack_rows = 1;                      // the projection grid's first rows, holding the pack blocks
 };
 
 struct Params {
@@ -172,19 +183,96 @@ __device__ __forceinline__ GatherSlot slot_of(const Params& p, int b) {
   return p.a.B <= kInline ? p.slot[b] : p.a.slots[b];
 }
 
-// Phase 1, one block per (sequence, chunk of a.tc <= kProjT timesteps): gbuf[t][r] = b_ih + b_hh + W_ih[row] x_t.
-// Thread r keeps its row of W_ih in registers (a feature chunk of <= 64 at a time, all loads in flight at once: one
-// memory latency, not one per staged row); the chunk's inputs are staged in shared memory, rows zero-padded to 64.
+// The recurrence kernels' W_hh, packed by the projection kernel in the order their threads hold it in registers:
+// float4 d4 = (part, k / 4, thread) where part is (w) for the one-block kernel (w 0: the forward row, 1: the
+// backward column) and (rank, w) for the cluster variant. Loading it is then 16-byte loads, coalesced (at H = 128 the
+// strided column loads straight from the parameters took 14.3 K cycles, on the step's path).
+// Returns the parameter index of element e of packed float4 d4, or -1 (a zero: padding past H or past 4H threads).
+__device__ __forceinline__ int64_t packed_source(const Args& a, int d4, int e) {
+  const int H = a.H;
+  if (a.hr > 0) {   // one block: thread r = 4 j + q, forward row q H + j, backward column j of gate q
+    const int nt = a.rec_threads, kq = a.hr / 4;
+    const int tid = d4 % nt, k = 4 * ((d4 / nt) % kq) + e, w = d4 / nt / kq;
+    const int j = tid >> 2, q = tid & 3;
+    if (tid >= 4 * H || k >= H) return -1;
+    return w == 0 ? a.lay.w_hh[q] + static_cast<int64_t>(j) * H + k : a.lay.w_hh[q] + static_cast<int64_t>(k) * H + j;
+  }
+  constexpr int kPerPart = kClThreads * kClCols / 4;   // float4s of one (rank, w)
+  const int tid = d4 % kClThreads, k = 4 * ((d4 / kClThreads) % (kClCols / 4)) + e;
+  const int w = (d4 / kPerPart) % 2, rank = d4 / (2 * kPerPart);
+  const int jl = tid >> 4, q = (tid >> 2) & 3, pp = tid & 3, j = kCl * jl + rank;
+  if (j >= H) return -1;
+  if (w == 0) {
+    const int col = 4 * k + pp;
+    return col < H ? a.lay.w_hh[q] + static_cast<int64_t>(j) * H + col : -1;
+  }
+  const int g = k & 3, i = 4 * q + pp + 16 * (k >> 2);
+  return i < H ? a.lay.w_hh[g] + static_cast<int64_t>(i) * H + j : -1;
+}
+
+// Pack block pi < kPack of the projection's pack rows: its share of the packed W_hh (all loads in flight, then the stores),
+// then its flag (epoch-tagged, as the progress words).
+__device__ void pack_w_hh(const Args& a, int pi) {
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int n4 = a.packed_floats / 4, step = kPack * nt;
+  constexpr int U = 4;
+  for (int d0 = pi * nt + tid; d0 < n4; d0 += U * step) {
+    float v[U][4];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int d4 = d0 + u * step;
+        const int64_t src = d4 < n4 ? packed_source(a, d4, e) : -1;
+        v[u][e] = src >= 0 ? a.params[src] : 0.0f;
+      }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (d0 + u * step < n4)
+        reinterpret_cast<float4*>(a.packed)[d0 + u * step] = make_float4(v[u][0], v[u][1], v[u][2], v[u][3]);
+  }
+  __syncthreads();
+  if (tid == 0) publish_progress(a.pack_flags + pi, a.epoch, 0);
+}
+
+// The packed W_hh of this run is complete (every pack block's flag carries this run's epoch); the block's loads of
+// it after this are ordered after the flags.
+__device__ __forceinline__ void wait_packed(const Args& a) {
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid < kPack)
+    while (!progress_reached(a.pack_flags + tid, a.epoch, 0)) __nanosleep(32);
+  __syncthreads();
+}
+
+// Phase 1, one block per (sequence, chunk of a.tc <= kProjT timesteps): gbuf[t][r] = b_ih + b_hh + W_ih[row] x_t;
+// sequence b in row b + a.pack_rows of the grid, the kPack pack blocks (pack_w_hh) first, in the rows before.
+// Thread r keeps its row of W_ih in registers, a feature chunk of <= 64 at a time, copied from shared memory where
+// the block stages the chunk with coalesced loads (loaded straight from global memory, a warp's 32 rows cost 32
+// sectors a load: at H = 128 ncu timed the kernel at 9 us, waiting on the load queue); the chunk's inputs are
+// staged in shared memory too, rows zero-padded to 64.
+// Dynamic shared memory: xs (kProjT x 64), then ws (threads x wstride, W_ih's chunk by interleaved row 4 j + q).
 __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
-  __shared__ __align__(16) float xs[kProjT * 64];
-  const int b = static_cast<int>(blockIdx.y);
+  extern __shared__ float4 proj_smem[];
+  float* const xs = reinterpret_cast<float*>(proj_smem);
+  float* const ws = xs + kProjT * 64;
+  if (static_cast<int>(blockIdx.y) < a.pack_rows) {   // the pack rows
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    const int pi = static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x);
+    if (pi < kPack) pack_w_hh(a, pi);
+    return;
+  }
+  const int b = static_cast<int>(blockIdx.y) - a.pack_rows;
   const GatherSlot slot = slot_of(p, b);
   const int t_begin = static_cast<int>(blockIdx.x) * a.tc;
   if (t_begin >= slot.length) return;   // the whole block: no barrier is left waiting
   const int n = min(a.tc, slot.length - t_begin), n8 = (n + 7) & ~7;
   const float* x = a.features + (slot.row + t_begin) * a.F;
   const int H = a.H, G = 4 * H, F = a.F, r = static_cast<int>(threadIdx.x), j = r >> 2, q = r & 3;
+  const int tid = r, nt = static_cast<int>(blockDim.x), wstride = a.fc | 1;   // odd: the rows' reads on distinct banks
   const bool valid = r < G;
   float* g_r = a.scratch + static_cast<int64_t>(b) * a.per_seq + static_cast<int64_t>(t_begin) * G + r;
   auto stage_x = [&](int f0, int nf) {
@@ -192,27 +280,45 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
         n8, 64, [&](int tt, int k) { return (tt < n && k < nf) ? x[static_cast<int64_t>(tt) * F + f0 + k] : 0.0f; },
         [&](int tt, int k, float v) { xs[tt * 64 + k] = v; });
   };
+  // W_ih's columns [f0, f0 + nf) by interleaved row; element i of the chunk is PyTorch row i / nf, so consecutive
+  // threads read consecutive addresses. 8 loads in flight a thread.
+  auto stage_w = [&](int f0, int nf) {
+    const int total = G * nf;
+    for (int i0 = tid; i0 < total; i0 += 8 * nt) {
+      float v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int i = i0 + u * nt, row = i / nf, k = i - row * nf;
+        v[u] = i < total ? a.params[a.lay.w_ih[row / H] + static_cast<int64_t>(row % H) * F + f0 + k] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int i = i0 + u * nt, row = i / nf, k = i - row * nf;
+        if (i < total) ws[(4 * (row % H) + row / H) * wstride + k] = v[u];
+      }
+    }
+  };
   // The features never change: their first chunk is staged while the previous step's optimizer may still run (this
   // kernel is launched with programmatic dependent launch after it); the parameters are read only after the wait.
   stage_x(0, min(a.fc, F));
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  // Let the recurrence kernel start its prologue (W_hh into registers) now: the parameters are final.
+  // Let the recurrence kernel start its prologue now (it waits for the pack row's flags before reading W_hh).
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   const float bias = valid ? a.params[a.lay.b_ih[q] + j] + a.params[a.lay.b_hh[q] + j] : 0.0f;
   for (int f0 = 0; f0 < F; f0 += a.fc) {
     const int nf = min(a.fc, F - f0);
-    float w[64];
-    const float* wrow = a.params + a.lay.w_ih[q] + static_cast<int64_t>(j) * F + f0;
-#pragma unroll
-    for (int k = 0; k < 64; ++k) w[k] = (valid && k < nf) ? wrow[k] : 0.0f;
     if (f0 > 0) {
-      __syncthreads();   // xs is free
+      __syncthreads();   // xs and ws are free
       stage_x(f0, nf);
     }
+    stage_w(f0, nf);
     __syncthreads();
     if (!valid) continue;
+    float w[64];
+#pragma unroll
+    for (int k = 0; k < 64; ++k) w[k] = k < nf ? ws[r * wstride + k] : 0.0f;
     for (int tt = 0; tt < n; tt += 8) {
       float acc[8];
 #pragma unroll
@@ -353,10 +459,11 @@ __device__ void head_emit(const Args& a, const float* hl, const float* lg_s, con
 // Phase 5, the weight gradients as one GEMM: for gate row m (interleaved, m = 4 j + q) and column n of
 // z_t = [x_t, h_{t-1}, 1] (h_{-1} = 0; the last column gives the bias gradient), sum over the group's sequences in
 // slot order and over t in chunks of kWgL, the last chunk first (the backward's order), of dg_t[m] z_t[n]. A block
-// computes a kWgM x kWgN tile (each thread 2 x 4), staging a chunk of d gates and z in shared memory, the next
-// chunk's loads in flight while it computes. Streaming (Args::stream), a chunk's loads wait for the backward's
+// computes a kWgM x kWgN tile (each thread 4 x 4: two 16-byte shared-memory loads per 16 FMAs; with 2 x 4 a thread
+// the H200 ran it at 38.8 us for K = 128 sequences of H = 50, bound by shared-memory loads), staging a chunk of d
+// gates and z in shared memory, the next chunk's loads in flight while it computes. Streaming (Args::stream), a chunk's loads wait for the backward's
 // progress word instead of the whole recurrence kernel.
-constexpr int kWgM = 64, kWgN = 32, kWgL = 32, kWgThreads = 256;
+constexpr int kWgM = 64, kWgN = 32, kWgL = 32, kWgThreads = 128;
 // Sequence groups of the weight-gradient GEMM at most. (At K = 128, H = 50 on the H200: 32 groups of 4 sequences
 // 42 us for the GEMM and 4.9 us for the sums; 128 groups of one 43.5 and 12.1.)
 constexpr int kMaxGroups = 32;
@@ -402,12 +509,12 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
   const Args& a = p.a;
   __shared__ __align__(16) float As[kWgL * kWgM];
   __shared__ __align__(16) float Zs[kWgL * kWgN];
-  const int tid = static_cast<int>(threadIdx.x), tx = tid & 7, ty = tid >> 3;
+  const int tid = static_cast<int>(threadIdx.x), tx = tid & 7, ty = tid >> 3;   // rows 4 ty.., columns 4 tx..
   const int H = a.H, F = a.F, G = 4 * H, NW = F + H + 1;
   const int m0 = static_cast<int>(blockIdx.x) * kWgM, n0 = static_cast<int>(blockIdx.y) * kWgN;
   const int g = static_cast<int>(blockIdx.z);
   const int b_lo = g * a.B / a.groups, b_hi = (g + 1) * a.B / a.groups;   // >= 1 sequence: groups <= B
-  // What this thread stages: d gates of row lm for timesteps lt + 4 i, and z column lc for timesteps zt + 8 i.
+  // What this thread stages: d gates of row lm for timesteps lt + 2 i, and z column lc for timesteps zt + 4 i.
   constexpr int kA = kWgL * kWgM / kWgThreads, kZ = kWgL * kWgN / kWgThreads;
   const int lm = m0 + (tid % kWgM), lt = tid / kWgM, lc = n0 + (tid % kWgN), zt = tid / kWgN;
   const bool row_ok = lm < G;
@@ -451,7 +558,7 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
       else vz[i] = (in && zkind == 2) ? 1.0f : 0.0f;
     }
   };
-  float acc[2][4] = {};
+  float acc[4][4] = {};
   int b = b_lo, t0 = top(b_lo);
   ready(b, t0);
   load(b, t0);
@@ -472,27 +579,24 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
     }
 #pragma unroll 8
     for (int l = 0; l < kWgL; ++l) {
-      const float2 av = *reinterpret_cast<const float2*>(As + l * kWgM + 2 * ty);
+      const float4 av = *reinterpret_cast<const float4*>(As + l * kWgM + 4 * ty);
       const float4 zv = *reinterpret_cast<const float4*>(Zs + l * kWgN + 4 * tx);
-      acc[0][0] += av.x * zv.x;
-      acc[0][1] += av.x * zv.y;
-      acc[0][2] += av.x * zv.z;
-      acc[0][3] += av.x * zv.w;
-      acc[1][0] += av.y * zv.x;
-      acc[1][1] += av.y * zv.y;
-      acc[1][2] += av.y * zv.z;
-      acc[1][3] += av.y * zv.w;
+      const float ar[4] = {av.x, av.y, av.z, av.w}, zr[4] = {zv.x, zv.y, zv.z, zv.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) acc[i][k] += ar[i] * zr[k];
     }
     __syncthreads();   // the tiles are consumed before the next store
     b = nb;
     t0 = nt;
   }
-  int mm[8], nn[8];
-  bool ok[8];
-  float v[8];
+  int mm[16], nn[16];
+  bool ok[16];
+  float v[16];
 #pragma unroll
-  for (int u = 0; u < 8; ++u) {
-    mm[u] = m0 + 2 * ty + u / 4;
+  for (int u = 0; u < 16; ++u) {
+    mm[u] = m0 + 4 * ty + u / 4;
     nn[u] = n0 + 4 * tx + u % 4;
     ok[u] = mm[u] < G && nn[u] < NW;
     v[u] = acc[u / 4][u % 4];
@@ -501,7 +605,7 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
     wg_add(a, mm, nn, ok, v);
   } else {
 #pragma unroll
-    for (int u = 0; u < 8; ++u)
+    for (int u = 0; u < 16; ++u)
       if (ok[u]) a.wpart[(static_cast<int64_t>(g) * G + mm[u]) * NW + nn[u]] = v[u];
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -732,13 +836,16 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   // j of gate q.
   float wf[HR], wb[HR];
   {
-    const float* wrow = a.params + a.lay.w_hh[q] + static_cast<int64_t>(j) * H;
-    const float* wcol = a.params + a.lay.w_hh[q] + j;
-#pragma unroll
-    for (int k = 0; k < HR; ++k) wf[k] = (valid && k < H) ? __ldg(wrow + k) : 0.0f;
-#pragma unroll
-    for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? __ldg(wcol + static_cast<int64_t>(i) * H) : 0.0f;
     for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
+    wait_packed(a);
+    // Through L2 (ld.global.cg): the packed copy was written during this kernel's lifetime.
+    const float4* pk = reinterpret_cast<const float4*>(a.packed) + tid;
+#pragma unroll
+    for (int k4 = 0; k4 < HR / 4; ++k4) {
+      const float4 f = __ldcg(pk + k4 * nt), g = __ldcg(pk + (HR / 4 + k4) * nt);
+      wf[4 * k4] = f.x, wf[4 * k4 + 1] = f.y, wf[4 * k4 + 2] = f.z, wf[4 * k4 + 3] = f.w;
+      wb[4 * k4] = g.x, wb[4 * k4 + 1] = g.y, wb[4 * k4 + 2] = g.z, wb[4 * k4 + 3] = g.w;
+    }
     // The head's parameters too: at the last step the head then waits on no global load (4 in flight per thread).
     const int nfc = a.fc_smem ? a.C * H + a.C : 0;
     for (int i0 = tid; i0 < nfc; i0 += 4 * nt) {
@@ -811,9 +918,6 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
 // Double buffers need no other barrier: every block's h_t (d gates) depends on all its warps having read step t's
 // input, so no block can send into a buffer before all have read it. Warps whose units are all past H take no part.
 // Fixed orders throughout: reruns are bitwise equal.
-constexpr int kClUnits = kMaxH / kCl;    // units per block at most
-constexpr int kClThreads = 16 * kClUnits;
-constexpr int kClCols = 32;              // columns (forward) or rows (backward) of W_hh per thread
 constexpr int kClPart = 36;              // shared-memory stride of a 32-long part: the 4 parts' reads on distinct banks
 constexpr int kClVec = 4 * kClPart;      // one vector of H <= 128 (h, or one gate's d gates); 144 = 16 (mod 32)
 constexpr int kClBars = 8;               // floats ahead of h_s: 4 mbarriers (h, then d gates, double-buffered)
@@ -1062,17 +1166,19 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   float* hbuf = tcbuf + a.t_cap * H;
   mark(a, 0);
 
-  // Both quarters of W_hh straight into registers, all 64 loads in flight at once; zero-padded past H.
-  float wf[kClCols], wb[kClCols];
-  const float* w = a.params + a.lay.w_hh[q];
-#pragma unroll
-  for (int k = 0; k < kClCols; ++k) {
-    const int col = 4 * k + pp;
-    wf[k] = (valid && col < H) ? __ldg(w + static_cast<int64_t>(j) * H + col) : 0.0f;
-    const int g = k & 3, i = 4 * q + pp + 16 * (k >> 2);
-    wb[k] = (valid && i < H) ? __ldg(a.params + a.lay.w_hh[g] + static_cast<int64_t>(i) * H + j) : 0.0f;
-  }
   for (int i = tid; i < kClSmemFixed - kClBars; i += kClThreads) h_s[i] = 0.0f;   // padding included
+  // Both quarters of W_hh into registers from the packed copy (zero-padded past H), all 16 loads in flight.
+  float wf[kClCols], wb[kClCols];
+  wait_packed(a);
+  {
+    const float4* pk = reinterpret_cast<const float4*>(a.packed) + rank * 2 * (kClThreads * kClCols / 4) + tid;
+#pragma unroll
+    for (int k4 = 0; k4 < kClCols / 4; ++k4) {
+      const float4 f = __ldcg(pk + k4 * kClThreads), g = __ldcg(pk + (kClCols / 4 + k4) * kClThreads);
+      wf[4 * k4] = f.x, wf[4 * k4 + 1] = f.y, wf[4 * k4 + 2] = f.z, wf[4 * k4 + 3] = f.w;
+      wb[4 * k4] = g.x, wb[4 * k4 + 1] = g.y, wb[4 * k4 + 2] = g.z, wb[4 * k4 + 3] = g.w;
+    }
+  }
   const uint32_t bars = smem_addr(base);
   uint32_t h_bytes = 0;   // 8 for each warp of the cluster whose first unit, kCl (2 w) + r, is below H
   for (int r = 0; r < kCl; ++r)
@@ -1257,6 +1363,15 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   smem_bytes_ = static_cast<size_t>(fixed) * sizeof(float);
   const void* k = kernel();
   CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
+  proj_smem_bytes_ = static_cast<size_t>(kProjT * 64 + threads_ * (fc_ | 1)) * sizeof(float);
+  RT_CHECK(static_cast<int64_t>(proj_smem_bytes_) <= optin, "fused LSTM: the projection's W_ih chunk exceeds shared memory");
+  CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(projection_kernel),
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(proj_smem_bytes_)));
+  packed_floats_ = hr_ > 0 ? 2 * hr_ * rec_threads_ : kCl * 2 * kClCols * kClThreads;
+  packed_.resize_discard(static_cast<size_t>(packed_floats_));
+  pack_flags_.resize_discard(kPack);
+  // Epoch 0 is never a run's: a flag not yet written reads as not packed.
+  CUDA_CHECK(cudaMemset(pack_flags_.get(), 0, kPack * sizeof(unsigned long long)));
   slots_host_ = PinnedBuffer<GatherSlot>(kMaxGatherSlots, false);
   slots_dev_.resize_discard(kMaxGatherSlots);
   cycles_.resize_discard(8);
@@ -1350,6 +1465,11 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   // kernels are separated by events).
   a.stream = streaming_ && !record_ && B <= kStreamMaxB;
   a.words = hr_ > 0 ? 1 : kCl;
+  a.packed = packed_.get();
+  a.packed_floats = packed_floats_;
+  a.pack_flags = pack_flags_.get();
+  a.hr = hr_;
+  a.rec_threads = rec_threads_;
   if (B <= kInline) {
     for (int64_t i = 0; i < B; ++i) p.slot[i] = slots[static_cast<size_t>(i)];
   } else {
@@ -1386,8 +1506,11 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
     CUDA_CHECK(cudaLaunchKernelExC(&cfg, fn, args));
   };
   mark(0);
-  launch(reinterpret_cast<const void*>(projection_kernel), dim3(static_cast<unsigned>((T + a.tc - 1) / a.tc), ub),
-         threads_, 0);
+  // The pack blocks first (the first kPack blocks of the first rows), then a row per sequence of its time chunks.
+  const int64_t proj_x = (T + a.tc - 1) / a.tc;
+  a.pack_rows = static_cast<int32_t>((kPack + proj_x - 1) / proj_x);
+  launch(reinterpret_cast<const void*>(projection_kernel),
+         dim3(static_cast<unsigned>(proj_x), ub + static_cast<unsigned>(a.pack_rows)), threads_, proj_smem_bytes_);
   mark(1);
   launch(kernel(), dim3(hr_ > 0 ? ub : ub * kCl), rec_threads_, smem_bytes_);   // cluster: kCl blocks a sequence
   mark(2);

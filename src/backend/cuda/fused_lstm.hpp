@@ -87,6 +87,10 @@ class FusedLstm {
   int32_t HP_ = 0, fc_ = 0, Cp_ = 0;
   int32_t fc_smem_ = 0;            // the head's weight and bias in shared memory (floats; 0: read from global)
   size_t smem_bytes_ = 0;          // recurrence kernel
+  size_t proj_smem_bytes_ = 0;     // projection kernel
+  int32_t packed_floats_ = 0;
+  DeviceBuffer<float> packed_;     // W_hh in the order of the recurrence kernel's registers (fused_lstm.cu)
+  DeviceBuffer<unsigned long long> pack_flags_;   // (32) the pack blocks' epoch flags
   int64_t cap_B_ = 0, cap_T_ = 0;
   DeviceBuffer<float> scratch_;    // (cap_B, per sequence) gates, cell states, tanh(c), h
   DeviceBuffer<float> partials_;   // (cap_B, stride) per-sequence head gradients and loss when B > 1
