@@ -93,8 +93,7 @@ struct Args {
   float* packed = nullptr;
   int32_t packed_floats = 0;
   unsigned long long* pack_flags = nullptr;   // (kPack)
-  int32_t hr = 0, rec_threads = 0;            // the recurrence variant (FusedLstm::hr_) and its block size
-  int32_t pack_rows = 1;                      // the projection grid's first rows, holding the pack blocks
+  int32_t pack_rows = 0;                      // the projection grid's first rows, holding the pack blocks (cluster)
 };
 
 struct Params {
@@ -183,22 +182,15 @@ __device__ __forceinline__ GatherSlot slot_of(const Params& p, int b) {
   return p.a.B <= kInline ? p.slot[b] : p.a.slots[b];
 }
 
-// The recurrence kernels' W_hh, packed by the projection kernel in the order their threads hold it in registers:
-// float4 d4 = (part, k / 4, thread) where part is (w) for the one-block kernel (w 0: the forward row, 1: the
-// backward column) and (rank, w) for the cluster variant. Loading it is then 16-byte loads, coalesced (at H = 128 the
-// strided column loads straight from the parameters took 14.3 K cycles, on the step's path).
-// Returns the parameter index of element e of packed float4 d4, or -1 (a zero: padding past H or past 4H threads).
+// The cluster variant's W_hh, packed by the projection kernel in the order its threads hold it in registers: float4
+// d4 = (rank, w, k / 4, thread), w 0 the forward row, 1 the backward column. Loading it is then 16-byte loads,
+// coalesced (the strided column loads straight from the parameters took 14.3 K cycles at H = 128, longer than the
+// projection they overlap). (The one-block kernel loads its weights directly: there the projection is longer than
+// those loads, and the packed copy's float4 loads measured 905 instead of 829 cycles a backward step at H = 50.)
+// Returns the parameter index of element e of packed float4 d4, or -1 (a zero: padding past H).
 __device__ __forceinline__ int64_t packed_source(const Args& a, int d4, int e) {
-  const int H = a.H;
-  if (a.hr > 0) {   // one block: thread r = 4 j + q, forward row q H + j, backward column j of gate q
-    const int nt = a.rec_threads, kq = a.hr / 4;
-    const int tid = d4 % nt, k = 4 * ((d4 / nt) % kq) + e, w = d4 / nt / kq;
-    const int j = tid >> 2, q = tid & 3;
-    if (tid >= 4 * H || k >= H) return -1;
-    return w == 0 ? a.lay.w_hh[q] + static_cast<int64_t>(j) * H + k : a.lay.w_hh[q] + static_cast<int64_t>(k) * H + j;
-  }
   constexpr int kPerPart = kClThreads * kClCols / 4;   // float4s of one (rank, w)
-  const int tid = d4 % kClThreads, k = 4 * ((d4 / kClThreads) % (kClCols / 4)) + e;
+  const int H = a.H, tid = d4 % kClThreads, k = 4 * ((d4 / kClThreads) % (kClCols / 4)) + e;
   const int w = (d4 / kPerPart) % 2, rank = d4 / (2 * kPerPart);
   const int jl = tid >> 4, q = (tid >> 2) & 3, pp = tid & 3, j = kCl * jl + rank;
   if (j >= H) return -1;
@@ -280,22 +272,30 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
         n8, 64, [&](int tt, int k) { return (tt < n && k < nf) ? x[static_cast<int64_t>(tt) * F + f0 + k] : 0.0f; },
         [&](int tt, int k, float v) { xs[tt * 64 + k] = v; });
   };
-  // W_ih's columns [f0, f0 + nf) by interleaved row; element i of the chunk is PyTorch row i / nf, so consecutive
-  // threads read consecutive addresses. 8 loads in flight a thread.
+  // W_ih's columns [f0, f0 + nf) by interleaved row: a warp per row (unit j, all four gates), lanes along k, 4 units
+  // (32 loads a lane) in flight. (One division per element cost the kernel ~9 us at H = 128.)
+  const int lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
   auto stage_w = [&](int f0, int nf) {
-    const int total = G * nf;
-    for (int i0 = tid; i0 < total; i0 += 8 * nt) {
-      float v[8];
+    for (int j0 = warp; j0 < H; j0 += 4 * nw) {
+      float v[4][4][2];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int i = i0 + u * nt, row = i / nf, k = i - row * nf;
-        v[u] = i < total ? a.params[a.lay.w_ih[row / H] + static_cast<int64_t>(row % H) * F + f0 + k] : 0.0f;
-      }
+      for (int u = 0; u < 4; ++u)
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int i = i0 + u * nt, row = i / nf, k = i - row * nf;
-        if (i < total) ws[(4 * (row % H) + row / H) * wstride + k] = v[u];
-      }
+        for (int g = 0; g < 4; ++g)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int jj = j0 + u * nw, k = lane + 32 * c;
+            v[u][g][c] = (jj < H && k < nf) ? a.params[a.lay.w_ih[g] + static_cast<int64_t>(jj) * F + f0 + k] : 0.0f;
+          }
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int g = 0; g < 4; ++g)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int jj = j0 + u * nw, k = lane + 32 * c;
+            if (jj < H && k < nf) ws[(4 * jj + g) * wstride + k] = v[u][g][c];
+          }
     }
   };
   // The features never change: their first chunk is staged while the previous step's optimizer may still run (this
@@ -459,11 +459,10 @@ __device__ void head_emit(const Args& a, const float* hl, const float* lg_s, con
 // Phase 5, the weight gradients as one GEMM: for gate row m (interleaved, m = 4 j + q) and column n of
 // z_t = [x_t, h_{t-1}, 1] (h_{-1} = 0; the last column gives the bias gradient), sum over the group's sequences in
 // slot order and over t in chunks of kWgL, the last chunk first (the backward's order), of dg_t[m] z_t[n]. A block
-// computes a kWgM x kWgN tile (each thread 4 x 4: two 16-byte shared-memory loads per 16 FMAs; with 2 x 4 a thread
-// the H200 ran it at 38.8 us for K = 128 sequences of H = 50, bound by shared-memory loads), staging a chunk of d
-// gates and z in shared memory, the next chunk's loads in flight while it computes. Streaming (Args::stream), a chunk's loads wait for the backward's
+// computes a kWgM x kWgN tile (each thread 2 x 4), staging a chunk of d gates and z in shared memory, the next
+// chunk's loads in flight while it computes. Streaming (Args::stream), a chunk's loads wait for the backward's
 // progress word instead of the whole recurrence kernel.
-constexpr int kWgM = 64, kWgN = 32, kWgL = 32, kWgThreads = 128;
+constexpr int kWgM = 64, kWgN = 32, kWgL = 32, kWgThreads = 256;
 // Sequence groups of the weight-gradient GEMM at most. (At K = 128, H = 50 on the H200: 32 groups of 4 sequences
 // 42 us for the GEMM and 4.9 us for the sums; 128 groups of one 43.5 and 12.1.)
 constexpr int kMaxGroups = 32;
@@ -509,12 +508,12 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
   const Args& a = p.a;
   __shared__ __align__(16) float As[kWgL * kWgM];
   __shared__ __align__(16) float Zs[kWgL * kWgN];
-  const int tid = static_cast<int>(threadIdx.x), tx = tid & 7, ty = tid >> 3;   // rows 4 ty.., columns 4 tx..
+  const int tid = static_cast<int>(threadIdx.x), tx = tid & 7, ty = tid >> 3;
   const int H = a.H, F = a.F, G = 4 * H, NW = F + H + 1;
   const int m0 = static_cast<int>(blockIdx.x) * kWgM, n0 = static_cast<int>(blockIdx.y) * kWgN;
   const int g = static_cast<int>(blockIdx.z);
   const int b_lo = g * a.B / a.groups, b_hi = (g + 1) * a.B / a.groups;   // >= 1 sequence: groups <= B
-  // What this thread stages: d gates of row lm for timesteps lt + 2 i, and z column lc for timesteps zt + 4 i.
+  // What this thread stages: d gates of row lm for timesteps lt + 4 i, and z column lc for timesteps zt + 8 i.
   constexpr int kA = kWgL * kWgM / kWgThreads, kZ = kWgL * kWgN / kWgThreads;
   const int lm = m0 + (tid % kWgM), lt = tid / kWgM, lc = n0 + (tid % kWgN), zt = tid / kWgN;
   const bool row_ok = lm < G;
@@ -558,7 +557,7 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
       else vz[i] = (in && zkind == 2) ? 1.0f : 0.0f;
     }
   };
-  float acc[4][4] = {};
+  float acc[2][4] = {};
   int b = b_lo, t0 = top(b_lo);
   ready(b, t0);
   load(b, t0);
@@ -579,24 +578,27 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
     }
 #pragma unroll 8
     for (int l = 0; l < kWgL; ++l) {
-      const float4 av = *reinterpret_cast<const float4*>(As + l * kWgM + 4 * ty);
+      const float2 av = *reinterpret_cast<const float2*>(As + l * kWgM + 2 * ty);
       const float4 zv = *reinterpret_cast<const float4*>(Zs + l * kWgN + 4 * tx);
-      const float ar[4] = {av.x, av.y, av.z, av.w}, zr[4] = {zv.x, zv.y, zv.z, zv.w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int k = 0; k < 4; ++k) acc[i][k] += ar[i] * zr[k];
+      acc[0][0] += av.x * zv.x;
+      acc[0][1] += av.x * zv.y;
+      acc[0][2] += av.x * zv.z;
+      acc[0][3] += av.x * zv.w;
+      acc[1][0] += av.y * zv.x;
+      acc[1][1] += av.y * zv.y;
+      acc[1][2] += av.y * zv.z;
+      acc[1][3] += av.y * zv.w;
     }
     __syncthreads();   // the tiles are consumed before the next store
     b = nb;
     t0 = nt;
   }
-  int mm[16], nn[16];
-  bool ok[16];
-  float v[16];
+  int mm[8], nn[8];
+  bool ok[8];
+  float v[8];
 #pragma unroll
-  for (int u = 0; u < 16; ++u) {
-    mm[u] = m0 + 4 * ty + u / 4;
+  for (int u = 0; u < 8; ++u) {
+    mm[u] = m0 + 2 * ty + u / 4;
     nn[u] = n0 + 4 * tx + u % 4;
     ok[u] = mm[u] < G && nn[u] < NW;
     v[u] = acc[u / 4][u % 4];
@@ -605,7 +607,7 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
     wg_add(a, mm, nn, ok, v);
   } else {
 #pragma unroll
-    for (int u = 0; u < 16; ++u)
+    for (int u = 0; u < 8; ++u)
       if (ok[u]) a.wpart[(static_cast<int64_t>(g) * G + mm[u]) * NW + nn[u]] = v[u];
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -836,16 +838,13 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   // j of gate q.
   float wf[HR], wb[HR];
   {
-    for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
-    wait_packed(a);
-    // Through L2 (ld.global.cg): the packed copy was written during this kernel's lifetime.
-    const float4* pk = reinterpret_cast<const float4*>(a.packed) + tid;
+    const float* wrow = a.params + a.lay.w_hh[q] + static_cast<int64_t>(j) * H;
+    const float* wcol = a.params + a.lay.w_hh[q] + j;
 #pragma unroll
-    for (int k4 = 0; k4 < HR / 4; ++k4) {
-      const float4 f = __ldcg(pk + k4 * nt), g = __ldcg(pk + (HR / 4 + k4) * nt);
-      wf[4 * k4] = f.x, wf[4 * k4 + 1] = f.y, wf[4 * k4 + 2] = f.z, wf[4 * k4 + 3] = f.w;
-      wb[4 * k4] = g.x, wb[4 * k4 + 1] = g.y, wb[4 * k4 + 2] = g.z, wb[4 * k4 + 3] = g.w;
-    }
+    for (int k = 0; k < HR; ++k) wf[k] = (valid && k < H) ? __ldg(wrow + k) : 0.0f;
+#pragma unroll
+    for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? __ldg(wcol + static_cast<int64_t>(i) * H) : 0.0f;
+    for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
     // The head's parameters too: at the last step the head then waits on no global load (4 in flight per thread).
     const int nfc = a.fc_smem ? a.C * H + a.C : 0;
     for (int i0 = tid; i0 < nfc; i0 += 4 * nt) {
@@ -1367,8 +1366,8 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   RT_CHECK(static_cast<int64_t>(proj_smem_bytes_) <= optin, "fused LSTM: the projection's W_ih chunk exceeds shared memory");
   CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(projection_kernel),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(proj_smem_bytes_)));
-  packed_floats_ = hr_ > 0 ? 2 * hr_ * rec_threads_ : kCl * 2 * kClCols * kClThreads;
-  packed_.resize_discard(static_cast<size_t>(packed_floats_));
+  packed_floats_ = hr_ > 0 ? 0 : kCl * 2 * kClCols * kClThreads;
+  if (packed_floats_ > 0) packed_.resize_discard(static_cast<size_t>(packed_floats_));
   pack_flags_.resize_discard(kPack);
   // Epoch 0 is never a run's: a flag not yet written reads as not packed.
   CUDA_CHECK(cudaMemset(pack_flags_.get(), 0, kPack * sizeof(unsigned long long)));
@@ -1468,8 +1467,6 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.packed = packed_.get();
   a.packed_floats = packed_floats_;
   a.pack_flags = pack_flags_.get();
-  a.hr = hr_;
-  a.rec_threads = rec_threads_;
   if (B <= kInline) {
     for (int64_t i = 0; i < B; ++i) p.slot[i] = slots[static_cast<size_t>(i)];
   } else {
@@ -1506,9 +1503,10 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
     CUDA_CHECK(cudaLaunchKernelExC(&cfg, fn, args));
   };
   mark(0);
-  // The pack blocks first (the first kPack blocks of the first rows), then a row per sequence of its time chunks.
+  // The cluster variant's pack blocks first (the first kPack blocks of the first rows), then a row per sequence of
+  // its time chunks.
   const int64_t proj_x = (T + a.tc - 1) / a.tc;
-  a.pack_rows = static_cast<int32_t>((kPack + proj_x - 1) / proj_x);
+  a.pack_rows = hr_ > 0 ? 0 : static_cast<int32_t>((kPack + proj_x - 1) / proj_x);
   launch(reinterpret_cast<const void*>(projection_kernel),
          dim3(static_cast<unsigned>(proj_x), ub + static_cast<unsigned>(a.pack_rows)), threads_, proj_smem_bytes_);
   mark(1);
