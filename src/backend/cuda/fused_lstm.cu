@@ -99,6 +99,7 @@ struct Args {
   unsigned long long* pack_flags = nullptr;   // (kPack)
   int32_t pack_rows = 0;                      // the projection grid's first rows, holding the pack blocks (cluster)
   int32_t n0 = 0;                             // steps the recurrence kernel projects itself (0 or kP0)
+  int32_t hr = 0, rec_threads = 0;            // the recurrence variant (FusedLstm::hr_) and its block size
 };
 
 struct Params {
@@ -194,6 +195,12 @@ __device__ __forceinline__ GatherSlot slot_of(const Params& p, int b) {
 // those loads, and the packed copy's float4 loads measured 905 instead of 829 cycles a backward step at H = 50.)
 // Returns the parameter index of element e of packed float4 d4, or -1 (a zero: padding past H).
 __device__ __forceinline__ int64_t packed_source(const Args& a, int d4, int e) {
+  if (a.hr > 0) {   // one block, float d = (w, k, thread): thread r = 4 j + q, forward row q H + j, backward column j
+    const int d = 4 * d4 + e, nt = a.rec_threads, H = a.H;
+    const int tid = d % nt, k = (d / nt) % a.hr, w = d / nt / a.hr, j = tid >> 2, q = tid & 3;
+    if (tid >= 4 * H || k >= H) return -1;
+    return w == 0 ? a.lay.w_hh[q] + static_cast<int64_t>(j) * H + k : a.lay.w_hh[q] + static_cast<int64_t>(k) * H + j;
+  }
   constexpr int kPerPart = kClThreads * kClCols / 4;   // float4s of one (rank, w)
   const int H = a.H, tid = d4 % kClThreads, k = 4 * ((d4 / kClThreads) % (kClCols / 4)) + e;
   const int w = (d4 / kPerPart) % 2, rank = d4 / (2 * kPerPart);
@@ -894,12 +901,14 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   }
   float wf[HR], wb[HR];
   {
-    const float* wrow = a.params + a.lay.w_hh[q] + static_cast<int64_t>(j) * H;
-    const float* wcol = a.params + a.lay.w_hh[q] + j;
+    // From the packed copy, float k of thread r at (k, r): every load coalesced (straight from the parameters the
+    // rows' loads touched 32 sectors each: 8.2 K cycles at H = 50). Through L2 (ld.global.cg): the copy was written
+    // during this kernel's lifetime.
+    wait_packed(a);
 #pragma unroll
-    for (int k = 0; k < HR; ++k) wf[k] = (valid && k < H) ? __ldg(wrow + k) : 0.0f;
+    for (int k = 0; k < HR; ++k) wf[k] = __ldcg(a.packed + k * nt + tid);
 #pragma unroll
-    for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? __ldg(wcol + static_cast<int64_t>(i) * H) : 0.0f;
+    for (int i = 0; i < HR; ++i) wb[i] = __ldcg(a.packed + (HR + i) * nt + tid);
     for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
     // The head's parameters too: at the last step the head then waits on no global load (4 in flight per thread).
     const int nfc = a.fc_smem ? a.C * H + a.C : 0;
@@ -1438,7 +1447,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   RT_CHECK(static_cast<int64_t>(proj_smem_bytes_) <= optin, "fused LSTM: the projection's W_ih chunk exceeds shared memory");
   CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(projection_kernel),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(proj_smem_bytes_)));
-  packed_floats_ = hr_ > 0 ? 0 : kCl * 2 * kClCols * kClThreads;
+  packed_floats_ = hr_ > 0 ? 2 * hr_ * rec_threads_ : kCl * 2 * kClCols * kClThreads;
   if (packed_floats_ > 0) packed_.resize_discard(static_cast<size_t>(packed_floats_));
   pack_flags_.resize_discard(kPack);
   // Epoch 0 is never a run's: a flag not yet written reads as not packed.
@@ -1578,8 +1587,10 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   // The cluster variant's pack blocks first (the first kPack blocks of the first rows), then a row per sequence of
   // its time chunks.
   a.n0 = n0_;
+  a.hr = hr_;
+  a.rec_threads = rec_threads_;
   const int64_t proj_x = std::max<int64_t>((T - n0_ + a.tc - 1) / a.tc, 1);
-  a.pack_rows = hr_ > 0 ? 0 : static_cast<int32_t>((kPack + proj_x - 1) / proj_x);
+  a.pack_rows = static_cast<int32_t>((kPack + proj_x - 1) / proj_x);
   launch(reinterpret_cast<const void*>(projection_kernel),
          dim3(static_cast<unsigned>(proj_x), ub + static_cast<unsigned>(a.pack_rows)), threads_, proj_smem_bytes_);
   mark(1);
