@@ -99,7 +99,6 @@ struct Args {
   unsigned long long* pack_flags = nullptr;   // (kPack)
   int32_t pack_rows = 0;                      // the projection grid's first rows, holding the pack blocks (cluster)
   int32_t n0 = 0;                             // steps the recurrence kernel projects itself (0 or kP0)
-  int32_t hr = 0, rec_threads = 0;            // the recurrence variant (FusedLstm::hr_) and its block size
 };
 
 struct Params {
@@ -195,12 +194,6 @@ __device__ __forceinline__ GatherSlot slot_of(const Params& p, int b) {
 // those loads, and the packed copy's float4 loads measured 905 instead of 829 cycles a backward step at H = 50.)
 // Returns the parameter index of element e of packed float4 d4, or -1 (a zero: padding past H).
 __device__ __forceinline__ int64_t packed_source(const Args& a, int d4, int e) {
-  if (a.hr > 0) {   // one block, float d = (w, k, thread): thread r = 4 j + q, forward row q H + j, backward column j
-    const int d = 4 * d4 + e, nt = a.rec_threads, H = a.H;
-    const int tid = d % nt, k = (d / nt) % a.hr, w = d / nt / a.hr, j = tid >> 2, q = tid & 3;
-    if (tid >= 4 * H || k >= H) return -1;
-    return w == 0 ? a.lay.w_hh[q] + static_cast<int64_t>(j) * H + k : a.lay.w_hh[q] + static_cast<int64_t>(k) * H + j;
-  }
   constexpr int kPerPart = kClThreads * kClCols / 4;   // float4s of one (rank, w)
   const int H = a.H, tid = d4 % kClThreads, k = 4 * ((d4 / kClThreads) % (kClCols / 4)) + e;
   const int w = (d4 / kPerPart) % 2, rank = d4 / (2 * kPerPart);
@@ -248,26 +241,73 @@ __device__ __forceinline__ void wait_packed(const Args& a) {
   __syncthreads();
 }
 
-// Steps first, first + stride, ... (N of them, those below n stored) of the input projection of gate row q H + j,
-// into gcol (the row's column of gbuf), from their features in xs (row stride F, kP0 rows): the projection kernel's
+// W_ih's columns [f0, f0 + nf) into ws by interleaved row 4 j + q, row stride a.fc | 1 (odd: the rows' reads on
+// distinct banks): a warp per unit j (all four gates), lanes along k, 4 units (32 loads a lane) in flight. (Loaded
+// straight into registers, a warp's 32 rows cost 32 sectors a load: ncu timed the projection at 9 us at H = 128;
+// one division per element here cost as much again.)
+__device__ __forceinline__ void stage_w_ih(const Args& a, int f0, int nf, float* ws) {
+  const int H = a.H, F = a.F, wstride = a.fc | 1, tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31, warp = tid >> 5, nw = static_cast<int>(blockDim.x) >> 5;
+  for (int j0 = warp; j0 < H; j0 += 4 * nw) {
+    float v[4][4][2];
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+      for (int g = 0; g < 4; ++g)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int jj = j0 + u * nw, k = lane + 32 * c;
+          v[u][g][c] = (jj < H && k < nf) ? a.params[a.lay.w_ih[g] + static_cast<int64_t>(jj) * F + f0 + k] : 0.0f;
+        }
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+      for (int g = 0; g < 4; ++g)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int jj = j0 + u * nw, k = lane + 32 * c;
+          if (jj < H && k < nf) ws[(4 * jj + g) * wstride + k] = v[u][g][c];
+        }
+  }
+}
+
+// Steps first, first + stride, ... (N of them, those below n stored; all with j < H) of the input projection of gate
+// row q H + j (ws: as stage_w_ih stages it, every thread of the block calling; else null),
+// into gcol (the row's column of gbuf), from their features in xs (stage_first: kP0 rows): the projection kernel's
 // arithmetic (chunks of a.fc features, each summed in k order from zero, then added to the bias or the sum so far).
 template <int N>
 __device__ __forceinline__ void project_first(const Args& a, int q, int j, const float* xs, int first, int stride,
-                                              int n, float* gcol) {
-  const int F = a.F, G = 4 * a.H;
-  const float* w = a.params + a.lay.w_ih[q] + static_cast<int64_t>(j) * F;
+                                              int n, float* gcol, float* ws) {
+  const int F = a.F, G = 4 * a.H, xstride = (F + 3) & ~3;
+  const float* wrow = a.params + a.lay.w_ih[q] + static_cast<int64_t>(j) * F;
   const float bias = a.params[a.lay.b_ih[q] + j] + a.params[a.lay.b_hh[q] + j];
   float val[N];
   for (int f0 = 0; f0 < F; f0 += a.fc) {
     const int nf = min(a.fc, F - f0);
+    // The row in registers, every load in flight at once (one at a time, the 16 steps took ~10 K cycles); from ws
+    // where the block staged the chunk (all threads of the block call this then).
+    float w[64];
+    if (ws) {
+      if (f0 > 0) __syncthreads();   // the previous chunk is consumed
+      stage_w_ih(a, f0, nf, ws);
+      __syncthreads();
+    }
+#pragma unroll
+    for (int k = 0; k < 64; ++k) w[k] = k >= nf ? 0.0f : (ws ? ws[(4 * j + q) * (a.fc | 1) + k] : __ldg(wrow + f0 + k));
     float acc[N];
 #pragma unroll
     for (int u = 0; u < N; ++u) acc[u] = 0.0f;
-#pragma unroll 4
-    for (int k = 0; k < nf; ++k) {
-      const float wk = __ldg(w + f0 + k);
 #pragma unroll
-      for (int u = 0; u < N; ++u) acc[u] = fmaf(wk, xs[(first + u * stride) * F + f0 + k], acc[u]);
+    for (int k = 0; k < 64; k += 4) {
+      if (k >= nf) break;
+#pragma unroll
+      for (int u = 0; u < N; ++u) {
+        const float4 xv = *reinterpret_cast<const float4*>(xs + (first + u * stride) * xstride + f0 + k);
+        acc[u] += w[k] * xv.x;
+        acc[u] += w[k + 1] * xv.y;
+        acc[u] += w[k + 2] * xv.z;
+        acc[u] += w[k + 3] * xv.w;
+      }
     }
 #pragma unroll
     for (int u = 0; u < N; ++u) val[u] = f0 == 0 ? bias + acc[u] : val[u] + acc[u];
@@ -276,11 +316,15 @@ __device__ __forceinline__ void project_first(const Args& a, int q, int j, const
   for (int u = 0; u < N; ++u)
     if (first + u * stride < n) gcol[(first + u * stride) * G] = val[u];
 }
-// The sequence's first min(len, a.n0) feature rows into xs (coalesced: the rows are contiguous).
+// The sequence's first min(len, a.n0) feature rows into xs, rows padded with zeros to a multiple of 4 floats
+// (coalesced: the rows are contiguous in the features).
 __device__ __forceinline__ void stage_first(const Args& a, const GatherSlot& slot, float* xs) {
-  const int n = min(slot.length, a.n0) * a.F;
-  const float* x = a.features + slot.row * a.F;
-  for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x)) xs[i] = x[i];
+  const int F = a.F, xstride = (F + 3) & ~3, n = min(slot.length, a.n0) * xstride;
+  const float* x = a.features + slot.row * F;
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x)) {
+    const int t = i / xstride, k = i - t * xstride;
+    xs[i] = k < F ? x[t * F + k] : 0.0f;
+  }
 }
 // griddepcontrol.wait: the projection kernel's output (and everything before it) is complete and visible.
 __device__ __forceinline__ void wait_projection() {
@@ -318,7 +362,7 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
   const int n = min(a.tc, slot.length - t_begin), n8 = (n + 7) & ~7;
   const float* x = a.features + (slot.row + t_begin) * a.F;
   const int H = a.H, G = 4 * H, F = a.F, r = static_cast<int>(threadIdx.x), j = r >> 2, q = r & 3;
-  const int tid = r, nt = static_cast<int>(blockDim.x), wstride = a.fc | 1;   // odd: the rows' reads on distinct banks
+  const int wstride = a.fc | 1;
   const bool valid = r < G;
   float* g_r = a.scratch + static_cast<int64_t>(b) * a.per_seq + static_cast<int64_t>(t_begin) * G + r;
   auto stage_x = [&](int f0, int nf) {
@@ -326,32 +370,7 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
         n8, 64, [&](int tt, int k) { return (tt < n && k < nf) ? x[static_cast<int64_t>(tt) * F + f0 + k] : 0.0f; },
         [&](int tt, int k, float v) { xs[tt * 64 + k] = v; });
   };
-  // W_ih's columns [f0, f0 + nf) by interleaved row: a warp per row (unit j, all four gates), lanes along k, 4 units
-  // (32 loads a lane) in flight. (One division per element cost the kernel ~9 us at H = 128.)
-  const int lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
-  auto stage_w = [&](int f0, int nf) {
-    for (int j0 = warp; j0 < H; j0 += 4 * nw) {
-      float v[4][4][2];
-#pragma unroll
-      for (int u = 0; u < 4; ++u)
-#pragma unroll
-        for (int g = 0; g < 4; ++g)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int jj = j0 + u * nw, k = lane + 32 * c;
-            v[u][g][c] = (jj < H && k < nf) ? a.params[a.lay.w_ih[g] + static_cast<int64_t>(jj) * F + f0 + k] : 0.0f;
-          }
-#pragma unroll
-      for (int u = 0; u < 4; ++u)
-#pragma unroll
-        for (int g = 0; g < 4; ++g)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int jj = j0 + u * nw, k = lane + 32 * c;
-            if (jj < H && k < nf) ws[(4 * jj + g) * wstride + k] = v[u][g][c];
-          }
-    }
-  };
+  auto stage_w = [&](int f0, int nf) { stage_w_ih(a, f0, nf, ws); };
   // The features never change: their first chunk is staged while the previous step's optimizer may still run (this
   // kernel is launched with programmatic dependent launch after it); the parameters are read only after the wait.
   stage_x(0, min(a.fc, F));
@@ -876,7 +895,8 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   float* dh_s = lg_s + a.Cp;     // (HP) d loss / d pooled h
   float* misc = dh_s + HP;       // (4)
   float* fc_s = misc + 4;        // (fc_smem) the head's weight, then its bias
-  float* xs0 = fc_s + a.fc_smem; // (n0, F) the first steps' features
+  float* xs0 = fc_s + a.fc_smem; // (n0, F rounded up to 4) the first steps' features
+  float* ws0 = xs0 + a.n0 * ((a.F + 3) & ~3);   // (4 H, fc | 1) a chunk of W_ih, for the first steps' projection
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, nt = static_cast<int>(blockDim.x);
   const int r = tid, j = r >> 2, q = r & 3, quad = lane & ~3;
   const bool valid = r < G;
@@ -897,18 +917,17 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   if (a.n0 > 0) {
     stage_first(a, slot, xs0);
     __syncthreads();
-    if (valid) project_first<kP0>(a, q, j, xs0, 0, 1, len, gbuf + r);   // read back by this thread only
+    // Read back by this thread only; every thread takes part (the W_ih chunks are staged in ws0 by the block).
+    project_first<kP0>(a, q, min(j, H - 1), xs0, 0, 1, valid ? len : 0, gbuf + r, ws0);
   }
   float wf[HR], wb[HR];
   {
-    // From the packed copy, float k of thread r at (k, r): every load coalesced (straight from the parameters the
-    // rows' loads touched 32 sectors each: 8.2 K cycles at H = 50). Through L2 (ld.global.cg): the copy was written
-    // during this kernel's lifetime.
-    wait_packed(a);
+    const float* wrow = a.params + a.lay.w_hh[q] + static_cast<int64_t>(j) * H;
+    const float* wcol = a.params + a.lay.w_hh[q] + j;
 #pragma unroll
-    for (int k = 0; k < HR; ++k) wf[k] = __ldcg(a.packed + k * nt + tid);
+    for (int k = 0; k < HR; ++k) wf[k] = (valid && k < H) ? __ldg(wrow + k) : 0.0f;
 #pragma unroll
-    for (int i = 0; i < HR; ++i) wb[i] = __ldcg(a.packed + (HR + i) * nt + tid);
+    for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? __ldg(wcol + static_cast<int64_t>(i) * H) : 0.0f;
     for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
     // The head's parameters too: at the last step the head then waits on no global load (4 in flight per thread).
     const int nfc = a.fc_smem ? a.C * H + a.C : 0;
@@ -1219,7 +1238,7 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   float* misc = dh_s + kMaxH;                       // (4)
   float* lg_s = misc + 4;                           // (Cp) logits, then d loss / d logits
   float* fc_s = lg_s + a.Cp;                        // (fc_smem) the head's weight, then its bias
-  float* xs0 = fc_s + a.fc_smem;                    // (n0, F) the first steps' features
+  float* xs0 = fc_s + a.fc_smem;                    // (n0, F rounded up to 4) the first steps' features
   const cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank()), seq = static_cast<int>(blockIdx.x) / kCl;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
@@ -1234,6 +1253,14 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   float* hbuf = tcbuf + a.t_cap * H;
   mark(a, 0);
 
+  // The first n0 steps' input projection of this block's rows, the 4 lanes of a row taking every 4th step (the
+  // projection kernel does the steps after them; the forward waits for it before step n0's loads). Before the
+  // weights' loads: the 128 registers hold both.
+  if (a.n0 > 0) {
+    stage_first(a, slot, xs0);
+    __syncthreads();
+    if (valid) project_first<kP0 / 4>(a, q, j, xs0, pp, 4, len, gbuf + 4 * j + q, nullptr);
+  }
   for (int i = tid; i < kClSmemFixed - kClBars; i += kClThreads) h_s[i] = 0.0f;   // padding included
   // Both quarters of W_hh into registers from the packed copy (zero-padded past H), all 16 loads in flight.
   float wf[kClCols], wb[kClCols];
@@ -1259,15 +1286,7 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   const int nfc = a.fc_smem ? a.C * H + a.C : 0;
   for (int i = tid; i < nfc; i += kClThreads)
     fc_s[i] = a.params[i < a.C * H ? a.lay.fc_w + i : a.lay.fc_b + (i - a.C * H)];
-  // The first n0 steps' input projection of this block's rows, the 4 lanes of a row taking every 4th step (the
-  // projection kernel does the steps after them; the forward waits for it before step n0's loads).
-  if (a.n0 > 0) {
-    stage_first(a, slot, xs0);
-    __syncthreads();
-    if (valid) project_first<kP0 / 4>(a, q, j, xs0, pp, 4, len, gbuf + 4 * j + q);
-  } else {
-    wait_projection();
-  }
+  if (a.n0 == 0) wait_projection();
   // Every block of the cluster is running, zeroed and its mbarriers set before any block sends into another (and
   // the rows projected above are stored before the lanes of their row read them).
   cluster.sync();
@@ -1438,7 +1457,8 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   fc_smem_ = C * (H + 1) <= 8192 ? static_cast<int32_t>((C * (H + 1) + 3) / 4 * 4) : 0;
   fc_ = std::min(F, 64);   // input projection: features per register chunk
   n0_ = F <= kP0MaxF ? kP0 : 0;
-  const int64_t fixed = (hr_ > 0 ? 2 * HP_ + 8 * HP_ + HP_ + 4 : kClSmemFixed) + Cp_ + fc_smem_ + n0_ * F;
+  const int64_t fixed = (hr_ > 0 ? 2 * HP_ + 8 * HP_ + HP_ + 4 : kClSmemFixed) + Cp_ + fc_smem_ + n0_ * ((F + 3) / 4 * 4) +
+                        (hr_ > 0 && n0_ > 0 ? G * (fc_ | 1) : 0);
   RT_CHECK(fixed * static_cast<int64_t>(sizeof(float)) <= optin, "fused LSTM: the head exceeds shared memory");
   smem_bytes_ = static_cast<size_t>(fixed) * sizeof(float);
   const void* k = kernel();
@@ -1447,7 +1467,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   RT_CHECK(static_cast<int64_t>(proj_smem_bytes_) <= optin, "fused LSTM: the projection's W_ih chunk exceeds shared memory");
   CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(projection_kernel),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(proj_smem_bytes_)));
-  packed_floats_ = hr_ > 0 ? 2 * hr_ * rec_threads_ : kCl * 2 * kClCols * kClThreads;
+  packed_floats_ = hr_ > 0 ? 0 : kCl * 2 * kClCols * kClThreads;
   if (packed_floats_ > 0) packed_.resize_discard(static_cast<size_t>(packed_floats_));
   pack_flags_.resize_discard(kPack);
   // Epoch 0 is never a run's: a flag not yet written reads as not packed.
@@ -1587,10 +1607,8 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   // The cluster variant's pack blocks first (the first kPack blocks of the first rows), then a row per sequence of
   // its time chunks.
   a.n0 = n0_;
-  a.hr = hr_;
-  a.rec_threads = rec_threads_;
   const int64_t proj_x = std::max<int64_t>((T - n0_ + a.tc - 1) / a.tc, 1);
-  a.pack_rows = static_cast<int32_t>((kPack + proj_x - 1) / proj_x);
+  a.pack_rows = hr_ > 0 ? 0 : static_cast<int32_t>((kPack + proj_x - 1) / proj_x);
   launch(reinterpret_cast<const void*>(projection_kernel),
          dim3(static_cast<unsigned>(proj_x), ub + static_cast<unsigned>(a.pack_rows)), threads_, proj_smem_bytes_);
   mark(1);
