@@ -245,8 +245,10 @@ __device__ __forceinline__ void wait_packed(const Args& a) {
 // distinct banks): a warp per unit j (all four gates), lanes along k, 4 units (32 loads a lane) in flight. (Loaded
 // straight into registers, a warp's 32 rows cost 32 sectors a load: ncu timed the projection at 9 us at H = 128;
 // one division per element here cost as much again.)
-__device__ __forceinline__ void stage_w_ih(const Args& a, int f0, int nf, float* ws) {
-  const int H = a.H, F = a.F, wstride = a.fc | 1, tid = static_cast<int>(threadIdx.x);
+// (The same for W_hh, whose gate blocks have H columns: stage_rows.)
+__device__ __forceinline__ void stage_rows(const Args& a, const int64_t (&gate)[4], int F, int f0, int nf, float* ws,
+                                           int wstride) {
+  const int H = a.H, tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31, warp = tid >> 5, nw = static_cast<int>(blockDim.x) >> 5;
   for (int j0 = warp; j0 < H; j0 += 4 * nw) {
     float v[4][4][2];
@@ -257,7 +259,7 @@ __device__ __forceinline__ void stage_w_ih(const Args& a, int f0, int nf, float*
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           const int jj = j0 + u * nw, k = lane + 32 * c;
-          v[u][g][c] = (jj < H && k < nf) ? a.params[a.lay.w_ih[g] + static_cast<int64_t>(jj) * F + f0 + k] : 0.0f;
+          v[u][g][c] = (jj < H && k < nf) ? a.params[gate[g] + static_cast<int64_t>(jj) * F + f0 + k] : 0.0f;
         }
 #pragma unroll
     for (int u = 0; u < 4; ++u)
@@ -269,6 +271,9 @@ __device__ __forceinline__ void stage_w_ih(const Args& a, int f0, int nf, float*
           if (jj < H && k < nf) ws[(4 * jj + g) * wstride + k] = v[u][g][c];
         }
   }
+}
+__device__ __forceinline__ void stage_w_ih(const Args& a, int f0, int nf, float* ws) {
+  stage_rows(a, a.lay.w_ih, a.F, f0, nf, ws, a.fc | 1);
 }
 
 // Steps first, first + stride, ... (N of them, those below n stored; all with j < H) of the input projection of gate
@@ -896,7 +901,8 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   float* misc = dh_s + HP;       // (4)
   float* fc_s = misc + 4;        // (fc_smem) the head's weight, then its bias
   float* xs0 = fc_s + a.fc_smem; // (n0, F rounded up to 4) the first steps' features
-  float* ws0 = xs0 + a.n0 * ((a.F + 3) & ~3);   // (4 H, fc | 1) a chunk of W_ih, for the first steps' projection
+  float* ws0 = xs0 + a.n0 * ((a.F + 3) & ~3);   // (4 H, fc | 1) a chunk of W_ih (the first steps' projection),
+                                                // then (4 H, H | 1) W_hh on its way into registers
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, nt = static_cast<int>(blockDim.x);
   const int r = tid, j = r >> 2, q = r & 3, quad = lane & ~3;
   const bool valid = r < G;
@@ -922,12 +928,17 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   }
   float wf[HR], wb[HR];
   {
-    const float* wrow = a.params + a.lay.w_hh[q] + static_cast<int64_t>(j) * H;
-    const float* wcol = a.params + a.lay.w_hh[q] + j;
+    // W_hh through shared memory, staged with coalesced loads by interleaved row (odd stride: a warp's reads of its
+    // rows, and of its columns, hit distinct banks but for a few 2-way conflicts); straight from global memory the
+    // rows' loads touched 32 sectors each (8.2 K cycles at H = 50, which the projection kernel no longer hides).
+    const int hs = H | 1;
+    __syncthreads();   // project_first's reads of ws0 are done
+    stage_rows(a, a.lay.w_hh, H, 0, H, ws0, hs);
+    __syncthreads();
 #pragma unroll
-    for (int k = 0; k < HR; ++k) wf[k] = (valid && k < H) ? __ldg(wrow + k) : 0.0f;
+    for (int k = 0; k < HR; ++k) wf[k] = (valid && k < H) ? ws0[r * hs + k] : 0.0f;
 #pragma unroll
-    for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? __ldg(wcol + static_cast<int64_t>(i) * H) : 0.0f;
+    for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? ws0[(4 * i + q) * hs + j] : 0.0f;
     for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
     // The head's parameters too: at the last step the head then waits on no global load (4 in flight per thread).
     const int nfc = a.fc_smem ? a.C * H + a.C : 0;
@@ -1458,7 +1469,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   fc_ = std::min(F, 64);   // input projection: features per register chunk
   n0_ = F <= kP0MaxF ? kP0 : 0;
   const int64_t fixed = (hr_ > 0 ? 2 * HP_ + 8 * HP_ + HP_ + 4 : kClSmemFixed) + Cp_ + fc_smem_ + n0_ * ((F + 3) / 4 * 4) +
-                        (hr_ > 0 && n0_ > 0 ? G * (fc_ | 1) : 0);
+                        (hr_ > 0 ? G * std::max(fc_ | 1, H | 1) : 0);
   RT_CHECK(fixed * static_cast<int64_t>(sizeof(float)) <= optin, "fused LSTM: the head exceeds shared memory");
   smem_bytes_ = static_cast<size_t>(fixed) * sizeof(float);
   const void* k = kernel();
