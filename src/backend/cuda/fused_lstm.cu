@@ -54,10 +54,6 @@ constexpr int kClUnits = kMaxH / kCl;    // units per block at most
 constexpr int kClThreads = 16 * kClUnits;
 constexpr int kClCols = 32;              // columns (forward) or rows (backward) of W_hh per thread
 constexpr int kPack = 32;                // blocks of the projection kernel that pack W_hh for the recurrence
-// The recurrence kernel projects the first kP0 steps of its sequence itself (F <= kP0MaxF), so its forward starts
-// without waiting for the projection kernel, which projects the steps after them meanwhile (the forward waits for it
-// before it loads step kP0; on the H200 the projection kernel took 6-9 us at K = 1, all of it on the step's path).
-constexpr int kP0 = 16, kP0MaxF = 256;
 
 struct Args {
   const float* params = nullptr;
@@ -98,7 +94,6 @@ struct Args {
   int32_t packed_floats = 0;
   unsigned long long* pack_flags = nullptr;   // (kPack)
   int32_t pack_rows = 0;                      // the projection grid's first rows, holding the pack blocks (cluster)
-  int32_t n0 = 0;                             // steps the recurrence kernel projects itself (0 or kP0)
 };
 
 struct Params {
@@ -241,105 +236,7 @@ __device__ __forceinline__ void wait_packed(const Args& a) {
   __syncthreads();
 }
 
-// W_ih's columns [f0, f0 + nf) into ws by interleaved row 4 j + q, row stride a.fc | 1 (odd: the rows' reads on
-// distinct banks): a warp per unit j (all four gates), lanes along k, 4 units (32 loads a lane) in flight. (Loaded
-// straight into registers, a warp's 32 rows cost 32 sectors a load: ncu timed the projection at 9 us at H = 128;
-// one division per element here cost as much again.)
-// (The same for W_hh, whose gate blocks have H columns: stage_rows.)
-__device__ __forceinline__ void stage_rows(const Args& a, const int64_t (&gate)[4], int F, int f0, int nf, float* ws,
-                                           int wstride) {
-  const int H = a.H, tid = static_cast<int>(threadIdx.x);
-  const int lane = tid & 31, warp = tid >> 5, nw = static_cast<int>(blockDim.x) >> 5;
-  for (int j0 = warp; j0 < H; j0 += 4 * nw) {
-    float v[4][4][2];
-#pragma unroll
-    for (int u = 0; u < 4; ++u)
-#pragma unroll
-      for (int g = 0; g < 4; ++g)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int jj = j0 + u * nw, k = lane + 32 * c;
-          v[u][g][c] = (jj < H && k < nf) ? a.params[gate[g] + static_cast<int64_t>(jj) * F + f0 + k] : 0.0f;
-        }
-#pragma unroll
-    for (int u = 0; u < 4; ++u)
-#pragma unroll
-      for (int g = 0; g < 4; ++g)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int jj = j0 + u * nw, k = lane + 32 * c;
-          if (jj < H && k < nf) ws[(4 * jj + g) * wstride + k] = v[u][g][c];
-        }
-  }
-}
-__device__ __forceinline__ void stage_w_ih(const Args& a, int f0, int nf, float* ws) {
-  stage_rows(a, a.lay.w_ih, a.F, f0, nf, ws, a.fc | 1);
-}
-
-// Steps first, first + stride, ... (N of them, those below n stored; all with j < H) of the input projection of gate
-// row q H + j (ws: as stage_w_ih stages it, every thread of the block calling; else null),
-// into gcol (the row's column of gbuf), from their features in xs (stage_first: kP0 rows): the projection kernel's
-// arithmetic (chunks of a.fc features, each summed in k order from zero, then added to the bias or the sum so far).
-template <int N>
-__device__ __forceinline__ void project_first(const Args& a, int q, int j, const float* xs, int first, int stride,
-                                              int n, float* gcol, float* ws) {
-  const int F = a.F, G = 4 * a.H, xstride = (F + 3) & ~3;
-  const float* wrow = a.params + a.lay.w_ih[q] + static_cast<int64_t>(j) * F;
-  const float bias = a.params[a.lay.b_ih[q] + j] + a.params[a.lay.b_hh[q] + j];
-  float val[N];
-  for (int f0 = 0; f0 < F; f0 += a.fc) {
-    const int nf = min(a.fc, F - f0);
-    // The row in registers, every load in flight at once (one at a time, the 16 steps took ~10 K cycles); from ws
-    // where the block staged the chunk (all threads of the block call this then).
-    float w[64];
-    if (ws) {
-      if (f0 > 0) __syncthreads();   // the previous chunk is consumed
-      stage_w_ih(a, f0, nf, ws);
-      __syncthreads();
-    }
-#pragma unroll
-    for (int k = 0; k < 64; ++k) w[k] = k >= nf ? 0.0f : (ws ? ws[(4 * j + q) * (a.fc | 1) + k] : __ldg(wrow + f0 + k));
-    float acc[N];
-#pragma unroll
-    for (int u = 0; u < N; ++u) acc[u] = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 64; k += 4) {
-      if (k >= nf) break;
-#pragma unroll
-      for (int u = 0; u < N; ++u) {
-        const float4 xv = *reinterpret_cast<const float4*>(xs + (first + u * stride) * xstride + f0 + k);
-        acc[u] += w[k] * xv.x;
-        acc[u] += w[k + 1] * xv.y;
-        acc[u] += w[k + 2] * xv.z;
-        acc[u] += w[k + 3] * xv.w;
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < N; ++u) val[u] = f0 == 0 ? bias + acc[u] : val[u] + acc[u];
-  }
-#pragma unroll
-  for (int u = 0; u < N; ++u)
-    if (first + u * stride < n) gcol[(first + u * stride) * G] = val[u];
-}
-// The sequence's first min(len, a.n0) feature rows into xs, rows padded with zeros to a multiple of 4 floats
-// (coalesced: the rows are contiguous in the features).
-__device__ __forceinline__ void stage_first(const Args& a, const GatherSlot& slot, float* xs) {
-  const int F = a.F, xstride = (F + 3) & ~3, n = min(slot.length, a.n0) * xstride;
-  const float* x = a.features + slot.row * F;
-  for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x)) {
-    const int t = i / xstride, k = i - t * xstride;
-    xs[i] = k < F ? x[t * F + k] : 0.0f;
-  }
-}
-// griddepcontrol.wait: the projection kernel's output (and everything before it) is complete and visible.
-__device__ __forceinline__ void wait_projection() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-// Phase 1, one block per (sequence, chunk of a.tc <= kProjT timesteps from a.n0 on): gbuf[t][r] = b_ih + b_hh +
-// W_ih[row] x_t (the steps before a.n0: project_first, in the recurrence kernel, with the same arithmetic);
+// Phase 1, one block per (sequence, chunk of a.tc <= kProjT timesteps): gbuf[t][r] = b_ih + b_hh + W_ih[row] x_t;
 // sequence b in row b + a.pack_rows of the grid, the kPack pack blocks (pack_w_hh) first, in the rows before.
 // Thread r keeps its row of W_ih in registers, a feature chunk of <= 64 at a time, copied from shared memory where
 // the block stages the chunk with coalesced loads (loaded straight from global memory, a warp's 32 rows cost 32
@@ -362,12 +259,12 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
   }
   const int b = static_cast<int>(blockIdx.y) - a.pack_rows;
   const GatherSlot slot = slot_of(p, b);
-  const int t_begin = a.n0 + static_cast<int>(blockIdx.x) * a.tc;
+  const int t_begin = static_cast<int>(blockIdx.x) * a.tc;
   if (t_begin >= slot.length) return;   // the whole block: no barrier is left waiting
   const int n = min(a.tc, slot.length - t_begin), n8 = (n + 7) & ~7;
   const float* x = a.features + (slot.row + t_begin) * a.F;
   const int H = a.H, G = 4 * H, F = a.F, r = static_cast<int>(threadIdx.x), j = r >> 2, q = r & 3;
-  const int wstride = a.fc | 1;
+  const int tid = r, nt = static_cast<int>(blockDim.x), wstride = a.fc | 1;   // odd: the rows' reads on distinct banks
   const bool valid = r < G;
   float* g_r = a.scratch + static_cast<int64_t>(b) * a.per_seq + static_cast<int64_t>(t_begin) * G + r;
   auto stage_x = [&](int f0, int nf) {
@@ -375,7 +272,34 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
         n8, 64, [&](int tt, int k) { return (tt < n && k < nf) ? x[static_cast<int64_t>(tt) * F + f0 + k] : 0.0f; },
         [&](int tt, int k, float v) { xs[tt * 64 + k] = v; });
   };
-  auto stage_w = [&](int f0, int nf) { stage_w_ih(a, f0, nf, ws); };
+  // W_ih's columns [f0, f0 + nf) by interleaved row: a warp per unit j (all four gates), lanes along k, 8 units (64
+  // loads a lane) in flight: one round trip at H <= 8 x the warps (50 at 224 threads, 128 at 512). (Loaded straight
+  // into registers, a warp's 32 rows cost 32 sectors a load: ncu timed the kernel at 9 us at H = 128; one division
+  // per element here cost as much again.)
+  const int lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
+  auto stage_w = [&](int f0, int nf) {
+    for (int j0 = warp; j0 < H; j0 += 8 * nw) {
+      float v[8][4][2];
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+#pragma unroll
+        for (int g = 0; g < 4; ++g)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int jj = j0 + u * nw, k = lane + 32 * c;
+            v[u][g][c] = (jj < H && k < nf) ? a.params[a.lay.w_ih[g] + static_cast<int64_t>(jj) * F + f0 + k] : 0.0f;
+          }
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+#pragma unroll
+        for (int g = 0; g < 4; ++g)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int jj = j0 + u * nw, k = lane + 32 * c;
+            if (jj < H && k < nf) ws[(4 * jj + g) * wstride + k] = v[u][g][c];
+          }
+    }
+  };
   // The features never change: their first chunk is staged while the previous step's optimizer may still run (this
   // kernel is launched with programmatic dependent launch after it); the parameters are read only after the wait.
   stage_x(0, min(a.fc, F));
@@ -710,7 +634,6 @@ struct Step {
   unsigned long long* progress;   // this sequence's progress word (Args::progress)
   uint32_t epoch;
   bool lead;                      // thread 0 of a streaming run: publishes the progress
-  int n0;                         // Args::n0: the forward waits for the projection kernel before loading step n0
 };
 
 // What the pooling keeps of unit j over the forward recurrence (every lane of the quad holds the same bits, as h):
@@ -748,7 +671,6 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
     if (valid && q > 0) save_j[ts * H] = put_val;
   };
   for (int t0 = 0; t0 < len; t0 += kRing) {
-    if (t0 + kRing == st.n0) wait_projection();   // this group loads step n0 on
 #pragma unroll
     for (int u = 0; u < kRing; ++u) {
       const int t = t0 + u;
@@ -900,9 +822,6 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   float* dh_s = lg_s + a.Cp;     // (HP) d loss / d pooled h
   float* misc = dh_s + HP;       // (4)
   float* fc_s = misc + 4;        // (fc_smem) the head's weight, then its bias
-  float* xs0 = fc_s + a.fc_smem; // (n0, F rounded up to 4) the first steps' features
-  float* ws0 = xs0 + a.n0 * ((a.F + 3) & ~3);   // (4 H, fc | 1) a chunk of W_ih (the first steps' projection),
-                                                // then (4 H, H | 1) W_hh on its way into registers
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, nt = static_cast<int>(blockDim.x);
   const int r = tid, j = r >> 2, q = r & 3, quad = lane & ~3;
   const bool valid = r < G;
@@ -919,26 +838,14 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   // Recurrent weights straight from global memory into registers, every load in flight at once (one memory latency;
   // staging through shared memory cost ~38 K cycles on the H200): the forward row (q H + j) and the backward column
   // j of gate q.
-  // The first steps' projection before the weights' loads: with those in flight too it held 231 registers (H = 50).
-  if (a.n0 > 0) {
-    stage_first(a, slot, xs0);
-    __syncthreads();
-    // Read back by this thread only; every thread takes part (the W_ih chunks are staged in ws0 by the block).
-    project_first<kP0>(a, q, min(j, H - 1), xs0, 0, 1, valid ? len : 0, gbuf + r, ws0);
-  }
   float wf[HR], wb[HR];
   {
-    // W_hh through shared memory, staged with coalesced loads by interleaved row (odd stride: a warp's reads of its
-    // rows, and of its columns, hit distinct banks but for a few 2-way conflicts); straight from global memory the
-    // rows' loads touched 32 sectors each (8.2 K cycles at H = 50, which the projection kernel no longer hides).
-    const int hs = H | 1;
-    __syncthreads();   // project_first's reads of ws0 are done
-    stage_rows(a, a.lay.w_hh, H, 0, H, ws0, hs);
-    __syncthreads();
+    const float* wrow = a.params + a.lay.w_hh[q] + static_cast<int64_t>(j) * H;
+    const float* wcol = a.params + a.lay.w_hh[q] + j;
 #pragma unroll
-    for (int k = 0; k < HR; ++k) wf[k] = (valid && k < H) ? ws0[r * hs + k] : 0.0f;
+    for (int k = 0; k < HR; ++k) wf[k] = (valid && k < H) ? __ldg(wrow + k) : 0.0f;
 #pragma unroll
-    for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? ws0[(4 * i + q) * hs + j] : 0.0f;
+    for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? __ldg(wcol + static_cast<int64_t>(i) * H) : 0.0f;
     for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
     // The head's parameters too: at the last step the head then waits on no global load (4 in flight per thread).
     const int nfc = a.fc_smem ? a.C * H + a.C : 0;
@@ -955,10 +862,10 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
     }
     __syncthreads();
   }
-  // Everything above read only the parameters and features; gbuf from step n0 on is the projection kernel's output
-  // (launched before this one with programmatic dependent launch): the forward waits for it before step n0's loads.
-  if (a.n0 == 0) wait_projection();
+  // Everything above read only the parameters; gbuf is the projection kernel's output (launched before this one
+  // with programmatic dependent launch, so the staging above overlapped it).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   // The weight-gradient kernel may be scheduled now: it waits for this grid's end before it reads anything.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
@@ -971,10 +878,9 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
 
   const Step st{h_s,   dg_s,  dh_s,   H,    G,    HP,   len,
                 j,     q,     quad,   a.pool, valid, g_r, c_j,
-                tc_j,  save_j, a.progress + blockIdx.x * kCl, a.epoch, tid == 0 && a.stream, a.n0};
+                tc_j,  save_j, a.progress + blockIdx.x * kCl, a.epoch, tid == 0 && a.stream};
   PoolAcc acc;
   const int cur = forward_recurrence<HR>(st, wf, acc);
-  if (a.n0 > 0 && len <= a.n0 - kRing) wait_projection();   // the forward's loop never reached its wait
   // The head's input: h_{len-1} as it is, or the pooled vector in the other half of h_s (h_{len-2}, which nothing
   // reads any more: every thread passed the last step's barrier).
   const float* pooled = h_s + cur * HP;
@@ -1077,7 +983,6 @@ struct ClusterStep {
   const float* c_j;  // unit j's c and tanh(c) columns
   const float* tc_j;
   float* save_j;     // what lane (q, 0) saves each forward step: h (q = 1), c (2), tanh(c) (3)
-  int n0;            // Args::n0: the forward waits for the projection kernel before loading step n0
 };
 
 // The forward recurrence; returns unit j's input to the head (h_{len-1}, the mean or the max of h over the steps, as
@@ -1101,7 +1006,6 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
     if (valid && p == 0 && q > 0) st.save_j[ts * H] = put_val;
   };
   for (int t0 = 0; t0 < len; t0 += 4) {
-    if (t0 + 4 == st.n0) wait_projection();   // this group loads step n0 on
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int t = t0 + u;
@@ -1249,7 +1153,6 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   float* misc = dh_s + kMaxH;                       // (4)
   float* lg_s = misc + 4;                           // (Cp) logits, then d loss / d logits
   float* fc_s = lg_s + a.Cp;                        // (fc_smem) the head's weight, then its bias
-  float* xs0 = fc_s + a.fc_smem;                    // (n0, F rounded up to 4) the first steps' features
   const cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank()), seq = static_cast<int>(blockIdx.x) / kCl;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
@@ -1264,14 +1167,6 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   float* hbuf = tcbuf + a.t_cap * H;
   mark(a, 0);
 
-  // The first n0 steps' input projection of this block's rows, the 4 lanes of a row taking every 4th step (the
-  // projection kernel does the steps after them; the forward waits for it before step n0's loads). Before the
-  // weights' loads: the 128 registers hold both.
-  if (a.n0 > 0) {
-    stage_first(a, slot, xs0);
-    __syncthreads();
-    if (valid) project_first<kP0 / 4>(a, q, j, xs0, pp, 4, len, gbuf + 4 * j + q, nullptr);
-  }
   for (int i = tid; i < kClSmemFixed - kClBars; i += kClThreads) h_s[i] = 0.0f;   // padding included
   // Both quarters of W_hh into registers from the packed copy (zero-padded past H), all 16 loads in flight.
   float wf[kClCols], wb[kClCols];
@@ -1297,11 +1192,10 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   const int nfc = a.fc_smem ? a.C * H + a.C : 0;
   for (int i = tid; i < nfc; i += kClThreads)
     fc_s[i] = a.params[i < a.C * H ? a.lay.fc_w + i : a.lay.fc_b + (i - a.C * H)];
-  if (a.n0 == 0) wait_projection();
-  // Every block of the cluster is running, zeroed and its mbarriers set before any block sends into another (and
-  // the rows projected above are stored before the lanes of their row read them).
+  // Every block of the cluster is running, zeroed and its mbarriers set before any block sends into another.
   cluster.sync();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");   // gbuf holds the projection kernel's output
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   mark(a, 1);
@@ -1326,13 +1220,11 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
                        gbuf + 4 * j,
                        cbuf + j,
                        tcbuf + j,
-                       (q <= 1 ? hbuf : (q == 2 ? cbuf : tcbuf)) + j,
-                       a.n0};
+                       (q <= 1 ? hbuf : (q == 2 ? cbuf : tcbuf)) + j};
   // A warp whose units are all past H sits the recurrences out (it would only wait; nothing waits for it).
   const bool active = kCl * 2 * (tid >> 5) + rank < H;
   PoolAcc acc;
   const float pooled = active ? cluster_forward(st, wf, acc) : 0.0f;
-  if (a.n0 > 0 && (!active || len <= a.n0 - 4)) wait_projection();   // the forward's loop never reached its wait
   // For the head, loaded here (no register to spare through the recurrence): its latency overlaps the barrier.
   const int label = a.classification ? a.labels[slot.pos] : 0;
   if (valid && q == 0) cluster.map_shared_rank(pool_s, pp)[j] = pooled;   // every block gets the whole vector
@@ -1466,11 +1358,9 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   // The head's parameters go to shared memory when small: at the last step the head then waits on no global load.
   const int64_t C = shape.outputs;
   fc_smem_ = C * (H + 1) <= 8192 ? static_cast<int32_t>((C * (H + 1) + 3) / 4 * 4) : 0;
-  fc_ = std::min(F, 64);   // input projection: features per register chunk
-  n0_ = F <= kP0MaxF ? kP0 : 0;
-  const int64_t fixed = (hr_ > 0 ? 2 * HP_ + 8 * HP_ + HP_ + 4 : kClSmemFixed) + Cp_ + fc_smem_ + n0_ * ((F + 3) / 4 * 4) +
-                        (hr_ > 0 ? G * std::max(fc_ | 1, H | 1) : 0);
+  const int64_t fixed = (hr_ > 0 ? 2 * HP_ + 8 * HP_ + HP_ + 4 : kClSmemFixed) + Cp_ + fc_smem_;
   RT_CHECK(fixed * static_cast<int64_t>(sizeof(float)) <= optin, "fused LSTM: the head exceeds shared memory");
+  fc_ = std::min(F, 64);   // input projection: features per register chunk
   smem_bytes_ = static_cast<size_t>(fixed) * sizeof(float);
   const void* k = kernel();
   CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
@@ -1617,8 +1507,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   mark(0);
   // The cluster variant's pack blocks first (the first kPack blocks of the first rows), then a row per sequence of
   // its time chunks.
-  a.n0 = n0_;
-  const int64_t proj_x = std::max<int64_t>((T - n0_ + a.tc - 1) / a.tc, 1);
+  const int64_t proj_x = (T + a.tc - 1) / a.tc;
   a.pack_rows = hr_ > 0 ? 0 : static_cast<int32_t>((kPack + proj_x - 1) / proj_x);
   launch(reinterpret_cast<const void*>(projection_kernel),
          dim3(static_cast<unsigned>(proj_x), ub + static_cast<unsigned>(a.pack_rows)), threads_, proj_smem_bytes_);

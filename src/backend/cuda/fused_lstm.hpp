@@ -85,7 +85,6 @@ class FusedLstm {
                                    // 0: the cluster variant (64 < H <= 128)
   int threads_ = 0, rec_threads_ = 0;   // the projection's block; the recurrence kernel's block
   int32_t HP_ = 0, fc_ = 0, Cp_ = 0;
-  int32_t n0_ = 0;                 // steps the recurrence kernel projects itself (fused_lstm.cu, kP0)
   int32_t fc_smem_ = 0;            // the head's weight and bias in shared memory (floats; 0: read from global)
   size_t smem_bytes_ = 0;          // recurrence kernel
   size_t proj_smem_bytes_ = 0;     // projection kernel
