@@ -680,7 +680,7 @@ StepTotals CudaBackend::update(float lr) {
   a.step_size = lr / bc1;
   a.first_step = t == 1;
   a.clip = c.clip;
-  launch_optimizer_step(a, s);
+  opt_pdl_ = launch_optimizer_step(a, s, opt_pdl_);
   ++opt_launches_;
   if (ev.end_marked) CUDA_CHECK(cudaEventRecord(ev.opt_end.get(), s));
   fused_clean_ = true;

@@ -147,6 +147,7 @@ class CudaBackend final : public Backend {
   unsigned long long opt_launches_ = 0;
   PinnedBuffer<double> readback_;         // (5) host-mapped: loss, count, correct, grad norm, step tag
   int opt_blocks_ = 1;
+  bool opt_pdl_ = true;            // the optimizer's launch may be programmatic-dependent (until refused once)
   bool fused_clean_ = true;               // the update leaves the fused buffer zeroed
 
   // The training shard on the device (copied once).

@@ -2,7 +2,8 @@
 // of the one before, so its blocks are placed while that one ends:
 //   1. input projection  W_ih x_t + b_ih + b_hh for every (sequence, timestep), into a per-sequence global scratch
 //      (L2-resident); a block per (sequence, time chunk), so all SMs share it. It stages its inputs while the
-//      previous step's optimizer ends and reads the parameters after it.
+//      previous step's optimizer ends and reads the parameters after it (W_ih through shared memory). For H > 64 its
+//      first kPack blocks write W_hh in the cluster kernel's register order for that kernel's prologue.
 //   2. recurrence (one thread block per sequence for H <= 64, a cluster of 4 blocks above): forward recurrence,
 //      gate activations, c, tanh(c) and h saved to the scratch, and the pooling of h (last step, mean or max over
 //      the sequence's steps, kept in registers); head, loss and d loss / d pooled h; backward recurrence (seeded by
@@ -202,8 +203,8 @@ __device__ __forceinline__ int64_t packed_source(const Args& a, int d4, int e) {
   return i < H ? a.lay.w_hh[g] + static_cast<int64_t>(i) * H + j : -1;
 }
 
-// Pack block pi < kPack of the projection's pack rows: its share of the packed W_hh (all loads in flight, then the stores),
-// then its flag (epoch-tagged, as the progress words).
+// Pack block pi < kPack of the projection's pack rows: its share of the packed W_hh (all loads in flight, then the
+// stores), then its flag (epoch-tagged, as the progress words).
 __device__ void pack_w_hh(const Args& a, int pi) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int n4 = a.packed_floats / 4, step = kPack * nt;
@@ -305,7 +306,8 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
   stage_x(0, min(a.fc, F));
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  // Let the recurrence kernel start its prologue now (it waits for the pack row's flags before reading W_hh).
+  // Let the recurrence kernel start its prologue now: the parameters are final (the cluster variant's then waits for
+  // the pack blocks' flags before it reads the packed W_hh).
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   const float bias = valid ? a.params[a.lay.b_ih[q] + j] + a.params[a.lay.b_hh[q] + j] : 0.0f;
@@ -643,6 +645,27 @@ struct PoolAcc {
   int at = 0;
 };
 
+// sum over k < N of w[k] v[k] (v 16-byte aligned in shared memory, N a multiple of 8): four chains of FMAs, k mod 4
+// each, joined as (0 + 1) + (2 + 3) (the recurrences' matrix-vector rows; the summation order is fixed).
+template <int N, int NW>
+__device__ __forceinline__ float dot8(const float (&w)[NW], const float* v) {
+  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+#pragma unroll
+  for (int k = 0; k < N; k += 8) {
+    const float4 m0 = *reinterpret_cast<const float4*>(v + k);
+    const float4 m1 = *reinterpret_cast<const float4*>(v + k + 4);
+    a0 += w[k] * m0.x;
+    a1 += w[k + 1] * m0.y;
+    a2 += w[k + 2] * m0.z;
+    a3 += w[k + 3] * m0.w;
+    a0 += w[k + 4] * m1.x;
+    a1 += w[k + 5] * m1.y;
+    a2 += w[k + 6] * m1.z;
+    a3 += w[k + 7] * m1.w;
+  }
+  return (a0 + a1) + (a2 + a3);
+}
+
 // Phase 2: the forward recurrence; returns which half of h_s holds h_{len-1}, and unit j's pooling in `acc`.
 // Loads of the recurrences are issued kRing steps ahead (2 measured slower on the H200: 872 vs 834 cycles a step).
 constexpr int kRing = 4;
@@ -676,22 +699,8 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
       const int t = t0 + u;
       if (t >= len) break;
       const float xp = pre[u];
-      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-      const float* hs = h_s + cur * HP;   // h_{t-1}: zero at t = 0
-#pragma unroll
-      for (int k0 = 0; k0 < HR; k0 += 8) {   // padded to HR with zero weights: no branch, loads hoisted
-        const float4 m0 = *reinterpret_cast<const float4*>(hs + k0);
-        const float4 m1 = *reinterpret_cast<const float4*>(hs + k0 + 4);
-        a0 += wf[k0] * m0.x;
-        a1 += wf[k0 + 1] * m0.y;
-        a2 += wf[k0 + 2] * m0.z;
-        a3 += wf[k0 + 3] * m0.w;
-        a0 += wf[k0 + 4] * m1.x;
-        a1 += wf[k0 + 5] * m1.y;
-        a2 += wf[k0 + 6] * m1.z;
-        a3 += wf[k0 + 7] * m1.w;
-      }
-      const float pre_act = xp + ((a0 + a1) + (a2 + a3));
+      // h_{t-1} (zero at t = 0), padded to HR with zero weights: no branch, loads hoisted
+      const float pre_act = xp + dot8<HR>(wf, h_s + cur * HP);
       pre[u] = (valid && t + kRing < len) ? g_r[(t + kRing) * G] : 0.0f;
       if (t > 0) put(t - 1);
       const float s = sigmoid_f(q == 2 ? 2.0f * pre_act : pre_act);
@@ -771,22 +780,7 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
       // The gates of the unit first: they do not depend on the recurrence, so they leave its critical path.
       const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
       const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
-      float b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
-      const float* d = dg_s + cb * 4 * HP + q * HP;   // d gates of step t + 1: zero at t = len - 1
-#pragma unroll
-      for (int i0 = 0; i0 < HR; i0 += 8) {
-        const float4 m0 = *reinterpret_cast<const float4*>(d + i0);
-        const float4 m1 = *reinterpret_cast<const float4*>(d + i0 + 4);
-        b0 += wb[i0] * m0.x;
-        b1 += wb[i0 + 1] * m0.y;
-        b2 += wb[i0 + 2] * m0.z;
-        b3 += wb[i0 + 3] * m0.w;
-        b0 += wb[i0 + 4] * m1.x;
-        b1 += wb[i0 + 5] * m1.y;
-        b2 += wb[i0 + 6] * m1.z;
-        b3 += wb[i0 + 7] * m1.w;
-      }
-      float P = (b0 + b1) + (b2 + b3);
+      float P = dot8<HR>(wb, dg_s + cb * 4 * HP + q * HP);   // d gates of step t + 1: zero at t = len - 1
       fetch(t - kRing, pa[u], pc[u], pt[u]);
       if (t < len - 1) put(t + 1);
       P += __shfl_xor_sync(kFull, P, 1);   // identical bits in all four lanes (addition commutes exactly)
@@ -1017,6 +1011,8 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
         if (st.lead) mbar_arm(st.bars + 8 * cur, st.h_bytes);   // its next phase
       }
       const float* hs = st.h_s + cur * kClVec + p * kClPart;   // h_{t-1} of units 4 k + p: zero at t = 0
+      // dot8's arithmetic, written out: through the helper ptxas orders this kernel's loop differently (a few
+      // instructions moved), and only this order has been measured on the GPU.
       float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
 #pragma unroll
       for (int k = 0; k < kClCols; k += 8) {
@@ -1365,7 +1361,8 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   const void* k = kernel();
   CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
   proj_smem_bytes_ = static_cast<size_t>(kProjT * 64 + threads_ * (fc_ | 1)) * sizeof(float);
-  RT_CHECK(static_cast<int64_t>(proj_smem_bytes_) <= optin, "fused LSTM: the projection's W_ih chunk exceeds shared memory");
+  RT_CHECK(static_cast<int64_t>(proj_smem_bytes_) <= optin,
+           "fused LSTM: the projection's W_ih chunk exceeds shared memory");
   CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(projection_kernel),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(proj_smem_bytes_)));
   packed_floats_ = hr_ > 0 ? 0 : kCl * 2 * kClCols * kClThreads;

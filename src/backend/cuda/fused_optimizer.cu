@@ -255,7 +255,7 @@ int optimizer_blocks(int64_t n, int device) {
   return static_cast<int>(b < 1 ? 1 : b);
 }
 
-void launch_optimizer_step(const OptimizerArgs& a, cudaStream_t s) {
+bool launch_optimizer_step(const OptimizerArgs& a, cudaStream_t s, bool try_pdl) {
   RT_CHECK(a.blocks > 0 && a.partials && a.readback && a.barrier, "optimizer arguments not set");
   OptimizerArgs copy = a;
   void* args[] = {&copy};
@@ -272,7 +272,7 @@ void launch_optimizer_step(const OptimizerArgs& a, cudaStream_t s) {
     cfg.attrs = pdl;
     cfg.numAttrs = 1;
     CUDA_CHECK(cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(fused_optimizer_cluster), args));
-    return;
+    return try_pdl;
   }
   // Cooperative and, where the runtime allows both together, programmatic dependent launch (its launch then overlaps
   // the end of the kernel before it); else a plain cooperative launch.
@@ -288,10 +288,13 @@ void launch_optimizer_step(const OptimizerArgs& a, cudaStream_t s) {
   cfg.attrs = at;
   cfg.numAttrs = 2;
   const void* k = reinterpret_cast<const void*>(fused_optimizer);
-  if (cudaLaunchKernelExC(&cfg, k, args) == cudaSuccess) return;
-  (void)cudaGetLastError();   // the combination refused at launch: nothing was queued
+  if (try_pdl) {
+    if (cudaLaunchKernelExC(&cfg, k, args) == cudaSuccess) return true;
+    (void)cudaGetLastError();   // the combination refused at launch: nothing was queued
+  }
   cfg.numAttrs = 1;
   CUDA_CHECK(cudaLaunchKernelExC(&cfg, k, args));
+  return false;
 }
 
 }  // namespace ragtrain

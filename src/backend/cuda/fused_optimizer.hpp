@@ -35,7 +35,9 @@ struct OptimizerArgs {
 int optimizer_blocks(int64_t n, int device);
 // One cooperative launch: per-block sums of squares of grads/count, a grid barrier, then the update (every block
 // reduces the partials in the same order, so the norm, the clip scale and the parameters are identical on every
-// rank and every run).
-void launch_optimizer_step(const OptimizerArgs& a, cudaStream_t s);
+// rank and every run). try_pdl: first try the cooperative launch as a programmatic dependent one too; returns
+// whether that combination is usable (false once the runtime refused it: the caller keeps the answer and passes it
+// back, so a GPU that refuses pays one refused launch, not one a step).
+bool launch_optimizer_step(const OptimizerArgs& a, cudaStream_t s, bool try_pdl);
 
 }  // namespace ragtrain
