@@ -167,7 +167,9 @@ void many_sequences(const ModelShape& shape, int64_t n) {
   cpu->set_train_shard(shard);
   std::vector<int64_t> all = {-1};
   for (int64_t p = 0; p < shard.size(); ++p) all.push_back(p);
-  check_batch(gpu, *cpu, layout, params, shard, all, RT_MSG("fused cls F36 H" << shape.hidden << " K=" << n + 1),
+  check_batch(gpu, *cpu, layout, params, shard, all,
+              RT_MSG("fused " << (shape.task == Task::Classification ? "cls" : "reg") << " F" << shape.input_size
+                              << " H" << shape.hidden << " K=" << n + 1),
               kGradAtolScale);
 }
 
@@ -178,6 +180,17 @@ void many_sequences(const ModelShape& shape, int64_t n) {
 TEST(FusedAgreement, ClassificationH50SeventySequences) {
   RT_SKIP_WITHOUT_GPU();
   many_sequences({36, 50, 1, 10, Task::Classification}, 70);
+}
+
+// More than 16 sequences in the one-block kernel: each block sums its own sequence's weight gradients after its
+// backward (sequence_weight_grads). H = 19: 76 gate rows (the 8-row tiles padded); F = 70: 135 columns of z.
+TEST(FusedAgreement, RegressionRegistersH19TwentySequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences({5, 19, 1, 3, Task::Regression}, 20);
+}
+TEST(FusedAgreement, ClassificationRegistersH64F70TwentySequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences({70, 64, 1, 5, Task::Classification}, 20);
 }
 
 // The cluster variant with 40 sequences: 160 blocks, more than the SMs hold at once (clusters run in waves).
@@ -447,6 +460,38 @@ TEST(FusedDeterminism, BitwiseIdenticalReruns) {
       EXPECT_EQ(0, std::memcmp(got[i].data(), got[i + 3].data(), got[i].size() * sizeof(float)))
           << "H=" << H << " " << pool_name(pool) << " pool: result " << i << " differs between two identical runs";
     }
+  }
+}
+
+// The same with 24 sequences a step (the one-block kernel summing each sequence's weight gradients itself).
+TEST(FusedDeterminism, BitwiseIdenticalRerunsManySequences) {
+  RT_SKIP_WITHOUT_GPU();
+  for (Pool pool : {Pool::Last, Pool::Mean}) {
+    const ModelShape shape{36, 50, 1, 10, Task::Classification, false, pool};
+    std::vector<int64_t> lengths, batch;
+    for (int64_t i = 0; i < 24; ++i) {
+      lengths.push_back(1 + (i * 53) % 130);
+      batch.push_back(i);
+    }
+    const Shard shard = make_shard(shape, lengths, 5);
+    const std::vector<float> params = init_params(ParamLayout(shape), 11);
+    std::vector<std::vector<float>> got;
+    for (int rep = 0; rep < 2; ++rep) {
+      CudaBackend gpu(shape, options("cuda", "adam", 24), fused_tuning());
+      ASSERT_TRUE(gpu.fused_active());
+      gpu.set_params(params);
+      gpu.set_train_shard(shard);
+      for (int step = 0; step < 2; ++step) {
+        gpu.forward_backward(batch);
+        got.push_back(gpu.fused_buffer());
+        gpu.allreduce();
+        gpu.update(1e-3f);
+      }
+    }
+    ASSERT_EQ(got.size(), 4u);
+    for (size_t i = 0; i < 2; ++i)
+      EXPECT_EQ(0, std::memcmp(got[i].data(), got[i + 2].data(), got[i].size() * sizeof(float)))
+          << pool_name(pool) << " pool: step " << i << " differs between two identical runs";
   }
 }
 
