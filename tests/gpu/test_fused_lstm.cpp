@@ -182,8 +182,8 @@ TEST(FusedAgreement, ClassificationH50SeventySequences) {
   many_sequences({36, 50, 1, 10, Task::Classification}, 70);
 }
 
-// More than 16 sequences in the one-block kernel: each block sums its own sequence's weight gradients after its
-// backward (sequence_weight_grads). H = 19: 76 gate rows (the 8-row tiles padded); F = 70: 135 columns of z.
+// More than 16 sequences in the one-block kernel (the weight-gradient GEMM waits for the whole recurrence, a group per
+// sequence) at other shapes: H = 19 (76 gate rows, a partial GEMM tile), F = 70 (two feature chunks, 135 columns).
 TEST(FusedAgreement, RegressionRegistersH19TwentySequences) {
   RT_SKIP_WITHOUT_GPU();
   many_sequences({5, 19, 1, 3, Task::Regression}, 20);
@@ -463,7 +463,7 @@ TEST(FusedDeterminism, BitwiseIdenticalReruns) {
   }
 }
 
-// The same with 24 sequences a step (the one-block kernel summing each sequence's weight gradients itself).
+// The same with 24 sequences a step (no streaming; 24 GEMM groups of one sequence, summed in order).
 TEST(FusedDeterminism, BitwiseIdenticalRerunsManySequences) {
   RT_SKIP_WITHOUT_GPU();
   for (Pool pool : {Pool::Last, Pool::Mean}) {

@@ -88,9 +88,6 @@ struct Args {
   uint32_t epoch = 0;
   int32_t words = 1;              // progress words in use per sequence
   bool stream = false;
-  // The one-block kernel with B > kStreamMaxB: each block sums its own sequence's weight gradients after its backward
-  // (sequence_weight_grads) into wpart row b, and the sums kernel adds the rows; no weight-gradient GEMM.
-  bool seq_wgrad = false;
   long long* cycles = nullptr;    // (5) block 0's clock at the recurrence's phase boundaries, or null
   // W_hh packed for the recurrence kernel's registers (packed_source), written by the projection's pack blocks, each
   // of which then sets its flag to the epoch.
@@ -808,95 +805,7 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
   if (st.lead) publish_progress(st.progress, st.epoch, 0);
 }
 
-// Args::seq_wgrad: sequence b's weight gradients, summed by its own block after its backward (its SM is otherwise idle
-// until the longest sequence of the step ends; at K = 128 the GEMM after the recurrence took ~41 us on the H200), into
-// wpart row b: [dW_ih dW_hh db](m, n) = sum over t, in order, of dg_t[m] z_t[n], z_t = [x_t, h_{t-1}, 1], m the
-// interleaved gate row 4 j + q. Chunks of kSeqL steps are staged in shared memory (d gates from gbuf, z from the
-// features and hbuf; every load of a chunk in flight at once); each thread sums an 8 x 16 tile of outputs.
-constexpr int kSeqL = 32, kSeqTM = 8, kSeqTN = 16, kSeqU = 32;
-__host__ __device__ constexpr int seq_wgrad_rows(int G) { return (G + kSeqTM - 1) / kSeqTM * kSeqTM; }
-__host__ __device__ constexpr int seq_wgrad_cols(int NW) { return (NW + kSeqTN - 1) / kSeqTN * kSeqTN; }
-// smem (floats): As (kSeqL, rows), then Zs (kSeqL, cols).
-__device__ void sequence_weight_grads(const Args& a, const GatherSlot& slot, const float* gbuf, const float* hbuf,
-                                      float* smem, int b) {
-  const int H = a.H, F = a.F, G = 4 * H, NW = F + H + 1, GP = seq_wgrad_rows(G), NWP = seq_wgrad_cols(NW);
-  const int len = slot.length, tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  float* const As = smem;
-  float* const Zs = smem + kSeqL * GP;
-  const float* x = a.features + slot.row * F;
-  float* out = a.wpart + static_cast<int64_t>(b) * G * NW;
-  const int tiles_n = NWP / kSeqTN, tiles = GP / kSeqTM * tiles_n;
-  for (int tile0 = 0; tile0 < tiles; tile0 += nt) {
-    const int tile = tile0 + tid, m0 = tile / tiles_n * kSeqTM, n0 = tile % tiles_n * kSeqTN;
-    const bool active = tile < tiles;
-    float acc[kSeqTM][kSeqTN];
-#pragma unroll
-    for (int i = 0; i < kSeqTM; ++i)
-#pragma unroll
-      for (int k = 0; k < kSeqTN; ++k) acc[i][k] = 0.0f;
-    for (int t0 = 0; t0 < len; t0 += kSeqL) {
-      const int nl = min(kSeqL, len - t0);
-      __syncthreads();   // the previous chunk is consumed (the first time: the head's and backward's use of smem)
-      for (int i0 = tid; i0 < kSeqL * GP; i0 += kSeqU * nt) {
-        float v[kSeqU];
-#pragma unroll
-        for (int u = 0; u < kSeqU; ++u) {
-          const int i = i0 + u * nt, l = i / GP, m = i - l * GP;
-          v[u] = (i < kSeqL * GP && l < nl && m < G) ? gbuf[(t0 + l) * G + m] : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < kSeqU; ++u)
-          if (i0 + u * nt < kSeqL * GP) As[i0 + u * nt] = v[u];
-      }
-      for (int i0 = tid; i0 < kSeqL * NWP; i0 += kSeqU * nt) {
-        float v[kSeqU];
-#pragma unroll
-        for (int u = 0; u < kSeqU; ++u) {
-          const int i = i0 + u * nt, l = i / NWP, n = i - l * NWP, t = t0 + l;
-          float z = 0.0f;
-          if (i < kSeqL * NWP && l < nl) {
-            if (n < F) z = x[static_cast<int64_t>(t) * F + n];
-            else if (n < F + H) z = t > 0 ? hbuf[(t - 1) * H + (n - F)] : 0.0f;
-            else if (n == F + H) z = 1.0f;
-          }
-          v[u] = z;
-        }
-#pragma unroll
-        for (int u = 0; u < kSeqU; ++u)
-          if (i0 + u * nt < kSeqL * NWP) Zs[i0 + u * nt] = v[u];
-      }
-      __syncthreads();
-      if (!active) continue;
-      for (int l = 0; l < nl; ++l) {
-        float ar[kSeqTM], zr[kSeqTN];
-#pragma unroll
-        for (int i = 0; i < kSeqTM; i += 4) {
-          const float4 v4 = *reinterpret_cast<const float4*>(As + l * GP + m0 + i);
-          ar[i] = v4.x, ar[i + 1] = v4.y, ar[i + 2] = v4.z, ar[i + 3] = v4.w;
-        }
-#pragma unroll
-        for (int k = 0; k < kSeqTN; k += 4) {
-          const float4 v4 = *reinterpret_cast<const float4*>(Zs + l * NWP + n0 + k);
-          zr[k] = v4.x, zr[k + 1] = v4.y, zr[k + 2] = v4.z, zr[k + 3] = v4.w;
-        }
-#pragma unroll
-        for (int i = 0; i < kSeqTM; ++i)
-#pragma unroll
-          for (int k = 0; k < kSeqTN; ++k) acc[i][k] += ar[i] * zr[k];
-      }
-    }
-    if (!active) continue;
-#pragma unroll
-    for (int i = 0; i < kSeqTM; ++i)
-#pragma unroll
-      for (int k = 0; k < kSeqTN; ++k)
-        if (m0 + i < G && n0 + k < NW) out[(m0 + i) * NW + n0 + k] = acc[i][k];
-  }
-}
-
-// SEQ: the variant that ends with sequence_weight_grads (Args::seq_wgrad), a separate instantiation so that its
-// registers (~250) leave the K <= 16 variant's allocation of the recurrences as it was.
-template <int HR, bool SEQ>
+template <int HR>
 __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
   extern __shared__ float4 smem4[];
@@ -982,7 +891,6 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   backward_recurrence<HR>(st, wb, acc.at);
   mark(a, 4);
   head_emit(a, pooled, lg_s, misc, static_cast<int>(blockIdx.x));   // the backward left h_s, lg_s and misc alone
-  if (SEQ) sequence_weight_grads(a, slot, gbuf, hbuf, h_s, static_cast<int>(blockIdx.x));
 }
 
 // ---- The cluster variant (64 < H <= 128) ----
@@ -1449,15 +1357,9 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   const int64_t fixed = (hr_ > 0 ? 2 * HP_ + 8 * HP_ + HP_ + 4 : kClSmemFixed) + Cp_ + fc_smem_;
   RT_CHECK(fixed * static_cast<int64_t>(sizeof(float)) <= optin, "fused LSTM: the head exceeds shared memory");
   fc_ = std::min(F, 64);   // input projection: features per register chunk
-  // The one-block kernel sums each sequence's weight gradients itself at K > kStreamMaxB (sequence_weight_grads) where
-  // its staging fits in shared memory beside nothing else (it reuses the recurrence's).
-  const int64_t seq_floats = kSeqL * (seq_wgrad_rows(G) + seq_wgrad_cols(F + G / 4 + 1));
-  seq_wgrad_ok_ = hr_ > 0 && seq_floats * static_cast<int64_t>(sizeof(float)) <= optin;
-  smem_bytes_ = static_cast<size_t>(seq_wgrad_ok_ ? std::max(fixed, seq_floats) : fixed) * sizeof(float);
-  for (bool seq : {false, true})
-    if (!seq || seq_wgrad_ok_)
-      CUDA_CHECK(cudaFuncSetAttribute(kernel(seq), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem_bytes_)));
+  smem_bytes_ = static_cast<size_t>(fixed) * sizeof(float);
+  const void* k = kernel();
+  CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
   proj_smem_bytes_ = static_cast<size_t>(kProjT * 64 + threads_ * (fc_ | 1)) * sizeof(float);
   RT_CHECK(static_cast<int64_t>(proj_smem_bytes_) <= optin,
            "fused LSTM: the projection's W_ih chunk exceeds shared memory");
@@ -1473,16 +1375,12 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   cycles_.resize_discard(8);
 }
 
-const void* FusedLstm::kernel(bool seq) const {
+const void* FusedLstm::kernel() const {
   switch (hr_) {
-    case 32: return seq ? reinterpret_cast<const void*>(fused_lstm_kernel<32, true>)
-                   : reinterpret_cast<const void*>(fused_lstm_kernel<32, false>);
-    case 48: return seq ? reinterpret_cast<const void*>(fused_lstm_kernel<48, true>)
-                   : reinterpret_cast<const void*>(fused_lstm_kernel<48, false>);
-    case 56: return seq ? reinterpret_cast<const void*>(fused_lstm_kernel<56, true>)
-                   : reinterpret_cast<const void*>(fused_lstm_kernel<56, false>);
-    case 64: return seq ? reinterpret_cast<const void*>(fused_lstm_kernel<64, true>)
-                   : reinterpret_cast<const void*>(fused_lstm_kernel<64, false>);
+    case 32: return reinterpret_cast<const void*>(fused_lstm_kernel<32>);
+    case 48: return reinterpret_cast<const void*>(fused_lstm_kernel<48>);
+    case 56: return reinterpret_cast<const void*>(fused_lstm_kernel<56>);
+    case 64: return reinterpret_cast<const void*>(fused_lstm_kernel<64>);
     default: return reinterpret_cast<const void*>(fused_lstm_cluster_kernel);
   }
 }
@@ -1509,8 +1407,7 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   if (cap_B_ > 1) {
     partials_.resize_discard(static_cast<size_t>(cap_B_ * stride_));
     CUDA_CHECK(cudaMemset(partials_.get(), 0, partials_.size() * sizeof(float)));   // entries never written stay 0
-    const int64_t rows = seq_wgrad_ok_ ? cap_B_ : weight_grad_groups(cap_B_);   // a row per sequence, or per group
-    wpart_.resize_discard(static_cast<size_t>(rows * 4 * H * (F + H + 1)));
+    wpart_.resize_discard(static_cast<size_t>(weight_grad_groups(cap_B_) * 4 * H * (F + H + 1)));
   }
 }
 
@@ -1553,8 +1450,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.tc = static_cast<int32_t>(std::clamp<int64_t>((B * T + 255) / 256 + 7, 8, kProjT) / 8 * 8);
   a.Cp = Cp_;
   a.fc_smem = fc_smem_;
-  a.seq_wgrad = seq_wgrad_ok_ && B > kStreamMaxB;
-  a.groups = a.seq_wgrad ? static_cast<int32_t>(B) : weight_grad_groups(B);
+  a.groups = weight_grad_groups(B);
   a.grads = grads;
   a.wpart = wpart_.get();
   a.sum_blocks = static_cast<int32_t>((4 * H * (F + H + 1) + 255) / 256);
@@ -1613,14 +1509,13 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   launch(reinterpret_cast<const void*>(projection_kernel),
          dim3(static_cast<unsigned>(proj_x), ub + static_cast<unsigned>(a.pack_rows)), threads_, proj_smem_bytes_);
   mark(1);
-  launch(kernel(a.seq_wgrad), dim3(hr_ > 0 ? ub : ub * kCl), rec_threads_, smem_bytes_);   // cluster: kCl blocks each
+  launch(kernel(), dim3(hr_ > 0 ? ub : ub * kCl), rec_threads_, smem_bytes_);   // cluster: kCl blocks a sequence
   mark(2);
   const int G = static_cast<int>(4 * H), NW = static_cast<int>(F + H + 1);
-  if (!a.seq_wgrad)
-    launch(reinterpret_cast<const void*>(weight_grad_kernel),
-           dim3(static_cast<unsigned>((G + kWgM - 1) / kWgM), static_cast<unsigned>((NW + kWgN - 1) / kWgN),
-                static_cast<unsigned>(a.groups)),
-           kWgThreads, 0);
+  launch(reinterpret_cast<const void*>(weight_grad_kernel),
+         dim3(static_cast<unsigned>((G + kWgM - 1) / kWgM), static_cast<unsigned>((NW + kWgN - 1) / kWgN),
+              static_cast<unsigned>(a.groups)),
+         kWgThreads, 0);
   mark(3);
   if (B > 1) {   // (then groups > 1 too) the sums over groups and over sequences
     const int head_blocks = static_cast<int>(((a.n_grad - a.head_lo) * 32 + 255) / 256);

@@ -75,7 +75,7 @@ class FusedLstm {
  private:
   void reserve(int64_t B, int64_t T);
   int64_t per_seq() const;         // floats of one sequence's scratch
-  const void* kernel(bool seq) const;   // the recurrence kernel's variant for this H (seq: Args::seq_wgrad)
+  const void* kernel() const;      // the recurrence kernel's variant for this H
   int weight_grad_groups(int64_t B) const;
 
   ModelShape shape_;
@@ -88,7 +88,6 @@ class FusedLstm {
   int32_t fc_smem_ = 0;            // the head's weight and bias in shared memory (floats; 0: read from global)
   size_t smem_bytes_ = 0;          // recurrence kernel
   size_t proj_smem_bytes_ = 0;     // projection kernel
-  bool seq_wgrad_ok_ = false;      // the one-block kernel can sum each sequence's weight gradients (fused_lstm.cu)
   int32_t packed_floats_ = 0;
   DeviceBuffer<float> packed_;     // W_hh in the order of the recurrence kernel's registers (fused_lstm.cu)
   DeviceBuffer<unsigned long long> pack_flags_;   // (32) the pack blocks' epoch flags
