@@ -54,7 +54,7 @@ constexpr int kCl = 4;   // blocks per sequence in the cluster variant (64 < H <
 constexpr int kClUnits = kMaxH / kCl;    // units per block at most
 constexpr int kClThreads = 16 * kClUnits;
 constexpr int kClCols = 32;              // columns (forward) or rows (backward) of W_hh per thread
-constexpr int kPack = 32;                // blocks of the projection kernel that pack W_hh for the recurrence
+constexpr int kPack = 32;                // blocks of the projection kernel that pack W_hh for the cluster variant
 
 struct Args {
   const float* params = nullptr;
