@@ -32,6 +32,18 @@ if ldd "$BUILD/bin/ragtrain" 2>/dev/null | grep -qE 'lib(asan|ubsan|tsan)'; then
   NO_LEAKS=(env "ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0:fast_unwind_on_malloc=1")
 fi
 MPIRUN="mpirun --oversubscribe"
+# Every suite runs under a wall-time bound (SUITE_LIMIT seconds, 1200 by default, times the sanitizer scale): a
+# suite that hangs is stopped (SIGTERM, so its EXIT traps stop daemons and remove temporary folders; SIGKILL 30 s
+# later) and counts as failed, instead of running on until CI's own limit.
+SCALE=${RAGTRAIN_TEST_TIME_SCALE:-1}
+SUITE_LIMIT=$(( ${SUITE_LIMIT:-1200} * ${SCALE%%.*} ))
+bounded() { timeout -k 30 "$SUITE_LIMIT" "$@"; }
+# Says so when the bound stopped a suite ($1 = its exit status, $2 = its label, $3 = its start in SECONDS).
+over_limit() {
+  [ "$1" -eq 124 ] || { [ "$1" -eq 137 ] && [ $((SECONDS - $3)) -ge "$SUITE_LIMIT" ]; } &&
+    echo "!!! $2: stopped after SUITE_LIMIT=$SUITE_LIMIT s"
+  return 0
+}
 
 passed=0; failed=0; skipped=0
 failures=()
@@ -42,8 +54,9 @@ run_suite() {
   local log; log=$(mktemp)
   echo "=== $label: $*"
   local start=$SECONDS
-  "$@" >"$log" 2>&1
+  bounded "$@" >"$log" 2>&1
   local rc=$?
+  over_limit "$rc" "$label" "$start"
   local p s f
   p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\..*/\1/p' "$log" | tail -1)
   s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\?,.*/\1/p' "$log" | tail -1)
@@ -71,8 +84,9 @@ run_script_suite() {
   local log; log=$(mktemp)
   echo "=== $label: $*"
   local start=$SECONDS
-  "$@" >"$log" 2>&1
+  bounded "$@" >"$log" 2>&1
   local rc=$?
+  over_limit "$rc" "$label" "$start"
   local last p f s
   last=$(tail -1 "$log")
   p=$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1/p')

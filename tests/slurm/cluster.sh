@@ -29,15 +29,29 @@ _cluster_stop_pidfile() {
 # True when nothing accepts connections on 127.0.0.1:$1.
 _cluster_port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# Starts munged, slurmctld and slurmd with state under DIR; exports SLURM_CONF. Returns non-zero (with the
-# daemons' logs on stderr) when the node does not become idle within ~20 s. Ports and job ids are drawn at
-# random, so that two test runs on one machine (two build folders) do not meet.
-cluster_start() {
-  local dir=$1 host i ctld_port slurmd_port
+# Prints the daemons' logs (the tail of each) for a start-up that failed.
+_cluster_logs() {
+  local f
+  for f in "$1"/log/munged.log "$1"/log/slurmctld.log "$1"/log/slurmd.log; do
+    [ -f "$f" ] || { echo "== $f: not written"; continue; }
+    echo "== $f (last 25 lines)"; tail -n 25 "$f"
+  done
+}
+
+# True while the daemon whose pid file is $1 is alive, and while its pid file is not yet written.
+_cluster_alive() { [ ! -s "$1" ] || kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# One attempt: munged, slurmctld and slurmd with state under DIR, until the node is idle. Returns non-zero as soon
+# as a daemon exits, or after $2 seconds of wall time (each sinfo is bounded too: with no controller listening
+# it retries for ~9 s, so a count of sinfo calls is no time bound).
+_cluster_start_once() {
+  local dir=$1 bound=$2 host i ctld_port slurmd_port deadline
   host=$(hostname -s)
   mkdir -p "$dir"/{state,spool,fakegpu,log,tmp}
+  # Ports below Linux's ephemeral range (32768-60999): a port picked there can be taken by an outgoing
+  # connection between the check and slurmctld's bind.
   for i in $(seq 50); do
-    ctld_port=${RAGTRAIN_SLURMCTLD_PORT:-$((20000 + (RANDOM % 20000) * 2))}
+    ctld_port=${RAGTRAIN_SLURMCTLD_PORT:-$((20000 + (RANDOM % 6000) * 2))}
     slurmd_port=$((ctld_port + 1))
     _cluster_port_free "$ctld_port" && _cluster_port_free "$slurmd_port" && break
   done
@@ -92,21 +106,43 @@ AutoDetect=off
 NodeName=$host Name=gpu File=$dir/fakegpu/nvidia[0-3]
 CONF
   export SLURM_CONF="$dir/slurm.conf"
-  slurmctld -c -f "$SLURM_CONF" || { cat "$dir/log/slurmctld.log" >&2; return 1; }
-  slurmd -f "$SLURM_CONF" || { cat "$dir/log/slurmd.log" >&2; return 1; }
-  for i in $(seq 200); do
-    [ "$(sinfo -h -o %T 2>/dev/null)" = idle ] && return 0
+  slurmctld -c -f "$SLURM_CONF" || return 1
+  slurmd -f "$SLURM_CONF" || return 1
+  deadline=$((SECONDS + bound))
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    [ "$(timeout 3 sinfo -h -o %T 2>/dev/null)" = idle ] && return 0
+    _cluster_alive "$dir/slurmctld.pid" || { echo "slurmctld exited during start-up" >&2; return 1; }
+    _cluster_alive "$dir/slurmd.pid" || { echo "slurmd exited during start-up" >&2; return 1; }
     sleep 0.1
   done
-  echo "slurm node did not become idle; sinfo: $(sinfo -h -o '%T %E' 2>&1)" >&2
-  tail -20 "$dir/log/slurmctld.log" "$dir/log/slurmd.log" >&2
+  echo "slurm node not idle after $bound s; sinfo: $(timeout 10 sinfo -h -o '%T %E' 2>&1)" >&2
+  return 1
+}
+
+# Starts munged, slurmctld and slurmd with state under DIR; exports SLURM_CONF. Ports and job ids are drawn at
+# random, so that two test runs on one machine (two build folders) do not meet. A start that fails (a daemon
+# exits, or the node is not idle within 20 s x RAGTRAIN_TEST_TIME_SCALE) prints the daemons' logs on stderr and
+# is tried again from scratch on other ports, three times in all; then it returns non-zero.
+cluster_start() {
+  local dir=$1 attempt scale=${RAGTRAIN_TEST_TIME_SCALE:-1}
+  scale=${scale%%.*}
+  [ "${scale:-0}" -ge 1 ] 2>/dev/null || scale=1
+  for attempt in 1 2 3; do
+    _cluster_start_once "$dir" $((20 * scale)) && return 0
+    echo "slurm test cluster: start-up attempt $attempt of 3 failed; the daemons' logs:" >&2
+    _cluster_logs "$dir" >&2
+    cluster_stop "$dir"
+    rm -rf "$dir"
+  done
   return 1
 }
 
 # Cancels what is left, stops slurmd, slurmctld and munged (in reverse order of start-up).
 cluster_stop() {
   local dir=$1
-  [ -f "$dir/slurm.conf" ] && SLURM_CONF="$dir/slurm.conf" scancel --full --quiet --user="$(id -un)" 2>/dev/null
+  # scancel only while slurmctld runs: with no controller to answer it would retry for ~9 s.
+  [ -f "$dir/slurm.conf" ] && [ -s "$dir/slurmctld.pid" ] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null &&
+    SLURM_CONF="$dir/slurm.conf" timeout 10 scancel --full --quiet --user="$(id -un)" 2>/dev/null
   _cluster_stop_pidfile "$dir/slurmd.pid"
   _cluster_stop_pidfile "$dir/slurmctld.pid"
   _cluster_stop_pidfile "$dir/munged.pid"

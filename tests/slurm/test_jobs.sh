@@ -109,11 +109,13 @@ if ! cluster_start "$TMP/cluster"; then
 fi
 echo "slurm cluster up in $((SECONDS - start)) s (SLURM_CONF=$SLURM_CONF)"
 
-job_field() { scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+# Waits below are bounded in wall time (SECONDS), not in calls: a Slurm command that finds no controller retries
+# for ~9 s before it gives up, so a count of calls would be no bound.
+job_field() { timeout 10 scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
 # Waits (at most $2 s) until job $1 has left the queue or is in state $3; prints the state.
 wait_job() {
-  local _ st
-  for _ in $(seq $(($2 * 5 * SCALE))); do
+  local st deadline=$((SECONDS + $2 * SCALE))
+  while [ "$SECONDS" -lt "$deadline" ]; do
     st=$(job_field "$1" JobState)
     case "$st" in COMPLETED|FAILED|CANCELLED|TIMEOUT|OUT_OF_MEMORY|NODE_FAIL|"") echo "$st"; return;; esac
     [ -n "${3:-}" ] && [ "$st" = "$3" ] && { echo "$st"; return; }
@@ -124,8 +126,8 @@ wait_job() {
 # A requeued job waits ~2 minutes (Slurm's BeginTime after a requeue); the test lets it start as soon as the
 # previous instance's step daemons are gone (a new step of the same id cannot bind its PMIx socket before).
 release_requeued() {
-  local _
-  for _ in $(seq $((150 * SCALE))); do
+  local deadline=$((SECONDS + 30 * SCALE))
+  while [ "$SECONDS" -lt "$deadline" ]; do
     if [ "$(job_field "$1" JobState)" = PENDING ] && [ "$(job_field "$1" Restarts)" -ge 1 ] 2>/dev/null &&
        ! pgrep -f "slurmstepd: \[$1\." >/dev/null; then
       # slurmd refuses a job's new credential issued in the same second as the old one's revocation ("Job
