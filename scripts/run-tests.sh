@@ -36,7 +36,9 @@ MPIRUN="mpirun --oversubscribe"
 # suite that hangs is stopped (SIGTERM, so its EXIT traps stop daemons and remove temporary folders; SIGKILL 30 s
 # later) and counts as failed, instead of running on until CI's own limit.
 SCALE=${RAGTRAIN_TEST_TIME_SCALE:-1}
-SUITE_LIMIT=$(( ${SUITE_LIMIT:-1200} * ${SCALE%%.*} ))
+SCALE=${SCALE%%.*}
+[ "${SCALE:-0}" -ge 1 ] 2>/dev/null || SCALE=1   # as the suites read it (tests/slurm/test_jobs.sh)
+SUITE_LIMIT=$(( ${SUITE_LIMIT:-1200} * SCALE ))
 bounded() { timeout -k 30 "$SUITE_LIMIT" "$@"; }
 # Says so when the bound stopped a suite ($1 = its exit status, $2 = its label, $3 = its start in SECONDS).
 over_limit() {

@@ -38,8 +38,10 @@ _cluster_logs() {
   done
 }
 
-# True while the daemon whose pid file is $1 is alive, and while its pid file is not yet written.
-_cluster_alive() { [ ! -s "$1" ] || kill -0 "$(cat "$1")" 2>/dev/null; }
+# True when the daemon whose pid file is $1 wrote it and runs.
+_cluster_running() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# True while that daemon runs, and while its pid file is not yet written (it is still starting).
+_cluster_alive() { [ ! -s "$1" ] || _cluster_running "$1"; }
 
 # One attempt: munged, slurmctld and slurmd with state under DIR, until the node is idle. Returns non-zero as soon
 # as a daemon exits, or after $2 seconds of wall time (each sinfo is bounded too: with no controller listening
@@ -119,16 +121,14 @@ CONF
   return 1
 }
 
-# Starts munged, slurmctld and slurmd with state under DIR; exports SLURM_CONF. Ports and job ids are drawn at
-# random, so that two test runs on one machine (two build folders) do not meet. A start that fails (a daemon
-# exits, or the node is not idle within 20 s x RAGTRAIN_TEST_TIME_SCALE) prints the daemons' logs on stderr and
-# is tried again from scratch on other ports, three times in all; then it returns non-zero.
+# `cluster_start DIR [SECONDS]`: starts munged, slurmctld and slurmd with state under DIR; exports SLURM_CONF. Ports
+# and job ids are drawn at random, so that two test runs on one machine (two build folders) do not meet. A start
+# that fails (a daemon exits, or the node is not idle within SECONDS, 20 by default) prints the daemons' logs on
+# stderr and is tried again from scratch on other ports, three times in all; then it returns non-zero.
 cluster_start() {
-  local dir=$1 attempt scale=${RAGTRAIN_TEST_TIME_SCALE:-1}
-  scale=${scale%%.*}
-  [ "${scale:-0}" -ge 1 ] 2>/dev/null || scale=1
+  local dir=$1 bound=${2:-20} attempt
   for attempt in 1 2 3; do
-    _cluster_start_once "$dir" $((20 * scale)) && return 0
+    _cluster_start_once "$dir" "$bound" && return 0
     echo "slurm test cluster: start-up attempt $attempt of 3 failed; the daemons' logs:" >&2
     _cluster_logs "$dir" >&2
     cluster_stop "$dir"
@@ -141,7 +141,7 @@ cluster_start() {
 cluster_stop() {
   local dir=$1
   # scancel only while slurmctld runs: with no controller to answer it would retry for ~9 s.
-  [ -f "$dir/slurm.conf" ] && [ -s "$dir/slurmctld.pid" ] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null &&
+  [ -f "$dir/slurm.conf" ] && _cluster_running "$dir/slurmctld.pid" &&
     SLURM_CONF="$dir/slurm.conf" timeout 10 scancel --full --quiet --user="$(id -un)" 2>/dev/null
   _cluster_stop_pidfile "$dir/slurmd.pid"
   _cluster_stop_pidfile "$dir/slurmctld.pid"

@@ -103,7 +103,7 @@ if [ -n "$why" ]; then
   [ "$failed" -eq 0 ]; exit
 fi
 start=$SECONDS
-if ! cluster_start "$TMP/cluster"; then
+if ! cluster_start "$TMP/cluster" $((20 * SCALE)); then
   for _ in $(seq $SLURM_TESTS); do fail "slurm" "the test cluster did not start (logs above)"; done
   echo "$passed passed, $failed failed, $skipped skipped"; exit 1
 fi
