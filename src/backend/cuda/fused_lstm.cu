@@ -76,7 +76,9 @@ struct Args {
   int32_t fc_smem = 0;            // floats of the head's weight and bias staged in shared memory (0: none)
   int32_t groups = 1;             // weight gradients: sequence groups (1: added straight into the fused buffer)
   float* grads = nullptr;         // the fused buffer
-  float* wpart = nullptr;         // groups > 1: (groups, 4H, F + H + 1) partial sums
+  float* wpart = nullptr;         // groups > 1: (groups, 4H, wstride) partial sums (columns F + H + 1 used)
+  int32_t wstride = 0;            // F + H + 1 rounded up to 8
+  int32_t sg_mt = 0, sg_nt = 0;   // split_grad_kernel: its block tile in threads (kSgR x 8 outputs each)
   int32_t sum_blocks = 0;         // sums_kernel: blocks of the weight-gradient sums (the head's sums after them)
   int64_t head_lo = 0, n_grad = 0;   // the head's gradients and the extras: fused-buffer entries [head_lo, n_grad)
   // The backward's progress, kCl words per sequence (one per block of a cluster; the one-block kernel uses the
@@ -612,7 +614,7 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
   } else {
 #pragma unroll
     for (int u = 0; u < 8; ++u)
-      if (ok[u]) a.wpart[(static_cast<int64_t>(g) * G + mm[u]) * NW + nn[u]] = v[u];
+      if (ok[u]) a.wpart[(static_cast<int64_t>(g) * G + mm[u]) * a.wstride + nn[u]] = v[u];
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Streaming, this grid may otherwise end before the recurrence kernel (whose head gradients and totals the next
@@ -1242,13 +1244,208 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   cluster.sync();   // no block leaves while another may still read or wait on anything of it
 }
 
+// Phase 5 with many sequences (B > kStreamMaxB): the same sums as weight_grad_kernel, as a GEMM split over the
+// timesteps of all sequences instead of over sequence groups. The timesteps of the batch, concatenated in slot order,
+// are cut into a.groups equal parts, one per block column (about one block per SM): each block sums its part for a
+// tile of a.sg_mt x a.sg_nt threads, each thread kSgR gate rows x 8 columns of z in registers (32 FMAs per 3 shared-
+// memory loads; weight_grad_kernel's 2 x 4 tile and one sequence group of 4 per block spent 41 us on 128 sequences
+// on the H200, and a quarter of its tiles was padding at H = 50). Two blocks per SM: with 8 x 8 a thread (128
+// registers, one block of 9 warps per SM) the kernel still took 34 us, its FMAs waiting on their shared-memory loads.
+// Chunks of kSgC timesteps go to shared memory by cp.async (padding and the bias' 1 zero-filled or copied by it too),
+// the next chunk in flight while the current one is summed. The partition and every sum's order depend only on the
+// batch: reruns are bitwise equal.
+constexpr int kSgC = 32;              // timesteps per staged chunk
+constexpr int kSgR = 4;               // gate rows per thread (one 16-byte load of a timestep's d gates)
+constexpr int kSgMaxThreads = 320;    // threads of a block tile at most
+__device__ const float kOneF = 1.0f;  // the source of z's bias column
+
+// 4 (16) bytes global -> shared, asynchronously; zeros when !ok (src is then not read).
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool ok) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(ok ? 4 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(ok ? 16 : 0)
+               : "memory");
+}
+
+__global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __grid_constant__ Params p) {
+  const Args& a = p.a;
+  extern __shared__ float4 sg_smem4[];
+  const int tid = static_cast<int>(threadIdx.x), nth = static_cast<int>(blockDim.x);
+  const int H = a.H, F = a.F, G = 4 * H, NW = F + H + 1, B = a.B;
+  const int BM = kSgR * a.sg_mt, BN = 8 * a.sg_nt;
+  const int m0 = static_cast<int>(blockIdx.y) * BM, n0 = static_cast<int>(blockIdx.z) * BN;
+  float* const As = reinterpret_cast<float*>(sg_smem4);   // (2, kSgC, BM) d gates
+  float* const Zs = As + 2 * kSgC * BM;                   // (2, kSgC, BN) z
+  int64_t* const rows = reinterpret_cast<int64_t*>(Zs + 2 * kSgC * BN);   // (B) feature row of each slot
+  int* const pre = reinterpret_cast<int*>(rows + B);      // (B + 1) timesteps before each slot
+  int* const mb = pre + B + 1;                            // (2, kSgC) the chunk's slots (-1: past the part)
+  int* const mt = mb + 2 * kSgC;                          // (2, kSgC) and timesteps
+  // Everything before the wait reads only the slot table (written before the projection): the prefix sums of the
+  // lengths, by warp 0 in lane-contiguous runs.
+  for (int b = tid; b < B; b += nth) {
+    const GatherSlot s = slot_of(p, b);
+    rows[b] = s.row;
+    pre[b + 1] = s.length;
+  }
+  __syncthreads();
+  if (tid < 32) {
+    const int per = (B + 31) / 32, lo = tid * per, hi = min(B, lo + per);
+    int sum = 0;
+    for (int b = lo; b < hi; ++b) sum += pre[b + 1];
+    int incl = sum;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int v = __shfl_up_sync(kFull, incl, o);
+      if (tid >= o) incl += v;
+    }
+    int run = incl - sum;
+    for (int b = lo; b < hi; ++b) {
+      run += pre[b + 1];
+      pre[b + 1] = run;
+    }
+    if (tid == 0) pre[0] = 0;
+  }
+  __syncthreads();
+  const int64_t total = pre[B];
+  const int parts = static_cast<int>(gridDim.x), part = static_cast<int>(blockIdx.x);
+  const int i_lo = static_cast<int>(total * part / parts), i_hi = static_cast<int>(total * (part + 1) / parts);
+  const int chunks = (i_hi - i_lo + kSgC - 1) / kSgC;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");   // the sums kernel waits for this grid
+  asm volatile("griddepcontrol.wait;" ::: "memory");                // the recurrence kernel's d gates and h
+#endif
+  // Chunk c's slot and timestep per row: the last slot starting at or before its timestep.
+  auto map = [&](int c, int buf) {
+    for (int r = tid; r < kSgC; r += nth) {
+    const int i = i_lo + c * kSgC + r;
+    int b = -1, t = 0;
+    if (i < i_hi) {
+      int lo = 0, hi = B - 1;
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (pre[mid] <= i) lo = mid;
+        else hi = mid - 1;
+      }
+      b = lo;
+      t = i - pre[lo];
+    }
+    mb[buf * kSgC + r] = b;
+    mt[buf * kSgC + r] = t;
+    }
+  };
+  // Each thread's first (row, element) of the chunk and its stride in whole rows plus a remainder: no division per
+  // element (one per element cost as much as the projection's FMAs on the H200). The d gates go as float4s (a
+  // timestep's row of G is 16-byte aligned, G and BM multiples of 4).
+  const int BM4 = BM / 4;
+  const int a_l0 = tid / BM4, a_e0 = tid - a_l0 * BM4, a_dl = nth / BM4, a_de = nth - a_dl * BM4;
+  const int z_l0 = tid / BN, z_e0 = tid - z_l0 * BN, z_dl = nth / BN, z_de = nth - z_dl * BN;
+  const float* const hb = a.scratch + static_cast<int64_t>(a.t_cap) * (G + 2 * H);   // + b * per_seq: h_t at t * H
+  auto stage = [&](int buf) {
+    float* const A = As + buf * kSgC * BM;
+    for (int l = a_l0, e = a_e0; l < kSgC;) {
+      const int b = mb[buf * kSgC + l], m = m0 + 4 * e;
+      const bool ok = b >= 0 && m < G;
+      cp_async16(A + l * BM + 4 * e,
+                 ok ? a.scratch + b * a.per_seq + static_cast<int64_t>(mt[buf * kSgC + l]) * G + m : a.params, ok);
+      l += a_dl;
+      e += a_de;
+      if (e >= BM4) {
+        e -= BM4;
+        ++l;
+      }
+    }
+    float* const Z = Zs + buf * kSgC * BN;
+    for (int l = z_l0, e = z_e0; l < kSgC;) {
+      const int b = mb[buf * kSgC + l], t = mt[buf * kSgC + l], n = n0 + e;
+      const float* src = a.params;
+      bool ok = false;
+      if (b >= 0) {
+        if (n < F) {
+          src = a.features + (rows[b] + t) * F + n;
+          ok = true;
+        } else if (n < F + H) {
+          ok = t > 0;   // h_{-1} = 0
+          if (ok) src = hb + b * a.per_seq + static_cast<int64_t>(t - 1) * H + (n - F);
+        } else if (n == F + H) {
+          src = &kOneF;
+          ok = true;
+        }
+      }
+      cp_async4(Z + l * BN + e, src, ok);
+      l += z_dl;
+      e += z_de;
+      if (e >= BN) {
+        e -= BN;
+        ++l;
+      }
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  const int tn = tid % a.sg_nt, tm = tid / a.sg_nt;
+  const bool computes = tm < a.sg_mt;   // the block's last warp may have spare threads
+  float acc[kSgR][8];
+#pragma unroll
+  for (int r = 0; r < kSgR; ++r)
+#pragma unroll
+    for (int c = 0; c < 8; ++c) acc[r][c] = 0.0f;
+  if (chunks > 0) {
+    map(0, 0);
+    __syncthreads();
+    stage(0);
+  }
+  for (int c = 0; c < chunks; ++c) {
+    const int buf = c & 1;
+    if (c + 1 < chunks) {   // the other buffers were last read before the previous chunk's closing barrier
+      map(c + 1, buf ^ 1);
+      __syncthreads();
+      stage(buf ^ 1);
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+    } else {
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+    }
+    __syncthreads();   // chunk c is in shared memory, every thread's copies included
+    const int nl = min(kSgC, i_hi - i_lo - c * kSgC);
+    if (computes) {
+      const float* A = As + buf * kSgC * BM + kSgR * tm;
+      const float* Z = Zs + buf * kSgC * BN + 8 * tn;
+#pragma unroll 4
+      for (int l = 0; l < nl; ++l) {
+        const float4 a0 = *reinterpret_cast<const float4*>(A + l * BM);
+        const float4 z0 = *reinterpret_cast<const float4*>(Z + l * BN);
+        const float4 z1 = *reinterpret_cast<const float4*>(Z + l * BN + 4);
+        const float av[kSgR] = {a0.x, a0.y, a0.z, a0.w};
+        const float zv[8] = {z0.x, z0.y, z0.z, z0.w, z1.x, z1.y, z1.z, z1.w};
+#pragma unroll
+        for (int r = 0; r < kSgR; ++r)
+#pragma unroll
+          for (int k = 0; k < 8; ++k) acc[r][k] += av[r] * zv[k];
+      }
+    }
+    __syncthreads();   // buffer buf is read before the next chunk's copies reuse it
+  }
+  if (!computes) return;
+  // Part `part`'s partial sums, rows of a.wstride (a multiple of 8: whole 16-byte stores).
+  float* const out = a.wpart + static_cast<int64_t>(part) * G * a.wstride + n0 + 8 * tn;
+#pragma unroll
+  for (int r = 0; r < kSgR; ++r) {
+    const int m = m0 + kSgR * tm + r;
+    if (m >= G || n0 + 8 * tn >= NW) continue;
+    float4* o = reinterpret_cast<float4*>(out + static_cast<int64_t>(m) * a.wstride);
+    o[0] = make_float4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+    o[1] = make_float4(acc[r][4], acc[r][5], acc[r][6], acc[r][7]);
+  }
+}
+
 // B > 1, both sums into the fused buffer in one launch (launched early, programmatic dependent launch):
-//  - blocks [0, a.sum_blocks): each weight-gradient entry += its sum over the sequence groups, in group order (a
-//    thread per entry, all loads in flight at once);
+//  - blocks [0, a.sum_blocks): each weight-gradient entry += its sum over the a.groups partial sums, in order: the
+//    8 lanes of an entry each sum a slice of the partials (every load of a slice in flight at once), then the
+//    slices in a fixed butterfly (a thread per entry over 132 partials waited one memory latency per 32);
 //  - the blocks after: the head's gradients and the extras, entries [a.head_lo, a.n_grad), += the sum over the
 //    sequences of the partials. A warp per entry, lane l summing b = l, l + 32, ... in order, then the lanes in a
 //    fixed butterfly: every load of a warp in flight at once (summing b in order in one thread waited one memory
 //    latency per 8 sequences: 13.8 us at K = 128).
+constexpr int kSumSlices = 8;
 __global__ void __launch_bounds__(256) sums_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -1257,22 +1454,28 @@ __global__ void __launch_bounds__(256) sums_kernel(const __grid_constant__ Param
 #endif
   if (static_cast<int>(blockIdx.x) < a.sum_blocks) {
     const int NW = a.F + a.H + 1, n_all = 4 * a.H * NW;
-    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i >= n_all) return;
+    const int gt = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    const int i = gt / kSumSlices, slice = gt % kSumSlices;   // an entry's slices in adjacent lanes
+    const bool in = i < n_all;   // no return before the shuffles: they need every lane
+    const int m = in ? i / NW : 0, n = in ? i - m * NW : 0;
+    const int g_lo = slice * a.groups / kSumSlices, g_hi = in ? (slice + 1) * a.groups / kSumSlices : g_lo;
+    const float* src = a.wpart + static_cast<int64_t>(m) * a.wstride + n;
+    const int64_t gstride = static_cast<int64_t>(4 * a.H) * a.wstride;
     float s = 0.0f;
-    for (int g0 = 0; g0 < a.groups; g0 += 32) {   // 32 loads in flight, then their sum in group order
+    for (int g0 = g_lo; g0 < g_hi; g0 += 32) {   // 32 loads in flight, then their sum in order
       float v[32];
 #pragma unroll
-      for (int g = 0; g < 32; ++g)
-        v[g] = g0 + g < a.groups ? a.wpart[static_cast<int64_t>(g0 + g) * n_all + i] : 0.0f;
+      for (int g = 0; g < 32; ++g) v[g] = g0 + g < g_hi ? src[(g0 + g) * gstride] : 0.0f;
 #pragma unroll
       for (int g = 0; g < 32; ++g)
-        if (g0 + g < a.groups) s += v[g];
+        if (g0 + g < g_hi) s += v[g];
     }
-    const int m[1] = {i / NW}, n[1] = {i % NW};
+    for (int o = 1; o < kSumSlices; o <<= 1) s += __shfl_xor_sync(kFull, s, o);   // the same bits in each lane
+    if (!in || slice != 0) return;
+    const int mm[1] = {m}, nn[1] = {n};
     const bool ok[1] = {true};
     const float sv[1] = {s};
-    wg_add(a, m, n, ok, sv);
+    wg_add(a, mm, nn, ok, sv);
     return;
   }
   const int lane = static_cast<int>(threadIdx.x) & 31, B = a.B;
@@ -1365,6 +1568,21 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
            "fused LSTM: the projection's W_ih chunk exceeds shared memory");
   CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(projection_kernel),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(proj_smem_bytes_)));
+  // The split weight-gradient GEMM (B > kStreamMaxB): block tiles of <= 16 x 8 columns and <= kSgMaxThreads
+  // threads, as few tiles as that allows, and parts of the timesteps for about two blocks per SM.
+  const int rows4 = (G + kSgR - 1) / kSgR, cols8 = (F + H + 1 + 7) / 8;
+  sg_ntiles_ = (cols8 + 15) / 16;
+  sg_nt_ = (cols8 + sg_ntiles_ - 1) / sg_ntiles_;
+  const int mt_max = kSgMaxThreads / sg_nt_;
+  sg_mtiles_ = (rows4 + mt_max - 1) / mt_max;
+  sg_mt_ = (rows4 + sg_mtiles_ - 1) / sg_mtiles_;
+  int sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  sg_parts_ = std::max(1, 2 * sms / (sg_mtiles_ * sg_ntiles_));
+  const size_t sg_max = split_smem_bytes(kMaxGatherSlots);
+  RT_CHECK(static_cast<int64_t>(sg_max) <= optin, "fused LSTM: the weight-gradient tiles exceed shared memory");
+  CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(split_grad_kernel),
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sg_max)));
   packed_floats_ = hr_ > 0 ? 0 : kCl * 2 * kClCols * kClThreads;
   if (packed_floats_ > 0) packed_.resize_discard(static_cast<size_t>(packed_floats_));
   pack_flags_.resize_discard(kPack);
@@ -1385,10 +1603,17 @@ const void* FusedLstm::kernel() const {
   }
 }
 
-// One sequence: its sums go straight into the fused buffer. Several: up to kMaxGroups groups of consecutive slots,
-// whose sums a second pass adds in group order.
-int FusedLstm::weight_grad_groups(int64_t B) const {
+// One sequence: its sums go straight into the fused buffer. Up to kStreamMaxB: up to kMaxGroups groups of
+// consecutive slots (weight_grad_kernel), whose sums a second pass adds in group order. More: the split GEMM's parts
+// of the `timesteps` of all sequences, at least 16 timesteps a part, at most sg_parts_.
+int FusedLstm::weight_grad_groups(int64_t B, int64_t timesteps) const {
+  if (B > kStreamMaxB) return static_cast<int>(std::clamp<int64_t>((timesteps + 15) / 16, 1, sg_parts_));
   return static_cast<int>(B == 1 ? 1 : std::min<int64_t>(B, kMaxGroups));
+}
+
+size_t FusedLstm::split_smem_bytes(int64_t B) const {
+  return static_cast<size_t>(2 * kSgC * (kSgR * sg_mt_ + 8 * sg_nt_)) * sizeof(float) + static_cast<size_t>(B) * 8 +
+         static_cast<size_t>(B + 1 + 4 * kSgC) * sizeof(int);
 }
 
 // A sequence's scratch: gates (4H), c, tanh(c), h (H each) for cap_T steps, rounded to 4 floats so that every
@@ -1407,7 +1632,8 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   if (cap_B_ > 1) {
     partials_.resize_discard(static_cast<size_t>(cap_B_ * stride_));
     CUDA_CHECK(cudaMemset(partials_.get(), 0, partials_.size() * sizeof(float)));   // entries never written stay 0
-    wpart_.resize_discard(static_cast<size_t>(weight_grad_groups(cap_B_) * 4 * H * (F + H + 1)));
+    const int64_t parts = std::max<int64_t>(std::min<int64_t>(cap_B_, kMaxGroups), cap_B_ > kStreamMaxB ? sg_parts_ : 1);
+    wpart_.resize_discard(static_cast<size_t>(parts * 4 * H * round_up(static_cast<int>(F + H + 1), 8)));
   }
 }
 
@@ -1415,10 +1641,11 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
                     const float* targets, const float* params, float* grads, cudaStream_t s) {
   const int64_t B = static_cast<int64_t>(slots.size());
   RT_CHECK(B >= 1 && B <= kMaxGatherSlots, "fused LSTM: " << B << " sequences in one step");
-  int64_t T = 0;
+  int64_t T = 0, timesteps = 0;
   for (const GatherSlot& g : slots) {
     RT_CHECK(g.length >= 1, "fused LSTM: a sequence of length " << g.length);
     T = std::max<int64_t>(T, g.length);
+    timesteps += g.length;
   }
   if (B > cap_B_ || T > cap_T_) {
     CUDA_CHECK(cudaStreamSynchronize(s));   // the buffers may still be in use by a queued launch
@@ -1450,10 +1677,13 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.tc = static_cast<int32_t>(std::clamp<int64_t>((B * T + 255) / 256 + 7, 8, kProjT) / 8 * 8);
   a.Cp = Cp_;
   a.fc_smem = fc_smem_;
-  a.groups = weight_grad_groups(B);
+  a.groups = weight_grad_groups(B, timesteps);
+  a.wstride = round_up(static_cast<int>(F + H + 1), 8);
+  a.sg_mt = sg_mt_;
+  a.sg_nt = sg_nt_;
   a.grads = grads;
   a.wpart = wpart_.get();
-  a.sum_blocks = static_cast<int32_t>((4 * H * (F + H + 1) + 255) / 256);
+  a.sum_blocks = static_cast<int32_t>((4 * H * (F + H + 1) * kSumSlices + 255) / 256);
   a.head_lo = std::min({layout_.fc_w, layout_.fc_b, layout_.extras});
   a.n_grad = n_grad_;
   a.cycles = record_ ? cycles_.get() : nullptr;
@@ -1512,10 +1742,15 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   launch(kernel(), dim3(hr_ > 0 ? ub : ub * kCl), rec_threads_, smem_bytes_);   // cluster: kCl blocks a sequence
   mark(2);
   const int G = static_cast<int>(4 * H), NW = static_cast<int>(F + H + 1);
-  launch(reinterpret_cast<const void*>(weight_grad_kernel),
-         dim3(static_cast<unsigned>((G + kWgM - 1) / kWgM), static_cast<unsigned>((NW + kWgN - 1) / kWgN),
-              static_cast<unsigned>(a.groups)),
-         kWgThreads, 0);
+  if (B > kStreamMaxB)
+    launch(reinterpret_cast<const void*>(split_grad_kernel),
+           dim3(static_cast<unsigned>(a.groups), static_cast<unsigned>(sg_mtiles_), static_cast<unsigned>(sg_ntiles_)),
+           sg_mt_ * sg_nt_, split_smem_bytes(B));
+  else
+    launch(reinterpret_cast<const void*>(weight_grad_kernel),
+           dim3(static_cast<unsigned>((G + kWgM - 1) / kWgM), static_cast<unsigned>((NW + kWgN - 1) / kWgN),
+                static_cast<unsigned>(a.groups)),
+           kWgThreads, 0);
   mark(3);
   if (B > 1) {   // (then groups > 1 too) the sums over groups and over sequences
     const int head_blocks = static_cast<int>(((a.n_grad - a.head_lo) * 32 + 255) / 256);

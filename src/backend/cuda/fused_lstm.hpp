@@ -76,7 +76,8 @@ class FusedLstm {
   void reserve(int64_t B, int64_t T);
   int64_t per_seq() const;         // floats of one sequence's scratch
   const void* kernel() const;      // the recurrence kernel's variant for this H
-  int weight_grad_groups(int64_t B) const;
+  int weight_grad_groups(int64_t B, int64_t timesteps) const;
+  size_t split_smem_bytes(int64_t B) const;   // split_grad_kernel's dynamic shared memory for B sequences
 
   ModelShape shape_;
   FusedLayout layout_;
@@ -94,7 +95,9 @@ class FusedLstm {
   int64_t cap_B_ = 0, cap_T_ = 0;
   DeviceBuffer<float> scratch_;    // (cap_B, per sequence) gates, cell states, tanh(c), h
   DeviceBuffer<float> partials_;   // (cap_B, stride) per-sequence head gradients and loss when B > 1
-  DeviceBuffer<float> wpart_;      // (groups, 4H, F + H + 1) weight-gradient partial sums when B > 1
+  DeviceBuffer<float> wpart_;      // (groups, 4H, F + H + 1 rounded to 8) weight-gradient partial sums when B > 1
+  int sg_mt_ = 0, sg_nt_ = 0;      // the split weight-gradient GEMM (B > 16): its block tile in threads,
+  int sg_mtiles_ = 0, sg_ntiles_ = 0, sg_parts_ = 0;   // its tiles, and its parts of the timesteps at most
   DeviceBuffer<unsigned long long> progress_;   // (cap_B, 4) the backward's progress words per sequence
   uint32_t epoch_ = 0;             // runs so far: tags the progress words of this run
   DeviceBuffer<GatherSlot> slots_dev_;
