@@ -1408,12 +1408,15 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
     const int nl = min(kSgC, i_hi - i_lo - c * kSgC);
     if (computes) {
       const float* A = As + buf * kSgC * BM + kSgR * tm;
-      const float* Z = Zs + buf * kSgC * BN + 8 * tn;
+      // Columns 4 tn .. 4 tn + 3 of each half of the tile: a quarter-warp's 16-byte loads on distinct banks (8
+      // adjacent columns a thread put lanes 32 bytes apart, two to a bank group: the kernel then waited on shared
+      // memory, ncu counting 4.3-way conflicts).
+      const float* Z = Zs + buf * kSgC * BN + 4 * tn;
 #pragma unroll 4
       for (int l = 0; l < nl; ++l) {
         const float4 a0 = *reinterpret_cast<const float4*>(A + l * BM);
         const float4 z0 = *reinterpret_cast<const float4*>(Z + l * BN);
-        const float4 z1 = *reinterpret_cast<const float4*>(Z + l * BN + 4);
+        const float4 z1 = *reinterpret_cast<const float4*>(Z + l * BN + BN / 2);
         const float av[kSgR] = {a0.x, a0.y, a0.z, a0.w};
         const float zv[8] = {z0.x, z0.y, z0.z, z0.w, z1.x, z1.y, z1.z, z1.w};
 #pragma unroll
@@ -1426,14 +1429,15 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
   }
   if (!computes) return;
   // Part `part`'s partial sums, rows of a.wstride (a multiple of 8: whole 16-byte stores).
-  float* const out = a.wpart + static_cast<int64_t>(part) * G * a.wstride + n0 + 8 * tn;
+  float* const out = a.wpart + static_cast<int64_t>(part) * G * a.wstride;
+  const int c0 = n0 + 4 * tn, c1 = c0 + BN / 2;   // this thread's two column quads
 #pragma unroll
   for (int r = 0; r < kSgR; ++r) {
     const int m = m0 + kSgR * tm + r;
-    if (m >= G || n0 + 8 * tn >= NW) continue;
-    float4* o = reinterpret_cast<float4*>(out + static_cast<int64_t>(m) * a.wstride);
-    o[0] = make_float4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
-    o[1] = make_float4(acc[r][4], acc[r][5], acc[r][6], acc[r][7]);
+    if (m >= G) continue;
+    float* const o = out + static_cast<int64_t>(m) * a.wstride;
+    if (c0 < NW) *reinterpret_cast<float4*>(o + c0) = make_float4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+    if (c1 < NW) *reinterpret_cast<float4*>(o + c1) = make_float4(acc[r][4], acc[r][5], acc[r][6], acc[r][7]);
   }
 }
 
