@@ -175,15 +175,16 @@ void many_sequences(const ModelShape& shape, int64_t n) {
 
 }  // namespace
 
-// 70 sequences in one step: more than the kernel's inline slots (the slot table is read from the device) and more
-// than the weight-gradient GEMM's 32 groups (2 or 3 sequences summed per group, then the groups in order).
+// 70 sequences in one step: more than the kernel's inline slots (the slot table is read from the device); the split
+// weight-gradient GEMM's parts then cross sequence boundaries.
 TEST(FusedAgreement, ClassificationH50SeventySequences) {
   RT_SKIP_WITHOUT_GPU();
   many_sequences({36, 50, 1, 10, Task::Classification}, 70);
 }
 
-// More than 16 sequences in the one-block kernel (the weight-gradient GEMM waits for the whole recurrence, a group per
-// sequence) at other shapes: H = 19 (76 gate rows, a partial GEMM tile), F = 70 (two feature chunks, 135 columns).
+// More than 16 sequences in the one-block kernel (the weight gradients by the GEMM split over all timesteps, after the
+// whole recurrence) at other shapes: H = 19 (76 gate rows: a block of 19 x 3 threads), F = 70 (two feature chunks, 135
+// columns: two column tiles).
 TEST(FusedAgreement, RegressionRegistersH19TwentySequences) {
   RT_SKIP_WITHOUT_GPU();
   many_sequences({5, 19, 1, 3, Task::Regression}, 20);
@@ -375,6 +376,12 @@ TEST(FusedTraining, Adam100StepsK4) {
   compare_training({36, 50, 1, 10, Task::Classification}, "adam", 3e-3f, 4);
 }
 
+// K = 24: the split weight-gradient GEMM (K > 16) in every step of a training run.
+TEST(FusedTraining, Sgd100StepsK24) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_training({36, 50, 1, 10, Task::Classification}, "sgd", 0.05f, 24);
+}
+
 // SGD, not Adam, at H = 128: Adam divides by sqrt(v), which turns float rounding in tiny gradients into visible
 // parameter differences once the loss is near zero (seen: loss 0.02 after 100 steps, 1.2e-3 relative apart).
 TEST(FusedTraining, Sgd100StepsK4H128) {
@@ -431,6 +438,40 @@ TEST(FusedPoolData, MaxPoolCasesHaveNoNearTies) {
 
 // Two backends, the same batches: the fused buffers are identical bit for bit (fixed summation orders, no atomics),
 // at K = 1 and with the K-block reduction, for each pooling.
+namespace {
+
+// Two identical runs on fresh backends of the given batches (each forward_backward, then the update, so a later batch
+// runs on updated parameters): each run's fused buffer after every batch and its final parameters, compared bit for
+// bit between the runs.
+void expect_identical_reruns(const ModelShape& shape, const Shard& shard, int64_t K,
+                             const std::vector<std::vector<int64_t>>& batches, uint64_t param_seed,
+                             const std::string& what) {
+  const std::vector<float> params = init_params(ParamLayout(shape), param_seed);
+  std::vector<std::vector<float>> got[2];
+  for (auto& run : got) {
+    CudaBackend gpu(shape, options("cuda", "adam", K), fused_tuning());
+    ASSERT_TRUE(gpu.fused_active());
+    gpu.set_params(params);
+    gpu.set_train_shard(shard);
+    for (const std::vector<int64_t>& batch : batches) {
+      gpu.forward_backward(batch);
+      run.push_back(gpu.fused_buffer());
+      gpu.allreduce();
+      gpu.update(1e-3f);
+    }
+    run.push_back(gpu.params());
+  }
+  ASSERT_EQ(got[0].size(), batches.size() + 1);
+  for (size_t i = 0; i < got[0].size(); ++i) {
+    ASSERT_EQ(got[0][i].size(), got[1][i].size());
+    EXPECT_EQ(0, std::memcmp(got[0][i].data(), got[1][i].data(), got[0][i].size() * sizeof(float)))
+        << what << ": " << (i < batches.size() ? RT_MSG("the gradients of batch " << i) : std::string("the parameters"))
+        << " differ between two identical runs";
+  }
+}
+
+}  // namespace
+
 TEST(FusedDeterminism, BitwiseIdenticalReruns) {
   RT_SKIP_WITHOUT_GPU();
   const std::vector<std::pair<int64_t, Pool>> cases = {{50, Pool::Last}, {128, Pool::Last}, {50, Pool::Mean},
@@ -438,32 +479,13 @@ TEST(FusedDeterminism, BitwiseIdenticalReruns) {
   for (const auto& [H, pool] : cases) {
     const ModelShape shape{36, H, 1, 10, Task::Classification, false, pool};
     const Shard shard = make_shard(shape, {130, 1, 64, 97, 5, 120, 2, 77}, 3);
-    const std::vector<float> params = init_params(ParamLayout(shape), 9);
-    std::vector<std::vector<float>> got;
-    for (int rep = 0; rep < 2; ++rep) {
-      CudaBackend gpu(shape, options("cuda", "adam", 9), fused_tuning());
-      ASSERT_TRUE(gpu.fused_active());
-      gpu.set_params(params);
-      gpu.set_train_shard(shard);
-      const std::vector<std::vector<int64_t>> batches = {{0}, {0, 1, 2, 3, 4, 5, 6, 7, -1}};
-      for (const std::vector<int64_t>& batch : batches) {
-        gpu.forward_backward(batch);
-        got.push_back(gpu.fused_buffer());
-        gpu.allreduce();
-        gpu.update(1e-3f);   // the next batch runs on updated parameters, the same on both reruns
-      }
-      got.push_back(gpu.params());
-    }
-    ASSERT_EQ(got.size(), 6u);
-    for (size_t i = 0; i < 3; ++i) {
-      ASSERT_EQ(got[i].size(), got[i + 3].size());
-      EXPECT_EQ(0, std::memcmp(got[i].data(), got[i + 3].data(), got[i].size() * sizeof(float)))
-          << "H=" << H << " " << pool_name(pool) << " pool: result " << i << " differs between two identical runs";
-    }
+    expect_identical_reruns(shape, shard, 9, {{0}, {0, 1, 2, 3, 4, 5, 6, 7, -1}}, 9,
+                            RT_MSG("H=" << H << " " << pool_name(pool) << " pool"));
   }
 }
 
-// The same with 24 sequences a step (no streaming; 24 GEMM groups of one sequence, summed in order).
+// The same with 24 sequences a step: no streaming; the weight gradients by the GEMM split over the timesteps of all
+// sequences, its clusters' sums added in order.
 TEST(FusedDeterminism, BitwiseIdenticalRerunsManySequences) {
   RT_SKIP_WITHOUT_GPU();
   for (Pool pool : {Pool::Last, Pool::Mean}) {
@@ -473,25 +495,8 @@ TEST(FusedDeterminism, BitwiseIdenticalRerunsManySequences) {
       lengths.push_back(1 + (i * 53) % 130);
       batch.push_back(i);
     }
-    const Shard shard = make_shard(shape, lengths, 5);
-    const std::vector<float> params = init_params(ParamLayout(shape), 11);
-    std::vector<std::vector<float>> got;
-    for (int rep = 0; rep < 2; ++rep) {
-      CudaBackend gpu(shape, options("cuda", "adam", 24), fused_tuning());
-      ASSERT_TRUE(gpu.fused_active());
-      gpu.set_params(params);
-      gpu.set_train_shard(shard);
-      for (int step = 0; step < 2; ++step) {
-        gpu.forward_backward(batch);
-        got.push_back(gpu.fused_buffer());
-        gpu.allreduce();
-        gpu.update(1e-3f);
-      }
-    }
-    ASSERT_EQ(got.size(), 4u);
-    for (size_t i = 0; i < 2; ++i)
-      EXPECT_EQ(0, std::memcmp(got[i].data(), got[i + 2].data(), got[i].size() * sizeof(float)))
-          << pool_name(pool) << " pool: step " << i << " differs between two identical runs";
+    expect_identical_reruns(shape, make_shard(shape, lengths, 5), 24, {batch, batch}, 11,
+                            RT_MSG(pool_name(pool) << " pool, 24 sequences"));
   }
 }
 
