@@ -35,7 +35,12 @@ double repeat_between(const std::vector<std::vector<int64_t>>& before, const std
 
 double batch_repeat_fraction(const Schedule& s, int64_t epoch) {
   if (epoch < 1 || s.global_batch() < 2) return std::numeric_limits<double>::quiet_NaN();
-  return repeat_between(batch_sets(s, s.epoch(epoch - 1)), batch_sets(s, s.epoch(epoch)));
+  return batch_repeat_fraction(s, s.epoch(epoch - 1), s.epoch(epoch));
+}
+
+double batch_repeat_fraction(const Schedule& s, const Schedule::Epoch& before, const Schedule::Epoch& now) {
+  if (s.global_batch() < 2) return std::numeric_limits<double>::quiet_NaN();
+  return repeat_between(batch_sets(s, before), batch_sets(s, now));
 }
 
 Padding step_padding(const Schedule::Epoch& epoch, int64_t step, const Schedule& s, const std::vector<int64_t>& lengths) {

@@ -19,7 +19,7 @@ void ShardIndex::positions(const Schedule::Epoch& epoch, int64_t step, int64_t r
 }
 
 StepTotals train_step(Backend& backend, const std::vector<int64_t>& positions, float lr, RankCounters& counters,
-                      Timeline* timeline, int64_t step) {
+                      Timeline* timeline, int64_t step, const std::function<void()>& while_computing) {
   // On a GPU these phases are asynchronous; the all-reduce's host wait is then where the time shows up,
   // and the backend's own event timings (take_phase_seconds) split it properly.
   Stopwatch t;
@@ -28,6 +28,7 @@ StepTotals train_step(Backend& backend, const std::vector<int64_t>& positions, f
     backend.forward_backward(positions);
   }
   counters.compute_s += t.seconds();
+  if (while_computing) while_computing();
   t.restart();
   {
     PhaseScope phase(timeline, Phase::AllreduceWait, step);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iomanip>
 #include <sstream>
+#include <utility>
 
 #include "ragtrain/checkpoint/rotation.hpp"
 #include "ragtrain/comm/signals.hpp"
@@ -22,8 +23,11 @@ StepTotals Trainer::step(RankCounters& counters) {
   {
     PhaseScope phase(&timeline_, Phase::Read, step_ + 1);
     if (epoch != order_epoch_) {
-      order_ = schedule_->epoch(epoch);
+      prev_order_ = std::move(order_);   // for the repeat fraction of this epoch's record
+      prev_order_epoch_ = order_epoch_;
+      order_ = next_order_epoch_ == epoch ? std::move(next_order_) : schedule_->epoch(epoch);
       order_epoch_ = epoch;
+      next_order_epoch_ = -1;
     }
     if (records_.order_csv.is_open()) {
       const std::vector<int64_t> slots = order_.global_batch(s);
@@ -34,12 +38,26 @@ StepTotals Trainer::step(RankCounters& counters) {
   }
   const float lr = static_cast<float>(cfg_.lr.at(step_));
   backend_->set_global_step(step_);   // keys the dropout masks
-  const StepTotals tot = train_step(*backend_, positions_, lr, counters, &timeline_, step_ + 1);
+  // The epoch's last step: what the next epoch needs from the schedule, while the GPU computes (pure functions of
+  // the schedule, so every rank gets the same).
+  const bool last_of_epoch = s + 1 == steps_per_epoch();
+  auto ahead = [&] {
+    if (!last_of_epoch) return;
+    next_order_ = schedule_->epoch(epoch + 1);
+    next_order_epoch_ = epoch + 1;
+    if (in_run_ && ctx_.is_root() && epoch >= 1) {   // only run() writes epoch records (bench steps alone)
+      epoch_repeat_ = batch_repeat_fraction(
+          *schedule_, prev_order_epoch_ == epoch - 1 ? prev_order_ : schedule_->epoch(epoch - 1), order_);
+      epoch_repeat_of_ = epoch;
+    }
+  };
+  const StepTotals tot = train_step(*backend_, positions_, lr, counters, &timeline_, step_ + 1, ahead);
   ++step_;
   return tot;
 }
 
 int Trainer::run() {
+  in_run_ = true;
   // A bar with rate and ETA on a terminal; one plain line per --log-every interval in a log file (rank 0 only).
   progress_ = std::make_unique<Progress>(
       stdout, talk_ ? progress_mode_for(stdout, cfg_.talk.quiet, cfg_.talk.verbose) : ProgressMode::Off, total_steps_,
@@ -223,7 +241,8 @@ void Trainer::end_epoch() {
   }
   if (ctx_.is_root()) {
     // Share of this epoch's global batches the previous epoch also trained (schedule_stats.hpp); null if none.
-    const double repeat = batch_repeat_fraction(*schedule_, epoch - 1);
+    const double repeat =
+        epoch_repeat_of_ == epoch - 1 ? epoch_repeat_ : batch_repeat_fraction(*schedule_, epoch - 1);
     rec["batch_repeat_fraction"] = std::isnan(repeat) ? Json(nullptr) : Json(repeat);
     records_.log.write(rec);
     std::ostringstream line;

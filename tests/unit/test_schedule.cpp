@@ -128,8 +128,11 @@ TEST(Schedule, BatchRepeatFractionCountsSetsMetAgain) {
   for (ScheduleKind kind : kKinds)
     for (auto [n, p, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{6, 2, 1}, {9, 1, 2}, {40, 2, 2}, {31, 3, 1}}) {
       const Schedule s(uniform_lengths(n, 5, 8, 9), p, k, 2, kind);
-      for (int64_t e = 1; e < 6; ++e)
+      for (int64_t e = 1; e < 6; ++e) {
         EXPECT_DOUBLE_EQ(batch_repeat_fraction(s, e), repeats_by_hand(s, e)) << n << " " << p << "x" << k << " e" << e;
+        // From orders the caller holds (the trainer's, built while the GPU runs a step): the same value.
+        EXPECT_DOUBLE_EQ(batch_repeat_fraction(s, s.epoch(e - 1), s.epoch(e)), repeats_by_hand(s, e));
+      }
       EXPECT_TRUE(std::isnan(batch_repeat_fraction(s, 0)));
     }
   // Two sequences on two ranks: the one global batch is the same every epoch.

@@ -13,6 +13,8 @@ namespace ragtrain {
 // step they fall on do not matter). Only batches of >= 2 sequences count: with one sequence a batch is just
 // that sequence. NaN (reported as null) where undefined: e < 1, G < 2, or no batch of >= 2 sequences.
 double batch_repeat_fraction(const Schedule& schedule, int64_t epoch);
+// The same from the two epochs' orders (e - 1's, then e's), when the caller holds them.
+double batch_repeat_fraction(const Schedule& schedule, const Schedule::Epoch& before, const Schedule::Epoch& now);
 
 // Padding of one step: a rank's k >= 1 sequences run as one call padded to its longest (k * max timesteps);
 // returns {padded timesteps, real timesteps} summed over the ranks.

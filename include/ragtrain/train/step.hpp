@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -28,8 +29,10 @@ class ShardIndex {
 };
 
 // forward+backward, all-reduce, update; compute and communication time go to `counters`, the three phases to
-// `timeline` (may be null) as global step `step` (1-based).
+// `timeline` (may be null) as global step `step` (1-based). `while_computing` (may be empty) runs on the host right
+// after forward+backward is issued: on a GPU it then overlaps the step's kernels instead of delaying the next step.
 StepTotals train_step(Backend& backend, const std::vector<int64_t>& positions, float lr, RankCounters& counters,
-                      Timeline* timeline = nullptr, int64_t step = 0);
+                      Timeline* timeline = nullptr, int64_t step = 0,
+                      const std::function<void()>& while_computing = {});
 
 }  // namespace ragtrain

@@ -10,10 +10,11 @@
 //      the pooling's backward: the last step, every step / length, or each unit's argmax step; d gates overwrite the
 //      activations in the scratch); then the head's gradients. Its prologue (W_hh into registers) overlaps the
 //      projection.
-//   3. weight gradients  [dW_ih dW_hh db] = sum over sequences and t of dg_t [x_t, h_{t-1}, 1]^T: a tiled GEMM over
-//      the other SMs, split over groups of sequences whose partial sums are added in group order. With few sequences
-//      it streams: each 32-step chunk is summed as soon as the backward has published that it is stored.
-//   4. (K > 1) the sums over the groups and, for the head, over the sequences.
+//   3. weight gradients  [dW_ih dW_hh db] = sum over sequences and t of dg_t [x_t, h_{t-1}, 1]^T. Up to 16 sequences
+//      a tiled GEMM over the other SMs, split over groups of sequences, that streams: each 32-step chunk is summed as
+//      soon as the backward has published that it is stored. More: a GEMM over all SMs after the recurrence, split
+//      over equal parts of all sequences' timesteps (split_grad_kernel).
+//   4. (K > 1) the sums over the groups or parts, in order, and, for the head, over the sequences.
 // In the recurrence thread r = 4 j + q owns gate q of hidden unit j (PyTorch row q H + j), so the four gates of a
 // unit sit in four adjacent lanes and the cell update needs only warp shuffles: one block barrier per timestep,
 // forward and backward (h and d gates are double-buffered in shared memory).
@@ -76,8 +77,8 @@ struct Args {
   int32_t fc_smem = 0;            // floats of the head's weight and bias staged in shared memory (0: none)
   int32_t groups = 1;             // weight gradients: sequence groups (1: added straight into the fused buffer)
   float* grads = nullptr;         // the fused buffer
-  float* wpart = nullptr;         // groups > 1: (groups, 4H, wstride) partial sums (columns F + H + 1 used)
-  int32_t wstride = 0;            // F + H + 1 rounded up to 8
+  float* wpart = nullptr;         // groups > 1: (groups, F + H + 1, wstride) partial sums, column-major
+  int32_t wstride = 0;            // a column's floats: 4H rounded up to 8
   int32_t sg_mt = 0, sg_nt = 0;   // split_grad_kernel: its block tile in threads (kSgR x 8 outputs each)
   int32_t sum_blocks = 0;         // sums_kernel: blocks of the weight-gradient sums (the head's sums after them)
   int64_t head_lo = 0, n_grad = 0;   // the head's gradients and the extras: fused-buffer entries [head_lo, n_grad)
@@ -614,7 +615,7 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
   } else {
 #pragma unroll
     for (int u = 0; u < 8; ++u)
-      if (ok[u]) a.wpart[(static_cast<int64_t>(g) * G + mm[u]) * a.wstride + nn[u]] = v[u];
+      if (ok[u]) a.wpart[(static_cast<int64_t>(g) * NW + nn[u]) * a.wstride + mm[u]] = v[u];
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Streaming, this grid may otherwise end before the recurrence kernel (whose head gradients and totals the next
@@ -1382,23 +1383,24 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
-  const int tn = tid % a.sg_nt, tm = tid / a.sg_nt;
-  const bool computes = tm < a.sg_mt;   // the block's last warp may have spare threads
+  // Rows fastest: a warp's d-gate loads are adjacent 16-byte words and its z loads one or two broadcasts (columns
+  // fastest put 11 column quads in a warp, and ncu counted 4-way bank conflicts on them).
+  const int tm = tid % a.sg_mt, tn = tid / a.sg_mt;
+  const bool computes = tn < a.sg_nt;   // the block's last warp may have spare threads
   float acc[kSgR][8];
 #pragma unroll
   for (int r = 0; r < kSgR; ++r)
 #pragma unroll
     for (int c = 0; c < 8; ++c) acc[r][c] = 0.0f;
-  if (chunks > 0) {
-    map(0, 0);
-    __syncthreads();
-    stage(0);
-  }
+  // Two barriers a chunk: the map of chunk c + 2 is made after chunk c's sums, into the map buffer that chunk c's
+  // copies (issued an iteration earlier) read.
+  map(0, 0);
+  map(1, 1);
+  __syncthreads();
+  if (chunks > 0) stage(0);
   for (int c = 0; c < chunks; ++c) {
     const int buf = c & 1;
     if (c + 1 < chunks) {   // the other buffers were last read before the previous chunk's closing barrier
-      map(c + 1, buf ^ 1);
-      __syncthreads();
       stage(buf ^ 1);
       asm volatile("cp.async.wait_group 1;" ::: "memory");
     } else {
@@ -1425,26 +1427,29 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
           for (int k = 0; k < 8; ++k) acc[r][k] += av[r] * zv[k];
       }
     }
-    __syncthreads();   // buffer buf is read before the next chunk's copies reuse it
+    if (c + 2 < chunks) map(c + 2, buf);
+    __syncthreads();   // buffer buf is read before the next chunk's copies reuse it; the new map is visible
   }
   if (!computes) return;
-  // Part `part`'s partial sums, rows of a.wstride (a multiple of 8: whole 16-byte stores).
-  float* const out = a.wpart + static_cast<int64_t>(part) * G * a.wstride;
-  const int c0 = n0 + 4 * tn, c1 = c0 + BN / 2;   // this thread's two column quads
+  // Part `part`'s partial sums, column-major (columns of a.wstride >= G floats): a warp's rows are adjacent, each
+  // store a whole 16-byte word.
+  float* const out = a.wpart + static_cast<int64_t>(part) * NW * a.wstride;
+  const int m = m0 + kSgR * tm;
+  if (m >= G) return;   // G and the row tiles are multiples of kSgR: the thread's rows are all in or all out
 #pragma unroll
-  for (int r = 0; r < kSgR; ++r) {
-    const int m = m0 + kSgR * tm + r;
-    if (m >= G) continue;
-    float* const o = out + static_cast<int64_t>(m) * a.wstride;
-    if (c0 < NW) *reinterpret_cast<float4*>(o + c0) = make_float4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
-    if (c1 < NW) *reinterpret_cast<float4*>(o + c1) = make_float4(acc[r][4], acc[r][5], acc[r][6], acc[r][7]);
+  for (int k = 0; k < 8; ++k) {
+    const int n = n0 + 4 * tn + (k < 4 ? k : BN / 2 + k - 4);
+    if (n < NW)
+      *reinterpret_cast<float4*>(out + static_cast<int64_t>(n) * a.wstride + m) =
+          make_float4(acc[0][k], acc[1][k], acc[2][k], acc[3][k]);
   }
 }
 
 // B > 1, both sums into the fused buffer in one launch (launched early, programmatic dependent launch):
-//  - blocks [0, a.sum_blocks): each weight-gradient entry += its sum over the a.groups partial sums, in order: the
-//    8 lanes of an entry each sum a slice of the partials (every load of a slice in flight at once), then the
-//    slices in a fixed butterfly (a thread per entry over 132 partials waited one memory latency per 32);
+//  - blocks [0, a.sum_blocks): each weight-gradient entry += its sum over the a.groups partial sums, in order: 32
+//    entries a block, lane l of warp w summing slice w of entry l's partials (one 128-byte line a load, every load
+//    of a slice in flight at once), then warp 0 the 8 slices in order (a thread per entry over 132 partials waited
+//    one memory latency per 32; 8 slices of an entry in adjacent lanes took 9 us at K = 128, 8 lines a load);
 //  - the blocks after: the head's gradients and the extras, entries [a.head_lo, a.n_grad), += the sum over the
 //    sequences of the partials. A warp per entry, lane l summing b = l, l + 32, ... in order, then the lanes in a
 //    fixed butterfly: every load of a warp in flight at once (summing b in order in one thread waited one memory
@@ -1457,14 +1462,16 @@ __global__ void __launch_bounds__(256) sums_kernel(const __grid_constant__ Param
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   if (static_cast<int>(blockIdx.x) < a.sum_blocks) {
+    static_assert(kSumSlices * 32 == 256, "a warp per slice");
+    __shared__ float slice_sum[kSumSlices][32];
     const int NW = a.F + a.H + 1, n_all = 4 * a.H * NW;
-    const int gt = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    const int i = gt / kSumSlices, slice = gt % kSumSlices;   // an entry's slices in adjacent lanes
-    const bool in = i < n_all;   // no return before the shuffles: they need every lane
-    const int m = in ? i / NW : 0, n = in ? i - m * NW : 0;
+    const int lane = static_cast<int>(threadIdx.x) & 31, slice = static_cast<int>(threadIdx.x) >> 5;
+    const int i = static_cast<int>(blockIdx.x) * 32 + lane;
+    const bool in = i < n_all;
+    const int G = 4 * a.H, n = in ? i / G : 0, m = in ? i - n * G : 0;   // column-major, as the partials
     const int g_lo = slice * a.groups / kSumSlices, g_hi = in ? (slice + 1) * a.groups / kSumSlices : g_lo;
-    const float* src = a.wpart + static_cast<int64_t>(m) * a.wstride + n;
-    const int64_t gstride = static_cast<int64_t>(4 * a.H) * a.wstride;
+    const float* src = a.wpart + static_cast<int64_t>(n) * a.wstride + m;
+    const int64_t gstride = static_cast<int64_t>(NW) * a.wstride;
     float s = 0.0f;
     for (int g0 = g_lo; g0 < g_hi; g0 += 32) {   // 32 loads in flight, then their sum in order
       float v[32];
@@ -1474,8 +1481,10 @@ __global__ void __launch_bounds__(256) sums_kernel(const __grid_constant__ Param
       for (int g = 0; g < 32; ++g)
         if (g0 + g < g_hi) s += v[g];
     }
-    for (int o = 1; o < kSumSlices; o <<= 1) s += __shfl_xor_sync(kFull, s, o);   // the same bits in each lane
-    if (!in || slice != 0) return;
+    slice_sum[slice][lane] = s;
+    __syncthreads();
+    if (slice != 0 || !in) return;
+    for (int w = 1; w < kSumSlices; ++w) s += slice_sum[w][lane];
     const int mm[1] = {m}, nn[1] = {n};
     const bool ok[1] = {true};
     const float sv[1] = {s};
@@ -1636,8 +1645,9 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   if (cap_B_ > 1) {
     partials_.resize_discard(static_cast<size_t>(cap_B_ * stride_));
     CUDA_CHECK(cudaMemset(partials_.get(), 0, partials_.size() * sizeof(float)));   // entries never written stay 0
-    const int64_t parts = std::max<int64_t>(std::min<int64_t>(cap_B_, kMaxGroups), cap_B_ > kStreamMaxB ? sg_parts_ : 1);
-    wpart_.resize_discard(static_cast<size_t>(parts * 4 * H * round_up(static_cast<int>(F + H + 1), 8)));
+    const int64_t parts =
+        std::max<int64_t>(std::min<int64_t>(cap_B_, kMaxGroups), cap_B_ > kStreamMaxB ? sg_parts_ : 1);
+    wpart_.resize_discard(static_cast<size_t>(parts * (F + H + 1) * round_up(static_cast<int>(4 * H), 8)));
   }
 }
 
@@ -1682,12 +1692,12 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.Cp = Cp_;
   a.fc_smem = fc_smem_;
   a.groups = weight_grad_groups(B, timesteps);
-  a.wstride = round_up(static_cast<int>(F + H + 1), 8);
+  a.wstride = round_up(static_cast<int>(4 * H), 8);
   a.sg_mt = sg_mt_;
   a.sg_nt = sg_nt_;
   a.grads = grads;
   a.wpart = wpart_.get();
-  a.sum_blocks = static_cast<int32_t>((4 * H * (F + H + 1) * kSumSlices + 255) / 256);
+  a.sum_blocks = static_cast<int32_t>((4 * H * (F + H + 1) + 31) / 32);   // 32 entries a block
   a.head_lo = std::min({layout_.fc_w, layout_.fc_b, layout_.extras});
   a.n_grad = n_grad_;
   a.cycles = record_ ? cycles_.get() : nullptr;

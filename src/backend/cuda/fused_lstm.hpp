@@ -2,8 +2,9 @@
 // per step with no launch or grid-wide barrier per timestep: the input projection of every timestep (many blocks, all
 // SMs), the recurrence kernel (one thread block per sequence for H <= 64, a cluster of 4 blocks on 4 SMs above:
 // forward recurrence with the pooling over time, the Linear head and loss, backward recurrence), and the weight
-// gradients (a tiled GEMM over all timesteps and sequences on the other SMs, with few sequences summing each chunk of
-// timesteps while the backward goes on; with K > 1 a kernel of sums after it). Every sum has a fixed order, so a
+// gradients (a tiled GEMM over all timesteps and sequences: with few sequences on the other SMs, summing each chunk of
+// timesteps while the backward goes on; with more, on all SMs after it, split over equal parts of the timesteps; with
+// K > 1 a kernel of sums after it). Every sum has a fixed order, so a
 // rerun is bitwise identical. It reads the parameters from, and adds the gradients into, the CUDA backend's device
 // layout (cuDNN's weight space, then the head), so the NCCL all-reduce and the fused optimizer run unchanged.
 #pragma once
