@@ -1270,31 +1270,30 @@ __device__ __forceinline__ void cp_async16(float* dst, const float* src, bool ok
                : "memory");
 }
 
-__global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __grid_constant__ Params p) {
-  const Args& a = p.a;
-  extern __shared__ float4 sg_smem4[];
-  const int tid = static_cast<int>(threadIdx.x), nth = static_cast<int>(blockDim.x);
-  const int H = a.H, F = a.F, G = 4 * H, NW = F + H + 1, B = a.B;
-  const int BM = kSgR * a.sg_mt, BN = 8 * a.sg_nt;
-  const int m0 = static_cast<int>(blockIdx.y) * BM, n0 = static_cast<int>(blockIdx.z) * BN;
-  float* const As = reinterpret_cast<float*>(sg_smem4);   // (2, kSgC, BM) d gates
-  float* const Zs = As + 2 * kSgC * BM;                   // (2, kSgC, BN) z
-  int64_t* const rows = reinterpret_cast<int64_t*>(Zs + 2 * kSgC * BN);   // (B) feature row of each slot
-  int* const pre = reinterpret_cast<int*>(rows + B);      // (B + 1) timesteps before each slot
-  int* const mb = pre + B + 1;                            // (2, kSgC) the chunk's slots (-1: past the part)
-  int* const mt = mb + 2 * kSgC;                          // (2, kSgC) and timesteps
-  // Everything before the wait reads only the slot table (written before the projection): the prefix sums of the
-  // lengths, by warp 0 in lane-contiguous runs.
+// split_grad_kernel's shared memory (split_smem_bytes).
+struct SplitSmem {
+  float* As;       // (2, kSgC, BM) d gates
+  float* Zs;       // (2, kSgC, BN) z
+  int64_t* rows;   // (B) feature row of each slot
+  int* pre;        // (B + 1) timesteps before each slot
+  int* mb;         // (2, kSgC) the chunk's slots (-1: past the part)
+  int* mt;         // (2, kSgC) and timesteps
+};
+
+// The slot table into shared memory and the prefix sums of the lengths (warp 0, in lane-contiguous runs); returns
+// the batch's timesteps. Reads only the slot table (written before the projection).
+__device__ int split_prefix(const Params& p, const SplitSmem& sm) {
+  const int tid = static_cast<int>(threadIdx.x), nth = static_cast<int>(blockDim.x), B = p.a.B;
   for (int b = tid; b < B; b += nth) {
     const GatherSlot s = slot_of(p, b);
-    rows[b] = s.row;
-    pre[b + 1] = s.length;
+    sm.rows[b] = s.row;
+    sm.pre[b + 1] = s.length;
   }
   __syncthreads();
   if (tid < 32) {
     const int per = (B + 31) / 32, lo = tid * per, hi = min(B, lo + per);
     int sum = 0;
-    for (int b = lo; b < hi; ++b) sum += pre[b + 1];
+    for (int b = lo; b < hi; ++b) sum += sm.pre[b + 1];
     int incl = sum;
     for (int o = 1; o < 32; o <<= 1) {
       const int v = __shfl_up_sync(kFull, incl, o);
@@ -1302,13 +1301,104 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
     }
     int run = incl - sum;
     for (int b = lo; b < hi; ++b) {
-      run += pre[b + 1];
-      pre[b + 1] = run;
+      run += sm.pre[b + 1];
+      sm.pre[b + 1] = run;
     }
-    if (tid == 0) pre[0] = 0;
+    if (tid == 0) sm.pre[0] = 0;
   }
   __syncthreads();
-  const int64_t total = pre[B];
+  return sm.pre[B];
+}
+
+// Chunk c of the part [i_lo, i_hi) into map buffer `buf`: each row's slot and timestep (the last slot starting at
+// or before it).
+__device__ void split_map(const SplitSmem& sm, int B, int i_lo, int i_hi, int c, int buf) {
+  for (int r = static_cast<int>(threadIdx.x); r < kSgC; r += static_cast<int>(blockDim.x)) {
+    const int i = i_lo + c * kSgC + r;
+    int b = -1, t = 0;
+    if (i < i_hi) {
+      int lo = 0, hi = B - 1;
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (sm.pre[mid] <= i) lo = mid;
+        else hi = mid - 1;
+      }
+      b = lo;
+      t = i - sm.pre[lo];
+    }
+    sm.mb[buf * kSgC + r] = b;
+    sm.mt[buf * kSgC + r] = t;
+  }
+}
+
+// The copies of the chunk mapped in buffer `buf` (d gates rows [m0, m0 + BM), z columns [n0, n0 + BN); zeros past
+// the part, G, or F + H + 1), as one cp.async group. Each thread starts at its (row, element) of the chunk and steps
+// by whole rows plus a remainder: no division per element (one per element cost as much as the projection's FMAs on
+// the H200). The d gates go as float4s (a timestep's row of G is 16-byte aligned, G and BM multiples of 4).
+__device__ void split_stage(const Args& a, const SplitSmem& sm, int buf, int m0, int n0, int BM, int BN) {
+  const int tid = static_cast<int>(threadIdx.x), nth = static_cast<int>(blockDim.x);
+  const int H = a.H, F = a.F, G = 4 * H, BM4 = BM / 4;
+  const int* const mb = sm.mb + buf * kSgC;
+  const int* const mt = sm.mt + buf * kSgC;
+  float* const A = sm.As + buf * kSgC * BM;
+  const int a_dl = nth / BM4, a_de = nth - a_dl * BM4;
+  for (int l = tid / BM4, e = tid - l * BM4; l < kSgC;) {
+    const int b = mb[l], m = m0 + 4 * e;
+    const bool ok = b >= 0 && m < G;
+    cp_async16(A + l * BM + 4 * e, ok ? a.scratch + b * a.per_seq + static_cast<int64_t>(mt[l]) * G + m : a.params,
+               ok);
+    l += a_dl;
+    e += a_de;
+    if (e >= BM4) {
+      e -= BM4;
+      ++l;
+    }
+  }
+  const float* const hb = a.scratch + static_cast<int64_t>(a.t_cap) * (G + 2 * H);   // + b * per_seq: h_t at t * H
+  float* const Z = sm.Zs + buf * kSgC * BN;
+  const int z_dl = nth / BN, z_de = nth - z_dl * BN;
+  for (int l = tid / BN, e = tid - l * BN; l < kSgC;) {
+    const int b = mb[l], t = mt[l], n = n0 + e;
+    const float* src = a.params;
+    bool ok = false;
+    if (b >= 0) {
+      if (n < F) {
+        src = a.features + (sm.rows[b] + t) * F + n;
+        ok = true;
+      } else if (n < F + H) {
+        ok = t > 0;   // h_{-1} = 0
+        if (ok) src = hb + b * a.per_seq + static_cast<int64_t>(t - 1) * H + (n - F);
+      } else if (n == F + H) {
+        src = &kOneF;
+        ok = true;
+      }
+    }
+    cp_async4(Z + l * BN + e, src, ok);
+    l += z_dl;
+    e += z_de;
+    if (e >= BN) {
+      e -= BN;
+      ++l;
+    }
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+__global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __grid_constant__ Params p) {
+  const Args& a = p.a;
+  extern __shared__ float4 sg_smem4[];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int G = 4 * a.H, NW = a.F + a.H + 1, B = a.B;
+  const int BM = kSgR * a.sg_mt, BN = 8 * a.sg_nt;
+  const int m0 = static_cast<int>(blockIdx.y) * BM, n0 = static_cast<int>(blockIdx.z) * BN;
+  SplitSmem sm;
+  sm.As = reinterpret_cast<float*>(sg_smem4);
+  sm.Zs = sm.As + 2 * kSgC * BM;
+  sm.rows = reinterpret_cast<int64_t*>(sm.Zs + 2 * kSgC * BN);
+  sm.pre = reinterpret_cast<int*>(sm.rows + B);
+  sm.mb = sm.pre + B + 1;
+  sm.mt = sm.mb + 2 * kSgC;
+  const int64_t total = split_prefix(p, sm);
   const int parts = static_cast<int>(gridDim.x), part = static_cast<int>(blockIdx.x);
   const int i_lo = static_cast<int>(total * part / parts), i_hi = static_cast<int>(total * (part + 1) / parts);
   const int chunks = (i_hi - i_lo + kSgC - 1) / kSgC;
@@ -1316,75 +1406,9 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");   // the sums kernel waits for this grid
   asm volatile("griddepcontrol.wait;" ::: "memory");                // the recurrence kernel's d gates and h
 #endif
-  // Chunk c's slot and timestep per row: the last slot starting at or before its timestep.
-  auto map = [&](int c, int buf) {
-    for (int r = tid; r < kSgC; r += nth) {
-    const int i = i_lo + c * kSgC + r;
-    int b = -1, t = 0;
-    if (i < i_hi) {
-      int lo = 0, hi = B - 1;
-      while (lo < hi) {
-        const int mid = (lo + hi + 1) >> 1;
-        if (pre[mid] <= i) lo = mid;
-        else hi = mid - 1;
-      }
-      b = lo;
-      t = i - pre[lo];
-    }
-    mb[buf * kSgC + r] = b;
-    mt[buf * kSgC + r] = t;
-    }
-  };
-  // Each thread's first (row, element) of the chunk and its stride in whole rows plus a remainder: no division per
-  // element (one per element cost as much as the projection's FMAs on the H200). The d gates go as float4s (a
-  // timestep's row of G is 16-byte aligned, G and BM multiples of 4).
-  const int BM4 = BM / 4;
-  const int a_l0 = tid / BM4, a_e0 = tid - a_l0 * BM4, a_dl = nth / BM4, a_de = nth - a_dl * BM4;
-  const int z_l0 = tid / BN, z_e0 = tid - z_l0 * BN, z_dl = nth / BN, z_de = nth - z_dl * BN;
-  const float* const hb = a.scratch + static_cast<int64_t>(a.t_cap) * (G + 2 * H);   // + b * per_seq: h_t at t * H
-  auto stage = [&](int buf) {
-    float* const A = As + buf * kSgC * BM;
-    for (int l = a_l0, e = a_e0; l < kSgC;) {
-      const int b = mb[buf * kSgC + l], m = m0 + 4 * e;
-      const bool ok = b >= 0 && m < G;
-      cp_async16(A + l * BM + 4 * e,
-                 ok ? a.scratch + b * a.per_seq + static_cast<int64_t>(mt[buf * kSgC + l]) * G + m : a.params, ok);
-      l += a_dl;
-      e += a_de;
-      if (e >= BM4) {
-        e -= BM4;
-        ++l;
-      }
-    }
-    float* const Z = Zs + buf * kSgC * BN;
-    for (int l = z_l0, e = z_e0; l < kSgC;) {
-      const int b = mb[buf * kSgC + l], t = mt[buf * kSgC + l], n = n0 + e;
-      const float* src = a.params;
-      bool ok = false;
-      if (b >= 0) {
-        if (n < F) {
-          src = a.features + (rows[b] + t) * F + n;
-          ok = true;
-        } else if (n < F + H) {
-          ok = t > 0;   // h_{-1} = 0
-          if (ok) src = hb + b * a.per_seq + static_cast<int64_t>(t - 1) * H + (n - F);
-        } else if (n == F + H) {
-          src = &kOneF;
-          ok = true;
-        }
-      }
-      cp_async4(Z + l * BN + e, src, ok);
-      l += z_dl;
-      e += z_de;
-      if (e >= BN) {
-        e -= BN;
-        ++l;
-      }
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  };
   // Rows fastest: a warp's d-gate loads are adjacent 16-byte words and its z loads one or two broadcasts (columns
-  // fastest put 11 column quads in a warp, and ncu counted 4-way bank conflicts on them).
+  // fastest put 11 column quads in a warp: ncu counted 4-way bank conflicts on them). A thread's 8 columns are a
+  // quad in each half of the tile.
   const int tm = tid % a.sg_mt, tn = tid / a.sg_mt;
   const bool computes = tn < a.sg_nt;   // the block's last warp may have spare threads
   float acc[kSgR][8];
@@ -1394,14 +1418,14 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
     for (int c = 0; c < 8; ++c) acc[r][c] = 0.0f;
   // Two barriers a chunk: the map of chunk c + 2 is made after chunk c's sums, into the map buffer that chunk c's
   // copies (issued an iteration earlier) read.
-  map(0, 0);
-  map(1, 1);
+  split_map(sm, B, i_lo, i_hi, 0, 0);
+  split_map(sm, B, i_lo, i_hi, 1, 1);
   __syncthreads();
-  if (chunks > 0) stage(0);
+  if (chunks > 0) split_stage(a, sm, 0, m0, n0, BM, BN);
   for (int c = 0; c < chunks; ++c) {
     const int buf = c & 1;
     if (c + 1 < chunks) {   // the other buffers were last read before the previous chunk's closing barrier
-      stage(buf ^ 1);
+      split_stage(a, sm, buf ^ 1, m0, n0, BM, BN);
       asm volatile("cp.async.wait_group 1;" ::: "memory");
     } else {
       asm volatile("cp.async.wait_group 0;" ::: "memory");
@@ -1409,11 +1433,8 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
     __syncthreads();   // chunk c is in shared memory, every thread's copies included
     const int nl = min(kSgC, i_hi - i_lo - c * kSgC);
     if (computes) {
-      const float* A = As + buf * kSgC * BM + kSgR * tm;
-      // Columns 4 tn .. 4 tn + 3 of each half of the tile: a quarter-warp's 16-byte loads on distinct banks (8
-      // adjacent columns a thread put lanes 32 bytes apart, two to a bank group: the kernel then waited on shared
-      // memory, ncu counting 4.3-way conflicts).
-      const float* Z = Zs + buf * kSgC * BN + 4 * tn;
+      const float* A = sm.As + buf * kSgC * BM + kSgR * tm;
+      const float* Z = sm.Zs + buf * kSgC * BN + 4 * tn;
 #pragma unroll 4
       for (int l = 0; l < nl; ++l) {
         const float4 a0 = *reinterpret_cast<const float4*>(A + l * BM);
@@ -1427,7 +1448,7 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
           for (int k = 0; k < 8; ++k) acc[r][k] += av[r] * zv[k];
       }
     }
-    if (c + 2 < chunks) map(c + 2, buf);
+    if (c + 2 < chunks) split_map(sm, B, i_lo, i_hi, c + 2, buf);
     __syncthreads();   // buffer buf is read before the next chunk's copies reuse it; the new map is visible
   }
   if (!computes) return;
@@ -1759,7 +1780,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   if (B > kStreamMaxB)
     launch(reinterpret_cast<const void*>(split_grad_kernel),
            dim3(static_cast<unsigned>(a.groups), static_cast<unsigned>(sg_mtiles_), static_cast<unsigned>(sg_ntiles_)),
-           sg_mt_ * sg_nt_, split_smem_bytes(B));
+           round_up(sg_mt_ * sg_nt_, 32), split_smem_bytes(B));   // whole warps: warp 0 scans with shuffles
   else
     launch(reinterpret_cast<const void*>(weight_grad_kernel),
            dim3(static_cast<unsigned>((G + kWgM - 1) / kWgM), static_cast<unsigned>((NW + kWgN - 1) / kWgN),
