@@ -17,6 +17,8 @@ DEVICE=${DEVICE:-cuda}
 OUT=${OUT:-runs/ab-fused}
 WORK=${WORK:-/tmp/ragtrain-ab-fused}
 read -r -a builds <<< "$BUILDS"
+names=$(for b in "${builds[@]}"; do basename "$b"; done)
+[ "$(sort <<< "$names" | uniq -d)" = "" ] || { echo "ab_fused.sh: builds need distinct folder names: $BUILDS" >&2; exit 2; }
 BIN=${builds[0]}
 common=$(dirname "$0")/bench_common.sh
 [ -f "$common" ] || common=bench/bench_common.sh
