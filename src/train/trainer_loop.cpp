@@ -38,18 +38,13 @@ StepTotals Trainer::step(RankCounters& counters) {
   }
   const float lr = static_cast<float>(cfg_.lr.at(step_));
   backend_->set_global_step(step_);   // keys the dropout masks
-  // The epoch's last step: what the next epoch needs from the schedule, while the GPU computes (pure functions of
-  // the schedule, so every rank gets the same).
+  // The epoch's last step: the next epoch's order, while the GPU computes (a pure function of the schedule, so every
+  // rank gets the same).
   const bool last_of_epoch = s + 1 == steps_per_epoch();
   auto ahead = [&] {
     if (!last_of_epoch) return;
     next_order_ = schedule_->epoch(epoch + 1);
     next_order_epoch_ = epoch + 1;
-    if (in_run_ && ctx_.is_root() && epoch >= 1) {   // only run() writes epoch records (bench steps alone)
-      epoch_repeat_ = batch_repeat_fraction(
-          *schedule_, prev_order_epoch_ == epoch - 1 ? prev_order_ : schedule_->epoch(epoch - 1), order_);
-      epoch_repeat_of_ = epoch;
-    }
   };
   const StepTotals tot = train_step(*backend_, positions_, lr, counters, &timeline_, step_ + 1, ahead);
   ++step_;
@@ -57,7 +52,6 @@ StepTotals Trainer::step(RankCounters& counters) {
 }
 
 int Trainer::run() {
-  in_run_ = true;
   // A bar with rate and ETA on a terminal; one plain line per --log-every interval in a log file (rank 0 only).
   progress_ = std::make_unique<Progress>(
       stdout, talk_ ? progress_mode_for(stdout, cfg_.talk.quiet, cfg_.talk.verbose) : ProgressMode::Off, total_steps_,
@@ -241,8 +235,10 @@ void Trainer::end_epoch() {
   }
   if (ctx_.is_root()) {
     // Share of this epoch's global batches the previous epoch also trained (schedule_stats.hpp); null if none.
-    const double repeat =
-        epoch_repeat_of_ == epoch - 1 ? epoch_repeat_ : batch_repeat_fraction(*schedule_, epoch - 1);
+    // From the two orders the trainer holds (not rebuilt) unless the run resumed within this epoch.
+    const double repeat = epoch >= 2 && order_epoch_ == epoch - 1 && prev_order_epoch_ == epoch - 2
+                              ? batch_repeat_fraction(*schedule_, prev_order_, order_)
+                              : batch_repeat_fraction(*schedule_, epoch - 1);
     rec["batch_repeat_fraction"] = std::isnan(repeat) ? Json(nullptr) : Json(repeat);
     records_.log.write(rec);
     std::ostringstream line;

@@ -183,7 +183,7 @@ TEST(FusedAgreement, ClassificationH50SeventySequences) {
 }
 
 // More than 16 sequences in the one-block kernel (the weight gradients by the GEMM split over all timesteps, after the
-// whole recurrence) at other shapes: H = 19 (76 gate rows: a block of 19 x 3 threads), F = 70 (two feature chunks, 135
+// whole recurrence) at other shapes: H = 19 (76 gate rows: a block of 19 x 4 threads), F = 70 (two feature chunks, 135
 // columns: two column tiles).
 TEST(FusedAgreement, RegressionRegistersH19TwentySequences) {
   RT_SKIP_WITHOUT_GPU();
@@ -436,8 +436,6 @@ TEST(FusedPoolData, MaxPoolCasesHaveNoNearTies) {
   }
 }
 
-// Two backends, the same batches: the fused buffers are identical bit for bit (fixed summation orders, no atomics),
-// at K = 1 and with the K-block reduction, for each pooling.
 namespace {
 
 // Two identical runs on fresh backends of the given batches (each forward_backward, then the update, so a later batch
@@ -472,6 +470,8 @@ void expect_identical_reruns(const ModelShape& shape, const Shard& shard, int64_
 
 }  // namespace
 
+// Two backends, the same batches: the fused buffers are identical bit for bit (fixed summation orders, no atomics),
+// at K = 1 and with the K-block reduction, for each pooling.
 TEST(FusedDeterminism, BitwiseIdenticalReruns) {
   RT_SKIP_WITHOUT_GPU();
   const std::vector<std::pair<int64_t, Pool>> cases = {{50, Pool::Last}, {128, Pool::Last}, {50, Pool::Mean},

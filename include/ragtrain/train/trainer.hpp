@@ -124,14 +124,11 @@ class Trainer {
   std::vector<int64_t> positions_;
   Schedule::Epoch order_;
   int64_t order_epoch_ = -1;
-  // Built while the GPU runs an epoch's last step (Trainer::step): the next epoch's order, and (rank 0) the epoch's
-  // batch repeat fraction for its record. At K = 128 on 2,000 sequences an epoch is 16 steps, and building an order
-  // (~30 us) or the fraction (~140 us from the two orders) between two steps left the GPU idle.
+  // The next epoch's order, built while the GPU runs an epoch's last step (Trainer::step): at K = 128 on 2,000
+  // sequences an epoch is 16 steps, and building an order (~30 us) between two steps left the GPU idle. The previous
+  // epoch's order, for the batch repeat fraction of the epoch record.
   Schedule::Epoch next_order_, prev_order_;
   int64_t next_order_epoch_ = -1, prev_order_epoch_ = -1;
-  double epoch_repeat_ = 0;
-  int64_t epoch_repeat_of_ = -1;
-  bool in_run_ = false;   // run() is stepping (and writes the epoch records), not bench
   RankCounters run_, interval_;
   Stopwatch interval_clock_, epoch_clock_, since_checkpoint_;
   // The epoch's throughput as this invocation saw it (a resumed run starts mid-epoch): sequences trained since

@@ -75,7 +75,8 @@ struct Args {
   int32_t t_cap = 0;
   int32_t HP = 0, fc = 0, tc = 0, Cp = 0;   // tc: projection timesteps per block
   int32_t fc_smem = 0;            // floats of the head's weight and bias staged in shared memory (0: none)
-  int32_t groups = 1;             // weight gradients: sequence groups (1: added straight into the fused buffer)
+  int32_t groups = 1;             // weight-gradient partial sums: sequence groups, or the split GEMM's parts (1:
+                                  // added straight into the fused buffer)
   float* grads = nullptr;         // the fused buffer
   float* wpart = nullptr;         // groups > 1: (groups, F + H + 1, wstride) partial sums, column-major
   int32_t wstride = 0;            // a column's floats: 4H rounded up to 8
@@ -1247,7 +1248,7 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
 
 // Phase 5 with many sequences (B > kStreamMaxB): the same sums as weight_grad_kernel, as a GEMM split over the
 // timesteps of all sequences instead of over sequence groups. The timesteps of the batch, concatenated in slot order,
-// are cut into a.groups equal parts, one per block column (about one block per SM): each block sums its part for a
+// are cut into a.groups equal parts, one per block column (about two blocks per SM): each block sums its part for a
 // tile of a.sg_mt x a.sg_nt threads, each thread kSgR gate rows x 8 columns of z in registers (32 FMAs per 3 shared-
 // memory loads; weight_grad_kernel's 2 x 4 tile and one sequence group of 4 per block spent 41 us on 128 sequences
 // on the H200, and a quarter of its tiles was padding at H = 50). Two blocks per SM: with 8 x 8 a thread (128
@@ -1604,6 +1605,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(proj_smem_bytes_)));
   // The split weight-gradient GEMM (B > kStreamMaxB): block tiles of <= 16 x 8 columns and <= kSgMaxThreads
   // threads, as few tiles as that allows, and parts of the timesteps for about two blocks per SM.
+  wstride_ = round_up(G, 8);
   const int rows4 = (G + kSgR - 1) / kSgR, cols8 = (F + H + 1 + 7) / 8;
   sg_ntiles_ = (cols8 + 15) / 16;
   sg_nt_ = (cols8 + sg_ntiles_ - 1) / sg_ntiles_;
@@ -1668,7 +1670,7 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
     CUDA_CHECK(cudaMemset(partials_.get(), 0, partials_.size() * sizeof(float)));   // entries never written stay 0
     const int64_t parts =
         std::max<int64_t>(std::min<int64_t>(cap_B_, kMaxGroups), cap_B_ > kStreamMaxB ? sg_parts_ : 1);
-    wpart_.resize_discard(static_cast<size_t>(parts * (F + H + 1) * round_up(static_cast<int>(4 * H), 8)));
+    wpart_.resize_discard(static_cast<size_t>(parts * (F + H + 1) * wstride_));
   }
 }
 
@@ -1713,7 +1715,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.Cp = Cp_;
   a.fc_smem = fc_smem_;
   a.groups = weight_grad_groups(B, timesteps);
-  a.wstride = round_up(static_cast<int>(4 * H), 8);
+  a.wstride = wstride_;
   a.sg_mt = sg_mt_;
   a.sg_nt = sg_nt_;
   a.grads = grads;
