@@ -80,7 +80,7 @@ struct Args {
   float* grads = nullptr;         // the fused buffer
   float* wpart = nullptr;         // groups > 1: (groups, F + H + 1, wstride) partial sums, column-major
   int32_t wstride = 0;            // a column's floats: 4H rounded up to 8
-  int32_t sg_mt = 0, sg_nt = 0;   // split_grad_kernel: its block tile in threads (kSgR x 8 outputs each)
+  int32_t sg_wm = 0, sg_wn = 0;   // split_grad_kernel: its block tile in warps (32 x 32 outputs each)
   int32_t sum_blocks = 0;         // sums_kernel: blocks of the weight-gradient sums (the head's sums after them)
   int64_t head_lo = 0, n_grad = 0;   // the head's gradients and the extras: fused-buffer entries [head_lo, n_grad)
   // The backward's progress, kCl words per sequence (one per block of a cluster; the one-block kernel uses the
@@ -125,6 +125,29 @@ __device__ __forceinline__ float rcp_ftz(float x) {
 }
 __device__ __forceinline__ float sigmoid_f(float v) { return rcp_ftz(1.0f + ex2_ftz(v * -1.44269504088896341f)); }
 __device__ __forceinline__ float tanh_f(float v) { return 2.0f * sigmoid_f(2.0f * v) - 1.0f; }
+
+// The projection and the split weight-gradient GEMM run on the tensor cores, which multiply tf32 (10-bit mantissas):
+// each operand is split into tf32 hi + lo and three products are summed (lo hi, hi lo, hi hi; lo lo is below float
+// resolution), which gives float accuracy, as the CPU reference needs (each product within ~2^-21 of its float
+// value). Both are deterministic: fixed tiles, fixed order of the mma instructions.
+// x = hi + lo + (< 2^-21 |x|), both tf32: hi rounded to nearest (ties away), lo = x - hi (exact) truncated to tf32.
+// Integer arithmetic on the bits (4 instructions): cvt.rna.tf32.f32 is no single instruction on sm_90 (ncu's SASS: a
+// test for infinity, a select and the masking around each), and with it the split GEMM ran no faster than on the CUDA
+// cores (25.0 / 29.5 us against 25.5 / 30.1 at K = 128, H = 50). Finite values only (|x| < 3.4e38: the carry of the
+// rounding would reach infinity).
+__device__ __forceinline__ void tf32_split(float x, uint32_t& hi, uint32_t& lo) {
+  hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+  lo = __float_as_uint(x - __uint_as_float(hi)) & 0xffffe000u;
+}
+// d += A (16 x 8) B (8 x 8) on the tensor cores, float accumulation. Lane (g, t) = (lane / 4, lane % 4) holds
+// A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4]; B[t][g], B[t + 4][g]; D[g][2t], D[g][2t + 1], D[g + 8][2t],
+// D[g + 8][2t + 1].
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 
 // For rows x cols: dst(row, k, src(row, k)). A warp per row, lanes along k (coalesced), 4 rows x 64 columns per warp
 // in flight: a loop that stores each value right after its load waits one memory latency (~600 cycles) per element.
@@ -241,18 +264,53 @@ __device__ __forceinline__ void wait_packed(const Args& a) {
   __syncthreads();
 }
 
+// The projection's W_ih columns [f0, f0 + nf) into ws by interleaved row (pitch kp), zero to the next multiple of 8:
+// a warp per unit j (all four gates), lanes along k, U units (8 U loads a lane) in flight: one round trip at H <= U x
+// the warps. (Loaded straight into registers, a warp's 32 rows cost 32 sectors a load: ncu timed the kernel at 9 us at
+// H = 128; one division per element here cost as much again.)
+template <int U>
+__device__ __forceinline__ void stage_w_ih(const Args& a, float* ws, int kp, int f0, int nf) {
+  const int H = a.H, F = a.F, lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int nw = static_cast<int>(blockDim.x) >> 5, kpad = (nf + 7) & ~7;
+  for (int j0 = warp; j0 < H; j0 += U * nw) {
+    float v[U][4][2];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int g = 0; g < 4; ++g)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int jj = j0 + u * nw, k = lane + 32 * c;
+          v[u][g][c] = (jj < H && k < nf) ? a.params[a.lay.w_ih[g] + static_cast<int64_t>(jj) * F + f0 + k] : 0.0f;
+        }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int g = 0; g < 4; ++g)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int jj = j0 + u * nw, k = lane + 32 * c;
+          if (jj < H && k < kpad) ws[(4 * jj + g) * kp + k] = v[u][g][c];
+        }
+  }
+}
+
 // Phase 1, one block per (sequence, chunk of a.tc <= kProjT timesteps): gbuf[t][r] = b_ih + b_hh + W_ih[row] x_t;
 // sequence b in row b + a.pack_rows of the grid, the kPack pack blocks (pack_w_hh) first, in the rows before.
-// Thread r keeps its row of W_ih in registers, a feature chunk of <= 64 at a time, copied from shared memory where
-// the block stages the chunk with coalesced loads (loaded straight from global memory, a warp's 32 rows cost 32
-// sectors a load: at H = 128 ncu timed the kernel at 9 us, waiting on the load queue); the chunk's inputs are
-// staged in shared memory too, rows zero-padded to 64.
-// Dynamic shared memory: xs (kProjT x 64), then ws (threads x wstride, W_ih's chunk by interleaved row 4 j + q).
+// A GEMM on the tensor cores (3 x tf32, as split_grad_kernel): timesteps x features times features x gate rows, warp
+// w the rows r in [32 w, 32 w + 32) (4 mma tiles of 8) for all the chunk's timesteps (up to 4 tiles of 16), the sums
+// over features in registers across feature chunks of a.fc <= 64. Each chunk of W_ih and of the inputs is staged in
+// shared memory with coalesced loads (W_ih by interleaved row 4 j + q), rows a.fc + 4 floats apart (4 mod 8: a
+// fragment's loads, 8 rows x 4 features, on 32 distinct banks), zero-padded to whole mma tiles. (On the CUDA cores,
+// each thread a row of W_ih in registers, ncu timed the kernel at 14.6 us at K = 128, H = 50: 128 registers, two
+// blocks an SM, its FMAs waiting on their shared-memory loads.)
+// Dynamic shared memory: xs (kProjT x pitch), then ws (threads x pitch).
 __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
   extern __shared__ float4 proj_smem[];
+  const int kp = a.fc + 4;   // the rows' pitch
   float* const xs = reinterpret_cast<float*>(proj_smem);
-  float* const ws = xs + kProjT * 64;
+  float* const ws = xs + kProjT * kp;
   if (static_cast<int>(blockIdx.y) < a.pack_rows) {   // the pack rows
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -266,44 +324,16 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
   const GatherSlot slot = slot_of(p, b);
   const int t_begin = static_cast<int>(blockIdx.x) * a.tc;
   if (t_begin >= slot.length) return;   // the whole block: no barrier is left waiting
-  const int n = min(a.tc, slot.length - t_begin), n8 = (n + 7) & ~7;
+  const int n = min(a.tc, slot.length - t_begin), n16 = (n + 15) & ~15;
   const float* x = a.features + (slot.row + t_begin) * a.F;
-  const int H = a.H, G = 4 * H, F = a.F, r = static_cast<int>(threadIdx.x), j = r >> 2, q = r & 3;
-  const int tid = r, nt = static_cast<int>(blockDim.x), wstride = a.fc | 1;   // odd: the rows' reads on distinct banks
-  const bool valid = r < G;
-  float* g_r = a.scratch + static_cast<int64_t>(b) * a.per_seq + static_cast<int64_t>(t_begin) * G + r;
+  const int H = a.H, G = 4 * H, F = a.F, tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31, warp = tid >> 5;
+  // The chunk's inputs, rows past n and features past nf (to the next multiple of 8) zero.
   auto stage_x = [&](int f0, int nf) {
     copy_rows(
-        n8, 64, [&](int tt, int k) { return (tt < n && k < nf) ? x[static_cast<int64_t>(tt) * F + f0 + k] : 0.0f; },
-        [&](int tt, int k, float v) { xs[tt * 64 + k] = v; });
-  };
-  // W_ih's columns [f0, f0 + nf) by interleaved row: a warp per unit j (all four gates), lanes along k, 8 units (64
-  // loads a lane) in flight: one round trip at H <= 8 x the warps (50 at 224 threads, 128 at 512). (Loaded straight
-  // into registers, a warp's 32 rows cost 32 sectors a load: ncu timed the kernel at 9 us at H = 128; one division
-  // per element here cost as much again.)
-  const int lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
-  auto stage_w = [&](int f0, int nf) {
-    for (int j0 = warp; j0 < H; j0 += 8 * nw) {
-      float v[8][4][2];
-#pragma unroll
-      for (int u = 0; u < 8; ++u)
-#pragma unroll
-        for (int g = 0; g < 4; ++g)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int jj = j0 + u * nw, k = lane + 32 * c;
-            v[u][g][c] = (jj < H && k < nf) ? a.params[a.lay.w_ih[g] + static_cast<int64_t>(jj) * F + f0 + k] : 0.0f;
-          }
-#pragma unroll
-      for (int u = 0; u < 8; ++u)
-#pragma unroll
-        for (int g = 0; g < 4; ++g)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int jj = j0 + u * nw, k = lane + 32 * c;
-            if (jj < H && k < nf) ws[(4 * jj + g) * wstride + k] = v[u][g][c];
-          }
-    }
+        n16, (nf + 7) & ~7,
+        [&](int tt, int k) { return (tt < n && k < nf) ? x[static_cast<int64_t>(tt) * F + f0 + k] : 0.0f; },
+        [&](int tt, int k, float v) { xs[tt * kp + k] = v; });
   };
   // The features never change: their first chunk is staged while the previous step's optimizer may still run (this
   // kernel is launched with programmatic dependent launch after it); the parameters are read only after the wait.
@@ -314,49 +344,71 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
   // the pack blocks' flags before it reads the packed W_hh).
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-  const float bias = valid ? a.params[a.lay.b_ih[q] + j] + a.params[a.lay.b_hh[q] + j] : 0.0f;
+  const int g = lane >> 2, t4 = lane & 3, r0 = 32 * warp + 2 * t4;   // lane (g, t4)'s rows: r0 + 8 ni + {0, 1}
+  float bias[4][2];
+#pragma unroll
+  for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int r = r0 + 8 * ni + e, j = r >> 2, q = r & 3;
+      bias[ni][e] = r < G ? a.params[a.lay.b_ih[q] + j] + a.params[a.lay.b_hh[q] + j] : 0.0f;
+    }
+  float acc[4][4][4];   // (timestep tile, row tile, fragment)
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;
+  stage_w_ih<8>(a, ws, kp, 0, min(a.fc, F));   // 8 units in flight while the sums below hold no registers
   for (int f0 = 0; f0 < F; f0 += a.fc) {
     const int nf = min(a.fc, F - f0);
-    if (f0 > 0) {
+    if (f0 > 0) {   // F > 64: the next chunk, fewer loads in flight beside the sums
       __syncthreads();   // xs and ws are free
       stage_x(f0, nf);
+      stage_w_ih<2>(a, ws, kp, f0, nf);
     }
-    stage_w(f0, nf);
     __syncthreads();
-    if (!valid) continue;
-    float w[64];
+    const float* const Xl = xs + g * kp + t4;                // A[tt][k] = xs[tt][k]
+    const float* const Wl = ws + (32 * warp + g) * kp + t4;  // B[k][r] = ws[r][k]
+    for (int k0 = 0; k0 < nf; k0 += 8) {
+      uint32_t bh[4][2], bl[4][2];
 #pragma unroll
-    for (int k = 0; k < 64; ++k) w[k] = k < nf ? ws[r * wstride + k] : 0.0f;
-    for (int tt = 0; tt < n; tt += 8) {
-      float acc[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) acc[u] = 0.0f;
-#pragma unroll
-      for (int k = 0; k < 64; k += 4) {
-        if (k >= nf) break;   // the zero-padded tail of the chunk adds nothing
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const float4 xv = *reinterpret_cast<const float4*>(xs + (tt + u) * 64 + k);
-          acc[u] += w[k] * xv.x;
-          acc[u] += w[k + 1] * xv.y;
-          acc[u] += w[k + 2] * xv.z;
-          acc[u] += w[k + 3] * xv.w;
-        }
+      for (int ni = 0; ni < 4; ++ni) {
+        tf32_split(Wl[8 * ni * kp + k0], bh[ni][0], bl[ni][0]);
+        tf32_split(Wl[8 * ni * kp + k0 + 4], bh[ni][1], bl[ni][1]);
       }
-      if (f0 == 0) {
 #pragma unroll
-        for (int u = 0; u < 8; ++u)
-          if (tt + u < n) g_r[(tt + u) * G] = bias + acc[u];
-      } else {
-        float old[8];   // this thread's own values of the previous chunk: 8 loads in flight
+      for (int mi = 0; mi < 4; ++mi) {
+        if (16 * mi >= n) break;
+        const float* const Xm = Xl + 16 * mi * kp + k0;
+        uint32_t ah[4], al[4];
+        tf32_split(Xm[0], ah[0], al[0]);
+        tf32_split(Xm[8 * kp], ah[1], al[1]);
+        tf32_split(Xm[4], ah[2], al[2]);
+        tf32_split(Xm[8 * kp + 4], ah[3], al[3]);
 #pragma unroll
-        for (int u = 0; u < 8; ++u) old[u] = tt + u < n ? g_r[(tt + u) * G] : 0.0f;
-#pragma unroll
-        for (int u = 0; u < 8; ++u)
-          if (tt + u < n) g_r[(tt + u) * G] = old[u] + acc[u];
+        for (int ni = 0; ni < 4; ++ni) {   // small terms first
+          mma_tf32(acc[mi][ni], al, bh[ni][0], bh[ni][1]);
+          mma_tf32(acc[mi][ni], ah, bl[ni][0], bl[ni][1]);
+          mma_tf32(acc[mi][ni], ah, bh[ni][0], bh[ni][1]);
+        }
       }
     }
   }
+  // Rows r, r + 1 of timestep tt as one 8-byte store (G is even).
+  float* const gb = a.scratch + static_cast<int64_t>(b) * a.per_seq + static_cast<int64_t>(t_begin) * G;
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int tt = 16 * mi + g + 8 * h, r = r0 + 8 * ni;
+        if (tt < n && r < G)
+          *reinterpret_cast<float2*>(gb + tt * G + r) =
+              make_float2(bias[ni][0] + acc[mi][ni][2 * h], bias[ni][1] + acc[mi][ni][2 * h + 1]);
+      }
 }
 
 // Phase 3: logits, loss, d loss / d logits (in lg_s), d loss / d h_last (dh_s); the head's gradients are written
@@ -1249,16 +1301,19 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
 // Phase 5 with many sequences (B > kStreamMaxB): the same sums as weight_grad_kernel, as a GEMM split over the
 // timesteps of all sequences instead of over sequence groups. The timesteps of the batch, concatenated in slot order,
 // are cut into a.groups equal parts, one per block column (about two blocks per SM): each block sums its part for a
-// tile of a.sg_mt x a.sg_nt threads, each thread kSgR gate rows x 8 columns of z in registers (32 FMAs per 3 shared-
-// memory loads; weight_grad_kernel's 2 x 4 tile and one sequence group of 4 per block spent 41 us on 128 sequences
-// on the H200, and a quarter of its tiles was padding at H = 50). Two blocks per SM: with 8 x 8 a thread (128
-// registers, one block of 9 warps per SM) the kernel still took 34 us, its FMAs waiting on their shared-memory loads.
+// tile of (32 a.sg_wm) gate rows x (32 a.sg_wn) columns of z on the tensor cores, a warp per 32 x 32 (2 x 4 mma
+// tiles of 16 x 8, timesteps the reduction dimension, 8 an instruction). The cores multiply tf32 (10-bit mantissas),
+// so each operand is split into tf32 hi + lo and three products are summed (lo hi, hi lo, hi hi; lo lo is below
+// float resolution): float accuracy, as the CPU reference needs (each product within ~2^-21 of its float value).
+// On the CUDA cores the same GEMM (4 x 8 outputs a thread, 32 FMAs per 3 shared-memory loads, two blocks an SM)
+// took 25-30 us at K = 128, H = 50 on the H200, ~3x its issue bound: its FMAs waited on shared memory.
 // Chunks of kSgC timesteps go to shared memory by cp.async (padding and the bias' 1 zero-filled or copied by it too),
-// the next chunk in flight while the current one is summed. The partition and every sum's order depend only on the
-// batch: reruns are bitwise equal.
+// the next chunk in flight while the current one is summed; rows of the chunk a pitch of 8 (mod 32) floats apart, so
+// a fragment's loads (8 rows x 4 timesteps) fall on 32 distinct banks. The partition and every sum's order depend
+// only on the batch: reruns are bitwise equal.
 constexpr int kSgC = 32;              // timesteps per staged chunk
-constexpr int kSgR = 4;               // gate rows per thread (one 16-byte load of a timestep's d gates)
-constexpr int kSgMaxThreads = 320;    // threads of a block tile at most
+constexpr int kSgWarps = 12;          // warps of a block tile at most (two blocks an SM)
+constexpr int kSgMaxThreads = 32 * kSgWarps;
 __device__ const float kOneF = 1.0f;  // the source of z's bias column
 
 // 4 (16) bytes global -> shared, asynchronously; zeros when !ok (src is then not read).
@@ -1273,12 +1328,13 @@ __device__ __forceinline__ void cp_async16(float* dst, const float* src, bool ok
 
 // split_grad_kernel's shared memory (split_smem_bytes).
 struct SplitSmem {
-  float* As;       // (2, kSgC, BM) d gates
-  float* Zs;       // (2, kSgC, BN) z
+  float* As;       // (2, kSgC, pa) d gates, rows [m0, m0 + BM)
+  float* Zs;       // (2, kSgC, pb) z, columns [n0, n0 + BN)
   int64_t* rows;   // (B) feature row of each slot
   int* pre;        // (B + 1) timesteps before each slot
   int* mb;         // (2, kSgC) the chunk's slots (-1: past the part)
   int* mt;         // (2, kSgC) and timesteps
+  int pa, pb;      // row pitches: BM + 8, BN + 8
 };
 
 // The slot table into shared memory and the prefix sums of the lengths (warp 0, in lane-contiguous runs); returns
@@ -1341,13 +1397,13 @@ __device__ void split_stage(const Args& a, const SplitSmem& sm, int buf, int m0,
   const int H = a.H, F = a.F, G = 4 * H, BM4 = BM / 4;
   const int* const mb = sm.mb + buf * kSgC;
   const int* const mt = sm.mt + buf * kSgC;
-  float* const A = sm.As + buf * kSgC * BM;
+  float* const A = sm.As + buf * kSgC * sm.pa;
   const int a_dl = nth / BM4, a_de = nth - a_dl * BM4;
   for (int l = tid / BM4, e = tid - l * BM4; l < kSgC;) {
     const int b = mb[l], m = m0 + 4 * e;
     const bool ok = b >= 0 && m < G;
-    cp_async16(A + l * BM + 4 * e, ok ? a.scratch + b * a.per_seq + static_cast<int64_t>(mt[l]) * G + m : a.params,
-               ok);
+    cp_async16(A + l * sm.pa + 4 * e,
+               ok ? a.scratch + b * a.per_seq + static_cast<int64_t>(mt[l]) * G + m : a.params, ok);
     l += a_dl;
     e += a_de;
     if (e >= BM4) {
@@ -1356,7 +1412,7 @@ __device__ void split_stage(const Args& a, const SplitSmem& sm, int buf, int m0,
     }
   }
   const float* const hb = a.scratch + static_cast<int64_t>(a.t_cap) * (G + 2 * H);   // + b * per_seq: h_t at t * H
-  float* const Z = sm.Zs + buf * kSgC * BN;
+  float* const Z = sm.Zs + buf * kSgC * sm.pb;
   const int z_dl = nth / BN, z_de = nth - z_dl * BN;
   for (int l = tid / BN, e = tid - l * BN; l < kSgC;) {
     const int b = mb[l], t = mt[l], n = n0 + e;
@@ -1374,7 +1430,7 @@ __device__ void split_stage(const Args& a, const SplitSmem& sm, int buf, int m0,
         ok = true;
       }
     }
-    cp_async4(Z + l * BN + e, src, ok);
+    cp_async4(Z + l * sm.pb + e, src, ok);
     l += z_dl;
     e += z_de;
     if (e >= BN) {
@@ -1385,17 +1441,52 @@ __device__ void split_stage(const Args& a, const SplitSmem& sm, int buf, int m0,
   asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
+// A warp's 32 x 32 of one staged chunk (nl timesteps; the rows past nl are zeros): per 8 timesteps its A fragments
+// (2 row tiles) split once, then for each of the 4 column tiles its B fragment and the 3 products per row tile.
+// A and Z point at the warp's first row / column, lane (g, t) offset by g.
+__device__ __forceinline__ void split_mma_chunk(float (&acc)[2][4][4], const float* A, const float* Z, int pa, int pb,
+                                                int nl, int t4) {
+#pragma unroll
+  for (int kk = 0; kk < kSgC / 8; ++kk) {
+    if (8 * kk >= nl) break;
+    const float* const Ak = A + (8 * kk + t4) * pa;
+    const float* const Zk = Z + (8 * kk + t4) * pb;
+    uint32_t ah[2][4], al[2][4];
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi) {
+      tf32_split(Ak[16 * mi], ah[mi][0], al[mi][0]);
+      tf32_split(Ak[16 * mi + 8], ah[mi][1], al[mi][1]);
+      tf32_split(Ak[4 * pa + 16 * mi], ah[mi][2], al[mi][2]);
+      tf32_split(Ak[4 * pa + 16 * mi + 8], ah[mi][3], al[mi][3]);
+    }
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni) {
+      uint32_t bh0, bl0, bh1, bl1;
+      tf32_split(Zk[8 * ni], bh0, bl0);
+      tf32_split(Zk[4 * pb + 8 * ni], bh1, bl1);
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {   // small terms first
+        mma_tf32(acc[mi][ni], al[mi], bh0, bh1);
+        mma_tf32(acc[mi][ni], ah[mi], bl0, bl1);
+        mma_tf32(acc[mi][ni], ah[mi], bh0, bh1);
+      }
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
   extern __shared__ float4 sg_smem4[];
   const int tid = static_cast<int>(threadIdx.x);
   const int G = 4 * a.H, NW = a.F + a.H + 1, B = a.B;
-  const int BM = kSgR * a.sg_mt, BN = 8 * a.sg_nt;
+  const int BM = 32 * a.sg_wm, BN = 32 * a.sg_wn;
   const int m0 = static_cast<int>(blockIdx.y) * BM, n0 = static_cast<int>(blockIdx.z) * BN;
   SplitSmem sm;
+  sm.pa = BM + 8;
+  sm.pb = BN + 8;
   sm.As = reinterpret_cast<float*>(sg_smem4);
-  sm.Zs = sm.As + 2 * kSgC * BM;
-  sm.rows = reinterpret_cast<int64_t*>(sm.Zs + 2 * kSgC * BN);
+  sm.Zs = sm.As + 2 * kSgC * sm.pa;
+  sm.rows = reinterpret_cast<int64_t*>(sm.Zs + 2 * kSgC * sm.pb);
   sm.pre = reinterpret_cast<int*>(sm.rows + B);
   sm.mb = sm.pre + B + 1;
   sm.mt = sm.mb + 2 * kSgC;
@@ -1407,16 +1498,16 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");   // the sums kernel waits for this grid
   asm volatile("griddepcontrol.wait;" ::: "memory");                // the recurrence kernel's d gates and h
 #endif
-  // Rows fastest: a warp's d-gate loads are adjacent 16-byte words and its z loads one or two broadcasts (columns
-  // fastest put 11 column quads in a warp: ncu counted 4-way bank conflicts on them). A thread's 8 columns are a
-  // quad in each half of the tile.
-  const int tm = tid % a.sg_mt, tn = tid / a.sg_mt;
-  const bool computes = tn < a.sg_nt;   // the block's last warp may have spare threads
-  float acc[kSgR][8];
+  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  const int wr = 32 * (warp % a.sg_wm), wc = 32 * (warp / a.sg_wm);   // the warp's tile within the block's
+  const bool computes = m0 + wr < G && n0 + wc < NW;                   // else all padding
+  float acc[2][4][4];
 #pragma unroll
-  for (int r = 0; r < kSgR; ++r)
+  for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-    for (int c = 0; c < 8; ++c) acc[r][c] = 0.0f;
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;
   // Two barriers a chunk: the map of chunk c + 2 is made after chunk c's sums, into the map buffer that chunk c's
   // copies (issued an iteration earlier) read.
   split_map(sm, B, i_lo, i_hi, 0, 0);
@@ -1432,39 +1523,25 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
       asm volatile("cp.async.wait_group 0;" ::: "memory");
     }
     __syncthreads();   // chunk c is in shared memory, every thread's copies included
-    const int nl = min(kSgC, i_hi - i_lo - c * kSgC);
-    if (computes) {
-      const float* A = sm.As + buf * kSgC * BM + kSgR * tm;
-      const float* Z = sm.Zs + buf * kSgC * BN + 4 * tn;
-#pragma unroll 4
-      for (int l = 0; l < nl; ++l) {
-        const float4 a0 = *reinterpret_cast<const float4*>(A + l * BM);
-        const float4 z0 = *reinterpret_cast<const float4*>(Z + l * BN);
-        const float4 z1 = *reinterpret_cast<const float4*>(Z + l * BN + BN / 2);
-        const float av[kSgR] = {a0.x, a0.y, a0.z, a0.w};
-        const float zv[8] = {z0.x, z0.y, z0.z, z0.w, z1.x, z1.y, z1.z, z1.w};
-#pragma unroll
-        for (int r = 0; r < kSgR; ++r)
-#pragma unroll
-          for (int k = 0; k < 8; ++k) acc[r][k] += av[r] * zv[k];
-      }
-    }
+    if (computes)
+      split_mma_chunk(acc, sm.As + buf * kSgC * sm.pa + wr + g, sm.Zs + buf * kSgC * sm.pb + wc + g, sm.pa, sm.pb,
+                      min(kSgC, i_hi - i_lo - c * kSgC), t4);
     if (c + 2 < chunks) split_map(sm, B, i_lo, i_hi, c + 2, buf);
     __syncthreads();   // buffer buf is read before the next chunk's copies reuse it; the new map is visible
   }
   if (!computes) return;
-  // Part `part`'s partial sums, column-major (columns of a.wstride >= G floats): a warp's rows are adjacent, each
-  // store a whole 16-byte word.
+  // Part `part`'s partial sums, column-major (columns of a.wstride >= G floats): a store instruction writes 4
+  // columns' runs of 8 adjacent rows.
   float* const out = a.wpart + static_cast<int64_t>(part) * NW * a.wstride;
-  const int m = m0 + kSgR * tm;
-  if (m >= G) return;   // G and the row tiles are multiples of kSgR: the thread's rows are all in or all out
 #pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    const int n = n0 + 4 * tn + (k < 4 ? k : BN / 2 + k - 4);
-    if (n < NW)
-      *reinterpret_cast<float4*>(out + static_cast<int64_t>(n) * a.wstride + m) =
-          make_float4(acc[0][k], acc[1][k], acc[2][k], acc[3][k]);
-  }
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int m = m0 + wr + 16 * mi + g + 8 * (e >> 1), n = n0 + wc + 8 * ni + 2 * t4 + (e & 1);
+        if (m < G && n < NW) out[static_cast<int64_t>(n) * a.wstride + m] = acc[mi][ni][e];
+      }
 }
 
 // B > 1, both sums into the fused buffer in one launch (launched early, programmatic dependent launch):
@@ -1594,24 +1671,25 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   fc_smem_ = C * (H + 1) <= 8192 ? static_cast<int32_t>((C * (H + 1) + 3) / 4 * 4) : 0;
   const int64_t fixed = (hr_ > 0 ? 2 * HP_ + 8 * HP_ + HP_ + 4 : kClSmemFixed) + Cp_ + fc_smem_;
   RT_CHECK(fixed * static_cast<int64_t>(sizeof(float)) <= optin, "fused LSTM: the head exceeds shared memory");
-  fc_ = std::min(F, 64);   // input projection: features per register chunk
+  fc_ = std::min(round_up(F, 8), 64);   // input projection: features per shared-memory chunk
   smem_bytes_ = static_cast<size_t>(fixed) * sizeof(float);
   const void* k = kernel();
   CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
-  proj_smem_bytes_ = static_cast<size_t>(kProjT * 64 + threads_ * (fc_ | 1)) * sizeof(float);
+  proj_smem_bytes_ = static_cast<size_t>((kProjT + threads_) * (fc_ + 4)) * sizeof(float);
   RT_CHECK(static_cast<int64_t>(proj_smem_bytes_) <= optin,
            "fused LSTM: the projection's W_ih chunk exceeds shared memory");
   CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(projection_kernel),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(proj_smem_bytes_)));
-  // The split weight-gradient GEMM (B > kStreamMaxB): block tiles of <= 16 x 8 columns and <= kSgMaxThreads
-  // threads, as few tiles as that allows, and parts of the timesteps for about two blocks per SM.
+  // The split weight-gradient GEMM (B > kStreamMaxB): warp tiles of 32 x 32, block tiles of <= 4 warps along z's
+  // columns and <= kSgWarps warps, as few block tiles as that allows, and parts of the timesteps for about two blocks
+  // per SM.
   wstride_ = round_up(G, 8);
-  const int rows4 = (G + kSgR - 1) / kSgR, cols8 = (F + H + 1 + 7) / 8;
-  sg_ntiles_ = (cols8 + 15) / 16;
-  sg_nt_ = (cols8 + sg_ntiles_ - 1) / sg_ntiles_;
-  const int mt_max = kSgMaxThreads / sg_nt_;
-  sg_mtiles_ = (rows4 + mt_max - 1) / mt_max;
-  sg_mt_ = (rows4 + sg_mtiles_ - 1) / sg_mtiles_;
+  const int rows32 = (G + 31) / 32, cols32 = (F + H + 1 + 31) / 32;
+  sg_ntiles_ = (cols32 + 3) / 4;
+  sg_wn_ = (cols32 + sg_ntiles_ - 1) / sg_ntiles_;
+  const int wm_max = kSgWarps / sg_wn_;
+  sg_mtiles_ = (rows32 + wm_max - 1) / wm_max;
+  sg_wm_ = (rows32 + sg_mtiles_ - 1) / sg_mtiles_;
   int sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   sg_parts_ = std::max(1, 2 * sms / (sg_mtiles_ * sg_ntiles_));
@@ -1648,7 +1726,7 @@ int FusedLstm::weight_grad_groups(int64_t B, int64_t timesteps) const {
 }
 
 size_t FusedLstm::split_smem_bytes(int64_t B) const {
-  return static_cast<size_t>(2 * kSgC * (kSgR * sg_mt_ + 8 * sg_nt_)) * sizeof(float) + static_cast<size_t>(B) * 8 +
+  return static_cast<size_t>(2 * kSgC * (32 * (sg_wm_ + sg_wn_) + 16)) * sizeof(float) + static_cast<size_t>(B) * 8 +
          static_cast<size_t>(B + 1 + 4 * kSgC) * sizeof(int);
 }
 
@@ -1716,8 +1794,8 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.fc_smem = fc_smem_;
   a.groups = weight_grad_groups(B, timesteps);
   a.wstride = wstride_;
-  a.sg_mt = sg_mt_;
-  a.sg_nt = sg_nt_;
+  a.sg_wm = sg_wm_;
+  a.sg_wn = sg_wn_;
   a.grads = grads;
   a.wpart = wpart_.get();
   a.sum_blocks = static_cast<int32_t>((4 * H * (F + H + 1) + 31) / 32);   // 32 entries a block
@@ -1782,7 +1860,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   if (B > kStreamMaxB)
     launch(reinterpret_cast<const void*>(split_grad_kernel),
            dim3(static_cast<unsigned>(a.groups), static_cast<unsigned>(sg_mtiles_), static_cast<unsigned>(sg_ntiles_)),
-           round_up(sg_mt_ * sg_nt_, 32), split_smem_bytes(B));   // whole warps: warp 0 scans with shuffles
+           32 * sg_wm_ * sg_wn_, split_smem_bytes(B));
   else
     launch(reinterpret_cast<const void*>(weight_grad_kernel),
            dim3(static_cast<unsigned>((G + kWgM - 1) / kWgM), static_cast<unsigned>((NW + kWgN - 1) / kWgN),

@@ -98,7 +98,7 @@ class FusedLstm {
   DeviceBuffer<float> partials_;   // (cap_B, stride) per-sequence head gradients and loss when B > 1
   DeviceBuffer<float> wpart_;      // (groups, F + H + 1, wstride_) weight-gradient partial sums when B > 1
   int32_t wstride_ = 0;            // a column of them: 4H rounded up to 8
-  int sg_mt_ = 0, sg_nt_ = 0;      // the split weight-gradient GEMM (B > 16): its block tile in threads,
+  int sg_wm_ = 0, sg_wn_ = 0;      // the split weight-gradient GEMM (B > 16): its block tile in warps,
   int sg_mtiles_ = 0, sg_ntiles_ = 0, sg_parts_ = 0;   // its tiles, and its parts of the timesteps at most
   DeviceBuffer<unsigned long long> progress_;   // (cap_B, 4) the backward's progress words per sequence
   uint32_t epoch_ = 0;             // runs so far: tags the progress words of this run
