@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "fill.hpp"
+#include "tf32_split.hpp"
 #include "ragtrain/core/error_cuda.hpp"
 
 namespace ragtrain {
@@ -126,19 +127,9 @@ __device__ __forceinline__ float rcp_ftz(float x) {
 __device__ __forceinline__ float sigmoid_f(float v) { return rcp_ftz(1.0f + ex2_ftz(v * -1.44269504088896341f)); }
 __device__ __forceinline__ float tanh_f(float v) { return 2.0f * sigmoid_f(2.0f * v) - 1.0f; }
 
-// The projection and the split weight-gradient GEMM run on the tensor cores, which multiply tf32 (10-bit mantissas):
-// each operand is split into tf32 hi + lo and three products are summed (lo hi, hi lo, hi hi; lo lo is below float
-// resolution), which gives float accuracy, as the CPU reference needs (each product within ~2^-21 of its float
-// value). Both are deterministic: fixed tiles, fixed order of the mma instructions.
-// x = hi + lo + (< 2^-21 |x|), both tf32: hi rounded to nearest (ties away), lo = x - hi (exact) truncated to tf32.
-// Integer arithmetic on the bits (4 instructions): cvt.rna.tf32.f32 is no single instruction on sm_90 (ncu's SASS: a
-// test for infinity, a select and the masking around each), and with it the split GEMM ran no faster than on the CUDA
-// cores (25.0 / 29.5 us against 25.5 / 30.1 at K = 128, H = 50). Finite values only (|x| < 3.4e38: the carry of the
-// rounding would reach infinity).
-__device__ __forceinline__ void tf32_split(float x, uint32_t& hi, uint32_t& lo) {
-  hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
-  lo = __float_as_uint(x - __uint_as_float(hi)) & 0xffffe000u;
-}
+// The projection and the split weight-gradient GEMM run on the tensor cores, three tf32 products per float product
+// (tf32_split.hpp): float accuracy, as the CPU reference needs. Both are deterministic: fixed tiles, fixed order of
+// the mma instructions.
 // d += A (16 x 8) B (8 x 8) on the tensor cores, float accumulation. Lane (g, t) = (lane / 4, lane % 4) holds
 // A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4]; B[t][g], B[t + 4][g]; D[g][2t], D[g][2t + 1], D[g + 8][2t],
 // D[g + 8][2t + 1].
