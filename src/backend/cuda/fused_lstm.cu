@@ -1293,11 +1293,10 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
 // timesteps of all sequences instead of over sequence groups. The timesteps of the batch, concatenated in slot order,
 // are cut into a.groups equal parts, one per block column (about two blocks per SM): each block sums its part for a
 // tile of (32 a.sg_wm) gate rows x (32 a.sg_wn) columns of z on the tensor cores, a warp per 32 x 32 (2 x 4 mma
-// tiles of 16 x 8, timesteps the reduction dimension, 8 an instruction). The cores multiply tf32 (10-bit mantissas),
-// so each operand is split into tf32 hi + lo and three products are summed (lo hi, hi lo, hi hi; lo lo is below
-// float resolution): float accuracy, as the CPU reference needs (each product within ~2^-21 of its float value).
-// On the CUDA cores the same GEMM (4 x 8 outputs a thread, 32 FMAs per 3 shared-memory loads, two blocks an SM)
-// took 25-30 us at K = 128, H = 50 on the H200, ~3x its issue bound: its FMAs waited on shared memory.
+// tiles of 16 x 8, timesteps the reduction dimension, 8 an instruction), three tf32 products per float product
+// (tf32_split.hpp). On the CUDA cores (4 x 8 outputs a thread, two blocks an SM) the GEMM took 25.5 / 30.1 us at
+// K = 128, H = 50 on the H200 (ncu, two steps), on the tensor cores 22.6 / 24.5: the products are not what bounds it
+// (ncu: 45% of issue slots busy, a quarter of the warps' samples at the chunks' barriers).
 // Chunks of kSgC timesteps go to shared memory by cp.async (padding and the bias' 1 zero-filled or copied by it too),
 // the next chunk in flight while the current one is summed; rows of the chunk a pitch of 8 (mod 32) floats apart, so
 // a fragment's loads (8 rows x 4 timesteps) fall on 32 distinct banks. The partition and every sum's order depend
