@@ -7,7 +7,8 @@
 #   BUILDS="dir_a dir_b" [CASES="50:128 50:1"] [ROUNDS=3] [LSTM=fused] OUT=$OUT bench/ab_fused.sh
 # Each build dir holds a `ragtrain`; a build is named by its folder's name. STEPS / WARMUP override the step counts
 # (default 5000 at K=1, 3000 else, after 300); DEVICE=cpu (with LSTM=) runs the script without a GPU. NCU=1 adds each
-# build's kernel durations (ncu, 10 launches after 100, serialized) per case, in ncu.txt.
+# build's kernel durations (ncu, 10 launches after 100, serialized, caches not flushed between kernels: the step's
+# kernels read each other's output from L2) per case, in ncu.txt.
 set -uo pipefail
 BUILDS=${BUILDS:?set BUILDS to the folders of the ragtrain builds to compare}
 CASES=${CASES:-50:128 50:1}
@@ -72,7 +73,7 @@ PY
 for c in $CASES; do
   H=${c%%:*} K=${c##*:}
   for b in "${builds[@]}"; do
-    timeout 120 mpirun -np 1 ncu --clock-control none \
+    timeout 120 mpirun -np 1 ncu --clock-control none --cache-control none \
       --kernel-name regex:"projection|fused_lstm|weight_grad|split_grad|sums|fused_opt" \
       --metrics gpu__time_duration.sum --launch-skip 100 --launch-count 10 --csv \
       "$b/ragtrain" bench --device "$DEVICE" "${lstm_opt[@]}" --pool last --hidden "$H" "${DATA[@]}" --optimizer adam \
