@@ -243,9 +243,14 @@ $(BUILD)/bin/reloc_probe: $(RELOC_SRCS:%.cpp=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CXX) $(LDFLAGS) $^ $(HDF5_LIBS) $(MPI_LIBS) -o $@
 
+# The tensor cores' mma costs on one SM (bench/mma_probe.cu; CUDA builds only).
+$(BUILD)/bin/mma_probe: bench/mma_probe.cu src/backend/cuda/tf32_split.hpp
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $< -o $@
+
 # Everything bench/run_h200.sh runs on the GPU machine (build here with PORTABLE=1, carry $(BUILD)).
 bench-gpu:
-	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN) $(BUILD)/bin/gpu_tests $(BUILD)/bin/cudnn_floor
+	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN) $(BUILD)/bin/gpu_tests $(BUILD)/bin/cudnn_floor $(BUILD)/bin/mma_probe
 
 # The test command of the README. Installs what is missing, builds, runs every suite, ends with "N passed, N failed".
 # The NVTX injection library of the e2e test Tracking.CudaBuildsMarkThePhasesWithNvtx (NVTX3 is in the toolkit).
