@@ -244,9 +244,9 @@ $(BUILD)/bin/reloc_probe: $(RELOC_SRCS:%.cpp=$(BUILD)/obj/%.o)
 	$(CXX) $(LDFLAGS) $^ $(HDF5_LIBS) $(MPI_LIBS) -o $@
 
 # The tensor cores' mma costs on one SM (bench/mma_probe.cu; CUDA builds only).
-$(BUILD)/bin/mma_probe: bench/mma_probe.cu src/backend/cuda/tf32_split.hpp
+$(BUILD)/bin/mma_probe: $(BUILD)/obj/bench/mma_probe.cu.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) $< -o $@
+	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 # Everything bench/run_h200.sh runs on the GPU machine (build here with PORTABLE=1, carry $(BUILD)).
 bench-gpu:

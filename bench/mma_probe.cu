@@ -14,21 +14,13 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
+#include <exception>
 #include <vector>
 
 #include "../src/backend/cuda/tf32_split.hpp"
+#include "ragtrain/core/error_cuda.hpp"
 
 namespace {
-
-#define PROBE_CHECK(x)                                                                             \
-  do {                                                                                             \
-    const cudaError_t e_ = (x);                                                                    \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "mma_probe: %s: %s\n", #x, cudaGetErrorString(e_));                     \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 constexpr int kSteps = 96;
 
@@ -171,25 +163,25 @@ struct Row {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int probe(int argc, char** argv) {
   int dev = 0, clock_khz = 0;
-  PROBE_CHECK(cudaGetDevice(&dev));
-  PROBE_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev));
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev));
   cudaDeviceProp prop{};
-  PROBE_CHECK(cudaGetDeviceProperties(&prop, dev));
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
   float* out = nullptr;
   long long* cyc = nullptr;
   float* w = nullptr;
-  PROBE_CHECK(cudaMalloc(&out, 1 << 20));
-  PROBE_CHECK(cudaMalloc(&cyc, 1024 * sizeof(long long)));
+  CUDA_CHECK(cudaMalloc(&out, 1 << 20));
+  CUDA_CHECK(cudaMalloc(&cyc, 1024 * sizeof(long long)));
   std::vector<float> wh(224 * 56);
   for (size_t i = 0; i < wh.size(); ++i) wh[i] = 0.001f * static_cast<float>(static_cast<int>(i % 97) - 48);
-  PROBE_CHECK(cudaMalloc(&w, wh.size() * sizeof(float)));
-  PROBE_CHECK(cudaMemcpy(w, wh.data(), wh.size() * sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMalloc(&w, wh.size() * sizeof(float)));
+  CUDA_CHECK(cudaMemcpy(w, wh.data(), wh.size() * sizeof(float), cudaMemcpyHostToDevice));
   auto cycles_of = [&](int n) {
     std::vector<long long> c(static_cast<size_t>(n));
-    PROBE_CHECK(cudaDeviceSynchronize());
-    PROBE_CHECK(cudaMemcpy(c.data(), cyc, c.size() * sizeof(long long), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(c.data(), cyc, c.size() * sizeof(long long), cudaMemcpyDeviceToHost));
     long long m = 0;
     for (long long v : c) m = v > m ? v : m;
     return static_cast<double>(m);
@@ -219,7 +211,7 @@ int main(int argc, char** argv) {
     rows.push_back({"step, 1 sequence, CUDA cores (today's matvec): cycles per step", cycles_of(1) / kSteps,
                     "cycles"});
   }
-  PROBE_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaGetLastError());
   std::printf("# mma.sync m16n8k8 tf32 on %s (SM clock attribute %.0f MHz), H = 50, %d steps\n", prop.name,
               clock_khz / 1e3, kSteps);
   for (const Row& r : rows) std::printf("  %-76s %9.1f %s\n", r.probe, r.value, r.unit);
@@ -237,8 +229,17 @@ int main(int argc, char** argv) {
     std::fprintf(f, "\n]}\n");
     std::fclose(f);
   }
-  PROBE_CHECK(cudaFree(out));
-  PROBE_CHECK(cudaFree(cyc));
-  PROBE_CHECK(cudaFree(w));
+  CUDA_CHECK(cudaFree(out));
+  CUDA_CHECK(cudaFree(cyc));
+  CUDA_CHECK(cudaFree(w));
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return probe(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mma_probe: %s\n", e.what());
+    return 1;
+  }
 }
