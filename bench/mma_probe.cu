@@ -1,6 +1,6 @@
 // What the tensor cores' mma.sync m16n8k8 (tf32, float accumulation) costs on one SM, for the fused LSTM's next design
-// question (doc/performance.md, "a direction none of the sessions built": 8 sequences a block, the recurrent matvec
-// as an mma with the 8 sequences' h as its n = 8 columns). Measured with clock64() inside each kernel:
+// question (doc/performance.md, "a direction looked at and measured in session 12": 8 sequences a block, the
+// recurrent matvec as an mma with the 8 sequences' h as its n = 8 columns). Measured with clock64() inside each kernel:
 //   - latency: one warp, a chain of dependent mma (each adds into the one accumulator);
 //   - throughput: 4 / 8 / 16 warps of one block, each 8 independent chains: cycles per mma per SM sub-partition;
 //   - step: one LSTM step's matvec at H = 50 for 8 sequences, 7 warps (224 threads, as the one-block kernel), each
@@ -161,8 +161,6 @@ struct Row {
   const char* unit;
 };
 
-}  // namespace
-
 int probe(int argc, char** argv) {
   int dev = 0, clock_khz = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
@@ -234,6 +232,8 @@ int probe(int argc, char** argv) {
   CUDA_CHECK(cudaFree(w));
   return 0;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   try {
