@@ -22,13 +22,9 @@
 
 namespace {
 
-constexpr int kSteps = 96;
+using ragtrain::mma_tf32;
 
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+constexpr int kSteps = 96;
 
 // CHAINS independent accumulators a warp, `iters` rounds of one mma each: cycles per round (of the slowest warp).
 template <int CHAINS>

@@ -130,15 +130,6 @@ __device__ __forceinline__ float tanh_f(float v) { return 2.0f * sigmoid_f(2.0f 
 // The projection and the split weight-gradient GEMM run on the tensor cores, three tf32 products per float product
 // (tf32_split.hpp): float accuracy, as the CPU reference needs. Both are deterministic: fixed tiles, fixed order of
 // the mma instructions.
-// d += A (16 x 8) B (8 x 8) on the tensor cores, float accumulation. Lane (g, t) = (lane / 4, lane % 4) holds
-// A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4]; B[t][g], B[t + 4][g]; D[g][2t], D[g][2t + 1], D[g + 8][2t],
-// D[g + 8][2t + 1].
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 
 // For rows x cols: dst(row, k, src(row, k)). A warp per row, lanes along k (coalesced), 4 rows x 64 columns per warp
 // in flight: a loop that stores each value right after its load waits one memory latency (~600 cycles) per element.

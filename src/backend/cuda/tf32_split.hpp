@@ -1,4 +1,4 @@
-// The split of a float into two tf32 values for the tensor cores' products in fused_lstm.cu (the input projection and
+// The split of a float into two tf32 values for the tensor cores' products in fused_lstm.cu (and the mma itself) (the input projection and
 // the split weight-gradient GEMM). The cores multiply tf32 (1 sign, 8 exponent and 10 mantissa bits: a float whose
 // low 13 bits are zero); x = hi + lo + e with |e| < 2^-21 |x|, and the three products lo hi + hi lo + hi hi of two such
 // splits are within ~2^-20 of the float product (lo lo and the e terms are what they leave out), which keeps the
@@ -45,6 +45,17 @@ RAGTRAIN_HD void tf32_split(float x, uint32_t& hi, uint32_t& lo) {
   hi = (float_bits(x) + 0x1000u) & 0xffffe000u;
   lo = float_bits(x - bits_float(hi)) & 0xffffe000u;
 }
+
+#ifdef __CUDACC__
+// d += A (16 x 8) B (8 x 8) on the tensor cores, tf32 operands, float accumulation. Lane (g, t) = (lane / 4, lane % 4)
+// holds A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4]; B[t][g], B[t + 4][g]; D[g][2t], D[g][2t + 1],
+// D[g + 8][2t], D[g + 8][2t + 1].
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#endif
 
 }  // namespace ragtrain
 
