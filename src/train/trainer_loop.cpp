@@ -38,13 +38,20 @@ StepTotals Trainer::step(RankCounters& counters) {
   }
   const float lr = static_cast<float>(cfg_.lr.at(step_));
   backend_->set_global_step(step_);   // keys the dropout masks
-  // The epoch's last step: the next epoch's order, while the GPU computes (a pure function of the schedule, so every
-  // rank gets the same).
+  // While the GPU computes: at the epoch's last step the next epoch's order (a pure function of the schedule, so
+  // every rank gets the same); then the next step's sequences, so that the backend can launch that step as soon as
+  // this one's update is queued (Backend::prepare_next; if the run stops or does something else first, the backend
+  // discards it).
   const bool last_of_epoch = s + 1 == steps_per_epoch();
   auto ahead = [&] {
-    if (!last_of_epoch) return;
-    next_order_ = schedule_->epoch(epoch + 1);
-    next_order_epoch_ = epoch + 1;
+    if (last_of_epoch) {
+      next_order_ = schedule_->epoch(epoch + 1);
+      next_order_epoch_ = epoch + 1;
+    }
+    RankCounters not_counted;   // the next step counts its sequences when it runs
+    index_->positions(last_of_epoch ? next_order_ : order_, (s + 1) % steps_per_epoch(), ctx_.rank, next_positions_,
+                      not_counted);
+    backend_->prepare_next(next_positions_);
   };
   const StepTotals tot = train_step(*backend_, positions_, lr, counters, &timeline_, step_ + 1, ahead);
   ++step_;

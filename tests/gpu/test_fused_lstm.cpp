@@ -272,12 +272,17 @@ Run train(Backend& b, const ModelShape& shape, const Shard& shard, int per_step,
   Run r;
   b.set_params(init_params(ParamLayout(shape), 42));
   b.set_train_shard(shard);
-  for (int s = 0; s < 100; ++s) {
+  auto batch_of = [&](int s) {
     std::vector<int64_t> batch;
     for (int k = 0; k < per_step; ++k) batch.push_back((static_cast<int64_t>(per_step) * s + k) % shard.size());
     if (per_step > 1 && s % 7 == 3) batch.back() = -1;   // now and then an empty slot
+    return batch;
+  };
+  for (int s = 0; s < 100; ++s) {
+    const std::vector<int64_t> batch = batch_of(s);
     if (before_step) before_step(batch);
     b.forward_backward(batch);
+    b.prepare_next(batch_of(s + 1));   // as the trainer does: the GPU runs each next step launched ahead
     b.allreduce();
     const StepTotals t = b.update(lr);
     r.losses.push_back(t.loss_sum / t.count);
@@ -469,6 +474,54 @@ void expect_identical_reruns(const ModelShape& shape, const Shard& shard, int64_
 }
 
 }  // namespace
+
+// What a step launched ahead (Backend::prepare_next) computes is what the plain step computes, bit for bit, and what
+// is prepared but then not run as prepared is discarded: other positions next, new parameters in between, an unused
+// last one. Run A steps plainly; run B prepares every next step, at step 3 the wrong one, and at step 5 both runs get
+// new parameters after the update (B's launched step must then be recomputed). The fused buffer after every step,
+// the totals and the final parameters must match bit for bit (K = 1, K = 4 with an empty slot, K = 24 with the
+// device slot table and the split GEMM; H = 128 runs the cluster kernel).
+TEST(FusedAhead, PreparedStepsMatchPlainSteps) {
+  RT_SKIP_WITHOUT_GPU();
+  for (const auto& [H, K] : std::vector<std::pair<int64_t, int64_t>>{{50, 1}, {50, 4}, {50, 24}, {128, 4}}) {
+    const ModelShape shape{36, H, 1, 10, Task::Classification};
+    std::vector<int64_t> lengths;
+    for (int64_t i = 0; i < 3 * K + 2; ++i) lengths.push_back(1 + (i * 37) % 120);
+    const Shard shard = make_shard(shape, lengths, 7);
+    auto batch_of = [&](int s) {
+      std::vector<int64_t> b;
+      for (int64_t k = 0; k < K; ++k) b.push_back((s * K + k) % shard.size());
+      if (K > 1 && s % 3 == 1) b.back() = -1;
+      return b;
+    };
+    const std::vector<float> p0 = init_params(ParamLayout(shape), 3), p1 = init_params(ParamLayout(shape), 4);
+    std::vector<std::vector<float>> got[2];
+    std::vector<double> losses[2];
+    for (int run = 0; run < 2; ++run) {
+      CudaBackend gpu(shape, options("cuda", "adam", K), fused_tuning());
+      ASSERT_TRUE(gpu.fused_active());
+      gpu.set_params(p0);
+      gpu.set_train_shard(shard);
+      for (int s = 0; s < 8; ++s) {
+        gpu.forward_backward(batch_of(s));
+        got[run].push_back(gpu.fused_buffer());
+        if (run == 1) gpu.prepare_next(batch_of(s == 3 ? s + 2 : s + 1));
+        gpu.allreduce();
+        const StepTotals t = gpu.update(1e-3f);
+        losses[run].push_back(t.loss_sum);
+        if (s == 5) gpu.set_params(p1);
+      }
+      got[run].push_back(gpu.params());
+    }
+    const std::string what = RT_MSG("H=" << H << " K=" << K);
+    ASSERT_EQ(got[0].size(), got[1].size()) << what;
+    for (size_t i = 0; i < got[0].size(); ++i)
+      EXPECT_EQ(0, std::memcmp(got[0][i].data(), got[1][i].data(), got[0][i].size() * sizeof(float)))
+          << what << ": " << (i + 1 < got[0].size() ? RT_MSG("the gradients of step " << i) : "the parameters")
+          << " differ with steps launched ahead";
+    EXPECT_EQ(losses[0], losses[1]) << what;
+  }
+}
 
 // Two backends, the same batches: the fused buffers are identical bit for bit (fixed summation orders, no atomics),
 // at K = 1 and with the K-block reduction, for each pooling.

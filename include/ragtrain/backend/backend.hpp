@@ -62,6 +62,13 @@ class Backend {
   // shard positions (-1 entries are skipped: the uneven last step). Training mode: dropout applies.
   virtual void forward_backward(const std::vector<int64_t>& positions) = 0;
 
+  // The positions of the next forward_backward, when the caller knows them during this step (the trainer does).
+  // A GPU backend may launch that step's forward and backward right after this step's update, before the host waits
+  // for the totals, so the GPU does not idle while the host logs, schedules and launches; the next forward_backward
+  // with the same positions then takes that work over. Anything else before it (other positions, new parameters,
+  // state or shard, the failure path) discards it: the result is the same either way. Default: ignored.
+  virtual void prepare_next(const std::vector<int64_t>& positions) { (void)positions; }
+
   // Sums the fused buffer over all ranks (the step's only collective).
   virtual void allreduce() = 0;
 

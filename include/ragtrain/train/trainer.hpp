@@ -121,7 +121,7 @@ class Trainer {
   // position and running sums
   int64_t step_ = 0;
   TrainAccumulators acc_;
-  std::vector<int64_t> positions_;
+  std::vector<int64_t> positions_, next_positions_;   // this step's and (prepare_next) the next one's
   Schedule::Epoch order_;
   int64_t order_epoch_ = -1;
   // The next epoch's order, built while the GPU runs an epoch's last step (Trainer::step): at K = 128 on 2,000

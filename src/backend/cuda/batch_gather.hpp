@@ -17,6 +17,9 @@ struct GatherSlot {
   int32_t length = 0;   // its number of timesteps (>= 1)
   int32_t pos = 0;      // its shard position (label / target index)
 };
+inline bool operator==(const GatherSlot& a, const GatherSlot& b) {
+  return a.row == b.row && a.length == b.length && a.pos == b.pos;
+}
 
 // The fixed-address destinations and the batch shape (identical for every batch one graph replays).
 struct GatherArgs {

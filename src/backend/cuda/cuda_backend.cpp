@@ -286,6 +286,7 @@ void CudaBackend::to_pytorch_layout(const std::vector<float>& device, float* pyt
 }
 
 void CudaBackend::set_params(const std::vector<float>& params) {
+  drop_ahead();   // work launched ahead would have used the old values
   RT_CHECK(static_cast<int64_t>(params.size()) == layout_.total(), "parameter count mismatch");
   const std::vector<float> dev = to_device_layout(params.data());
   CUDA_CHECK(cudaMemcpyAsync(params_.get(), dev.data(), dev.size() * sizeof(float), cudaMemcpyHostToDevice,
@@ -323,6 +324,7 @@ OptimizerState CudaBackend::optimizer_state() const {
 }
 
 void CudaBackend::set_optimizer_state(const OptimizerState& state) {
+  drop_ahead();   // work launched ahead would have used the old values
   opt_.set_state(state);   // checks the sizes; keeps the step count for the bias correction
   const std::vector<float> m = to_device_layout(state.m.data());
   CUDA_CHECK(cudaMemcpyAsync(m_.get(), m.data(), m.size() * sizeof(float), cudaMemcpyHostToDevice, compute_.get()));
@@ -436,6 +438,7 @@ void CudaBackend::set_train_shard(const Shard& shard) {
   upload(indices_, shard.indices.data(), shard.indices.size(), s);
   offsets_ = shard.offsets;
   have_shard_ = true;
+  drop_ahead();   // other sequences now
   if (shard.size() == 0) return;
   int64_t lo = INT64_MAX, hi = 0;
   for (int64_t p = 0; p < shard.size(); ++p) {
@@ -595,6 +598,28 @@ void CudaBackend::run_batch(int64_t T) {
   enqueue_batch(b);
 }
 
+void CudaBackend::begin_events(StepEvents& ev, int64_t step) {
+  ev.step = step;
+  ev.timed = timed(step);
+  ev.end_marked = ev.timed || timed(step + 1);
+  ev.harvested = !ev.timed;
+  ev.allreduced = false;
+}
+
+int64_t CudaBackend::slots_for(const std::vector<int64_t>& positions, std::vector<GatherSlot>& out) const {
+  const int64_t n = static_cast<int64_t>(offsets_.size()) - 1;
+  out.clear();
+  int64_t T = 0;
+  for (int64_t pos : positions) {
+    if (pos < 0) continue;
+    RT_CHECK(pos < n, "shard position " << pos << " outside [0, " << n << ")");
+    const int64_t begin = offsets_[static_cast<size_t>(pos)], len = offsets_[static_cast<size_t>(pos + 1)] - begin;
+    out.push_back(GatherSlot{begin, static_cast<int32_t>(len), static_cast<int32_t>(pos)});
+    T = std::max(T, len);
+  }
+  return T;
+}
+
 void CudaBackend::forward_backward(const std::vector<int64_t>& positions) {
   RT_CHECK(have_shard_, "set_train_shard first");
   // Every buffer, graph and measurement is for the K given at construction (BackendOptions::batch).
@@ -602,31 +627,52 @@ void CudaBackend::forward_backward(const std::vector<int64_t>& positions) {
            "forward_backward with " << positions.size() << " slots; the backend was built for " << batch_);
   const cudaStream_t s = compute_.get();
   StepEvents& ev = current();
-  ev.step = step_;
-  ev.timed = timed(step_);
-  ev.end_marked = ev.timed || timed(step_ + 1);
-  ev.harvested = !ev.timed;
-  ev.allreduced = false;
-  // The contract is "zero, then add"; the update already left the buffer zeroed unless nothing consumed it.
+  // The step's sequences, empty slots (-1: the uneven last step) left out: B <= K sequences, T the longest.
+  const int64_t T = slots_for(positions, slots_);
+  // Launched by the previous update with exactly these sequences (prepare_next): only its end event is left.
+  const bool taken = ahead_ && use_fused_ && slots_ == ahead_slots_;
+  ahead_ = false;
+  if (taken) {
+    if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.fb_end.get(), s));
+    return;
+  }
+  begin_events(ev, step_);
+  // The contract is "zero, then add"; the update already left the buffer zeroed unless nothing consumed it (or
+  // work launched ahead added to it and was not taken).
   if (!fused_clean_) fused_.zero_async(s);
   fused_clean_ = false;
   if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.fb_start.get(), s));
-  const int64_t n = static_cast<int64_t>(offsets_.size()) - 1;
-  slots_.clear();
-  int64_t T = 0;
-  // The step's sequences, empty slots (-1: the uneven last step) left out: B <= K sequences, T the longest.
-  for (int64_t pos : positions) {
-    if (pos < 0) continue;
-    RT_CHECK(pos < n, "shard position " << pos << " outside [0, " << n << ")");
-    const int64_t begin = offsets_[static_cast<size_t>(pos)], len = offsets_[static_cast<size_t>(pos + 1)] - begin;
-    slots_.push_back(GatherSlot{begin, static_cast<int32_t>(len), static_cast<int32_t>(pos)});
-    T = std::max(T, len);
-  }
   if (!slots_.empty() && use_fused_)
     fused_lstm_->run(slots_, features_.get(), labels_.get(), targets_.get(), params_.get(), fused_.get(), s);
   else if (!slots_.empty())
     run_batch(T);
   if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.fb_end.get(), s));
+}
+
+void CudaBackend::prepare_next(const std::vector<int64_t>& positions) {
+  next_pending_ = false;
+  if (!use_fused_ || !have_shard_ || static_cast<int64_t>(positions.size()) > batch_) return;
+  slots_for(positions, next_slots_);
+  next_pending_ = !next_slots_.empty();
+}
+
+void CudaBackend::launch_ahead() {
+  if (!next_pending_) return;
+  next_pending_ = false;
+  // Ordered after this step's update on the stream (the projection waits for it as a programmatic dependent
+  // launch); the ring entry it takes is two steps old, harvested just before.
+  const cudaStream_t s = compute_.get();
+  StepEvents& ev = ring_[static_cast<size_t>((step_ + 1) % 3)];
+  if (ev.step == step_ - 2 && !ev.harvested) {   // complete (the update waited for it), but not yet seen
+    CUDA_CHECK(cudaEventSynchronize(ev.opt_end.get()));
+    harvest(step_ - 2);
+  }
+  begin_events(ev, step_ + 1);
+  if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.fb_start.get(), s));
+  fused_lstm_->run(next_slots_, features_.get(), labels_.get(), targets_.get(), params_.get(), fused_.get(), s);
+  ahead_slots_.swap(next_slots_);
+  ahead_ = true;
+  fused_clean_ = false;
 }
 
 void CudaBackend::allreduce() {
@@ -685,9 +731,11 @@ StepTotals CudaBackend::update(float lr) {
   if (ev.end_marked) CUDA_CHECK(cudaEventRecord(ev.opt_end.get(), s));
   fused_clean_ = true;
 
-  // While the GPU works: phase times of earlier steps (only those whose events completed).
+  // While the GPU works: phase times of earlier steps (only those whose events completed), then the next step's
+  // forward and backward if the caller said which sequences it takes (prepare_next).
   harvest(step_ - 2);
   harvest(step_ - 1);
+  launch_ahead();
   // The one host wait of a step: the totals the training loop logs. The update kernel writes them to mapped host
   // memory before it updates the parameters, so the host goes on while the update still runs; everything the
   // next step launches is ordered after it on the stream.
@@ -706,6 +754,7 @@ StepTotals CudaBackend::update(float lr) {
 }
 
 LocalNonfinite CudaBackend::first_nonfinite(const std::vector<int64_t>& positions) {
+  drop_ahead();
   // The failure path only: one sequence at a time, each read back (a host wait per sequence is fine here).
   for (size_t k = 0; k < positions.size(); ++k) {
     if (positions[k] < 0) continue;
@@ -785,6 +834,8 @@ std::vector<std::pair<std::string, double>> CudaBackend::take_phase_seconds() {
   t_fb_ = t_ar_ = t_opt_ = t_gap_ = 0;
   n_timed_ = n_gaps_ = 0;
   timing_from_ = step_;
+  // A step launched ahead before this call: its start event is older than the wait here, so it is not counted.
+  if (ahead_) ring_[static_cast<size_t>(step_ % 3)].harvested = true;
   return out;
 }
 

@@ -58,6 +58,7 @@ class CudaBackend final : public Backend {
   void set_optimizer_state(const OptimizerState& state) override;   // uploads them at once
   void set_train_shard(const Shard& shard) override;
   void forward_backward(const std::vector<int64_t>& positions) override;
+  void prepare_next(const std::vector<int64_t>& positions) override;
   void allreduce() override;
   StepTotals update(float lr) override;
   LocalNonfinite first_nonfinite(const std::vector<int64_t>& positions) override;
@@ -94,6 +95,11 @@ class CudaBackend final : public Backend {
   bool timed(int64_t step) const { return !single_rank_ || step % kTimeEvery == 0; }
 
   StepEvents& current() { return ring_[static_cast<size_t>(step_ % 3)]; }
+  void begin_events(StepEvents& ev, int64_t step);   // what step `step` records
+  // The step's sequences (empty slots, -1, left out) into `out`; returns the longest length.
+  int64_t slots_for(const std::vector<int64_t>& positions, std::vector<GatherSlot>& out) const;
+  void launch_ahead();                                 // update(): the prepared next step's work, if any
+  void drop_ahead() { ahead_ = next_pending_ = false; }
   // The limits of the options and the tuning (UserError naming them), before any work.
   static void check_limits(const ModelShape& shape, const BackendOptions& opts, const CudaTuning& tuning);
   void choose_algorithm(const CudaTuning& tuning);
@@ -166,6 +172,10 @@ class CudaBackend final : public Backend {
   std::string graphs_off_reason_;
   int64_t probe_length_ = 100;
   std::vector<GatherSlot> slots_;         // (B) this step's sequences (reused, no allocation per step)
+  // prepare_next: the next step's sequences (next_pending_), launched by update() as ahead_slots_ (ahead_) for the
+  // next forward_backward to take over (fused kernel only).
+  std::vector<GatherSlot> next_slots_, ahead_slots_;
+  bool next_pending_ = false, ahead_ = false;
   DeviceBuffer<int32_t> slot_lengths_;    // (K) true lengths of the step's sequences
   DeviceBuffer<int32_t> label_slot_;      // (K) their labels
   DeviceBuffer<float> target_slot_;       // (K, C) their targets

@@ -1615,7 +1615,7 @@ FusedLayoutResult fused_layout_from_index(const ModelShape& shape, const std::ve
 
 FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t n_grad, int device)
     : shape_(shape), layout_(layout), n_grad_(n_grad), stride_((n_grad + 31) / 32 * 32),
-      slots_copied_(Event::create(false)) {
+      copy_stream_(Stream::create()) {
   const std::string why = fused_lstm_unsupported(shape);
   RT_CHECK(why.empty(), "fused LSTM: " << why);
   const int H = static_cast<int>(shape.hidden), F = static_cast<int>(shape.input_size), G = 4 * H;
@@ -1666,7 +1666,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   // Epoch 0 is never a run's: a flag not yet written reads as not packed.
   CUDA_CHECK(cudaMemset(pack_flags_.get(), 0, kPack * sizeof(unsigned long long)));
   slots_host_ = PinnedBuffer<GatherSlot>(kMaxGatherSlots, false);
-  slots_dev_.resize_discard(kMaxGatherSlots);
+  slots_dev_.resize_discard(2 * kMaxGatherSlots);
   cycles_.resize_discard(8);
 }
 
@@ -1777,13 +1777,19 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   if (B <= kInline) {
     for (int64_t i = 0; i < B; ++i) p.slot[i] = slots[static_cast<size_t>(i)];
   } else {
-    // The host table is reused: the previous step's copy must have left it before it is rewritten.
-    CUDA_CHECK(cudaEventSynchronize(slots_copied_.get()));
+    // The table goes to the device on a stream of its own and the host waits for it here: a copy on `s` would put
+    // the copy engine between the previous step's update and this projection, with no programmatic dependent launch
+    // across it (on the H200 at K = 128 the GPU then idled ~11 us a step, the step launched ahead or not). Two
+    // device tables in turn: run k writes table k mod 2, whose last reader, run k - 2, has completed when the caller
+    // took the totals of every step (CudaBackend: the update's totals come after all of a step's kernels) or
+    // synchronized (time_us, the tests).
+    table_ ^= 1;
+    GatherSlot* dev = slots_dev_.get() + table_ * kMaxGatherSlots;
     std::copy(slots.begin(), slots.end(), slots_host_.get());
-    CUDA_CHECK(cudaMemcpyAsync(slots_dev_.get(), slots_host_.get(), static_cast<size_t>(B) * sizeof(GatherSlot),
-                               cudaMemcpyHostToDevice, s));
-    CUDA_CHECK(cudaEventRecord(slots_copied_.get(), s));
-    a.slots = slots_dev_.get();
+    CUDA_CHECK(cudaMemcpyAsync(dev, slots_host_.get(), static_cast<size_t>(B) * sizeof(GatherSlot),
+                               cudaMemcpyHostToDevice, copy_stream_.get()));
+    CUDA_CHECK(cudaStreamSynchronize(copy_stream_.get()));   // also frees the host table for the next run
+    a.slots = dev;
   }
   if (record_ && !marks_[0])
     for (Event& e : marks_) e = Event::create(true);
