@@ -19,7 +19,7 @@
 // unit sit in four adjacent lanes and the cell update needs only warp shuffles: one block barrier per timestep,
 // forward and backward (h and d gates are double-buffered in shared memory).
 // Recurrent weights always in registers: H <= 64 in one block (each thread its forward row and its backward column
-// slice, zero-padded to 32, 48, 56 or 64 so the unrolled loops have no branches); 64 < H <= 128 spread over the 4 SMs
+// slice, zero-padded to 32, 48, 52, 56 or 64 so the unrolled loops have no branches); 64 < H <= 128 spread over the 4 SMs
 // of a thread-block cluster, h and d gates exchanged through distributed shared memory (see the cluster variant).
 // The recurrence is latency-bound: what it costs is the chain of dependent instructions per timestep (shared-memory
 // loads, the FMA chains, the activations, the shuffles, the barrier) and every global round trip (~600 cycles)
@@ -683,13 +683,21 @@ struct PoolAcc {
   int at = 0;
 };
 
-// sum over k < N of w[k] v[k] (v 16-byte aligned in shared memory, N a multiple of 8): four chains of FMAs, k mod 4
+// sum over k < N of w[k] v[k] (v 16-byte aligned in shared memory, N a multiple of 4): four chains of FMAs, k mod 4
 // each, joined as (0 + 1) + (2 + 3) (the recurrences' matrix-vector rows; the summation order is fixed).
 template <int N, int NW>
 __device__ __forceinline__ float dot8(const float (&w)[NW], const float* v) {
+  static_assert(N % 4 == 0 && N <= NW, "dot8: whole float4s of w");
   float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+  if constexpr (N % 8 == 4) {   // the odd float4 first
+    const float4 m = *reinterpret_cast<const float4*>(v + N - 4);
+    a0 = w[N - 4] * m.x;
+    a1 = w[N - 3] * m.y;
+    a2 = w[N - 2] * m.z;
+    a3 = w[N - 1] * m.w;
+  }
 #pragma unroll
-  for (int k = 0; k < N; k += 8) {
+  for (int k = 0; k + 8 <= N; k += 8) {
     const float4 m0 = *reinterpret_cast<const float4*>(v + k);
     const float4 m1 = *reinterpret_cast<const float4*>(v + k + 4);
     a0 += w[k] * m0.x;
@@ -1621,7 +1629,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   const int H = static_cast<int>(shape.hidden), F = static_cast<int>(shape.input_size), G = 4 * H;
   // The one-block variant's padding: every FMA beyond H is wasted on the recurrence's critical path. Above 64 the
   // cluster variant (hr_ = 0).
-  hr_ = H <= 32 ? 32 : (H <= 48 ? 48 : (H <= 56 ? 56 : (H <= 64 ? 64 : 0)));
+  hr_ = H <= 32 ? 32 : (H <= 48 ? 48 : (H <= 52 ? 52 : (H <= 56 ? 56 : (H <= 64 ? 64 : 0))));
   threads_ = round_up(G, 32);   // the projection kernel, and the one-block recurrence
   rec_threads_ = hr_ > 0 ? threads_ : kClThreads;
   HP_ = round_up(H, 8);
@@ -1674,6 +1682,7 @@ const void* FusedLstm::kernel() const {
   switch (hr_) {
     case 32: return reinterpret_cast<const void*>(fused_lstm_kernel<32>);
     case 48: return reinterpret_cast<const void*>(fused_lstm_kernel<48>);
+    case 52: return reinterpret_cast<const void*>(fused_lstm_kernel<52>);
     case 56: return reinterpret_cast<const void*>(fused_lstm_kernel<56>);
     case 64: return reinterpret_cast<const void*>(fused_lstm_kernel<64>);
     default: return reinterpret_cast<const void*>(fused_lstm_cluster_kernel);

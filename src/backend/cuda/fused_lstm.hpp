@@ -83,7 +83,7 @@ class FusedLstm {
   ModelShape shape_;
   FusedLayout layout_;
   int64_t n_grad_ = 0, stride_ = 0;
-  int hr_ = 0;                     // H <= 64: padded to 32, 48, 56 or 64 (the one-block kernel's template argument);
+  int hr_ = 0;                     // H <= 64: padded to 32, 48, 52, 56 or 64 (the one-block kernel's template argument);
                                    // 0: the cluster variant (64 < H <= 128)
   int threads_ = 0, rec_threads_ = 0;   // the projection's block; the recurrence kernel's block
   int32_t HP_ = 0, fc_ = 0, Cp_ = 0;
