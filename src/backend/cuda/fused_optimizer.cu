@@ -115,22 +115,32 @@ __device__ __forceinline__ void update_element(const OptimizerArgs& a, const Upd
 }
 
 // A thread's elements are first + k X (X: the threads of the launch). The first kPer of them are loaded at the
-// kernel's start — gradient, parameter and moments together with the step's count — and stay in registers through
-// the norm's barrier, so a step waits one memory latency for its loads, not one per phase (the count's load alone
-// used to precede the gradients'); elements beyond (models larger than the grid x kPer) are loaded again.
+// kernel's start — parameter and moments before its wait, the gradient with the step's count after it — and stay in
+// registers through the norm's barrier, so a step waits one memory latency for its loads, not one per phase (the
+// count's load alone used to precede the gradients'); elements beyond (models larger than the grid x kPer) are
+// loaded again.
 constexpr int kPer = 8;
 struct Elems {
   float g[kPer], p[kPer], m[kPer], v[kPer];
 };
-__device__ __forceinline__ void load_elems(const OptimizerArgs& a, int64_t first, int64_t X, Elems& e) {
+// The parameters and moments before the kernel's wait for the step's gradients: nothing but this kernel writes them,
+// and the previous update has completed before this one starts (the recurrence between them waits for it, through
+// the projection, before it lets its dependents start). Then the gradients, after the wait (load_grads).
+__device__ __forceinline__ void load_state(const OptimizerArgs& a, int64_t first, int64_t X, Elems& e) {
 #pragma unroll
   for (int k = 0; k < kPer; ++k) {
     const int64_t i = first + k * X;
     const bool in = i < a.n;
-    e.g[k] = in ? a.grads[i] : 0.0f;
     e.p[k] = in ? a.params[i] : 0.0f;
     e.m[k] = in ? a.m[i] : 0.0f;
     e.v[k] = in && a.v ? a.v[i] : 0.0f;
+  }
+}
+__device__ __forceinline__ void load_grads(const OptimizerArgs& a, int64_t first, int64_t X, Elems& e) {
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int64_t i = first + k * X;
+    e.g[k] = i < a.n ? a.grads[i] : 0.0f;
   }
 }
 // This thread's sum of (g / count)^2 over its elements, in element order.
@@ -161,14 +171,15 @@ __device__ __forceinline__ void update_elems(const OptimizerArgs& a, const Updat
 }
 
 __global__ void __launch_bounds__(kThreads) fused_optimizer(OptimizerArgs a) {
+  const int64_t X = static_cast<int64_t>(gridDim.x) * kThreads;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  Elems e;
+  load_state(a, first, X, e);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");   // launched early where allowed (programmatic dependent launch)
 #endif
   // Phase 1: partials[block] = sum over the block's elements of (g / count)^2, in double like the CPU's global_norm.
-  const int64_t X = static_cast<int64_t>(gridDim.x) * kThreads;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  Elems e;
-  load_elems(a, first, X, e);
+  load_grads(a, first, X, e);
   const float count = a.extras[1];
   const float loss = a.extras[0];   // every block reads it before the barrier (block 0 zeroes it after)
   const float correct = a.extras[2];
@@ -205,13 +216,14 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kCluste
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   __shared__ double part;   // this block's sum of squares, read by every block of the cluster
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");   // launched early (programmatic dependent launch)
-#endif
   const int64_t X = static_cast<int64_t>(kClusterBlocks) * kClusterThreads;
   const int64_t first = static_cast<int64_t>(cluster.block_rank()) * kClusterThreads + threadIdx.x;
   Elems e;
-  load_elems(a, first, X, e);
+  load_state(a, first, X, e);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");   // launched early (programmatic dependent launch)
+#endif
+  load_grads(a, first, X, e);
   const float count = a.extras[1];
   const float loss = a.extras[0];
   const float correct = a.extras[2];
