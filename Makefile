@@ -248,9 +248,18 @@ $(BUILD)/bin/mma_probe: $(BUILD)/obj/bench/mma_probe.cu.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+# A kernel timeline without nsys (bench/kernel_timeline.cpp: a CUDA injection library on CUPTI's activity API; run
+# with CUDA_INJECTION64_PATH=$(BUILD)/lib/libkernel_timeline.so, then bench/timeline_summary.py). CUPTI is found
+# beside it at run time (its rpath is $$ORIGIN: copy libcupti.so.* there when carrying it to another machine).
+$(BUILD)/lib/libkernel_timeline.so: bench/kernel_timeline.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -fPIC -shared -Wall -Wextra -I$(CUDA_HOME)/include $< -o $@ \
+	  -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcupti -Wl,-rpath,'$$ORIGIN'
+
 # Everything bench/run_h200.sh runs on the GPU machine (build here with PORTABLE=1, carry $(BUILD)).
 bench-gpu:
-	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN) $(BUILD)/bin/gpu_tests $(BUILD)/bin/cudnn_floor $(BUILD)/bin/mma_probe
+	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN) $(BUILD)/bin/gpu_tests $(BUILD)/bin/cudnn_floor $(BUILD)/bin/mma_probe \
+	  $(BUILD)/lib/libkernel_timeline.so
 
 # The test command of the README. Installs what is missing, builds, runs every suite, ends with "N passed, N failed".
 # The NVTX injection library of the e2e test Tracking.CudaBuildsMarkThePhasesWithNvtx (NVTX3 is in the toolkit).
