@@ -43,6 +43,7 @@ namespace ragtrain {
 namespace {
 
 constexpr int kInline = 16;     // slots passed in the kernel parameters (larger batches: a device table)
+constexpr int kTables = 3;      // device slot tables used in turn (FusedLstm::run)
 constexpr int kMaxH = 128;
 constexpr int kProjT = 64;      // input projection: timesteps per block at most
 constexpr unsigned kFull = 0xffffffffu;
@@ -1694,7 +1695,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   // Epoch 0 is never a run's: a flag not yet written reads as not packed.
   CUDA_CHECK(cudaMemset(pack_flags_.get(), 0, kPack * sizeof(unsigned long long)));
   slots_host_ = PinnedBuffer<GatherSlot>(kMaxGatherSlots, false);
-  slots_dev_.resize_discard(2 * kMaxGatherSlots);
+  slots_dev_.resize_discard(kTables * kMaxGatherSlots);
   cycles_.resize_discard(8);
 }
 
@@ -1808,11 +1809,11 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   } else {
     // The table goes to the device on a stream of its own and the host waits for it here: a copy on `s` would put
     // the copy engine between the previous step's update and this projection, with no programmatic dependent launch
-    // across it (on the H200 at K = 128 the GPU then idled ~11 us a step, the step launched ahead or not). Two
-    // device tables in turn: run k writes table k mod 2, whose last reader, run k - 2, has completed when the caller
-    // took the totals of every step (CudaBackend: the update's totals come after all of a step's kernels) or
-    // synchronized (time_us, the tests).
-    table_ ^= 1;
+    // across it (on the H200 at K = 128 the GPU then idled ~11 us a step, the step launched ahead or not). Three
+    // device tables in turn: run k writes table k mod 3, whose last reader, run k - 3, has completed when the caller
+    // takes the totals of every step (CudaBackend: at most two runs a step, one launched ahead and discarded, and
+    // the update's totals come after all of the step's kernels) or synchronizes (time_us, the tests).
+    table_ = (table_ + 1) % kTables;
     GatherSlot* dev = slots_dev_.get() + table_ * kMaxGatherSlots;
     std::copy(slots.begin(), slots.end(), slots_host_.get());
     CUDA_CHECK(cudaMemcpyAsync(dev, slots_host_.get(), static_cast<size_t>(B) * sizeof(GatherSlot),

@@ -102,8 +102,9 @@ class FusedLstm {
   int sg_mtiles_ = 0, sg_ntiles_ = 0, sg_parts_ = 0;   // its tiles, and its parts of the timesteps at most
   DeviceBuffer<unsigned long long> progress_;   // (cap_B, 4) the backward's progress words per sequence
   uint32_t epoch_ = 0;             // runs so far: tags the progress words of this run
-  // More than 16 sequences (kInline): the slot table, copied on its own stream into one of two device tables in turn.
-  DeviceBuffer<GatherSlot> slots_dev_;   // (2, kMaxGatherSlots)
+  // More than 16 sequences (kInline): the slot table, copied on its own stream into one of three device tables in
+  // turn (run explains why three).
+  DeviceBuffer<GatherSlot> slots_dev_;   // (3, kMaxGatherSlots)
   PinnedBuffer<GatherSlot> slots_host_;
   Stream copy_stream_;
   int table_ = 0;
