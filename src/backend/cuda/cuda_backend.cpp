@@ -782,7 +782,8 @@ void CudaBackend::wait_for_totals(const StepEvents& ev, double tag) {
     if (*tag_word == tag) break;
     // Now and then: did the stream finish (or fail) without the tag? Then report instead of spinning forever.
     if (spins % 256 == 0) {
-      // Single rank: nothing is queued after the update yet, so the stream's state is the update's.
+      // Single rank: the stream's state is the update's, or that of a step launched ahead behind it (which only
+      // delays this check until that step ends).
       const cudaError_t q = ev.end_marked ? cudaEventQuery(ev.opt_end.get()) : cudaStreamQuery(compute_.get());
       if (q == cudaErrorNotReady) {
         if (!single_rank_) nccl_->check(deadline, "the NCCL gradient all-reduce");
