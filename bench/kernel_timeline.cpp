@@ -2,7 +2,7 @@
 // through CUDA_INJECTION64_PATH) that records, with CUPTI's activity API, every kernel (start, end, and when its
 // launch was queued and submitted), memcpy and memset on the GPU, and every CUDA runtime call on the host, all on one
 // clock (the runtime calls only with KT_API=1: they slow the host). At process exit it writes the last $KT_KEEP records (default 20,000) as CSV to $KT_OUT (default
-// kernel_timeline.<pid>.csv): kind,name,start_ns,end_ns,queued_ns,submitted_ns,correlation,stream.
+// kernel_timeline.<pid>.csv; an existing file is left alone): kind,name,start_ns,end_ns,queued_ns,submitted_ns,correlation,stream.
 // bench/timeline_summary.py turns that into per-step offsets and gaps. CUPTI's concurrent-kernel records keep
 // kernels concurrent (programmatic dependent launch included); compare the step time with and without it.
 #include <cupti.h>
@@ -92,8 +92,12 @@ void write_out() {
   if (log_of().recs.empty()) return;
   const char* path = std::getenv("KT_OUT");
   const std::string p = path ? path : "kernel_timeline." + std::to_string(::getpid()) + ".csv";
-  FILE* f = std::fopen(p.c_str(), "w");
-  if (f == nullptr) return;
+  FILE* f = std::fopen(p.c_str(), "wx");   // never over an existing file
+  if (f == nullptr) {
+    std::fprintf(stderr, "kernel_timeline: cannot create %s (it exists, or the folder is not writable); nothing written\n",
+                 p.c_str());
+    return;
+  }
   Log& l = log_of();
   std::lock_guard<std::mutex> g(l.lock);
   std::vector<Rec> v(l.recs.begin(), l.recs.end());
