@@ -1,8 +1,9 @@
 // A kernel timeline for the GPU machine, which has ncu but no nsys: a CUDA injection library (loaded by the driver
 // through CUDA_INJECTION64_PATH) that records, with CUPTI's activity API, every kernel (start, end, and when its
-// launch was queued and submitted), memcpy and memset on the GPU, and every CUDA runtime call on the host, all on one
-// clock (the runtime calls only with KT_API=1: they slow the host). At process exit it writes the last $KT_KEEP records (default 20,000) as CSV to $KT_OUT (default
-// kernel_timeline.<pid>.csv; an existing file is left alone): kind,name,start_ns,end_ns,queued_ns,submitted_ns,correlation,stream.
+// launch was queued and submitted), memcpy and memset on the GPU, and with KT_API=1 every CUDA runtime call on the
+// host (they slow the host), all on one clock. At process exit it writes the last $KT_KEEP records (default 20,000)
+// as CSV to $KT_OUT (default kernel_timeline.<pid>.csv; an existing file is left alone):
+//   kind,name,start_ns,end_ns,queued_ns,submitted_ns,correlation,stream
 // bench/timeline_summary.py turns that into per-step offsets and gaps. CUPTI's concurrent-kernel records keep
 // kernels concurrent (programmatic dependent launch included); compare the step time with and without it.
 #include <cupti.h>
