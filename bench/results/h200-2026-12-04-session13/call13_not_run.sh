@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Session 13, call 13: the trainer with steps launched ahead, end to end on the H200 (main 71bdc8b): `ragtrain train`
+# with --lstm fused, --lstm cudnn and --device cpu on the same data (4 epochs, validation after each), at K=4 (the
+# streaming GEMM) and K=24 (device slot tables, split GEMM, an uneven last step): the per-epoch losses must agree.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
+R=.devcarry-s13/final/ragtrain; W=/tmp/c13; rm -rf $W; mkdir -p $W
+$R gen --out $W/t.h5 --features 12 --classes 5 --min-length 10 --max-length 60 --sequences 300 --seed 3 > /dev/null
+$R gen --out $W/v.h5 --features 12 --classes 5 --min-length 10 --max-length 60 --sequences 100 --seed 4 > /dev/null
+for K in 4 24; do
+  for dev in "cuda --lstm fused" "cuda --lstm cudnn" "cpu"; do
+    tag=$(echo $dev | tr -d ' -' | sed 's/cudalstm//')_k$K
+    timeout 100 mpirun -np 1 $R train --device $dev --data $W/t.h5 --val $W/v.h5 --epochs 4 --batch-per-rank $K \
+      --pool last --optimizer adam --lr 3e-3 --hidden 50 --out $W/run_$tag --seed 1 > $W/log_$tag.txt 2>&1
+    echo "$tag rc=$? $(grep -a 'validation accuracy' $W/log_$tag.txt)"
+  done
+done
+python3 - $W <<'PY' | tee $OUT/train_agreement.txt
+import json, sys, glob, os
+w = sys.argv[1]
+for K in (4, 24):
+    runs = {}
+    for tag in ("fused", "cudnn", "cpu"):
+        eps = [json.loads(l) for l in open(f"{w}/run_{tag}_k{K}/metrics.jsonl") if '"event":"epoch"' in l]
+        runs[tag] = [(e["train_loss"], e["val_loss"]) for e in eps]
+    print(f"K={K}")
+    for tag, v in runs.items(): print(f"  {tag:6s} " + "  ".join(f"{a:.7f}/{b:.7f}" for a, b in v))
+    for tag in ("fused", "cudnn"):
+        d = max(max(abs(a[i] - b[i]) / abs(b[i]) for i in (0, 1)) for a, b in zip(runs[tag], runs["cpu"]))
+        print(f"  {tag} vs cpu: max relative difference of the epoch train/val losses {d:.2e}")
+PY
+cp $W/log_fused_k24.txt $OUT/
