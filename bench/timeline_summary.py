@@ -12,6 +12,7 @@ usage: timeline_summary.py TIMELINE.csv [--steps 200] [--first projection_kernel
 import argparse
 import csv
 import json
+import os
 import re
 import statistics
 import sys
@@ -35,6 +36,8 @@ def main():
     ap.add_argument("--first", default="projection_kernel")
     ap.add_argument("--json")
     args = ap.parse_args()
+    if args.json and os.path.exists(args.json):
+        sys.exit(f"timeline_summary.py: {args.json} exists; not overwritten (name another --json)")
     gpu, host = [], {}
     with open(args.csv) as f:
         for r in csv.DictReader(f):

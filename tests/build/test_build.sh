@@ -283,5 +283,36 @@ else
   fail "$name" "$out"
 fi
 
+# ---- bench/timeline_summary.py (the kernel timeline's reader, session 13) on a timeline whose numbers are known ------
+# Six steps of projection (4 us), recurrence (80 us, placed 2 us into the projection) and optimizer (6 us, 1 us after
+# the recurrence), 3 us apart, with a runtime record per launch: the step is 92 us, the recurrence's gap -2, the
+# projection's 3 (after the step before), its launch 5 us before it; a second run must not overwrite the JSON.
+{ echo "kind,name,start_ns,end_ns,queued_ns,submitted_ns,correlation,stream"
+  t=1000000 c=1
+  for s in 1 2 3 4 5 6; do
+    p=$t r=$((t + 2000)) o=$((t + 83000))
+    for k in "projection_kernel $p 4000" "fused_lstm_kernel $r 80000" "fused_optimizer $o 6000"; do
+      set -- $k
+      echo "R,cudaLaunchKernelExC_v11060,$(($2 - 5000)),$(($2 - 4000)),0,0,$c,0"
+      echo "K,_ZN7ragtrain12_GLOBAL__N_1${#1}${1}ENS0_6ParamsE,$2,$(($2 + $3)),0,0,$c,7"
+      c=$((c + 1))
+    done
+    t=$((t + 92000))
+  done; } > "$TMP/kt.csv"
+name="bench/timeline_summary.py: each kernel's start, duration and gap within the step, the launch before it"
+out=$(python3 "$ROOT/bench/timeline_summary.py" "$TMP/kt.csv" --steps 4 --json "$TMP/kt.json" 2>&1)
+again=$(python3 "$ROOT/bench/timeline_summary.py" "$TMP/kt.csv" --steps 4 --json "$TMP/kt.json" 2>&1)
+if echo "$out" | grep -q "# step 92.00 us" \
+   && echo "$out" | grep -Eq "^  projection +0.00 +4.00 +4.00 +3.00 +-5.00" \
+   && echo "$out" | grep -Eq "^  fused_lstm_kernel +2.00 +82.00 +80.00 +-2.00" \
+   && echo "$out" | grep -Eq "^  fused_optimizer +83.00 +89.00 +6.00 +1.00" \
+   && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not (d['steps']==4 and d['step_us']==92.0))" "$TMP/kt.json" \
+   && ! python3 "$ROOT/bench/timeline_summary.py" "$TMP/kt.csv" --json "$TMP/kt.json" > /dev/null 2>&1 \
+   && echo "$again" | grep -q "kt.json exists; not overwritten"; then
+  pass "$name"
+else
+  fail "$name" "$out / $again"
+fi
+
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
