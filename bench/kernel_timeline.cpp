@@ -93,22 +93,28 @@ void write_out() {
   if (log_of().recs.empty()) return;
   const char* path = std::getenv("KT_OUT");
   const std::string p = path ? path : "kernel_timeline." + std::to_string(::getpid()) + ".csv";
-  FILE* f = std::fopen(p.c_str(), "wx");   // never over an existing file
+  // Written whole under another name, then linked in place: a killed process leaves no half file at `p`, and an
+  // existing `p` is never replaced (link fails on it).
+  const std::string part = p + ".part." + std::to_string(::getpid());
+  FILE* f = std::fopen(part.c_str(), "wx");
   if (f == nullptr) {
-    std::fprintf(stderr, "kernel_timeline: cannot create %s (it exists, or the folder is not writable); nothing written\n",
-                 p.c_str());
+    std::fprintf(stderr, "kernel_timeline: cannot create %s; nothing written\n", part.c_str());
     return;
   }
   Log& l = log_of();
   std::lock_guard<std::mutex> g(l.lock);
   std::vector<Rec> v(l.recs.begin(), l.recs.end());
-  std::fprintf(stderr, "kernel_timeline: %zu records to %s\n", v.size(), p.c_str());
   std::stable_sort(v.begin(), v.end(), [](const Rec& a, const Rec& b) { return a.start < b.start; });
   std::fprintf(f, "kind,name,start_ns,end_ns,queued_ns,submitted_ns,correlation,stream\n");
   for (const Rec& r : v)
     std::fprintf(f, "%c,%s,%llu,%llu,%llu,%llu,%u,%u\n", r.kind, r.name.c_str(), r.start, r.end, r.queued,
                  r.submitted, r.corr, r.stream);
-  std::fclose(f);
+  const bool ok = std::fclose(f) == 0;
+  if (ok && ::link(part.c_str(), p.c_str()) == 0)
+    std::fprintf(stderr, "kernel_timeline: %zu records to %s\n", v.size(), p.c_str());
+  else
+    std::fprintf(stderr, "kernel_timeline: %s exists or could not be written; nothing written\n", p.c_str());
+  ::unlink(part.c_str());
 }
 
 }  // namespace

@@ -83,8 +83,17 @@ def main():
         print(f"  {name:<18} {row['start']:8.2f} {row['end']:8.2f} {row['dur']:8.2f} {row['gap']:8.2f} "
               f"{row['launch']:8.2f} {row['call']:6.2f}")
     if args.json:
-        with open(args.json, "x") as f:
-            json.dump(out, f, indent=1)
+        # Whole under another name, then linked in place: no half file if killed, never over an existing one.
+        part = f"{args.json}.part.{os.getpid()}"
+        try:
+            with open(part, "x") as f:
+                json.dump(out, f, indent=1)
+            os.link(part, args.json)
+        except FileExistsError:
+            sys.exit(f"timeline_summary.py: {args.json} exists; not overwritten (name another --json)")
+        finally:
+            if os.path.exists(part):
+                os.unlink(part)
 
 
 if __name__ == "__main__":
