@@ -684,40 +684,111 @@ struct PoolAcc {
   int at = 0;
 };
 
-// sum over k < N of w[k] v[k] (v 16-byte aligned in shared memory, N a multiple of 4): four chains of FMAs, k mod 4
-// each, joined as (0 + 1) + (2 + 3) (the recurrences' matrix-vector rows; the summation order is fixed).
-template <int N, int NW>
-__device__ __forceinline__ float dot8(const float (&w)[NW], const float* v) {
-  static_assert(N % 4 == 0 && N <= NW, "dot8: whole float4s of w");
-  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-  if constexpr (N % 8 == 4) {   // the odd float4 first
-    const float4 m = *reinterpret_cast<const float4*>(v + N - 4);
-    a0 = w[N - 4] * m.x;
-    a1 = w[N - 3] * m.y;
-    a2 = w[N - 2] * m.z;
-    a3 = w[N - 1] * m.w;
+// The recurrences' matrix-vector products read their vector from shared memory, and there the cost is the number of
+// load instructions, not of bytes: on the H200 a 16-byte load takes two wavefronts of the shared-memory pipe when the
+// whole warp reads one address and four when it reads a few (one per quarter warp), and a timestep's loads of all
+// warps queue behind each other there (ncu, H = 50: 13 loads a lane, 182 wavefronts a forward step and 364 a backward
+// one, against steps of ~716 and ~810 cycles). So a lane holds the weights of several rows for a part of the columns,
+// loads only that part, and the partial sums are exchanged by shuffles.
+//
+// Forward: lane q of unit j's quad holds the rows of all four gates (g H + j) at the columns of its slice q — float4
+// blocks q, q + 4, ... and then its share of the tail (HR = 4 or 8 mod 16: float q or float2 q of the last 4 or 8) —
+// w[g HR / 4 + s] for element s of the slice. It loads HR / 4 floats (HR / 16 float4s and the tail) and returns the
+// whole product of row (q H + j): the four partial sums reduced in two rounds of shuffles (gates 2 hi, 2 hi + 1 kept
+// from lanes q and q ^ 2, then gate q from q and q ^ 1), a fixed order, so reruns are bitwise equal.
+template <int HR>
+struct FwdSlice {
+  static constexpr int kF4 = HR / 16, kTail = (HR % 16) / 4, kS = HR / 4;   // float4 rounds, tail floats, a gate
+  // The column of element s of lane q's slice.
+  __device__ static int col(int q, int s) {
+    return s < 4 * kF4 ? 16 * (s / 4) + 4 * q + s % 4 : 16 * kF4 + kTail * q + (s - 4 * kF4);
   }
+};
+
+template <int HR>
+__device__ __forceinline__ float quad_matvec(const float (&w)[HR], const float* v, int q) {
+  using S = FwdSlice<HR>;
+  static_assert(S::kTail <= 2 && HR % 4 == 0, "quad_matvec: HR = 0, 4 or 8 (mod 16)");
+  float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-  for (int k = 0; k + 8 <= N; k += 8) {
-    const float4 m0 = *reinterpret_cast<const float4*>(v + k);
-    const float4 m1 = *reinterpret_cast<const float4*>(v + k + 4);
-    a0 += w[k] * m0.x;
-    a1 += w[k + 1] * m0.y;
-    a2 += w[k + 2] * m0.z;
-    a3 += w[k + 3] * m0.w;
-    a0 += w[k + 4] * m1.x;
-    a1 += w[k + 5] * m1.y;
-    a2 += w[k + 6] * m1.z;
-    a3 += w[k + 7] * m1.w;
+  for (int i = 0; i < S::kF4; ++i) {
+    const float4 m = *reinterpret_cast<const float4*>(v + 16 * i + 4 * q);
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      a[g] += w[g * S::kS + 4 * i] * m.x;
+      a[g] += w[g * S::kS + 4 * i + 1] * m.y;
+      a[g] += w[g * S::kS + 4 * i + 2] * m.z;
+      a[g] += w[g * S::kS + 4 * i + 3] * m.w;
+    }
   }
-  return (a0 + a1) + (a2 + a3);
+  if constexpr (S::kTail == 1) {
+    const float m = v[16 * S::kF4 + q];
+#pragma unroll
+    for (int g = 0; g < 4; ++g) a[g] += w[g * S::kS + 4 * S::kF4] * m;
+  } else if constexpr (S::kTail == 2) {
+    const float2 m = *reinterpret_cast<const float2*>(v + 16 * S::kF4 + 2 * q);
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      a[g] += w[g * S::kS + 4 * S::kF4] * m.x;
+      a[g] += w[g * S::kS + 4 * S::kF4 + 1] * m.y;
+    }
+  }
+  const bool hi = q & 2, lo = q & 1;
+  const float u0 = (hi ? a[2] : a[0]) + __shfl_xor_sync(kFull, hi ? a[0] : a[2], 2);
+  const float u1 = (hi ? a[3] : a[1]) + __shfl_xor_sync(kFull, hi ? a[1] : a[3], 2);
+  return (lo ? u1 : u0) + __shfl_xor_sync(kFull, lo ? u0 : u1, 1);
+}
+
+// Backward: the quads of units j0 = 2 m and j1 = 2 m + 1 form an octet of lanes; lane (j, q) takes the d gates of gate q
+// at the rows i of its half (float4 blocks 2 b + (j & 1)) and holds both units' weights there: w[u 4 NB + 4 b + e] =
+// W_hh[q H + i][j0 + u], i = 4 (2 b + (j & 1)) + e. It loads 4 NB floats (half of the gate's vector: 8 distinct
+// float4s in a quarter warp, on distinct banks with the gate pitch HP = 8 mod 32) and returns gate q's share of
+// (W_hh^T dg)[j]: its own half plus the other quad's, by one shuffle; the quad then adds its four gates.
+template <int HR>
+struct BwdHalf {
+  static constexpr int kNB = (HR + 7) / 8;   // float4 blocks a half (the last may be padding: zero weights)
+  __device__ static int row(int h, int s) { return 4 * (2 * (s / 4) + h) + s % 4; }
+};
+
+template <int HR>
+__device__ __forceinline__ float octet_matvec(const float (&w)[8 * BwdHalf<HR>::kNB], const float* v, bool odd) {
+  constexpr int NB = BwdHalf<HR>::kNB;
+  float a0 = 0.0f, a1 = 0.0f, b0 = 0.0f, b1 = 0.0f;   // unit j0 (even, odd blocks), unit j1
+#pragma unroll
+  for (int b = 0; b < NB; ++b) {
+    const float4 m = *reinterpret_cast<const float4*>(v + 8 * b);
+    float& a = (b & 1) ? a1 : a0;
+    float& c = (b & 1) ? b1 : b0;
+    a += w[4 * b] * m.x;
+    c += w[4 * NB + 4 * b] * m.x;
+    a += w[4 * b + 1] * m.y;
+    c += w[4 * NB + 4 * b + 1] * m.y;
+    a += w[4 * b + 2] * m.z;
+    c += w[4 * NB + 4 * b + 2] * m.z;
+    a += w[4 * b + 3] * m.w;
+    c += w[4 * NB + 4 * b + 3] * m.w;
+  }
+  const float p0 = a0 + a1, p1 = b0 + b1;
+  return (odd ? p1 : p0) + __shfl_xor_sync(kFull, odd ? p0 : p1, 4);
+}
+
+// v = *p if `load`, else v as it was: a predicated load into v's own register. The recurrences' rings of values
+// loaded kRing steps ahead need it: from `v = load ? *p : 0` ptxas may issue the load into another register (ahead of
+// the old value's last uses) and move it into v's at the end of the step, and that move waits for the load (on the
+// H200 such moves drew 10% of the one-block recurrence's stall samples at H = 50, a backward step ~90 cycles longer).
+// The asm is volatile so that it stays between the block barriers around it.
+__device__ __forceinline__ void load_if(float& v, const float* p, bool load) {
+  asm volatile(
+      "{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %2, 0;\n\t@q ld.global.f32 %0, [%1];\n\t}"
+      : "+f"(v)
+      : "l"(p), "r"(static_cast<int>(load)));
 }
 
 // Phase 2: the forward recurrence; returns which half of h_s holds h_{len-1}, and unit j's pooling in `acc`.
 // Loads of the recurrences are issued kRing steps ahead (2 measured slower on the H200: 872 vs 834 cycles a step).
 constexpr int kRing = 4;
-template <int HR, int NW>
-__device__ __forceinline__ int forward_recurrence(const Step& st, const float (&wf)[NW], PoolAcc& acc) {
+template <int HR>
+__device__ __forceinline__ int forward_recurrence(const Step& st, const float (&wf)[HR], PoolAcc& acc) {
   float* const h_s = st.h_s;
   const int H = st.H, G = st.G, HP = st.HP, len = st.len;
   const int j = st.j, q = st.q, quad = st.quad;
@@ -747,8 +818,8 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
       if (t >= len) break;
       const float xp = pre[u];
       // h_{t-1} (zero at t = 0), padded to HR with zero weights: no branch, loads hoisted
-      const float pre_act = xp + dot8<HR>(wf, h_s + cur * HP);
-      pre[u] = (valid && t + kRing < len) ? g_r[(t + kRing) * G] : 0.0f;
+      const float pre_act = xp + quad_matvec<HR>(wf, h_s + cur * HP, q);
+      load_if(pre[u], g_r + (t + kRing) * G, valid && t + kRing < len);   // (past len: never read)
       if (t > 0) put(t - 1);
       const float s = sigmoid_f(q == 2 ? 2.0f * pre_act : pre_act);
       const float act = q == 2 ? 2.0f * s - 1.0f : s;   // gate g: tanh
@@ -778,8 +849,8 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
 // Phase 4: the backward recurrence, from d loss / d pooled h in dh_s; d gates replace the activations in gbuf.
 // The pooling's backward seeds d h: at the last step (last), at every step divided by the length (mean, as the
 // reference: dq / n added at each step), or at unit j's argmax step (max, `at`).
-template <int HR, int NB>
-__device__ __forceinline__ void backward_recurrence(const Step& st, const float (&wb)[NB], int at) {
+template <int HR>
+__device__ __forceinline__ void backward_recurrence(const Step& st, const float (&wb)[8 * BwdHalf<HR>::kNB], int at) {
   float* const dg_s = st.dg_s;
   const int H = st.H, G = st.G, HP = st.HP, len = st.len;
   const int j = st.j, q = st.q, quad = st.quad;
@@ -791,7 +862,9 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
   const float seed = st.pool == 1 ? dh_s[j] / static_cast<float>(len) : dh_s[j];
   const int seed_at = st.pool == 0 ? len - 1 : at;   // mean: every step
   // Thread (j, q) sums gate q's share of (W_hh^T dg)[j]; the quad adds the four.
-  // Step t's activation, c_{t-1} and tanh(c_t) are loaded 4 steps ahead, as in the forward loop.
+  // Step t's activation, c_{t-1} and tanh(c_t) are loaded 4 steps ahead, as in the forward loop: zero for an invalid
+  // lane or a step before 0 at first, then (load_if) left as they are (the steps before 0 never run, c_{-1} is never
+  // read, an invalid lane keeps its zeros).
   int cb = 0;
   float dc = 0.0f;
   float pa[kRing], pc[kRing], pt[kRing];
@@ -802,6 +875,11 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
   };
 #pragma unroll
   for (int u = 0; u < kRing; ++u) fetch(len - 1 - u, pa[u], pc[u], pt[u]);
+  auto refetch = [&](int t, float& act, float& cp, float& tcv) {
+    load_if(act, g_r + t * G, valid && t >= 0);
+    load_if(cp, c_j + (t - 1) * H, valid && t >= 1);
+    load_if(tcv, tc_j + t * H, valid && t >= 0);
+  };
   // Step t's d gates (one float4, lane 0) go to global memory in step t - 1 after its matvec, as in the forward.
   float4 put_dg = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   auto put = [&](int ts) {
@@ -827,8 +905,9 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
       // The gates of the unit first: they do not depend on the recurrence, so they leave its critical path.
       const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
       const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
-      float P = dot8<HR>(wb, dg_s + cb * 4 * HP + q * HP);   // d gates of step t + 1: zero at t = len - 1
-      fetch(t - kRing, pa[u], pc[u], pt[u]);
+      // d gates of step t + 1 (zero at t = len - 1): gate q's share for unit j, then the quad's sum over gates
+      float P = octet_matvec<HR>(wb, dg_s + cb * 4 * HP + q * HP + 4 * (j & 1), j & 1);
+      refetch(t - kRing, pa[u], pc[u], pt[u]);
       if (t < len - 1) put(t + 1);
       P += __shfl_xor_sync(kFull, P, 1);   // identical bits in all four lanes (addition commutes exactly)
       P += __shfl_xor_sync(kFull, P, 2);
@@ -876,16 +955,25 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   float* hbuf = tcbuf + a.t_cap * H;
   mark(a, 0);
 
-  // Recurrent weights into registers, every load in flight at once (one memory latency): the forward row (q H + j)
-  // and the backward column j of gate q. The columns straight from global memory (a warp's load touches 4 sectors);
+  // Recurrent weights into registers, every load in flight at once (one memory latency): forward, the four gates'
+  // rows of unit j at lane q's slice of the columns (quad_matvec); backward, gate q's rows of this lane's half at
+  // columns j0 and j1 (octet_matvec). The backward's straight from global memory (a warp's load touches 8 sectors);
   // the rows through shared memory, a warp copying its 4 x 8 rows (for each gate 8 H contiguous floats) with
   // coalesced loads: straight loads of the rows touch 32 sectors each, and at K = 128, where this prologue cannot
   // overlap the projection, they took 8.2 K cycles on the H200.
-  float wf[HR], wb[HR];
+  constexpr int NB = BwdHalf<HR>::kNB;
+  float wf[HR], wb[8 * NB];
   {
-    const float* wcol = a.params + a.lay.w_hh[q] + j;
+    const int jp = j & ~1;   // the octet's first unit
 #pragma unroll
-    for (int i = 0; i < HR; ++i) wb[i] = (valid && i < H) ? __ldg(wcol + static_cast<int64_t>(i) * H) : 0.0f;
+    for (int u = 0; u < 2; ++u) {
+      const float* wcol = a.params + a.lay.w_hh[q] + jp + u;
+#pragma unroll
+      for (int s = 0; s < 4 * NB; ++s) {
+        const int i = BwdHalf<HR>::row(j & 1, s);
+        wb[u * 4 * NB + s] = (jp + u < H && i < H) ? __ldg(wcol + static_cast<int64_t>(i) * H) : 0.0f;
+      }
+    }
     constexpr int P = HR + 1;   // odd: a warp's 32 rows start on distinct banks
     float* const wst = fc_s + a.fc_smem + (tid >> 5) * 32 * P;   // this warp's rows: (gate, unit - 8 warp) x P
     const int j0 = (tid >> 5) * 8, n = max(0, min(8, H - j0)) * H;
@@ -903,9 +991,15 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
       }
     }
     __syncwarp();
-    const float* wrow = wst + (8 * q + (lane >> 2)) * P;
 #pragma unroll
-    for (int k = 0; k < HR; ++k) wf[k] = (valid && k < H) ? wrow[k] : 0.0f;
+    for (int g = 0; g < 4; ++g) {
+      const float* wrow = wst + (8 * g + (lane >> 2)) * P;
+#pragma unroll
+      for (int s = 0; s < HR / 4; ++s) {
+        const int k = FwdSlice<HR>::col(q, s);
+        wf[g * (HR / 4) + s] = (valid && k < H) ? wrow[k] : 0.0f;
+      }
+    }
     for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
     // The head's parameters too: at the last step the head then waits on no global load (4 in flight per thread).
     const int nfc = a.fc_smem ? a.C * H + a.C : 0;
@@ -1077,8 +1171,8 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
         if (st.lead) mbar_arm(st.bars + 8 * cur, st.h_bytes);   // its next phase
       }
       const float* hs = st.h_s + cur * kClVec + p * kClPart;   // h_{t-1} of units 4 k + p: zero at t = 0
-      // dot8's arithmetic, written out: through the helper ptxas orders this kernel's loop differently (a few
-      // instructions moved), and only this order has been measured on the GPU.
+      // Four chains of FMAs, k mod 4 each, joined as (0 + 1) + (2 + 3), written out here (through a shared helper
+      // ptxas ordered this kernel's loop differently, and only this order has been measured on the GPU).
       float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
 #pragma unroll
       for (int k = 0; k < kClCols; k += 8) {
@@ -1652,8 +1746,10 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   hr_ = H <= 32 ? 32 : (H <= 48 ? 48 : (H <= 52 ? 52 : (H <= 56 ? 56 : (H <= 64 ? 64 : 0))));
   threads_ = round_up(G, 32);   // the projection kernel, and the one-block recurrence
   rec_threads_ = hr_ > 0 ? threads_ : kClThreads;
-  HP_ = round_up(H, 8);
-  HP_ += ((4 - HP_ % 32) + 32) % 32;         // HP = 4 (mod 32): the four gates' d-gate rows on distinct banks
+  // HP >= the padded width (the matvecs read up to it: zeros past H) and 8 (mod 32): the backward's quarter warp reads
+  // 8 float4s, 4 gates' rows (HP apart) x 2 halves (16 bytes apart), on distinct banks (octet_matvec).
+  HP_ = std::max(round_up(H, 8), hr_);
+  HP_ += ((8 - HP_ % 32) + 32) % 32;
   Cp_ = round_up(static_cast<int>(shape.outputs), 4);
   int optin = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
