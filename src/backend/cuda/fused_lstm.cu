@@ -125,8 +125,12 @@ __device__ __forceinline__ float rcp_ftz(float x) {
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
-__device__ __forceinline__ float sigmoid_f(float v) { return rcp_ftz(1.0f + ex2_ftz(v * -1.44269504088896341f)); }
-__device__ __forceinline__ float tanh_f(float v) { return 2.0f * sigmoid_f(2.0f * v) - 1.0f; }
+// sigmoid_scaled takes v (-log2 e): the recurrences fold the factor 2 of tanh into that one product (2 (-log2 e) is
+// exact in float, so v (2 (-log2 e)) and (2 v) (-log2 e) round to the same bits), one instruction less on the chain.
+constexpr float kNegLog2e = -1.44269504088896341f;
+__device__ __forceinline__ float sigmoid_scaled(float v) { return rcp_ftz(1.0f + ex2_ftz(v)); }
+__device__ __forceinline__ float sigmoid_f(float v) { return sigmoid_scaled(v * kNegLog2e); }
+__device__ __forceinline__ float tanh_f(float v) { return 2.0f * sigmoid_scaled(v * (2.0f * kNegLog2e)) - 1.0f; }
 
 // The projection and the split weight-gradient GEMM run on the tensor cores, three tf32 products per float product
 // (tf32_split.hpp): float accuracy, as the CPU reference needs. Both are deterministic: fixed tiles, fixed order of
@@ -691,11 +695,11 @@ struct PoolAcc {
 // one, against steps of ~716 and ~810 cycles). So a lane holds the weights of several rows for a part of the columns,
 // loads only that part, and the partial sums are exchanged by shuffles.
 //
-// Forward: lane q of unit j's quad holds the rows of all four gates (g H + j) at the columns of its slice q — float4
-// blocks q, q + 4, ... and then its share of the tail (HR = 4 or 8 mod 16: float q or float2 q of the last 4 or 8) —
-// w[g HR / 4 + s] for element s of the slice. It loads HR / 4 floats (HR / 16 float4s and the tail) and returns the
-// whole product of row (q H + j): the four partial sums reduced in two rounds of shuffles (gates 2 hi, 2 hi + 1 kept
-// from lanes q and q ^ 2, then gate q from q and q ^ 1), a fixed order, so reruns are bitwise equal.
+// Forward: lane q of unit j's quad holds the rows of all four gates at the columns of its slice q — float4 blocks q,
+// q + 4, ... and then its share of the tail (HR = 4 or 8 mod 16: float q or float2 q of the last 4 or 8) — as
+// w[k HR / 4 + s] = W_hh[(q ^ k) H + j][column of element s]: gate q ^ k in slot k, so the exchange needs no select.
+// It loads HR / 4 floats (HR / 16 float4s and the tail) and returns the whole product of row (q H + j), the partial
+// sums reduced in two rounds of shuffles: (q + q ^ 2) + (q ^ 1 + q ^ 3), a fixed order (reruns are bitwise equal).
 template <int HR>
 struct FwdSlice {
   static constexpr int kF4 = HR / 16, kTail = (HR % 16) / 4, kS = HR / 4;   // float4 rounds, tail floats, a gate
@@ -707,6 +711,7 @@ struct FwdSlice {
 
 template <int HR>
 __device__ __forceinline__ float quad_matvec(const float (&w)[HR], const float* v, int q) {
+  // (slot k of lane q is gate q ^ k)
   using S = FwdSlice<HR>;
   static_assert(S::kTail <= 2 && HR % 4 == 0, "quad_matvec: HR = 0, 4 or 8 (mod 16)");
   float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -733,17 +738,16 @@ __device__ __forceinline__ float quad_matvec(const float (&w)[HR], const float* 
       a[g] += w[g * S::kS + 4 * S::kF4 + 1] * m.y;
     }
   }
-  const bool hi = q & 2, lo = q & 1;
-  const float u0 = (hi ? a[2] : a[0]) + __shfl_xor_sync(kFull, hi ? a[0] : a[2], 2);
-  const float u1 = (hi ? a[3] : a[1]) + __shfl_xor_sync(kFull, hi ? a[1] : a[3], 2);
-  return (lo ? u1 : u0) + __shfl_xor_sync(kFull, lo ? u0 : u1, 1);
+  const float u0 = a[0] + __shfl_xor_sync(kFull, a[2], 2);   // gate q: lane q ^ 2's slot 2
+  const float u1 = a[1] + __shfl_xor_sync(kFull, a[3], 2);   // gate q ^ 1: its slot 3
+  return u0 + __shfl_xor_sync(kFull, u1, 1);                  // lane q ^ 1's u1 is gate q
 }
 
-// Backward: the quads of units j0 = 2 m and j1 = 2 m + 1 form an octet of lanes; lane (j, q) takes the d gates of gate q
-// at the rows i of its half (float4 blocks 2 b + (j & 1)) and holds both units' weights there: w[u 4 NB + 4 b + e] =
-// W_hh[q H + i][j0 + u], i = 4 (2 b + (j & 1)) + e. It loads 4 NB floats (half of the gate's vector: 8 distinct
-// float4s in a quarter warp, on distinct banks with the gate pitch HP = 8 mod 32) and returns gate q's share of
-// (W_hh^T dg)[j]: its own half plus the other quad's, by one shuffle; the quad then adds its four gates.
+// Backward: the quads of units 2 m and 2 m + 1 form an octet of lanes; lane (j, q) takes the d gates of gate q at the
+// rows i of its half (float4 blocks 2 b + (j & 1)) and holds both units' weights there: w[u 4 NB + 4 b + e] =
+// W_hh[q H + i][j ^ u], i = 4 (2 b + (j & 1)) + e (its own unit first). It loads 4 NB floats (half of the gate's
+// vector: 8 distinct float4s in a quarter warp, on distinct banks with the gate pitch HP = 8 mod 32) and returns gate
+// q's share of (W_hh^T dg)[j]: its own half plus the other quad's, by one shuffle; the quad then adds its four gates.
 template <int HR>
 struct BwdHalf {
   static constexpr int kNB = (HR + 7) / 8;   // float4 blocks a half (the last may be padding: zero weights)
@@ -751,9 +755,9 @@ struct BwdHalf {
 };
 
 template <int HR>
-__device__ __forceinline__ float octet_matvec(const float (&w)[8 * BwdHalf<HR>::kNB], const float* v, bool odd) {
+__device__ __forceinline__ float octet_matvec(const float (&w)[8 * BwdHalf<HR>::kNB], const float* v) {
   constexpr int NB = BwdHalf<HR>::kNB;
-  float a0 = 0.0f, a1 = 0.0f, b0 = 0.0f, b1 = 0.0f;   // unit j0 (even, odd blocks), unit j1
+  float a0 = 0.0f, a1 = 0.0f, b0 = 0.0f, b1 = 0.0f;   // its own unit (even, odd blocks), the other
 #pragma unroll
   for (int b = 0; b < NB; ++b) {
     const float4 m = *reinterpret_cast<const float4*>(v + 8 * b);
@@ -768,8 +772,7 @@ __device__ __forceinline__ float octet_matvec(const float (&w)[8 * BwdHalf<HR>::
     a += w[4 * b + 3] * m.w;
     c += w[4 * NB + 4 * b + 3] * m.w;
   }
-  const float p0 = a0 + a1, p1 = b0 + b1;
-  return (odd ? p1 : p0) + __shfl_xor_sync(kFull, odd ? p0 : p1, 4);
+  return (a0 + a1) + __shfl_xor_sync(kFull, b0 + b1, 4);   // the other quad's second unit is this one
 }
 
 // v = *p if `load`, else v as it was: a predicated load into v's own register. The recurrences' rings of values
@@ -805,12 +808,19 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
   // c and tanh(c) (lanes 1, 2, 3), one store a lane. Issued in step t + 1 after its h loads, with that step's
   // prefetch: global accesses queued before the loads delay them (H = 50 on the H200: 834 cycles a step with the
   // stores before the barrier, 757 here, 671 without any).
+  // Steps are stored in order, through pointers that move on by a step each (an index times the row length costs a
+  // 64-bit address computation on the chain).
   float4 put_act = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   float put_val = 0.0f;
-  auto put = [&](int ts) {
-    if (valid && q == 0) *reinterpret_cast<float4*>(g_r + ts * G) = put_act;
-    if (valid && q > 0) save_j[ts * H] = put_val;
+  float* put_g = g_r;
+  float* put_s = save_j;
+  auto put = [&]() {
+    if (valid && q == 0) *reinterpret_cast<float4*>(put_g) = put_act;
+    if (valid && q > 0) *put_s = put_val;
+    put_g += G;
+    put_s += H;
   };
+  const float kq = q == 2 ? 2.0f * kNegLog2e : kNegLog2e;   // gate g: tanh(v) = 2 sigmoid(2 v) - 1
   for (int t0 = 0; t0 < len; t0 += kRing) {
 #pragma unroll
     for (int u = 0; u < kRing; ++u) {
@@ -820,14 +830,15 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
       // h_{t-1} (zero at t = 0), padded to HR with zero weights: no branch, loads hoisted
       const float pre_act = xp + quad_matvec<HR>(wf, h_s + cur * HP, q);
       load_if(pre[u], g_r + (t + kRing) * G, valid && t + kRing < len);   // (past len: never read)
-      if (t > 0) put(t - 1);
-      const float s = sigmoid_f(q == 2 ? 2.0f * pre_act : pre_act);
-      const float act = q == 2 ? 2.0f * s - 1.0f : s;   // gate g: tanh
+      if (t > 0) put();   // step t - 1
+      const float s = sigmoid_scaled(pre_act * kq);
+      const float act = q == 2 ? 2.0f * s - 1.0f : s;
       const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
       const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
       c = (t > 0 ? fg * c : 0.0f) + ig * gg;
       const float tc = tanh_f(c);
       const float h = og * tc;
+      if (valid && q == 0) h_s[(cur ^ 1) * HP + j] = h;
       // Pooling: a compare or an add beside the chain (nothing downstream in this step waits for it).
       if (st.pool == 1) {
         acc.v += h;
@@ -837,12 +848,11 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
       }
       put_act = make_float4(ig, fg, gg, og);
       put_val = q == 1 ? h : (q == 2 ? c : tc);
-      if (valid && q == 0) h_s[(cur ^ 1) * HP + j] = h;
       __syncthreads();
       cur ^= 1;
     }
   }
-  put(len - 1);
+  put();   // step len - 1
   return cur;
 }
 
@@ -906,7 +916,10 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
       const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
       const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
       // d gates of step t + 1 (zero at t = len - 1): gate q's share for unit j, then the quad's sum over gates
-      float P = octet_matvec<HR>(wb, dg_s + cb * 4 * HP + q * HP + 4 * (j & 1), j & 1);
+      float P = octet_matvec<HR>(wb, dg_s + cb * 4 * HP + q * HP + 4 * (j & 1));
+      // Step t - 4's values into the registers step t has just read. (Refilled after the barrier instead, where every
+      // use of the old values comes before the load, a backward step took ~45 cycles longer on the H200: the loads
+      // then queue before the step's shared-memory loads.)
       refetch(t - kRing, pa[u], pc[u], pt[u]);
       if (t < len - 1) put(t + 1);
       P += __shfl_xor_sync(kFull, P, 1);   // identical bits in all four lanes (addition commutes exactly)
@@ -964,14 +977,13 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   constexpr int NB = BwdHalf<HR>::kNB;
   float wf[HR], wb[8 * NB];
   {
-    const int jp = j & ~1;   // the octet's first unit
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
-      const float* wcol = a.params + a.lay.w_hh[q] + jp + u;
+      const float* wcol = a.params + a.lay.w_hh[q] + (j ^ u);
 #pragma unroll
       for (int s = 0; s < 4 * NB; ++s) {
         const int i = BwdHalf<HR>::row(j & 1, s);
-        wb[u * 4 * NB + s] = (jp + u < H && i < H) ? __ldg(wcol + static_cast<int64_t>(i) * H) : 0.0f;
+        wb[u * 4 * NB + s] = ((j ^ u) < H && i < H) ? __ldg(wcol + static_cast<int64_t>(i) * H) : 0.0f;
       }
     }
     constexpr int P = HR + 1;   // odd: a warp's 32 rows start on distinct banks
@@ -992,8 +1004,8 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
     }
     __syncwarp();
 #pragma unroll
-    for (int g = 0; g < 4; ++g) {
-      const float* wrow = wst + (8 * g + (lane >> 2)) * P;
+    for (int g = 0; g < 4; ++g) {   // slot g: gate q ^ g
+      const float* wrow = wst + (8 * (q ^ g) + (lane >> 2)) * P;
 #pragma unroll
       for (int s = 0; s < HR / 4; ++s) {
         const int k = FwdSlice<HR>::col(q, s);
