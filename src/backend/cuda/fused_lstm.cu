@@ -912,9 +912,17 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
       const int t = t0 - u;
       if (t < 0) break;
       const float act = pa[u], cprev = pc[u], tc = pt[u];
-      // The gates of the unit first: they do not depend on the recurrence, so they leave its critical path.
+      // The gates of the unit first, and every factor of the d gates that does not depend on d h: none of it waits
+      // for the recurrence, so it leaves the critical path (which keeps d h -> d c -> d gate: an add, an FMA and a
+      // product), and the saved values are used up before the loads that refill their registers.
       const float ig = __shfl_sync(kFull, act, quad), fg = __shfl_sync(kFull, act, quad + 1);
       const float gg = __shfl_sync(kFull, act, quad + 2), og = __shfl_sync(kFull, act, quad + 3);
+      const float kc = og * (1.0f - tc * tc);   // d c_t / d h_t
+      const float k0 = gg * (ig * (1.0f - ig));
+      const float k1 = t > 0 ? cprev * (fg * (1.0f - fg)) : 0.0f;
+      const float k2 = ig * (1.0f - gg * gg);
+      const float k3 = tc * (og * (1.0f - og));
+      const float kd = q == 0 ? k0 : (q == 1 ? k1 : (q == 2 ? k2 : k3));
       // d gates of step t + 1 (zero at t = len - 1): gate q's share for unit j, then the quad's sum over gates
       float P = octet_matvec<HR>(wb, dg_s + cb * 4 * HP + q * HP + 4 * (j & 1));
       // Step t - 4's values into the registers step t has just read. (Refilled after the barrier instead, where every
@@ -925,16 +933,13 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
       P += __shfl_xor_sync(kFull, P, 1);   // identical bits in all four lanes (addition commutes exactly)
       P += __shfl_xor_sync(kFull, P, 2);
       const float dh = P + ((st.pool == 1 || t == seed_at) ? seed : 0.0f);
-      const float dct = dc + dh * og * (1.0f - tc * tc);
-      // All four, then a select: branches on q would run the four paths one after another in every warp.
-      const float d0 = dct * gg * ig * (1.0f - ig);
-      const float d1 = t > 0 ? dct * cprev * fg * (1.0f - fg) : 0.0f;
-      const float d2 = dct * ig * (1.0f - gg * gg);
-      const float d3 = dh * tc * og * (1.0f - og);
-      const float dg = q == 0 ? d0 : (q == 1 ? d1 : (q == 2 ? d2 : d3));
+      const float dct = dc + dh * kc;
+      // Selects, not branches on q (those would run the four paths one after another in every warp); lane 0 stores
+      // all four, each the same product as its lane's.
+      const float dg = (q == 3 ? dh : dct) * kd;
       dc = dct * fg;
       if (valid) dg_s[(cb ^ 1) * 4 * HP + q * HP + j] = dg;
-      put_dg = make_float4(d0, d1, d2, d3);
+      put_dg = make_float4(dct * k0, dct * k1, dct * k2, dh * k3);
       __syncthreads();
       cb ^= 1;
     }
