@@ -18,9 +18,11 @@
 // In the recurrence thread r = 4 j + q owns gate q of hidden unit j (PyTorch row q H + j), so the four gates of a
 // unit sit in four adjacent lanes and the cell update needs only warp shuffles: one block barrier per timestep,
 // forward and backward (h and d gates are double-buffered in shared memory).
-// Recurrent weights always in registers: H <= 64 in one block (each thread its forward row and its backward column
-// slice, zero-padded to 32, 48, 52, 56 or 64 so the unrolled loops have no branches); 64 < H <= 128 spread over the 4 SMs
-// of a thread-block cluster, h and d gates exchanged through distributed shared memory (see the cluster variant).
+// Recurrent weights always in registers: H <= 64 in one block, where a lane holds the four gate rows of its unit at a
+// quarter of the columns (forward, quad_matvec) and, for two units' columns, half of one gate's rows
+// (backward, octet_matvec), so it loads a quarter or half of the step's vector instead of all of it (zero-padded to
+// 32, 48, 52, 56 or 64 so the unrolled loops have no branches); 64 < H <= 128 spread over the 4 SMs of a thread-block
+// cluster, h and d gates exchanged through distributed shared memory (see the cluster variant).
 // The recurrence is latency-bound: what it costs is the chain of dependent instructions per timestep (shared-memory
 // loads, the FMA chains, the activations, the shuffles, the barrier) and every global round trip (~600 cycles)
 // left on that chain, so loads are issued far ahead and in batches; the projection and weight gradients, which do
