@@ -1,6 +1,6 @@
 // The fused LSTM kernel (--lstm fused) against the CPU reference: loss and every gradient for lengths 1 to 130 (and
 // one long sequence), each alone and several per step with an empty slot, both tasks, both kernel variants
-// (one block for H <= 64; a 4-block cluster above: H = 65, its smallest, 77, 96, 100, 128, and 40 sequences of
+// (one block for H <= 64: H = 19, 40, 50, 55, 64; a 4-block cluster above: H = 65, its smallest, 77, 96, 100, 128, and 40 sequences of
 // H = 128 in one step); 100 SGD and Adam steps against the CPU backend at K = 1 and K = 4 (H = 96 and 128: SGD);
 // bitwise-identical reruns; the fallback to
 // cuDNN for models it does not cover; the per-timestep cycle budget (printed for doc/performance.md); and, without a
@@ -105,6 +105,13 @@ const ModelShape kMaxH100{36, 100, 1, 10, Task::Classification, false, Pool::Max
 TEST(FusedAgreement, ClassificationRegistersH50) {
   RT_SKIP_WITHOUT_GPU();
   fused_grid({36, 50, 1, 10, Task::Classification}, kMixed);
+}
+
+// H = 55, padded to 56: the forward's float2 column tail (quad_matvec), the backward's last half-block padding and
+// an octet whose second unit is past H (octet_matvec).
+TEST(FusedAgreement, ClassificationRegistersH55) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid({36, 55, 1, 7, Task::Classification}, kMixed);
 }
 
 TEST(FusedAgreement, RegressionRegistersH19) {
