@@ -1,7 +1,8 @@
 // The fused LSTM kernel (--lstm fused) against the CPU reference: loss and every gradient for lengths 1 to 130 (and
 // one long sequence), each alone and several per step with an empty slot, both tasks, both kernel variants
-// (one block for H <= 64: H = 19, 40, 50, 55, 64; a 4-block cluster above: H = 65, its smallest, 77, 96, 100, 128, and 40 sequences of
-// H = 128 in one step); 100 SGD and Adam steps against the CPU backend at K = 1 and K = 4 (H = 96 and 128: SGD);
+// (one block for H <= 64: H = 19, 40, 50, 55, 64; a 4-block cluster above: H = 65, its smallest, 77, 96, 100, 128,
+// and 40 sequences of H = 128 in one step); 100 SGD and Adam steps against the CPU backend at K = 1 and K = 4 (H = 96
+// and 128: SGD);
 // bitwise-identical reruns; the fallback to
 // cuDNN for models it does not cover; the per-timestep cycle budget (printed for doc/performance.md); and, without a
 // GPU, the gate-block layout taken from the index map. Pooling over time (--pool mean, max) gets the same checks as
