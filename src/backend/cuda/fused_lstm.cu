@@ -977,7 +977,7 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
 
   // Recurrent weights into registers, every load in flight at once (one memory latency): forward, the four gates'
   // rows of unit j at lane q's slice of the columns (quad_matvec); backward, gate q's rows of this lane's half at
-  // columns j0 and j1 (octet_matvec). The backward's straight from global memory (a warp's load touches 8 sectors);
+  // columns j and j ^ 1 (octet_matvec). The backward's straight from global memory (a warp's load touches 8 sectors);
   // the rows through shared memory, a warp copying its 4 x 8 rows (for each gate 8 H contiguous floats) with
   // coalesced loads: straight loads of the rows touch 32 sectors each, and at K = 128, where this prologue cannot
   // overlap the projection, they took 8.2 K cycles on the H200.
