@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "fill.hpp"
+#include "fused_lanes.hpp"
 #include "tf32_split.hpp"
 #include "ragtrain/core/error_cuda.hpp"
 
@@ -703,15 +704,6 @@ struct PoolAcc {
 // It loads HR / 4 floats (HR / 16 float4s and the tail) and returns the whole product of row (q H + j), the partial
 // sums reduced in two rounds of shuffles: (q + q ^ 2) + (q ^ 1 + q ^ 3), a fixed order (reruns are bitwise equal).
 template <int HR>
-struct FwdSlice {
-  static constexpr int kF4 = HR / 16, kTail = (HR % 16) / 4, kS = HR / 4;   // float4 rounds, tail floats, a gate
-  // The column of element s of lane q's slice.
-  __device__ static int col(int q, int s) {
-    return s < 4 * kF4 ? 16 * (s / 4) + 4 * q + s % 4 : 16 * kF4 + kTail * q + (s - 4 * kF4);
-  }
-};
-
-template <int HR>
 __device__ __forceinline__ float quad_matvec(const float (&w)[HR], const float* v, int q) {
   // (slot k of lane q is gate q ^ k)
   using S = FwdSlice<HR>;
@@ -750,12 +742,6 @@ __device__ __forceinline__ float quad_matvec(const float (&w)[HR], const float* 
 // W_hh[q H + i][j ^ u], i = 4 (2 b + (j & 1)) + e (its own unit first). It loads 4 NB floats (half of the gate's
 // vector: 8 distinct float4s in a quarter warp, on distinct banks with the gate pitch HP = 8 mod 32) and returns gate
 // q's share of (W_hh^T dg)[j]: its own half plus the other quad's, by one shuffle; the quad then adds its four gates.
-template <int HR>
-struct BwdHalf {
-  static constexpr int kNB = (HR + 7) / 8;   // float4 blocks a half (the last may be padding: zero weights)
-  __device__ static int row(int h, int s) { return 4 * (2 * (s / 4) + h) + s % 4; }
-};
-
 template <int HR>
 __device__ __forceinline__ float octet_matvec(const float (&w)[8 * BwdHalf<HR>::kNB], const float* v) {
   constexpr int NB = BwdHalf<HR>::kNB;
@@ -1760,15 +1746,10 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   const std::string why = fused_lstm_unsupported(shape);
   RT_CHECK(why.empty(), "fused LSTM: " << why);
   const int H = static_cast<int>(shape.hidden), F = static_cast<int>(shape.input_size), G = 4 * H;
-  // The one-block variant's padding: every FMA beyond H is wasted on the recurrence's critical path. Above 64 the
-  // cluster variant (hr_ = 0).
-  hr_ = H <= 32 ? 32 : (H <= 48 ? 48 : (H <= 52 ? 52 : (H <= 56 ? 56 : (H <= 64 ? 64 : 0))));
+  hr_ = one_block_width(H);   // 0: the cluster variant
   threads_ = round_up(G, 32);   // the projection kernel, and the one-block recurrence
   rec_threads_ = hr_ > 0 ? threads_ : kClThreads;
-  // HP >= the padded width (the matvecs read up to it: zeros past H) and 8 (mod 32): the backward's quarter warp reads
-  // 8 float4s, 4 gates' rows (HP apart) x 2 halves (16 bytes apart), on distinct banks (octet_matvec).
-  HP_ = std::max(round_up(H, 8), hr_);
-  HP_ += ((8 - HP_ % 32) + 32) % 32;
+  HP_ = one_block_pitch(H, hr_);
   Cp_ = round_up(static_cast<int>(shape.outputs), 4);
   int optin = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
