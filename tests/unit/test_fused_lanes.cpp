@@ -1,8 +1,8 @@
 // The one-block fused LSTM recurrence's lane maps (src/backend/cuda/fused_lanes.hpp), on the host: for every padded
-// width the kernel instantiates, the four lanes of a quad hold each forward column exactly once and read it with
-// aligned float4 / float2 / float loads in the order quad_matvec issues them; the two halves of an octet hold each
-// backward row exactly once, in aligned float4 blocks, and whatever they read past the width lies below the pitch;
-// the pitch puts the backward's 8 float4 reads of a quarter warp on distinct banks.
+// width the kernel instantiates, the four slices hold each column (forward) or row (backward) exactly once and are
+// read with aligned float4 / float2 / float loads in the order slice_matvec issues them; the pitch covers the width
+// and puts the backward's 8 float4 reads of a quarter warp (two units' slices of four gates) on distinct banks, and
+// its tail reads (a float or float2 per lane) too.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -12,14 +12,13 @@
 
 namespace {
 
-using ragtrain::BwdHalf;
-using ragtrain::FwdSlice;
+using ragtrain::LaneSlice;
 using ragtrain::one_block_pitch;
 using ragtrain::one_block_width;
 
 template <int HR>
-void check_forward() {
-  using S = FwdSlice<HR>;
+void check_slices() {
+  using S = LaneSlice<HR>;
   static_assert(S::kS * 4 == HR && S::kTail <= 2, "a quad covers HR columns");
   std::vector<int> hits(HR, 0);
   for (int q = 0; q < 4; ++q) {
@@ -29,7 +28,7 @@ void check_forward() {
       ASSERT_LT(c, HR) << "HR " << HR << " lane " << q << " element " << s;
       ++hits[c];
     }
-    // quad_matvec loads float4 i at 16 i + 4 q (elements 4 i .. 4 i + 3), then the tail at 16 kF4 + kTail q.
+    // slice_matvec loads float4 i at 16 i + 4 q (elements 4 i .. 4 i + 3), then the tail at 16 kF4 + kTail q.
     for (int i = 0; i < S::kF4; ++i)
       for (int e = 0; e < 4; ++e) EXPECT_EQ(S::col(q, 4 * i + e), 16 * i + 4 * q + e) << "HR " << HR;
     for (int e = 0; e < S::kTail; ++e) EXPECT_EQ(S::col(q, 4 * S::kF4 + e), 16 * S::kF4 + S::kTail * q + e);
@@ -38,46 +37,18 @@ void check_forward() {
   for (int c = 0; c < HR; ++c) EXPECT_EQ(hits[c], 1) << "HR " << HR << " column " << c;
 }
 
-template <int HR>
-void check_backward() {
-  using B = BwdHalf<HR>;
-  const int span = 8 * B::kNB;   // rows the two halves read (>= HR; the rest is padding)
-  EXPECT_GE(span, HR);
-  EXPECT_LT(span - HR, 8) << "HR " << HR << ": at most one padded block a half";
-  std::vector<int> hits(span, 0);
-  for (int h = 0; h < 2; ++h) {
-    for (int b = 0; b < B::kNB; ++b) {
-      const int r0 = B::row(h, 4 * b);
-      EXPECT_EQ(r0 % 4, 0) << "HR " << HR << ": float4 alignment";
-      EXPECT_EQ(r0, 8 * b + 4 * h) << "HR " << HR << ": octet_matvec reads v + 8 b from row 4 h";
-      for (int e = 0; e < 4; ++e) {
-        EXPECT_EQ(B::row(h, 4 * b + e), r0 + e);
-        ++hits[r0 + e];
-      }
-    }
-  }
-  for (int r = 0; r < span; ++r) EXPECT_EQ(hits[r], 1) << "HR " << HR << " row " << r;
+TEST(FusedLanes, SlicesCoverEveryColumnOnce) {
+  check_slices<32>();
+  check_slices<48>();
+  check_slices<52>();
+  check_slices<56>();
+  check_slices<64>();
 }
 
-TEST(FusedLanes, ForwardSlicesCoverEveryColumnOnce) {
-  check_forward<32>();
-  check_forward<48>();
-  check_forward<52>();
-  check_forward<56>();
-  check_forward<64>();
-}
-
-TEST(FusedLanes, BackwardHalvesCoverEveryRowOnce) {
-  check_backward<32>();
-  check_backward<48>();
-  check_backward<52>();
-  check_backward<56>();
-  check_backward<64>();
-}
-
-// Every H of the one-block kernel: a width the kernel instantiates, >= H; a pitch >= what the matvecs read (the
-// width, and the backward's padded halves), 8 (mod 32), and a quarter warp's 8 float4 reads of the backward — gates
-// q = 0..3 (pitch apart) x halves h = 0, 1 (16 bytes apart) — on 8 distinct groups of 4 banks.
+// Every H of the one-block kernel: a width the kernel instantiates, >= H; a pitch >= the width, 8 (mod 32), with the
+// backward's reads of a quarter warp — lanes (k, q) for the slices k of two units (k = 0, 1 or 2, 3) and gates
+// q = 0..3 (pitch apart) — on 8 distinct groups of 4 banks for the float4 blocks, and a group of 16 lanes' tail reads
+// (float k or float2 k of each gate) on distinct banks.
 TEST(FusedLanes, WidthAndPitchForEveryOneBlockH) {
   const std::set<int> instantiated = {32, 48, 52, 56, 64};
   for (int H = 1; H <= 64; ++H) {
@@ -85,12 +56,21 @@ TEST(FusedLanes, WidthAndPitchForEveryOneBlockH) {
     EXPECT_TRUE(instantiated.count(w)) << "H " << H << ": width " << w;
     EXPECT_GE(w, H);
     EXPECT_GE(hp, w) << "H " << H;
-    EXPECT_GE(hp, 8 * ((w + 7) / 8)) << "H " << H << ": the backward's padded halves";
     EXPECT_EQ(hp % 32, 8) << "H " << H;
-    std::set<int> groups;
-    for (int q = 0; q < 4; ++q)
-      for (int h = 0; h < 2; ++h) groups.insert(((q * hp + 4 * h) % 32) / 4);
-    EXPECT_EQ(groups.size(), 8u) << "H " << H << ": bank conflict in the backward's loads";
+    for (int k0 = 0; k0 < 4; k0 += 2) {
+      std::set<int> groups;
+      for (int q = 0; q < 4; ++q)
+        for (int k = k0; k < k0 + 2; ++k) groups.insert(((q * hp + 4 * k) % 32) / 4);
+      EXPECT_EQ(groups.size(), 8u) << "H " << H << ": bank conflict in the backward's float4 loads";
+    }
+    const int tail = (w % 16) / 4;   // floats a slice takes from the tail
+    if (tail > 0) {
+      std::set<int> banks;
+      for (int q = 0; q < 4; ++q)
+        for (int k = 0; k < 4; ++k)
+          for (int e = 0; e < tail; ++e) banks.insert((q * hp + 16 * (w / 16) + tail * k + e) % 32);
+      EXPECT_EQ(banks.size(), static_cast<size_t>(16 * tail)) << "H " << H << ": bank conflict in the tail";
+    }
   }
   EXPECT_EQ(one_block_width(65), 0);   // the cluster variant
   EXPECT_EQ(one_block_pitch(50, 52), 72);

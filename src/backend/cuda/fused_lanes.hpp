@@ -23,30 +23,23 @@ RAGTRAIN_HD int one_block_width(int H) {
 
 // The pitch of h and of each gate's d gates in shared memory: >= the padded width and >= H rounded to 8 (the matvecs
 // read up to the width; zeros past H), and 8 (mod 32), so the backward's quarter warp reads 8 float4s — 4 gates' rows
-// (HP apart) x 2 halves (16 bytes apart) — on distinct banks.
+// (HP apart) x the slices of 2 units (16 bytes apart) — on distinct banks.
 RAGTRAIN_HD int one_block_pitch(int H, int width) {
   int hp = std::max((H + 7) / 8 * 8, width);
   return hp + ((8 - hp % 32) + 32) % 32;
 }
 
-// Forward: lane q of unit j's quad holds all four gates' rows at its slice of the HR columns — float4 blocks q, q + 4,
-// ... (kF4 of them) and then its share of the tail (HR = 4 (mod 16): float q of the last 4; 8 (mod 16): float2 q of
-// the last 8) — kS = HR / 4 columns a gate.
+// A lane's slice of the HR columns (forward: lane q of unit j's quad, for its four gates' rows) or rows (backward:
+// lane (j & 3, q) of a group of four units' quads, for gate q and the group's four columns): float4 blocks k, k + 4,
+// ... (kF4 of them) and then its share of the tail (HR = 4 (mod 16): float k of the last 4; 8 (mod 16): float2 k of
+// the last 8) — kS = HR / 4 elements.
 template <int HR>
-struct FwdSlice {
-  static constexpr int kF4 = HR / 16, kTail = (HR % 16) / 4, kS = HR / 4;   // float4 rounds, tail floats, a gate
-  // The column of element s of lane q's slice.
-  RAGTRAIN_HD static int col(int q, int s) {
-    return s < 4 * kF4 ? 16 * (s / 4) + 4 * q + s % 4 : 16 * kF4 + kTail * q + (s - 4 * kF4);
+struct LaneSlice {
+  static constexpr int kF4 = HR / 16, kTail = (HR % 16) / 4, kS = HR / 4;   // float4 rounds, tail floats, a slice
+  // The column (row) of element s of slice k.
+  RAGTRAIN_HD static int col(int k, int s) {
+    return s < 4 * kF4 ? 16 * (s / 4) + 4 * k + s % 4 : 16 * kF4 + kTail * k + (s - 4 * kF4);
   }
-};
-
-// Backward: lane (j, q) takes gate q's d gates at the rows of its half h = j & 1, float4 blocks 2 b + h for b < kNB
-// (the last block of a half may lie past HR: zero weights, zeros in shared memory below the pitch).
-template <int HR>
-struct BwdHalf {
-  static constexpr int kNB = (HR + 7) / 8;   // float4 blocks a half
-  RAGTRAIN_HD static int row(int h, int s) { return 4 * (2 * (s / 4) + h) + s % 4; }
 };
 
 }  // namespace ragtrain

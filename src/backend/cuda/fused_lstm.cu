@@ -19,9 +19,9 @@
 // unit sit in four adjacent lanes and the cell update needs only warp shuffles: one block barrier per timestep,
 // forward and backward (h and d gates are double-buffered in shared memory).
 // Recurrent weights always in registers: H <= 64 in one block, where a lane holds the four gate rows of its unit at a
-// quarter of the columns (forward, quad_matvec) and, for two units' columns, half of one gate's rows
-// (backward, octet_matvec), so it loads a quarter or half of the step's vector instead of all of it (zero-padded to
-// 32, 48, 52, 56 or 64 so the unrolled loops have no branches); 64 < H <= 128 spread over the 4 SMs of a thread-block
+// quarter of the columns (forward) and, for four units' columns, a quarter of one gate's rows (backward), so it
+// loads a quarter of the step's vector instead of all of it (slice_matvec; zero-padded to 32, 48, 52, 56 or 64 so
+// the unrolled loops have no branches); 64 < H <= 128 spread over the 4 SMs of a thread-block
 // cluster, h and d gates exchanged through distributed shared memory (see the cluster variant).
 // The recurrence is latency-bound: what it costs is the chain of dependent instructions per timestep (shared-memory
 // loads, the FMA chains, the activations, the shuffles, the barrier) and every global round trip (~600 cycles)
@@ -698,69 +698,48 @@ struct PoolAcc {
 // one, against steps of ~716 and ~810 cycles). So a lane holds the weights of several rows for a part of the columns,
 // loads only that part, and the partial sums are exchanged by shuffles.
 //
-// Forward: lane q of unit j's quad holds the rows of all four gates at the columns of its slice q — float4 blocks q,
-// q + 4, ... and then its share of the tail (HR = 4 or 8 mod 16: float q or float2 q of the last 4 or 8) — as
-// w[k HR / 4 + s] = W_hh[(q ^ k) H + j][column of element s]: gate q ^ k in slot k, so the exchange needs no select.
-// It loads HR / 4 floats (HR / 16 float4s and the tail) and returns the whole product of row (q H + j), the partial
-// sums reduced in two rounds of shuffles: (q + q ^ 2) + (q ^ 1 + q ^ 3), a fixed order (reruns are bitwise equal).
-template <int HR>
-__device__ __forceinline__ float quad_matvec(const float (&w)[HR], const float* v, int q) {
-  // (slot k of lane q is gate q ^ k)
-  using S = FwdSlice<HR>;
-  static_assert(S::kTail <= 2 && HR % 4 == 0, "quad_matvec: HR = 0, 4 or 8 (mod 16)");
+// Both matvecs give a lane four rows' worth of partial sums over a quarter of the vector — slice k of it: float4 blocks
+// k, k + 4, ... and then its share of the tail (HR = 4 or 8 mod 16: float k or float2 k of the last 4 or 8) — and
+// reduce them over the four lanes of the slices, S apart, in two rounds of shuffles: lane k keeps row k's sum,
+// (k + k ^ 2) + (k ^ 1 + k ^ 3), a fixed order (reruns are bitwise equal). Its weights are in lane-relative order,
+// w[u HR / 4 + s] for row k ^ u at element s of its slice, so the exchange needs no select.
+//  - Forward (S = 1): lane q of unit j's quad; row u is gate q ^ u of unit j (PyTorch row (q ^ u) H + j), v is h.
+//  - Backward (S = 4): the quads of units 4 m .. 4 m + 3 form a group of 16 lanes; lane (k = j & 3, q) takes gate q's
+//    d gates at row slice k, and row u is column j ^ u of W_hh^T's gate-q block (W_hh[q H + i][j ^ u]); v is gate
+//    q's d gates. The result is gate q's share of (W_hh^T dg)[j]; the quad then adds its four gates. (With a quarter
+//    of the rows for four units a lane loads 13 floats at H = 50 where an octet of two units loaded 26, and a
+//    backward step's loads cost 91 wavefronts of the shared-memory pipe instead of 196.)
+template <int HR, int S>
+__device__ __forceinline__ float slice_matvec(const float (&w)[HR], const float* v, int k) {
+  using L = LaneSlice<HR>;
+  static_assert(L::kTail <= 2 && HR % 4 == 0, "slice_matvec: HR = 0, 4 or 8 (mod 16)");
   float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-  for (int i = 0; i < S::kF4; ++i) {
-    const float4 m = *reinterpret_cast<const float4*>(v + 16 * i + 4 * q);
+  for (int i = 0; i < L::kF4; ++i) {
+    const float4 m = *reinterpret_cast<const float4*>(v + 16 * i + 4 * k);
 #pragma unroll
     for (int g = 0; g < 4; ++g) {
-      a[g] += w[g * S::kS + 4 * i] * m.x;
-      a[g] += w[g * S::kS + 4 * i + 1] * m.y;
-      a[g] += w[g * S::kS + 4 * i + 2] * m.z;
-      a[g] += w[g * S::kS + 4 * i + 3] * m.w;
+      a[g] += w[g * L::kS + 4 * i] * m.x;
+      a[g] += w[g * L::kS + 4 * i + 1] * m.y;
+      a[g] += w[g * L::kS + 4 * i + 2] * m.z;
+      a[g] += w[g * L::kS + 4 * i + 3] * m.w;
     }
   }
-  if constexpr (S::kTail == 1) {
-    const float m = v[16 * S::kF4 + q];
+  if constexpr (L::kTail == 1) {
+    const float m = v[16 * L::kF4 + k];
 #pragma unroll
-    for (int g = 0; g < 4; ++g) a[g] += w[g * S::kS + 4 * S::kF4] * m;
-  } else if constexpr (S::kTail == 2) {
-    const float2 m = *reinterpret_cast<const float2*>(v + 16 * S::kF4 + 2 * q);
+    for (int g = 0; g < 4; ++g) a[g] += w[g * L::kS + 4 * L::kF4] * m;
+  } else if constexpr (L::kTail == 2) {
+    const float2 m = *reinterpret_cast<const float2*>(v + 16 * L::kF4 + 2 * k);
 #pragma unroll
     for (int g = 0; g < 4; ++g) {
-      a[g] += w[g * S::kS + 4 * S::kF4] * m.x;
-      a[g] += w[g * S::kS + 4 * S::kF4 + 1] * m.y;
+      a[g] += w[g * L::kS + 4 * L::kF4] * m.x;
+      a[g] += w[g * L::kS + 4 * L::kF4 + 1] * m.y;
     }
   }
-  const float u0 = a[0] + __shfl_xor_sync(kFull, a[2], 2);   // gate q: lane q ^ 2's slot 2
-  const float u1 = a[1] + __shfl_xor_sync(kFull, a[3], 2);   // gate q ^ 1: its slot 3
-  return u0 + __shfl_xor_sync(kFull, u1, 1);                  // lane q ^ 1's u1 is gate q
-}
-
-// Backward: the quads of units 2 m and 2 m + 1 form an octet of lanes; lane (j, q) takes the d gates of gate q at the
-// rows i of its half (float4 blocks 2 b + (j & 1)) and holds both units' weights there: w[u 4 NB + 4 b + e] =
-// W_hh[q H + i][j ^ u], i = 4 (2 b + (j & 1)) + e (its own unit first). It loads 4 NB floats (half of the gate's
-// vector: 8 distinct float4s in a quarter warp, on distinct banks with the gate pitch HP = 8 mod 32) and returns gate
-// q's share of (W_hh^T dg)[j]: its own half plus the other quad's, by one shuffle; the quad then adds its four gates.
-template <int HR>
-__device__ __forceinline__ float octet_matvec(const float (&w)[8 * BwdHalf<HR>::kNB], const float* v) {
-  constexpr int NB = BwdHalf<HR>::kNB;
-  float a0 = 0.0f, a1 = 0.0f, b0 = 0.0f, b1 = 0.0f;   // its own unit (even, odd blocks), the other
-#pragma unroll
-  for (int b = 0; b < NB; ++b) {
-    const float4 m = *reinterpret_cast<const float4*>(v + 8 * b);
-    float& a = (b & 1) ? a1 : a0;
-    float& c = (b & 1) ? b1 : b0;
-    a += w[4 * b] * m.x;
-    c += w[4 * NB + 4 * b] * m.x;
-    a += w[4 * b + 1] * m.y;
-    c += w[4 * NB + 4 * b + 1] * m.y;
-    a += w[4 * b + 2] * m.z;
-    c += w[4 * NB + 4 * b + 2] * m.z;
-    a += w[4 * b + 3] * m.w;
-    c += w[4 * NB + 4 * b + 3] * m.w;
-  }
-  return (a0 + a1) + __shfl_xor_sync(kFull, b0 + b1, 4);   // the other quad's second unit is this one
+  const float u0 = a[0] + __shfl_xor_sync(kFull, a[2], 2 * S);   // row k: lane k ^ 2's slot 2
+  const float u1 = a[1] + __shfl_xor_sync(kFull, a[3], 2 * S);   // row k ^ 1: its slot 3
+  return u0 + __shfl_xor_sync(kFull, u1, S);                      // lane k ^ 1's u1 is row k
 }
 
 // v = *p if `load`, else v as it was: a predicated load into v's own register. The recurrences' rings of values
@@ -816,7 +795,7 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
       if (t >= len) break;
       const float xp = pre[u];
       // h_{t-1} (zero at t = 0), padded to HR with zero weights: no branch, loads hoisted
-      const float pre_act = xp + quad_matvec<HR>(wf, h_s + cur * HP, q);
+      const float pre_act = xp + slice_matvec<HR, 1>(wf, h_s + cur * HP, q);
       load_if(pre[u], g_r + (t + kRing) * G, valid && t + kRing < len);   // (past len: never read)
       if (t > 0) put();   // step t - 1
       const float s = sigmoid_scaled(pre_act * kq);
@@ -848,7 +827,7 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
 // The pooling's backward seeds d h: at the last step (last), at every step divided by the length (mean, as the
 // reference: dq / n added at each step), or at unit j's argmax step (max, `at`).
 template <int HR>
-__device__ __forceinline__ void backward_recurrence(const Step& st, const float (&wb)[8 * BwdHalf<HR>::kNB], int at) {
+__device__ __forceinline__ void backward_recurrence(const Step& st, const float (&wb)[HR], int at) {
   float* const dg_s = st.dg_s;
   const int H = st.H, G = st.G, HP = st.HP, len = st.len;
   const int j = st.j, q = st.q, quad = st.quad;
@@ -912,7 +891,7 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
       const float k3 = tc * (og * (1.0f - og));
       const float kd = q == 0 ? k0 : (q == 1 ? k1 : (q == 2 ? k2 : k3));
       // d gates of step t + 1 (zero at t = len - 1): gate q's share for unit j, then the quad's sum over gates
-      float P = octet_matvec<HR>(wb, dg_s + cb * 4 * HP + q * HP + 4 * (j & 1));
+      float P = slice_matvec<HR, 4>(wb, dg_s + cb * 4 * HP + q * HP, j & 3);
       // Step t - 4's values into the registers step t has just read. (Refilled after the barrier instead, where every
       // use of the old values comes before the load, a backward step took ~45 cycles longer on the H200: the loads
       // then queue before the step's shared-memory loads.)
@@ -962,21 +941,21 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   mark(a, 0);
 
   // Recurrent weights into registers, every load in flight at once (one memory latency): forward, the four gates'
-  // rows of unit j at lane q's slice of the columns (quad_matvec); backward, gate q's rows of this lane's half at
-  // columns j and j ^ 1 (octet_matvec). The backward's straight from global memory (a warp's load touches 8 sectors);
-  // the rows through shared memory, a warp copying its 4 x 8 rows (for each gate 8 H contiguous floats) with
-  // coalesced loads: straight loads of the rows touch 32 sectors each, and at K = 128, where this prologue cannot
-  // overlap the projection, they took 8.2 K cycles on the H200.
-  constexpr int NB = BwdHalf<HR>::kNB;
-  float wf[HR], wb[8 * NB];
+  // rows of unit j at lane q's slice of the columns; backward, gate q's rows at slice j & 3 of the rows for the
+  // columns of the four units of j's group (slice_matvec). The backward's straight from global memory (a warp's load
+  // touches 8 sectors); the rows through shared memory, a warp copying its 4 x 8 rows (for each gate 8 H contiguous
+  // floats) with coalesced loads: straight loads of the rows touch 32 sectors each, and at K = 128, where this
+  // prologue cannot overlap the projection, they took 8.2 K cycles on the H200. (Lanes past H load the weights of
+  // their group's other units too: those units' sums need every slice.)
+  float wf[HR], wb[HR];
   {
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
+    for (int u = 0; u < 4; ++u) {   // slot u: column j ^ u
       const float* wcol = a.params + a.lay.w_hh[q] + (j ^ u);
 #pragma unroll
-      for (int s = 0; s < 4 * NB; ++s) {
-        const int i = BwdHalf<HR>::row(j & 1, s);
-        wb[u * 4 * NB + s] = ((j ^ u) < H && i < H) ? __ldg(wcol + static_cast<int64_t>(i) * H) : 0.0f;
+      for (int s = 0; s < HR / 4; ++s) {
+        const int i = LaneSlice<HR>::col(j & 3, s);
+        wb[u * (HR / 4) + s] = ((j ^ u) < H && i < H) ? __ldg(wcol + static_cast<int64_t>(i) * H) : 0.0f;
       }
     }
     constexpr int P = HR + 1;   // odd: a warp's 32 rows start on distinct banks
@@ -1001,7 +980,7 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
       const float* wrow = wst + (8 * (q ^ g) + (lane >> 2)) * P;
 #pragma unroll
       for (int s = 0; s < HR / 4; ++s) {
-        const int k = FwdSlice<HR>::col(q, s);
+        const int k = LaneSlice<HR>::col(q, s);
         wf[g * (HR / 4) + s] = (valid && k < H) ? wrow[k] : 0.0f;
       }
     }
