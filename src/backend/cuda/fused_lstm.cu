@@ -53,7 +53,7 @@ constexpr unsigned kFull = 0xffffffffu;
 // Streaming weight gradients pays off while the GEMM's blocks find SMs of their own beside the recurrence's: on the
 // H200 at H = 50 a whole run took 96.4-97.4 us streaming vs 99.2-100.9 waiting at K = 1, 101.3-103.5 vs 105.8-106.9
 // at K = 16, but 149.8-151.6 vs 149.4-150.0 at K = 128 (the GEMM's polling blocks then share the recurrence's SMs).
-// In the cluster variant a progress word per warp (each with its fence every kWgL steps) cost more than it saved at
+// In the cluster variant a progress word per warp (each with its fence every chunk) cost more than it saved at
 // H = 128 (173.4 vs 170.8 us); one per block saves 1.5-3.3 us.
 constexpr int kStreamMaxB = 16;
 constexpr int kCl = 4;   // blocks per sequence in the cluster variant (64 < H <= 128)
@@ -90,7 +90,7 @@ struct Args {
   int64_t head_lo = 0, n_grad = 0;   // the head's gradients and the extras: fused-buffer entries [head_lo, n_grad)
   // The backward's progress, kCl words per sequence (one per block of a cluster; the one-block kernel uses the
   // first), each (epoch << 32) | v: every d gate of steps >= v (and every h of the forward) that the block stored is
-  // in the scratch. With `stream` set (few sequences) the recurrence publishes them every kWgL steps and the
+  // in the scratch. With `stream` set (few sequences) the recurrence publishes them at every chunk boundary and the
   // weight-gradient blocks, resident on other SMs (programmatic dependent launch), sum each chunk of timesteps as
   // soon as it is published instead of waiting for the whole recurrence kernel.
   unsigned long long* progress = nullptr;
@@ -508,11 +508,23 @@ __device__ void head_emit(const Args& a, const float* hl, const float* lg_s, con
 
 // Phase 5, the weight gradients as one GEMM: for gate row m (interleaved, m = 4 j + q) and column n of
 // z_t = [x_t, h_{t-1}, 1] (h_{-1} = 0; the last column gives the bias gradient), sum over the group's sequences in
-// slot order and over t in chunks of kWgL, the last chunk first (the backward's order), of dg_t[m] z_t[n]. A block
-// computes a kWgM x kWgN tile (each thread 2 x 4), staging a chunk of d gates and z in shared memory, the next
-// chunk's loads in flight while it computes. Streaming (Args::stream), a chunk's loads wait for the backward's
-// progress word instead of the whole recurrence kernel.
+// slot order and over t in chunks, the last chunk first (the backward's order), of dg_t[m] z_t[n]. A block computes a
+// kWgM x kWgN tile (each thread 2 x 4), staging a chunk of d gates and z in shared memory, the next chunk's loads in
+// flight while it computes. Streaming (Args::stream), a chunk's loads wait for the backward's progress word instead of
+// the whole recurrence kernel.
 constexpr int kWgM = 64, kWgN = 32, kWgL = 32, kWgThreads = 256;
+// The chunks: [0, kWgLast), then kWgL steps each from kWgLast up. Streaming, the chunk summed after the backward's
+// last step is the short first one (the others were summed while the backward ran), so the step waits for 8
+// timesteps' products there instead of 32.
+constexpr int kWgLast = 8;
+// The start of the chunk holding step t, and the smallest chunk start >= x (the progress the backward publishes once
+// every step from x on is stored).
+__device__ __forceinline__ int wg_chunk_floor(int t) {
+  return t < kWgLast ? 0 : kWgLast + (t - kWgLast) / kWgL * kWgL;
+}
+__device__ __forceinline__ int wg_chunk_ceil(int x) {
+  return x <= 0 ? 0 : (x <= kWgLast ? kWgLast : kWgLast + (x - kWgLast + kWgL - 1) / kWgL * kWgL);
+}
 // Sequence groups of the weight-gradient GEMM at most. (At K = 128, H = 50 on the H200: 32 groups of 4 sequences
 // 42 us for the GEMM and 4.9 us for the sums; 128 groups of one 43.5 and 12.1.)
 constexpr int kMaxGroups = 32;
@@ -535,23 +547,38 @@ __device__ __forceinline__ void wg_entries(const Args& a, int m, int n, int64_t*
 
 // grads[entries of (m[u], n[u])] += v[u] for the U elements with ok[u]: every old value loaded first (one memory
 // latency for all of them; a load after each store would wait one round trip per element, as they may alias).
+// wg_load takes the entries and their old values, wg_store adds and stores: the streaming GEMM loads before its
+// chunks, so no round trip is left after its last one.
+template <int U>
+struct WgOld {
+  int64_t e1[U], e2[U];
+  float o1[U], o2[U];
+};
+template <int U>
+__device__ __forceinline__ void wg_load(const Args& a, const int (&m)[U], const int (&n)[U], const bool (&ok)[U],
+                                        WgOld<U>& w) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    w.e1[u] = w.e2[u] = -1;
+    if (ok[u]) wg_entries(a, m[u], n[u], &w.e1[u], &w.e2[u]);
+    w.o1[u] = w.e1[u] >= 0 ? a.grads[w.e1[u]] : 0.0f;
+    w.o2[u] = w.e2[u] >= 0 ? a.grads[w.e2[u]] : 0.0f;
+  }
+}
+template <int U>
+__device__ __forceinline__ void wg_store(const Args& a, const WgOld<U>& w, const float (&v)[U]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    if (w.e1[u] >= 0) a.grads[w.e1[u]] = w.o1[u] + v[u];
+    if (w.e2[u] >= 0) a.grads[w.e2[u]] = w.o2[u] + v[u];
+  }
+}
 template <int U>
 __device__ __forceinline__ void wg_add(const Args& a, const int (&m)[U], const int (&n)[U], const bool (&ok)[U],
                                        const float (&v)[U]) {
-  int64_t e1[U], e2[U];
-  float o1[U], o2[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    e1[u] = e2[u] = -1;
-    if (ok[u]) wg_entries(a, m[u], n[u], &e1[u], &e2[u]);
-    o1[u] = e1[u] >= 0 ? a.grads[e1[u]] : 0.0f;
-    o2[u] = e2[u] >= 0 ? a.grads[e2[u]] : 0.0f;
-  }
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    if (e1[u] >= 0) a.grads[e1[u]] = o1[u] + v[u];
-    if (e2[u] >= 0) a.grads[e2[u]] = o2[u] + v[u];
-  }
+  WgOld<U> w;
+  wg_load(a, m, n, ok, w);
+  wg_store(a, w, v);
 }
 
 __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_constant__ Params p) {
@@ -585,10 +612,26 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
     for (int w = 0; w < a.words; ++w)
       while (!progress_reached(a.progress + static_cast<int64_t>(b) * kCl + w, a.epoch, t0)) __nanosleep(64);
   };
-  auto top = [&](int b) { return (gs[b - b_lo].length - 1) / kWgL * kWgL; };
+  // This thread's outputs, and (one sequence: added into the fused buffer) their old values, loaded now: only this
+  // thread writes them in this step, and the update that zeroed them has ended (this grid starts after the
+  // recurrence kernel's wait, which follows the projection's wait for the update).
+  int mm[8], nn[8];
+  bool ok[8];
+#pragma unroll
+  for (int u = 0; u < 8; ++u) {
+    mm[u] = m0 + 2 * ty + u / 4;
+    nn[u] = n0 + 4 * tx + u % 4;
+    ok[u] = mm[u] < G && nn[u] < NW;
+  }
+  WgOld<8> old;
+  if (a.groups == 1) wg_load(a, mm, nn, ok, old);
+  auto top = [&](int b) { return wg_chunk_floor(gs[b - b_lo].length - 1); };
+  // The end of the chunk starting at t0 in sequence b.
+  auto end = [&](int b, int t0) { return min(gs[b - b_lo].length, t0 == 0 ? kWgLast : t0 + kWgL); };
   float va[kA], vz[kZ];
   auto load = [&](int b, int t0) {
     const GatherSlot slot = gs[b - b_lo];
+    const int t_end = end(b, t0);
     const float* gcol = a.scratch + static_cast<int64_t>(b) * a.per_seq + lm;
     const float* hcol = a.scratch + static_cast<int64_t>(b) * a.per_seq + static_cast<int64_t>(a.t_cap) * (G + 2 * H) +
                         max(lc - F, 0);   // h_t at hcol[t * H]
@@ -596,12 +639,12 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
 #pragma unroll
     for (int i = 0; i < kA; ++i) {
       const int t = t0 + lt + i * (kWgThreads / kWgM);
-      va[i] = (row_ok && t < slot.length) ? gcol[static_cast<int64_t>(t) * G] : 0.0f;
+      va[i] = (row_ok && t < t_end) ? gcol[static_cast<int64_t>(t) * G] : 0.0f;
     }
 #pragma unroll
     for (int i = 0; i < kZ; ++i) {
       const int t = t0 + zt + i * (kWgThreads / kWgN);
-      const bool in = t < slot.length;
+      const bool in = t < t_end;
       if (zkind == 0) vz[i] = in ? xcol[static_cast<int64_t>(t) * F] : 0.0f;
       else if (zkind == 1) vz[i] = (in && t > 0) ? hcol[static_cast<int64_t>(t - 1) * H] : 0.0f;
       else vz[i] = (in && zkind == 2) ? 1.0f : 0.0f;
@@ -617,8 +660,9 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
 #pragma unroll
     for (int i = 0; i < kZ; ++i) Zs[tid + i * kWgThreads] = vz[i];
     __syncthreads();
-    int nb = b, nt = t0 - kWgL;
-    if (nt < 0) {
+    const int nl = end(b, t0) - t0;
+    int nb = b, nt = t0 == kWgLast ? 0 : t0 - kWgL;
+    if (t0 == 0) {
       ++nb;
       nt = nb < b_hi ? top(nb) : 0;
     }
@@ -627,7 +671,7 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
       load(nb, nt);   // in flight while this chunk is summed
     }
 #pragma unroll 8
-    for (int l = 0; l < kWgL; ++l) {
+    for (int l = 0; l < nl; ++l) {
       const float2 av = *reinterpret_cast<const float2*>(As + l * kWgM + 2 * ty);
       const float4 zv = *reinterpret_cast<const float4*>(Zs + l * kWgN + 4 * tx);
       acc[0][0] += av.x * zv.x;
@@ -643,18 +687,11 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
     b = nb;
     t0 = nt;
   }
-  int mm[8], nn[8];
-  bool ok[8];
   float v[8];
 #pragma unroll
-  for (int u = 0; u < 8; ++u) {
-    mm[u] = m0 + 2 * ty + u / 4;
-    nn[u] = n0 + 4 * tx + u % 4;
-    ok[u] = mm[u] < G && nn[u] < NW;
-    v[u] = acc[u / 4][u % 4];
-  }
+  for (int u = 0; u < 8; ++u) v[u] = acc[u / 4][u % 4];
   if (a.groups == 1) {
-    wg_add(a, mm, nn, ok, v);
+    wg_store(a, old, v);
   } else {
 #pragma unroll
     for (int u = 0; u < 8; ++u)
@@ -865,11 +902,11 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
   int published = len;   // streaming: the progress word's last value (all steps >= it are stored)
   for (int t0 = len - 1; t0 >= 0; t0 -= kRing) {
     // Steps >= t0 + 2 are in the scratch: the d gates of step t0 + 2 were stored in step t0 + 1, before its barrier.
-    // Published at the first group of kRing steps past each multiple of kWgL, before this thread's own stores of
+    // Published at the first group of kRing steps past each chunk boundary, before this thread's own stores of
     // the group, so the fence finds little left in flight; outside the unrolled steps, whose scheduling a fence (a
     // compiler barrier too) would constrain (inside them it cost ~90 cycles a step on the H200, even in runs that
     // never published).
-    const int v = (t0 + 2 + kWgL - 1) / kWgL * kWgL;   // a chunk boundary with every step >= it stored
+    const int v = wg_chunk_ceil(t0 + 2);   // a chunk boundary with every step >= it stored
     if (st.lead && v < published) {
       published = v;
       publish_progress(st.progress, st.epoch, v);
@@ -1204,7 +1241,7 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
 // The backward recurrence, seeded by d loss / d pooled h (`seed` at step seed_at, or at every step for the mean);
 // d gates replace the activations in gbuf.
 // Streaming (progress non-null), the block's active warps meet at a named barrier at the first group of 4 steps past
-// each multiple of kWgL, and thread 0 publishes the block's progress word (the warps meet at no barrier otherwise).
+// each chunk boundary, and thread 0 publishes the block's progress word (the warps meet at no barrier otherwise).
 __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const float (&wb)[kClCols], float seed,
                                                  int seed_at, unsigned long long* progress, uint32_t epoch,
                                                  int bar_threads) {
@@ -1232,7 +1269,7 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
   };
   for (int t0 = len - 1; t0 >= 0; t0 -= 4) {
     // Each warp stored step t0 + 1's d gates at its end (after its send), so steps >= t0 + 2 are all in.
-    const int v = (t0 + 2 + kWgL - 1) / kWgL * kWgL;
+    const int v = wg_chunk_ceil(t0 + 2);
     if (progress && v < published) publish(v);
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
