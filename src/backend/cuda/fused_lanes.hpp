@@ -3,8 +3,6 @@
 // and every load is aligned (a map that drops or repeats a column would still compile, and only some H would show it).
 #pragma once
 
-#include <algorithm>
-
 #ifndef RAGTRAIN_HD
 #ifdef __CUDACC__
 #define RAGTRAIN_HD __host__ __device__ __forceinline__
@@ -25,7 +23,8 @@ RAGTRAIN_HD int one_block_width(int H) {
 // read up to the width; zeros past H), and 8 (mod 32), so the backward's quarter warp reads 8 float4s — 4 gates' rows
 // (HP apart) x the slices of 2 units (16 bytes apart) — on distinct banks.
 RAGTRAIN_HD int one_block_pitch(int H, int width) {
-  int hp = std::max((H + 7) / 8 * 8, width);
+  int hp = (H + 7) / 8 * 8;
+  if (hp < width) hp = width;   // (std::max is not a device function)
   return hp + ((8 - hp % 32) + 32) % 32;
 }
 

@@ -401,29 +401,61 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
       }
 }
 
+// The fused-buffer (or partials) entry of the head's value i: fc.weight (i < C H), fc.bias, then loss, count, correct.
+__device__ __forceinline__ int64_t head_entry(const Args& a, int i) {
+  const int CH = a.C * a.H;
+  return i < CH ? a.lay.fc_w + i : (i < CH + a.C ? a.lay.fc_b + (i - CH) : a.lay.extras + (i - CH - a.C));
+}
+
 // Phase 3: logits, loss, d loss / d logits (in lg_s), d loss / d h_last (dh_s); the head's gradients are written
 // by head_emit after the backward recurrence (their read-modify-write of global memory waited one memory latency
 // on the way into the backward).
+// All of it in warp 0, one block barrier at the end: lane c takes the classes c, c + 32, ... (its logits' dot
+// products over h in a fixed order, four partial sums), the loss and d loss / d logits combine the lanes in a fixed
+// butterfly, and lane k takes d h_k, k + 32, ... (a sum over the classes in order). (Spread over the block — a warp
+// per class with a butterfly each, the softmax in warp 0, d h over the threads, three barriers — it took ~4.6 K
+// cycles at H = 50, C = 10 on the H200, most of it warps waiting at the barriers.)
 // fc_s: the head's weight and bias staged in shared memory before the recurrence, or null (read from global memory).
 // label: the sequence's class (classification), loaded ahead (at the kernel's start, or after the forward in the
-// cluster variant), not on this phase's path.
-// The loss and d loss / d logits in warp 0, lane l taking classes l, l + 32, ... and the lanes combined in a fixed
-// butterfly (one thread over the classes spent ~1,000 cycles of the step's critical path at C = 10).
+// cluster variant), not on this phase's path. old_s (or null): the other warps load the fused buffer's values of the
+// head's gradients into it meanwhile, for head_emit (a = the fused buffer's values, added to).
 __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, const float* fc_s,
-                     int pos, int label) {
+                     int pos, int label, float* old_s) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  const int H = a.H, C = a.C, warp = tid / 32, lane = tid % 32, nw = nt / 32;
-  const float* fcw = fc_s ? fc_s : a.params + a.lay.fc_w;
-  const float* fcb = fc_s ? fc_s + C * H : a.params + a.lay.fc_b;
-  for (int c = warp; c < C; c += nw) {
-    float s = 0.0f;
-#pragma unroll 4
-    for (int k = lane; k < H; k += 32) s += fcw[static_cast<int64_t>(c) * H + k] * hl[k];
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(kFull, s, o);
-    if (lane == 0) lg_s[c] = s + fcb[c];
+  const int H = a.H, C = a.C, lane = tid % 32;
+  if (old_s) {   // not warp 0 (unless it is the only one): their loads wait beside its chain
+    const int first = nt > 32 ? 32 : 0, n_old = C * H + C + 3;
+    for (int i0 = tid - first; i0 >= 0 && i0 < n_old; i0 += 4 * (nt - first)) {
+      float v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int i = i0 + u * (nt - first);
+        v[u] = i < n_old ? a.out[head_entry(a, i)] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (i0 + u * (nt - first) < n_old) old_s[i0 + u * (nt - first)] = v[u];
+    }
   }
-  __syncthreads();
-  if (warp == 0) {
+  if (tid < 32) {
+    const float* fcw = fc_s ? fc_s : a.params + a.lay.fc_w;
+    const float* fcb = fc_s ? fc_s + C * H : a.params + a.lay.fc_b;
+    const float* t = a.classification ? nullptr : a.targets + static_cast<int64_t>(pos) * C;
+    const float t_lane = (t && lane < C) ? t[lane] : 0.0f;   // in flight during the dot products
+    for (int c = lane; c < C; c += 32) {
+      const float* w = fcw + static_cast<int64_t>(c) * H;
+      float s4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      int k = 0;
+#pragma unroll 2
+      for (; k + 4 <= H; k += 4)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s4[e] += w[k + e] * hl[k + e];
+      if (k < H) s4[0] += w[k] * hl[k];   // H mod 4 left (no array index at run time: registers)
+      if (k + 1 < H) s4[1] += w[k + 1] * hl[k + 1];
+      if (k + 2 < H) s4[2] += w[k + 2] * hl[k + 2];
+      lg_s[c] = ((s4[0] + s4[1]) + (s4[2] + s4[3])) + fcb[c];
+    }
+    __syncwarp();
     float loss = 0.0f, hit = 0.0f;
     if (a.classification) {
       label = label < 0 ? 0 : (label >= C ? C - 1 : label);   // validated on the host; never index out of bounds
@@ -446,10 +478,9 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
       for (int c = lane; c < C; c += 32) lg_s[c] = expf(lg_s[c] - m) / sum - (c == label ? 1.0f : 0.0f);
     } else {
       const float inv_k = 1.0f / static_cast<float>(C);
-      const float* t = a.targets + static_cast<int64_t>(pos) * C;
       float sq = 0.0f;
       for (int c = lane; c < C; c += 32) {
-        const float diff = lg_s[c] - t[c];
+        const float diff = lg_s[c] - (c < 32 ? t_lane : t[c]);
         sq += diff * diff;
         lg_s[c] = 2.0f * diff * inv_k;
       }
@@ -460,48 +491,43 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
       misc[0] = loss;
       misc[1] = hit;
     }
-  }
-  __syncthreads();
-  for (int k = tid; k < H; k += nt) {
-    float s = 0.0f;
-    for (int c0 = 0; c0 < C; c0 += 8) {   // 8 loads in flight, then the sum in c order
-      float w[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) w[u] = c0 + u < C ? fcw[static_cast<int64_t>(c0 + u) * H + k] : 0.0f;
-#pragma unroll
-      for (int u = 0; u < 8; ++u)
-        if (c0 + u < C) s += w[u] * lg_s[c0 + u];
+    __syncwarp();   // d loss / d logits are in lg_s
+    for (int k = lane; k < H; k += 32) {
+      float s = 0.0f;
+      for (int c = 0; c < C; ++c) s += fcw[static_cast<int64_t>(c) * H + k] * lg_s[c];
+      dh_s[k] = s;
     }
-    dh_s[k] = s;
   }
   __syncthreads();
 }
 
 // The head's gradients (fc.weight, fc.bias) and the loss, count and correct, from what head() left in lg_s and misc
 // and its input hl (all untouched by the backward). seq: the sequence's index in the batch (its partials' row); in a
-// cluster every block runs the head (each needs d loss / d h of its own units) and one emits.
-__device__ void head_emit(const Args& a, const float* hl, const float* lg_s, const float* misc, int seq) {
+// cluster every block runs the head (each needs d loss / d h of its own units) and one emits. old_s: the old values
+// (head() loaded them), or null (loaded here).
+__device__ void head_emit(const Args& a, const float* hl, const float* lg_s, const float* misc, int seq,
+                          const float* old_s) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  const int H = a.H, C = a.C;
-  for (int i0 = tid; i0 < C * H + C + 3; i0 += 8 * nt) {   // fc.weight, fc.bias, loss, count, correct
+  const int H = a.H, C = a.C, lim = C * H + C + 3;
+  auto value = [&](int i) {
+    if (i < C * H) return lg_s[i / H] * hl[i % H];
+    if (i < C * H + C) return lg_s[i - C * H];
+    const int e = i - C * H - C;
+    return e == 0 ? misc[0] : (e == 1 ? 1.0f : misc[1]);
+  };
+  if (old_s) {
+    for (int i = tid; i < lim; i += nt) a.out[head_entry(a, i)] = old_s[i] + value(i);
+    return;
+  }
+  for (int i0 = tid; i0 < lim; i0 += 8 * nt) {   // fc.weight, fc.bias, loss, count, correct
     float v[8];
     int64_t at[8];
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
       const int i = i0 + u * nt;
-      if (i < C * H) {
-        v[u] = lg_s[i / H] * hl[i % H];
-        at[u] = a.lay.fc_w + i;
-      } else if (i < C * H + C) {
-        v[u] = lg_s[i - C * H];
-        at[u] = a.lay.fc_b + (i - C * H);
-      } else {
-        const int e = i - C * H - C;
-        v[u] = e == 0 ? misc[0] : (e == 1 ? 1.0f : misc[1]);
-        at[u] = a.lay.extras + e;
-      }
+      v[u] = i < lim ? value(i) : 0.0f;
+      at[u] = i < lim ? head_entry(a, i) : 0;
     }
-    const int lim = C * H + C + 3;
     emit_batch<8>(a, seq, v, [&](int u) { return at[u]; }, [&](int u) { return i0 + u * nt < lim; });
   }
 }
@@ -1066,12 +1092,14 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   }
   mark(a, 2);
 
-  head(a, pooled, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label);
+  // The prologue's staging area holds the head's old gradient values meanwhile (one sequence: added to in place).
+  float* const old_s = a.accumulate && a.C * H + a.C + 3 <= nt * (HR + 1) ? fc_s + a.fc_smem : nullptr;
+  head(a, pooled, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label, old_s);
   mark(a, 3);
 
   backward_recurrence<HR>(st, wb, acc.at);
   mark(a, 4);
-  head_emit(a, pooled, lg_s, misc, static_cast<int>(blockIdx.x));   // the backward left h_s, lg_s and misc alone
+  head_emit(a, pooled, lg_s, misc, static_cast<int>(blockIdx.x), old_s);   // the backward left h_s, lg_s, misc alone
 }
 
 // ---- The cluster variant (64 < H <= 128) ----
@@ -1409,7 +1437,7 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   mark(a, 2);
 
   // Each block runs the head (so each has d loss / d pooled h of its own units); block 0 emits its gradients.
-  head(a, pool_s, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label);
+  head(a, pool_s, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label, nullptr);
   mark(a, 3);
 
   const float seed = valid ? (a.pool == 1 ? dh_s[j] / static_cast<float>(len) : dh_s[j]) : 0.0f;
@@ -1419,7 +1447,7 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
     cluster_backward(st, wb, seed, a.pool == 0 ? len - 1 : acc.at,
                      a.stream ? a.progress + static_cast<int64_t>(seq) * kCl + rank : nullptr, a.epoch, bar_threads);
   mark(a, 4);
-  if (rank == 0) head_emit(a, pool_s, lg_s, misc, seq);
+  if (rank == 0) head_emit(a, pool_s, lg_s, misc, seq, nullptr);
   cluster.sync();   // no block leaves while another may still read or wait on anything of it
 }
 
