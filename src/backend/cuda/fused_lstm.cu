@@ -135,6 +135,19 @@ __device__ __forceinline__ float sigmoid_scaled(float v) { return rcp_ftz(1.0f +
 __device__ __forceinline__ float sigmoid_f(float v) { return sigmoid_scaled(v * kNegLog2e); }
 __device__ __forceinline__ float tanh_f(float v) { return 2.0f * sigmoid_scaled(v * (2.0f * kNegLog2e)) - 1.0f; }
 
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// 4 (16) bytes global -> shared, asynchronously; zeros when !ok (src is then not read).
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool ok) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(ok ? 4 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(ok ? 16 : 0)
+               : "memory");
+}
+
 // The projection and the split weight-gradient GEMM run on the tensor cores, three tf32 products per float product
 // (tf32_split.hpp): float accuracy, as the CPU reference needs. Both are deterministic: fixed tiles, fixed order of
 // the mma instructions.
@@ -1003,48 +1016,29 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   float* hbuf = tcbuf + a.t_cap * H;
   mark(a, 0);
 
-  // Recurrent weights into registers, every load in flight at once (one memory latency): forward, the four gates'
-  // rows of unit j at lane q's slice of the columns; backward, gate q's rows at slice j & 3 of the rows for the
-  // columns of the four units of j's group (slice_matvec). The backward's straight from global memory (a warp's load
-  // touches 8 sectors); the rows through shared memory, a warp copying its 4 x 8 rows (for each gate 8 H contiguous
-  // floats) with coalesced loads: straight loads of the rows touch 32 sectors each, and at K = 128, where this
-  // prologue cannot overlap the projection, they took 8.2 K cycles on the H200. (Lanes past H load the weights of
-  // their group's other units too: those units' sums need every slice.)
-  float wf[HR], wb[HR];
+  // Recurrent weights into registers: forward, the four gates' rows of unit j at lane q's slice of the columns;
+  // backward, gate q's rows at slice j & 3 of the rows for the columns of the four units of j's group (slice_matvec;
+  // lanes past H hold their group's other units' weights too: those units' sums need every slice). All of W_hh goes
+  // through shared memory first, row-major, warp w copying the four gates' rows of units 8 w .. 8 w + 7 (for each gate
+  // 8 H contiguous floats) by cp.async, every copy in flight at once; each lane reads its forward row slices there
+  // now, and its backward column entries after the forward (they hold no registers through it). (The backward's
+  // entries read straight from global memory touched 8-16 sectors a warp's load for 4 useful bytes a lane: on the H200
+  // the prologue took ~3.9 us at H = 50, the first step waiting for it; rows straight into registers, 32 sectors a
+  // load, took 8.2 K cycles at K = 128.)
+  constexpr int P = HR + 1;                // odd: a warp's 32 rows start on distinct banks
+  float* const wall = fc_s + a.fc_smem;   // (warp, gate, unit - 8 warp) x P
+  float wf[HR];
   {
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {   // slot u: column j ^ u
-      const float* wcol = a.params + a.lay.w_hh[q] + (j ^ u);
-#pragma unroll
-      for (int s = 0; s < HR / 4; ++s) {
-        const int i = LaneSlice<HR>::col(j & 3, s);
-        wb[u * (HR / 4) + s] = ((j ^ u) < H && i < H) ? __ldg(wcol + static_cast<int64_t>(i) * H) : 0.0f;
-      }
-    }
-    constexpr int P = HR + 1;   // odd: a warp's 32 rows start on distinct banks
-    float* const wst = fc_s + a.fc_smem + (tid >> 5) * 32 * P;   // this warp's rows: (gate, unit - 8 warp) x P
+    float* const wst = wall + (tid >> 5) * 32 * P;   // this warp's rows
     const int j0 = (tid >> 5) * 8, n = max(0, min(8, H - j0)) * H;
     const float inv_h = 1.0f / static_cast<float>(H);   // (e + 0.5) / H is >= 1 / (2 H) from an integer: exact floor
-#pragma unroll
+#pragma unroll 1
     for (int g = 0; g < 4; ++g) {
       const float* src = a.params + a.lay.w_hh[g] + static_cast<int64_t>(j0) * H;
-      float v[HR / 4];   // 32 lanes x HR / 4 = 8 HR >= 8 H floats
 #pragma unroll
-      for (int u = 0; u < HR / 4; ++u) v[u] = lane + 32 * u < n ? __ldg(src + lane + 32 * u) : 0.0f;
-#pragma unroll
-      for (int u = 0; u < HR / 4; ++u) {
+      for (int u = 0; u < HR / 4; ++u) {   // 32 lanes x HR / 4 = 8 HR >= 8 H floats
         const int e = lane + 32 * u, row = static_cast<int>((static_cast<float>(e) + 0.5f) * inv_h);
-        if (e < n) wst[(8 * g + row) * P + (e - row * H)] = v[u];
-      }
-    }
-    __syncwarp();
-#pragma unroll
-    for (int g = 0; g < 4; ++g) {   // slot g: gate q ^ g
-      const float* wrow = wst + (8 * (q ^ g) + (lane >> 2)) * P;
-#pragma unroll
-      for (int s = 0; s < HR / 4; ++s) {
-        const int k = LaneSlice<HR>::col(q, s);
-        wf[g * (HR / 4) + s] = (valid && k < H) ? wrow[k] : 0.0f;
+        if (e < n) cp_async4(wst + (8 * g + row) * P + (e - row * H), src + e, true);
       }
     }
     for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
@@ -1061,7 +1055,17 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
       for (int u = 0; u < 4; ++u)
         if (i0 + u * nt < nfc) fc_s[i0 + u * nt] = v[u];
     }
-    __syncthreads();
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();   // all of W_hh, h_s and fc_s in shared memory
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {   // slot g: gate q ^ g
+      const float* wrow = wst + (8 * (q ^ g) + (lane >> 2)) * P;
+#pragma unroll
+      for (int s = 0; s < HR / 4; ++s) {
+        const int k = LaneSlice<HR>::col(q, s);
+        wf[g * (HR / 4) + s] = (valid && k < H) ? wrow[k] : 0.0f;
+      }
+    }
   }
   // Everything above read only the parameters; gbuf is the projection kernel's output (launched before this one
   // with programmatic dependent launch, so the staging above overlapped it).
@@ -1082,6 +1086,24 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
                 tc_j,  save_j, a.progress + blockIdx.x * kCl, a.epoch, tid == 0 && a.stream};
   PoolAcc acc;
   const int cur = forward_recurrence<HR>(st, wf, acc);
+  float wb[HR];   // the backward's weights from the staged W_hh (untouched since the prologue)
+  {
+    // Row i of gate q (unit i's row) is row 8 q + i % 8 of warp i / 8's rows; the slice's float4 blocks, i = 16 b +
+    // 4 k + e, are rows 8 q + 4 (k & 1) + e of warp 2 b + k / 2: one base and constant offsets.
+    const int k = j & 3;
+    const float* const wcol = wall + ((k >> 1) * 32 + 8 * q + 4 * (k & 1)) * P;
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {   // slot u: column j ^ u
+      const int c = j ^ u;
+#pragma unroll
+      for (int s = 0; s < HR / 4; ++s) {
+        const int i = LaneSlice<HR>::col(k, s);
+        const float* const at = s < 4 * LaneSlice<HR>::kF4 ? wcol + (64 * (s / 4) + s % 4) * P + c
+                                                            : wall + ((i >> 3) * 32 + 8 * q + (i & 7)) * P + c;
+        wb[u * (HR / 4) + s] = (c < H && i < H) ? *at : 0.0f;
+      }
+    }
+  }
   // The head's input: h_{len-1} as it is, or the pooled vector in the other half of h_s (h_{len-2}, which nothing
   // reads any more: every thread passed the last step's barrier).
   const float* pooled = h_s + cur * HP;
@@ -1131,9 +1153,6 @@ constexpr int kClSmemFixed = kClBars + 10 * kClVec + 2 * kMaxH + 4;   // bars, h
 // so the two units of a warp (j, j + 4) are adjacent and go out as one 8-byte store.
 __device__ __forceinline__ int h_slot(int j) { return kClPart * (j & 3) + (j >> 2); }
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 // The same shared-memory offset in block `rank` of the cluster.
 __device__ __forceinline__ uint32_t remote_addr(uint32_t local, int rank) {
   uint32_t r;
@@ -1467,16 +1486,6 @@ constexpr int kSgC = 32;              // timesteps per staged chunk
 constexpr int kSgWarps = 12;          // warps of a block tile at most (two blocks an SM)
 constexpr int kSgMaxThreads = 32 * kSgWarps;
 __device__ const float kOneF = 1.0f;  // the source of z's bias column
-
-// 4 (16) bytes global -> shared, asynchronously; zeros when !ok (src is then not read).
-__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool ok) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(ok ? 4 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(ok ? 16 : 0)
-               : "memory");
-}
 
 // split_grad_kernel's shared memory (split_smem_bytes).
 struct SplitSmem {
