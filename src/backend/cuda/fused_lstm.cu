@@ -430,26 +430,11 @@ __device__ __forceinline__ int64_t head_entry(const Args& a, int i) {
 // cycles at H = 50, C = 10 on the H200, most of it warps waiting at the barriers.)
 // fc_s: the head's weight and bias staged in shared memory before the recurrence, or null (read from global memory).
 // label: the sequence's class (classification), loaded ahead (at the kernel's start, or after the forward in the
-// cluster variant), not on this phase's path. old_s (or null): the other warps load the fused buffer's values of the
-// head's gradients into it meanwhile, for head_emit (a = the fused buffer's values, added to).
+// cluster variant), not on this phase's path.
 __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, const float* fc_s,
-                     int pos, int label, float* old_s) {
-  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+                     int pos, int label) {
+  const int tid = static_cast<int>(threadIdx.x);
   const int H = a.H, C = a.C, lane = tid % 32;
-  if (old_s) {   // not warp 0 (unless it is the only one): their loads wait beside its chain
-    const int first = nt > 32 ? 32 : 0, n_old = C * H + C + 3;
-    for (int i0 = tid - first; i0 >= 0 && i0 < n_old; i0 += 4 * (nt - first)) {
-      float v[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int i = i0 + u * (nt - first);
-        v[u] = i < n_old ? a.out[head_entry(a, i)] : 0.0f;
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u)
-        if (i0 + u * (nt - first) < n_old) old_s[i0 + u * (nt - first)] = v[u];
-    }
-  }
   if (tid < 32) {
     const float* fcw = fc_s ? fc_s : a.params + a.lay.fc_w;
     const float* fcb = fc_s ? fc_s + C * H : a.params + a.lay.fc_b;
@@ -517,7 +502,7 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
 // The head's gradients (fc.weight, fc.bias) and the loss, count and correct, from what head() left in lg_s and misc
 // and its input hl (all untouched by the backward). seq: the sequence's index in the batch (its partials' row); in a
 // cluster every block runs the head (each needs d loss / d h of its own units) and one emits. old_s: the old values
-// (head() loaded them), or null (loaded here).
+// (loaded in the recurrence's prologue), or null (loaded here).
 __device__ void head_emit(const Args& a, const float* hl, const float* lg_s, const float* misc, int seq,
                           const float* old_s) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
@@ -1027,6 +1012,10 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   // load, took 8.2 K cycles at K = 128.)
   constexpr int P = HR + 1;                // odd: a warp's 32 rows start on distinct banks
   float* const wall = fc_s + a.fc_smem;   // (warp, gate, unit - 8 warp) x P
+  // One sequence with a small head: the fused buffer's values of the head's gradients, copied here with W_hh, so that
+  // head_emit after the backward adds to them without a load (nothing else writes them during the step; the update
+  // that zeroed them has ended: this grid starts after the projection's wait).
+  float* const old_s = a.accumulate && a.fc_smem ? wall + nt * P : nullptr;
   float wf[HR];
   {
     float* const wst = wall + (tid >> 5) * 32 * P;   // this warp's rows
@@ -1041,6 +1030,8 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
         if (e < n) cp_async4(wst + (8 * g + row) * P + (e - row * H), src + e, true);
       }
     }
+    if (old_s)
+      for (int i = tid; i < a.C * H + a.C + 3; i += nt) cp_async4(old_s + i, a.out + head_entry(a, i), true);
     for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
     // The head's parameters too: at the last step the head then waits on no global load (4 in flight per thread).
     const int nfc = a.fc_smem ? a.C * H + a.C : 0;
@@ -1114,9 +1105,7 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   }
   mark(a, 2);
 
-  // The prologue's staging area holds the head's old gradient values meanwhile (one sequence: added to in place).
-  float* const old_s = a.accumulate && a.C * H + a.C + 3 <= nt * (HR + 1) ? fc_s + a.fc_smem : nullptr;
-  head(a, pooled, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label, old_s);
+  head(a, pooled, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label);
   mark(a, 3);
 
   backward_recurrence<HR>(st, wb, acc.at);
@@ -1456,7 +1445,7 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   mark(a, 2);
 
   // Each block runs the head (so each has d loss / d pooled h of its own units); block 0 emits its gradients.
-  head(a, pool_s, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label, nullptr);
+  head(a, pool_s, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label);
   mark(a, 3);
 
   const float seed = valid ? (a.pool == 1 ? dh_s[j] / static_cast<float>(len) : dh_s[j]) : 0.0f;
@@ -1809,8 +1798,10 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   // The head's parameters go to shared memory when small: at the last step the head then waits on no global load.
   const int64_t C = shape.outputs;
   fc_smem_ = C * (H + 1) <= 8192 ? static_cast<int32_t>((C * (H + 1) + 3) / 4 * 4) : 0;
-  // (The one-block kernel's prologue stages W_hh's rows after these: threads x (hr_ + 1) floats.)
-  const int64_t fixed = (hr_ > 0 ? 2 * HP_ + 8 * HP_ + HP_ + 4 + threads_ * (hr_ + 1) : kClSmemFixed) + Cp_ + fc_smem_;
+  // (The one-block kernel's prologue stages W_hh after these, threads x (hr_ + 1) floats, and with a small head the
+  // fused buffer's values of its gradients after that.)
+  const int64_t staged = threads_ * (hr_ + 1) + (fc_smem_ ? (C * (H + 1) + 3 + 3) / 4 * 4 : 0);
+  const int64_t fixed = (hr_ > 0 ? 2 * HP_ + 8 * HP_ + HP_ + 4 + staged : kClSmemFixed) + Cp_ + fc_smem_;
   RT_CHECK(fixed * static_cast<int64_t>(sizeof(float)) <= optin, "fused LSTM: the head exceeds shared memory");
   fc_ = std::min(round_up(F, 8), 64);   // input projection: features per shared-memory chunk
   smem_bytes_ = static_cast<size_t>(fixed) * sizeof(float);

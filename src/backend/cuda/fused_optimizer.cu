@@ -89,18 +89,22 @@ __device__ __forceinline__ UpdateScalars update_scalars(const OptimizerArgs& a, 
 }
 
 // One element: the gradient sum g_sum, the parameter p and the moments m, v as loaded; writes back p, m, v.
+// Kind: the optimizer (OptimizerArgs::kind) when known at compile time, else -1 (a.kind): the cluster shape runs once
+// a step on cold instruction caches, so it carries only its optimizer's code (each instruction it runs is fetched).
+template <int Kind>
 __device__ __forceinline__ void update_element(const OptimizerArgs& a, const UpdateScalars& u, int64_t i, float g_sum,
                                                float p, float m_old, float v_old) {
   float g = __fmul_rn(g_sum, u.inv);
   if (u.clipping) g = __fmul_rn(g, u.scale);
   const float lr = a.lr, wd = a.weight_decay;
-  if (a.kind == 0) {   // SGD with momentum, torch.optim.SGD
+  const int kind = Kind >= 0 ? Kind : a.kind;
+  if (kind == 0) {   // SGD with momentum, torch.optim.SGD
     g = __fadd_rn(g, __fmul_rn(wd, p));
     const float m = a.first_step ? g : __fadd_rn(__fmul_rn(a.momentum, m_old), g);
     a.m[i] = m;
     p = __fsub_rn(p, __fmul_rn(lr, a.momentum > 0.0f ? m : g));
   } else {             // Adam (L2 in the gradient) or AdamW (decoupled decay)
-    if (a.kind == 2)
+    if (kind == 2)
       p = __fmul_rn(p, __fsub_rn(1.0f, __fmul_rn(lr, wd)));
     else
       g = __fadd_rn(g, __fmul_rn(wd, p));
@@ -154,6 +158,7 @@ __device__ __forceinline__ double sum_squares(const OptimizerArgs& a, int64_t fi
   return s;
 }
 // The update of this thread's elements (skip: a non-finite step, only the gradient buffer is zeroed for the next).
+template <int Kind>
 __device__ __forceinline__ void update_elems(const OptimizerArgs& a, const UpdateScalars& u, int64_t first, int64_t X,
                                              const Elems& e, bool skip) {
 #pragma unroll
@@ -161,12 +166,12 @@ __device__ __forceinline__ void update_elems(const OptimizerArgs& a, const Updat
     const int64_t i = first + k * X;
     if (i >= a.n) continue;
     a.grads[i] = 0.0f;   // the fused buffer starts the next step at zero
-    if (!skip) update_element(a, u, i, e.g[k], e.p[k], e.m[k], e.v[k]);
+    if (!skip) update_element<Kind>(a, u, i, e.g[k], e.p[k], e.m[k], e.v[k]);
   }
   for (int64_t i = first + kPer * X; i < a.n; i += X) {
     const float g = a.grads[i];
     a.grads[i] = 0.0f;
-    if (!skip) update_element(a, u, i, g, a.params[i], a.m[i], a.v ? a.v[i] : 0.0f);
+    if (!skip) update_element<Kind>(a, u, i, g, a.params[i], a.m[i], a.v ? a.v[i] : 0.0f);
   }
 }
 
@@ -207,45 +212,55 @@ __global__ void __launch_bounds__(kThreads) fused_optimizer(OptimizerArgs a) {
   // A NaN/Inf anywhere in the summed gradient makes the norm non-finite. Every block sees the same norm and loss
   // (and so does the host, from readback), so every block and every rank skips the update together: the
   // parameters and moments stay as they were, only the buffer is zeroed for the next step.
-  update_elems(a, update_scalars(a, inv, norm), first, X, e, !isfinite(norm) || !isfinite(loss));
+  update_elems<-1>(a, update_scalars(a, inv, norm), first, X, e, !isfinite(norm) || !isfinite(loss));
 }
 
-// The small-model shape: one cluster of kClusterBlocks blocks, every element among a thread's first kPer.
-__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kClusterThreads)
+// The small-model shape: one cluster of kClusterBlocks blocks, every element among a thread's first kPer, and one
+// more warp a block: in block 0 it hands the totals to the host (their system-scope fence waited ~1 us on the H200,
+// in the thread that then updated its own elements), elsewhere it only takes part in the barriers.
+constexpr int kClusterBlockThreads = kClusterThreads + 32;
+template <int Kind>
+__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kClusterBlockThreads)
     fused_optimizer_cluster(OptimizerArgs a) {
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   __shared__ double part;   // this block's sum of squares, read by every block of the cluster
+  const bool worker = threadIdx.x < kClusterThreads;
   const int64_t X = static_cast<int64_t>(kClusterBlocks) * kClusterThreads;
   const int64_t first = static_cast<int64_t>(cluster.block_rank()) * kClusterThreads + threadIdx.x;
   Elems e;
-  load_state(a, first, X, e);
+  if (worker) load_state(a, first, X, e);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");   // launched early (programmatic dependent launch)
 #endif
-  load_grads(a, first, X, e);
+  if (worker) load_grads(a, first, X, e);
   const float count = a.extras[1];
   const float loss = a.extras[0];
   const float correct = a.extras[2];
   const bool any = count > 0.0f;
   const float inv = any ? __fdiv_rn(1.0f, count) : 0.0f;
-  double s = any ? sum_squares(a, first, X, inv, e) : 0.0;
-  s = block_sum<kClusterThreads>(s);
+  double s = any && worker ? sum_squares(a, first, X, inv, e) : 0.0;
+  s = block_sum<kClusterBlockThreads>(s);   // the extra warp adds +0.0 last: the same bits
   if (threadIdx.x == 0) part = s;
   cluster.sync();   // every block's part is written (and every block read count and loss above)
+  double pb[kClusterBlocks];
+#pragma unroll
+  for (int b = 0; b < kClusterBlocks; ++b) pb[b] = *cluster.map_shared_rank(&part, b);   // all in flight
   double t = 0.0;
-  for (int b = 0; b < kClusterBlocks; ++b) t += *cluster.map_shared_rank(&part, b);   // the same order everywhere
+#pragma unroll
+  for (int b = 0; b < kClusterBlocks; ++b) t += pb[b];   // the same order everywhere
   const double norm = sqrt(t);   // consumes the remote reads: they are complete before the arrival below
   // No block may leave (taking its part with it) before all have read it: arrive now, wait at the end. Relaxed:
   // it orders no memory (a release arrival waits for this thread's outstanding memory operations).
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-  if (cluster.block_rank() == 0 && threadIdx.x == 0) publish_totals(a, loss, count, correct, norm);
+  if (cluster.block_rank() == 0 && threadIdx.x == kClusterThreads) publish_totals(a, loss, count, correct, norm);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The next step's input projection may start staging its features now; it waits for this grid's end before it
   // reads a parameter.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-  if (any) update_elems(a, update_scalars(a, inv, norm), first, X, e, !isfinite(norm) || !isfinite(loss));
+  if (any && worker)
+    update_elems<Kind>(a, update_scalars(a, inv, norm), first, X, e, !isfinite(norm) || !isfinite(loss));
   asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
 }
 
@@ -279,11 +294,14 @@ bool launch_optimizer_step(const OptimizerArgs& a, cudaStream_t s, bool try_pdl)
     pdl[0].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(kClusterBlocks);
-    cfg.blockDim = dim3(kClusterThreads);
+    cfg.blockDim = dim3(kClusterBlockThreads);
     cfg.stream = s;
     cfg.attrs = pdl;
     cfg.numAttrs = 1;
-    CUDA_CHECK(cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(fused_optimizer_cluster), args));
+    const void* k = a.kind == 0   ? reinterpret_cast<const void*>(fused_optimizer_cluster<0>)
+                    : a.kind == 1 ? reinterpret_cast<const void*>(fused_optimizer_cluster<1>)
+                                  : reinterpret_cast<const void*>(fused_optimizer_cluster<2>);
+    CUDA_CHECK(cudaLaunchKernelExC(&cfg, k, args));
     return try_pdl;
   }
   // Cooperative and, where the runtime allows both together, programmatic dependent launch (its launch then overlaps
