@@ -8,9 +8,9 @@ for line in open(sys.argv[1]):
     d.setdefault(int(tag), {})[int(kind)] = int(t)
 names = {0: "proj start", 1: "proj after wait", 2: "proj first block end", 3: "proj last block end",
          10: "rec start", 11: "rec prologue done", 12: "rec after wait", 13: "rec forward done", 14: "rec head done",
-         15: "rec backward done", 16: "rec end", 20: "gemm start", 21: "gemm last ready", 22: "gemm loop done",
+         15: "rec backward done", 16: "rec end", 17: "head logits", 18: "head softmax", 19: "head dh", 24: "rec forward loop end", 20: "gemm start", 21: "gemm last ready", 22: "gemm loop done",
          23: "gemm end"}
-onames = {0: "opt start", 1: "opt after wait", 2: "opt sums", 3: "opt cluster sync", 4: "opt update done", 5: "opt end", 6: "opt published"}
+onames = {0: "opt start", 1: "opt after wait", 2: "opt sums", 3: "opt cluster sync", 4: "opt update done", 5: "opt end", 6: "opt published", 7: "opt norm"}
 opts = sorted(opt.values(), key=lambda o: o.get(1, 0))
 rows = {}
 runs = [f for f in fused.values() if 0 in f and 12 in f and 23 in f]
