@@ -632,7 +632,6 @@ void CudaBackend::forward_backward(const std::vector<int64_t>& positions) {
   // Launched by the previous update with exactly these sequences (prepare_next): only its end event is left.
   const bool taken = ahead_ && use_fused_ && slots_ == ahead_slots_;
   ahead_ = false;
-  fused_ran_ = taken || (!slots_.empty() && use_fused_);   // this step's gradients are the fused kernel's last run
   if (taken) {
     if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.fb_end.get(), s));
     return;
@@ -727,12 +726,6 @@ StepTotals CudaBackend::update(float lr) {
   a.step_size = lr / bc1;
   a.first_step = t == 1;
   a.clip = c.clip;
-  if (single_rank_ && use_fused_ && fused_ran_) {   // no all-reduce between: wait for the run's flags
-    const FusedLstm::DoneFlags d = fused_lstm_->done_flags();
-    a.done = d.words;
-    a.n_done = d.n;
-    a.done_epoch = d.epoch;
-  }
   opt_pdl_ = launch_optimizer_step(a, s, opt_pdl_);
   ++opt_launches_;
   if (ev.end_marked) CUDA_CHECK(cudaEventRecord(ev.opt_end.get(), s));

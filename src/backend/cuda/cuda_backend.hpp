@@ -155,7 +155,6 @@ class CudaBackend final : public Backend {
   int opt_blocks_ = 1;
   bool opt_pdl_ = true;            // the optimizer's launch may be programmatic-dependent (until refused once)
   bool fused_clean_ = true;               // the update leaves the fused buffer zeroed
-  bool fused_ran_ = false;                // this step's gradients come from the fused kernel's last run
 
   // The training shard on the device (copied once).
   DeviceBuffer<float> features_;          // (timesteps, F)

@@ -104,15 +104,6 @@ struct Args {
   int32_t packed_floats = 0;
   unsigned long long* pack_flags = nullptr;   // (kPack)
   int32_t pack_rows = 0;                      // the projection grid's first rows, holding the pack blocks (cluster)
-  // The one-block recurrence waits for its sequence's projection blocks by their epoch-tagged flags (word b proj_x +
-  // chunk, written after the block's stores), not for the end of the whole projection grid (null: the cluster
-  // variant, which waits for the grid).
-  unsigned long long* proj_flags = nullptr;
-  int32_t proj_x = 0;                         // projection chunks a sequence
-  // One sequence, streaming (done != null): each weight-gradient block raises its flag (epoch-tagged) once its sums are
-  // in the fused buffer and the recurrence's last word says its head gradients and totals are there too, so an
-  // optimizer that knows the flags starts on them, not on the end of this grid (FusedLstm::done_flags).
-  unsigned long long* done = nullptr;
 };
 
 struct Params {
@@ -421,10 +412,6 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
           *reinterpret_cast<float2*>(gb + tt * G + r) =
               make_float2(bias[ni][0] + acc[mi][ni][2 * h], bias[ni][1] + acc[mi][ni][2 * h + 1]);
       }
-  if (a.proj_flags) {
-    __syncthreads();   // every thread's stores, then the flag (publish_progress's fence)
-    if (tid == 0) publish_progress(a.proj_flags + b * a.proj_x + blockIdx.x, a.epoch, 0);
-  }
 }
 
 // The fused-buffer (or partials) entry of the head's value i: fc.weight (i < C H), fc.bias, then loss, count, correct.
@@ -737,16 +724,6 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
 #pragma unroll
     for (int u = 0; u < 8; ++u)
       if (ok[u]) a.wpart[(static_cast<int64_t>(g) * NW + nn[u]) * a.wstride + mm[u]] = v[u];
-  }
-  if (a.done) {
-    // The recurrence's head gradients and totals are stored (its last word, -1), and so are this block's sums
-    // (the barrier): then the block's flag.
-    if (tid == 0)
-      while (!progress_reached(a.progress + static_cast<int64_t>(b_lo) * kCl, a.epoch, -1)) __nanosleep(32);
-    __syncthreads();
-    if (tid == 0)
-      publish_progress(a.done + (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x, a.epoch, 0);
-    return;
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Streaming, this grid may otherwise end before the recurrence kernel (whose head gradients and totals the next
@@ -1085,15 +1062,11 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
       }
     }
   }
-  // Everything above read only the parameters (final: this grid starts once every projection block has waited for
-  // the update); gbuf is the projection kernel's output (launched before this one with programmatic dependent launch,
-  // so the staging above overlapped it): its blocks of this sequence raise their flags after their stores (the
-  // projection grid's end, flushed, came ~0.7 us after its last block's stores on the H200).
-  for (int c = tid; c < (len + a.tc - 1) / a.tc; c += nt)
-    while (!progress_reached(a.proj_flags + blockIdx.x * a.proj_x + c, a.epoch, 0)) __nanosleep(32);
-  __syncthreads();
+  // Everything above read only the parameters; gbuf is the projection kernel's output (launched before this one
+  // with programmatic dependent launch, so the staging above overlapped it).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // The weight-gradient kernel may be scheduled now (what it reads before the recurrence's progress words is final).
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  // The weight-gradient kernel may be scheduled now: it waits for this grid's end before it reads anything.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   mark(a, 1);
@@ -1147,10 +1120,6 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   backward_recurrence<HR>(st, wb, acc.at);
   mark(a, 4);
   head_emit(a, pooled, lg_s, misc, static_cast<int>(blockIdx.x), old_s);   // the backward left h_s, lg_s, misc alone
-  if (a.done) {   // the head's gradients and totals are stored: the weight-gradient blocks' flags wait for this
-    __syncthreads();
-    if (tid == 0) publish_progress(a.progress + blockIdx.x * kCl, a.epoch, -1);
-  }
 }
 
 // ---- The cluster variant (64 < H <= 128) ----
@@ -1872,10 +1841,6 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   packed_floats_ = hr_ > 0 ? 0 : kCl * 2 * kClCols * kClThreads;
   if (packed_floats_ > 0) packed_.resize_discard(static_cast<size_t>(packed_floats_));
   pack_flags_.resize_discard(kPack);
-  // One flag per weight-gradient block of a one-sequence run (its grid: gate-row tiles x column tiles).
-  n_done_ = ((G + kWgM - 1) / kWgM) * ((F + H + 1 + kWgN - 1) / kWgN);
-  done_flags_.resize_discard(static_cast<size_t>(n_done_));
-  CUDA_CHECK(cudaMemset(done_flags_.get(), 0, static_cast<size_t>(n_done_) * sizeof(unsigned long long)));
   // Epoch 0 is never a run's: a flag not yet written reads as not packed.
   CUDA_CHECK(cudaMemset(pack_flags_.get(), 0, kPack * sizeof(unsigned long long)));
   slots_host_ = PinnedBuffer<GatherSlot>(kMaxGatherSlots, false);
@@ -1920,8 +1885,6 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   progress_.resize_discard(static_cast<size_t>(cap_B_ * kCl));
   // Epoch 0 is never a run's: a word not yet written this run never reads as progress.
   CUDA_CHECK(cudaMemset(progress_.get(), 0, progress_.size() * sizeof(unsigned long long)));
-  proj_flags_.resize_discard(static_cast<size_t>(cap_B_ * (cap_T_ / 8 + 1)));   // chunks of >= 8 timesteps
-  CUDA_CHECK(cudaMemset(proj_flags_.get(), 0, proj_flags_.size() * sizeof(unsigned long long)));
   if (cap_B_ > 1) {
     partials_.resize_discard(static_cast<size_t>(cap_B_ * stride_));
     CUDA_CHECK(cudaMemset(partials_.get(), 0, partials_.size() * sizeof(float)));   // entries never written stay 0
@@ -1990,10 +1953,6 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.packed = packed_.get();
   a.packed_floats = packed_floats_;
   a.pack_flags = pack_flags_.get();
-  a.proj_x = static_cast<int32_t>((T + a.tc - 1) / a.tc);
-  a.proj_flags = hr_ > 0 ? proj_flags_.get() : nullptr;
-  done_ok_ = a.stream && B == 1 && hr_ > 0;
-  a.done = done_ok_ ? done_flags_.get() : nullptr;
   if (B <= kInline) {
     for (int64_t i = 0; i < B; ++i) p.slot[i] = slots[static_cast<size_t>(i)];
   } else {
@@ -2038,7 +1997,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   mark(0);
   // The cluster variant's pack blocks first (the first kPack blocks of the first rows), then a row per sequence of
   // its time chunks.
-  const int64_t proj_x = a.proj_x;
+  const int64_t proj_x = (T + a.tc - 1) / a.tc;
   a.pack_rows = hr_ > 0 ? 0 : static_cast<int32_t>((kPack + proj_x - 1) / proj_x);
   launch(reinterpret_cast<const void*>(projection_kernel),
          dim3(static_cast<unsigned>(proj_x), ub + static_cast<unsigned>(a.pack_rows)), threads_, proj_smem_bytes_);

@@ -67,17 +67,6 @@ class FusedLstm {
   void set_streaming(bool on) { streaming_ = on; }
   FusedCycles last_cycles(cudaStream_t s);
 
-  // The last run's completion as flags, when it raised them (one sequence, streaming, H <= 64): n words, each
-  // (epoch << 32) | v with v <= 0 once that weight-gradient block's sums — and the head's gradients and the loss,
-  // count and correct — are in the fused buffer. The optimizer after the run (single rank) waits for these instead of
-  // the end of the run's last kernel. {nullptr, 0, 0} otherwise.
-  struct DoneFlags {
-    const unsigned long long* words = nullptr;
-    int n = 0;
-    uint32_t epoch = 0;
-  };
-  DoneFlags done_flags() const { return done_ok_ ? DoneFlags{done_flags_.get(), n_done_, epoch_} : DoneFlags{}; }
-
   // Median microseconds of one run over B sequences of length T on random data (its own buffers; `s` is
   // synchronized). For the start-up choice between this kernel and cuDNN.
   double time_us(int64_t B, int64_t T, cudaStream_t s);
@@ -113,10 +102,6 @@ class FusedLstm {
   int sg_mtiles_ = 0, sg_ntiles_ = 0, sg_parts_ = 0;   // its tiles, and its parts of the timesteps at most
   DeviceBuffer<unsigned long long> progress_;   // (cap_B, 4) the backward's progress words per sequence
   uint32_t epoch_ = 0;             // runs so far: tags the progress words of this run
-  DeviceBuffer<unsigned long long> proj_flags_;   // (cap_B, cap_T / 8 + 1) the projection blocks' epoch flags
-  DeviceBuffer<unsigned long long> done_flags_;   // (n_done_) the weight-gradient blocks' flags (done_flags)
-  int n_done_ = 0;
-  bool done_ok_ = false;           // the last run raised them
   // More than 16 sequences (kInline): the slot table, copied on its own stream into one of three device tables in
   // turn (run explains why three).
   DeviceBuffer<GatherSlot> slots_dev_;   // (3, kMaxGatherSlots)

@@ -33,13 +33,6 @@ __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool ok)
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(at), "l"(src), "r"(ok ? 4 : 0) : "memory");
 }
 
-// A fused run's completion flag (OptimizerArgs::done): its epoch and a value <= 0, read with acquire semantics.
-__device__ __forceinline__ bool done_reached(const unsigned long long* word, uint32_t epoch) {
-  unsigned long long val;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(val) : "l"(word) : "memory");
-  return static_cast<uint32_t>(val >> 32) == epoch && static_cast<int>(static_cast<uint32_t>(val)) <= 0;
-}
-
 // Sum over the block of NT threads in a fixed order (valid in thread 0). Callable more than once per kernel.
 template <int NT = kThreads>
 __device__ double block_sum(double v) {
@@ -260,18 +253,9 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kCluste
       cp_async4(om + k * T, a.m + i, in);
       if (Kind != 0) cp_async4(ov + k * T, a.v + i, in);
     }
-  if (a.done) {
-    // One thread a block polls (each poll an acquire: the loads below come after it); the others wait at the barrier
-    // without issuing: this grid is resident from early in the step, perhaps beside the recurrence.
-    if (threadIdx.x == 0)
-      for (int w = 0; w < a.n_done; ++w)
-        while (!done_reached(a.done + w, a.done_epoch)) __nanosleep(64);
-    __syncthreads();
-  } else {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");   // launched early (programmatic dependent launch)
+  asm volatile("griddepcontrol.wait;" ::: "memory");   // launched early (programmatic dependent launch)
 #endif
-  }
   if (worker)
     for (int k = 0; k < npt; ++k) cp_async4(og + k * T, a.grads + first + k * X, first + k * X < a.n);
   const float count = a.extras[1];

@@ -22,12 +22,6 @@ struct OptimizerArgs {
                                  // written (the host may stop waiting at that point, before the update finishes)
   double tag = 0;                // this step's number, written last into readback[4]
   unsigned long long* barrier = nullptr;   // (1) grid-barrier counter, zero at start, only ever incremented
-  // Single rank after a fused run that raised them (FusedLstm::done_flags): the gradients are complete once all n_done
-  // words carry done_epoch with a value <= 0; the kernel then waits for these, not for the end of the kernel before
-  // it (small models' shape only; null: that wait).
-  const unsigned long long* done = nullptr;
-  int n_done = 0;
-  uint32_t done_epoch = 0;
   unsigned long long launch = 0; // launches of the kernel so far (the barrier's generation)
   int blocks = 0;                // grid size (partials has this many entries); all blocks co-resident
   int kind = 0;                  // 0 sgd, 1 adam, 2 adamw
