@@ -430,12 +430,12 @@ __device__ __forceinline__ int64_t head_entry(const Args& a, int i) {
 // cycles at H = 50, C = 10 on the H200, most of it warps waiting at the barriers.)
 // fc_s: the head's weight and bias staged in shared memory before the recurrence, or null (read from global memory).
 // label: the sequence's class (classification), loaded ahead (at the kernel's start, or after the forward in the
-// cluster variant), not on this phase's path. head_warp is the work of the one warp that runs it (no barrier); head
-// runs it in warp 0 and ends with a block barrier.
-__device__ void head_warp(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, const float* fc_s,
-                          int pos, int label) {
-  const int H = a.H, C = a.C, lane = static_cast<int>(threadIdx.x) % 32;
-  {
+// cluster variant), not on this phase's path.
+__device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, const float* fc_s,
+                     int pos, int label) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int H = a.H, C = a.C, lane = tid % 32;
+  if (tid < 32) {
     const float* fcw = fc_s ? fc_s : a.params + a.lay.fc_w;
     const float* fcb = fc_s ? fc_s + C * H : a.params + a.lay.fc_b;
     const float* t = a.classification ? nullptr : a.targets + static_cast<int64_t>(pos) * C;
@@ -496,10 +496,6 @@ __device__ void head_warp(const Args& a, const float* hl, float* lg_s, float* dh
       dh_s[k] = s;
     }
   }
-}
-__device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, const float* fc_s,
-                     int pos, int label) {
-  if (threadIdx.x < 32) head_warp(a, hl, lg_s, dh_s, misc, fc_s, pos, label);
   __syncthreads();
 }
 
@@ -1081,22 +1077,7 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
                 tc_j,  save_j, a.progress + blockIdx.x * kCl, a.epoch, tid == 0 && a.stream};
   PoolAcc acc;
   const int cur = forward_recurrence<HR>(st, wf, acc);
-  // The head's input: h_{len-1} as it is, or the pooled vector in the other half of h_s (h_{len-2}, which nothing
-  // reads any more: every thread passed the last step's barrier).
-  const float* pooled = h_s + cur * HP;
-  if (a.pool != 0) {
-    if (valid && q == 0) h_s[(cur ^ 1) * HP + j] = a.pool == 1 ? acc.v / static_cast<float>(len) : acc.v;
-    __syncthreads();
-    pooled = h_s + (cur ^ 1) * HP;
-  }
-  mark(a, 2);
-
-  // The head in the last warp; meanwhile the other warps read their backward weights from the staged W_hh (untouched
-  // since the prologue), and the head's warp after it, from code the others have brought into the instruction
-  // cache (this part of the kernel runs once, and on the H200 code run for the first time waits ~10 cycles an
-  // instruction for its fetch).
-  if (tid >= nt - 32) head_warp(a, pooled, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label);
-  float wb[HR];
+  float wb[HR];   // the backward's weights from the staged W_hh (untouched since the prologue)
   {
     // Row i of gate q (unit i's row) is row 8 q + i % 8 of warp i / 8's rows; the slice's float4 blocks, i = 16 b +
     // 4 k + e, are rows 8 q + 4 (k & 1) + e of warp 2 b + k / 2: one base and constant offsets.
@@ -1114,7 +1095,17 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
       }
     }
   }
-  __syncthreads();   // the head's d loss / d h, logits and loss are in shared memory
+  // The head's input: h_{len-1} as it is, or the pooled vector in the other half of h_s (h_{len-2}, which nothing
+  // reads any more: every thread passed the last step's barrier).
+  const float* pooled = h_s + cur * HP;
+  if (a.pool != 0) {
+    if (valid && q == 0) h_s[(cur ^ 1) * HP + j] = a.pool == 1 ? acc.v / static_cast<float>(len) : acc.v;
+    __syncthreads();
+    pooled = h_s + (cur ^ 1) * HP;
+  }
+  mark(a, 2);
+
+  head(a, pooled, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label);
   mark(a, 3);
 
   backward_recurrence<HR>(st, wb, acc.at);

@@ -27,12 +27,6 @@ constexpr int kThreads = 256;
 constexpr int kClusterBlocks = 8, kClusterThreads = 512;
 constexpr int64_t kClusterMaxN = static_cast<int64_t>(kClusterBlocks) * kClusterThreads * 8;   // kPer each
 
-// 4 bytes global -> shared, asynchronously; zero when !ok (src is then not read).
-__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool ok) {
-  const uint32_t at = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(at), "l"(src), "r"(ok ? 4 : 0) : "memory");
-}
-
 // Sum over the block of NT threads in a fixed order (valid in thread 0). Callable more than once per kernel.
 template <int NT = kThreads>
 __device__ double block_sum(double v) {
@@ -224,10 +218,6 @@ __global__ void __launch_bounds__(kThreads) fused_optimizer(OptimizerArgs a) {
 // The small-model shape: one cluster of kClusterBlocks blocks, every element among a thread's first kPer, and one
 // more warp a block: in block 0 it hands the totals to the host (their system-scope fence waited ~1 us on the H200,
 // in the thread that then updated its own elements), elsewhere it only takes part in the barriers.
-// It runs once a step, from cold instruction caches, where each instruction executed for the first time waits for
-// its fetch (~10 cycles an instruction on the H200: the 5 Adam updates a thread did, unrolled, took ~1.5 us). So a
-// thread's elements wait in shared memory — copied there by cp.async, the parameters and moments before the wait for
-// the gradients — and the loops over them are not unrolled: their code is fetched once.
 constexpr int kClusterBlockThreads = kClusterThreads + 32;
 template <int Kind>
 __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kClusterBlockThreads)
@@ -235,38 +225,21 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kCluste
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   __shared__ double part;   // this block's sum of squares, read by every block of the cluster
-  extern __shared__ float osm[];   // (4, npt, kClusterThreads): gradient, parameter, moments of each thread's elements
   const bool worker = threadIdx.x < kClusterThreads;
   const int64_t X = static_cast<int64_t>(kClusterBlocks) * kClusterThreads;
   const int64_t first = static_cast<int64_t>(cluster.block_rank()) * kClusterThreads + threadIdx.x;
-  const int npt = static_cast<int>((a.n + X - 1) / X);   // <= kPer
-  constexpr int T = kClusterThreads;
-  float* const og = osm + threadIdx.x;   // element k's gradient at og[k T], then parameter, m, v npt T apart
-  float* const op = og + npt * T;
-  float* const om = op + npt * T;
-  float* const ov = om + npt * T;
-  if (worker)
-    for (int k = 0; k < npt; ++k) {
-      const int64_t i = first + k * X;
-      const bool in = i < a.n;
-      cp_async4(op + k * T, a.params + i, in);
-      cp_async4(om + k * T, a.m + i, in);
-      if (Kind != 0) cp_async4(ov + k * T, a.v + i, in);
-    }
+  Elems e;
+  if (worker) load_state(a, first, X, e);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");   // launched early (programmatic dependent launch)
 #endif
-  if (worker)
-    for (int k = 0; k < npt; ++k) cp_async4(og + k * T, a.grads + first + k * X, first + k * X < a.n);
+  if (worker) load_grads(a, first, X, e);
   const float count = a.extras[1];
   const float loss = a.extras[0];
   const float correct = a.extras[2];
-  asm volatile("cp.async.wait_all;" ::: "memory");   // each thread reads only what it copied
   const bool any = count > 0.0f;
   const float inv = any ? __fdiv_rn(1.0f, count) : 0.0f;
-  double s = 0.0;   // in element order, as sum_squares
-  if (any && worker)
-    for (int k = 0; k < npt && first + k * X < a.n; ++k) s = __dadd_rn(s, square_of_mean(og[k * T], inv));
+  double s = any && worker ? sum_squares(a, first, X, inv, e) : 0.0;
   s = block_sum<kClusterBlockThreads>(s);   // the extra warp adds +0.0 last: the same bits
   if (threadIdx.x == 0) part = s;
   cluster.sync();   // every block's part is written (and every block read count and loss above)
@@ -286,36 +259,15 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kCluste
   // reads a parameter.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-  if (any && worker) {
-    const UpdateScalars u = update_scalars(a, inv, norm);
-    const bool skip = !isfinite(norm) || !isfinite(loss);   // as update_elems
-#pragma unroll 1
-    for (int k = 0; k < npt && first + k * X < a.n; ++k) {
-      const int64_t i = first + k * X;
-      a.grads[i] = 0.0f;   // the fused buffer starts the next step at zero
-      if (!skip) update_element<Kind>(a, u, i, og[k * T], op[k * T], om[k * T], Kind != 0 ? ov[k * T] : 0.0f);
-    }
-  }
+  if (any && worker)
+    update_elems<Kind>(a, update_scalars(a, inv, norm), first, X, e, !isfinite(norm) || !isfinite(loss));
   asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-}
-
-// Dynamic shared memory of the cluster shape for n parameters.
-size_t cluster_smem_bytes(int64_t n) {
-  const int64_t X = static_cast<int64_t>(kClusterBlocks) * kClusterThreads;
-  return static_cast<size_t>(4 * ((n + X - 1) / X) * kClusterThreads) * sizeof(float);
 }
 
 }  // namespace
 
 int optimizer_blocks(int64_t n, int device) {
-  if (n <= kClusterMaxN) {   // launch_optimizer_step then takes the cluster shape
-    const int bytes = static_cast<int>(cluster_smem_bytes(kClusterMaxN));
-    for (const void* k : {reinterpret_cast<const void*>(fused_optimizer_cluster<0>),
-                          reinterpret_cast<const void*>(fused_optimizer_cluster<1>),
-                          reinterpret_cast<const void*>(fused_optimizer_cluster<2>)})
-      CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    return kClusterBlocks;
-  }
+  if (n <= kClusterMaxN) return kClusterBlocks;   // launch_optimizer_step then takes the cluster shape
   int sms = 0, per_sm = 0, coop = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device));
@@ -343,7 +295,6 @@ bool launch_optimizer_step(const OptimizerArgs& a, cudaStream_t s, bool try_pdl)
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(kClusterBlocks);
     cfg.blockDim = dim3(kClusterBlockThreads);
-    cfg.dynamicSmemBytes = cluster_smem_bytes(a.n);
     cfg.stream = s;
     cfg.attrs = pdl;
     cfg.numAttrs = 1;
