@@ -108,8 +108,8 @@ TEST(FusedAgreement, ClassificationRegistersH50) {
   fused_grid({36, 50, 1, 10, Task::Classification}, kMixed);
 }
 
-// H = 55, padded to 56: the forward's float2 column tail (quad_matvec), the backward's last half-block padding and
-// an octet whose second unit is past H (octet_matvec).
+// H = 55, padded to 56: the float2 tail of the forward's column slices and the backward's row slices (slice_matvec),
+// and a group of four units whose last is past H (its lanes still hold the other units' backward weights).
 TEST(FusedAgreement, ClassificationRegistersH55) {
   RT_SKIP_WITHOUT_GPU();
   fused_grid({36, 55, 1, 7, Task::Classification}, kMixed);

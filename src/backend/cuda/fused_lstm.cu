@@ -11,9 +11,9 @@
 //      activations in the scratch); then the head's gradients. Its prologue (W_hh into registers) overlaps the
 //      projection.
 //   3. weight gradients  [dW_ih dW_hh db] = sum over sequences and t of dg_t [x_t, h_{t-1}, 1]^T. Up to 16 sequences
-//      a tiled GEMM over the other SMs, split over groups of sequences, that streams: each 32-step chunk is summed as
-//      soon as the backward has published that it is stored. More: a GEMM over all SMs after the recurrence, split
-//      over equal parts of all sequences' timesteps (split_grad_kernel).
+//      a tiled GEMM over the other SMs, split over groups of sequences, that streams: each chunk of timesteps is
+//      summed as soon as the backward has published that it is stored. More: a GEMM over all SMs after the
+//      recurrence, split over equal parts of all sequences' timesteps (split_grad_kernel).
 //   4. (K > 1) the sums over the groups or parts, in order, and, for the head, over the sequences.
 // In the recurrence thread r = 4 j + q owns gate q of hidden unit j (PyTorch row q H + j), so the four gates of a
 // unit sit in four adjacent lanes and the cell update needs only warp shuffles: one block barrier per timestep,
