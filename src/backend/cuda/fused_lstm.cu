@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "fill.hpp"
+#include "fused_chunks.hpp"
 #include "fused_lanes.hpp"
 #include "tf32_split.hpp"
 #include "ragtrain/core/error_cuda.hpp"
@@ -537,19 +538,7 @@ __device__ void head_emit(const Args& a, const float* hl, const float* lg_s, con
 // kWgM x kWgN tile (each thread 2 x 4), staging a chunk of d gates and z in shared memory, the next chunk's loads in
 // flight while it computes. Streaming (Args::stream), a chunk's loads wait for the backward's progress word instead of
 // the whole recurrence kernel.
-constexpr int kWgM = 64, kWgN = 32, kWgL = 32, kWgThreads = 256;
-// The chunks: [0, kWgLast), then kWgL steps each from kWgLast up. Streaming, the chunk summed after the backward's
-// last step is the short first one (the others were summed while the backward ran), so the step waits for 8
-// timesteps' products there instead of 32.
-constexpr int kWgLast = 8;
-// The start of the chunk holding step t, and the smallest chunk start >= x (the progress the backward publishes once
-// every step from x on is stored).
-__device__ __forceinline__ int wg_chunk_floor(int t) {
-  return t < kWgLast ? 0 : kWgLast + (t - kWgLast) / kWgL * kWgL;
-}
-__device__ __forceinline__ int wg_chunk_ceil(int x) {
-  return x <= 0 ? 0 : (x <= kWgLast ? kWgLast : kWgLast + (x - kWgLast + kWgL - 1) / kWgL * kWgL);
-}
+constexpr int kWgM = 64, kWgN = 32, kWgThreads = 256;   // chunks of kWgL timesteps at most (fused_chunks.hpp)
 // Sequence groups of the weight-gradient GEMM at most. (At K = 128, H = 50 on the H200: 32 groups of 4 sequences
 // 42 us for the GEMM and 4.9 us for the sums; 128 groups of one 43.5 and 12.1.)
 constexpr int kMaxGroups = 32;
@@ -651,8 +640,7 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
   WgOld<8> old;
   if (a.groups == 1) wg_load(a, mm, nn, ok, old);
   auto top = [&](int b) { return wg_chunk_floor(gs[b - b_lo].length - 1); };
-  // The end of the chunk starting at t0 in sequence b.
-  auto end = [&](int b, int t0) { return min(gs[b - b_lo].length, t0 == 0 ? kWgLast : t0 + kWgL); };
+  auto end = [&](int b, int t0) { return min(gs[b - b_lo].length, t0 == 0 ? kWgLast : t0 + kWgL); };   // wg_chunk_end
   float va[kA], vz[kZ];
   auto load = [&](int b, int t0) {
     const GatherSlot slot = gs[b - b_lo];
@@ -686,7 +674,7 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
     for (int i = 0; i < kZ; ++i) Zs[tid + i * kWgThreads] = vz[i];
     __syncthreads();
     const int nl = end(b, t0) - t0;
-    int nb = b, nt = t0 == kWgLast ? 0 : t0 - kWgL;
+    int nb = b, nt = wg_chunk_below(t0);   // (t0 == 0: the next sequence's top, below)
     if (t0 == 0) {
       ++nb;
       nt = nb < b_hi ? top(nb) : 0;
