@@ -4,13 +4,7 @@
 // stored (a wrong bound would double-count or skip timesteps, and only some lengths would show it on the GPU).
 #pragma once
 
-#ifndef RAGTRAIN_HD
-#ifdef __CUDACC__
-#define RAGTRAIN_HD __host__ __device__ __forceinline__
-#else
-#define RAGTRAIN_HD inline
-#endif
-#endif
+#include "host_device.hpp"
 
 namespace ragtrain {
 

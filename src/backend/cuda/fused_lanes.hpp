@@ -3,13 +3,7 @@
 // and every load is aligned (a map that drops or repeats a column would still compile, and only some H would show it).
 #pragma once
 
-#ifndef RAGTRAIN_HD
-#ifdef __CUDACC__
-#define RAGTRAIN_HD __host__ __device__ __forceinline__
-#else
-#define RAGTRAIN_HD inline
-#endif
-#endif
+#include "host_device.hpp"
 
 namespace ragtrain {
 

@@ -8,11 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
-#ifdef __CUDACC__
-#define RAGTRAIN_HD __host__ __device__ __forceinline__
-#else
-#define RAGTRAIN_HD inline
-#endif
+#include "host_device.hpp"
 
 namespace ragtrain {
 
@@ -58,5 +54,3 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
 #endif
 
 }  // namespace ragtrain
-
-#undef RAGTRAIN_HD
