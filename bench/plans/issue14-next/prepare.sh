@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds, here, every binary the next device calls for issue 14 need (README.md beside this file), from main's HEAD
+# and the patches beside this script, into $CARRY (default .devcarry-next, which .git/info/exclude must ignore):
+# one folder per build with its stripped `ragtrain` and `gpu_tests`, xz-compressed (all builds in the 64 MiB that
+# travel; call1.sh unpacks them), plus libnvtx_count.so for the GPU suite's NVTX test.
+# usage, from the repository root after `make BUILD=build-gpu PORTABLE=1 build-gpu/bin/ragtrain build-gpu/bin/gpu_tests`
+# (main's objects are copied, so that only the patched files compile again):   bench/plans/issue14-next/prepare.sh
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(git rev-parse --show-toplevel)
+CARRY=${CARRY:-$root/.devcarry-next}
+BUILDS=${BUILDS:-"w0: d1:d1-diag-cycles v1:v1-warm-head v2:v2-speculative-update v2b:v2b-speculative-wide v3:v3-projection-compact v12:v1-warm-head,v2b-speculative-wide v23:v2b-speculative-wide,v3-projection-compact v123:v1-warm-head,v2b-speculative-wide,v3-projection-compact"}
+[ -x "$root/build-gpu/bin/ragtrain" ] || { echo "prepare.sh: build main first (see usage)" >&2; exit 2; }
+mkdir -p "$CARRY"
+make -C "$root" BUILD=build-gpu PORTABLE=1 CXX="${CXX:-g++}" build-gpu/lib/libnvtx_count.so > /dev/null
+cp "$root/build-gpu/lib/libnvtx_count.so" "$CARRY/"
+for spec in $BUILDS; do
+  name=${spec%%:*} patches=${spec#*:}
+  wt=$(mktemp -d)/$name
+  git -C "$root" worktree add -q --detach "$wt" HEAD
+  for p in ${patches//,/ }; do git -C "$wt" apply "$here/$p.patch"; done
+  cp -a "$root/build-gpu" "$wt/"
+  find "$wt/build-gpu" -type f -exec touch {} +   # older than nothing: only the patched sources are newer
+  git -C "$wt" diff --name-only | xargs -r -I{} touch "$wt/{}"
+  make -C "$wt" BUILD=build-gpu PORTABLE=1 CXX="${CXX:-g++}" -j2 build-gpu/bin/ragtrain build-gpu/bin/gpu_tests \
+    > "$CARRY/build-$name.log" 2>&1 || { echo "prepare.sh: $name failed to build ($CARRY/build-$name.log)" >&2; exit 1; }
+  mkdir -p "$CARRY/$name"
+  for b in ragtrain gpu_tests; do
+    strip -o "$CARRY/$name/$b" "$wt/build-gpu/bin/$b"
+    xz -f -T2 -6 "$CARRY/$name/$b"
+  done
+  git -C "$root" worktree remove --force "$wt"
+  echo "prepare.sh: $name ($patches) -> $CARRY/$name"
+done
+du -sh "$CARRY"
