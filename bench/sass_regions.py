@@ -5,8 +5,9 @@
                                             instructions and exits, with the instructions between them, then its
                                             loops of 40 instructions or more
   sass_regions.py LISTING KERNEL OTHER      also the loops that hold a block barrier (the recurrences' steps), in
-                                            address order, against OTHER's: identical, or how many lines differ
-                                            with registers renamed away and as written
+                                            address order, against OTHER's: identical; the same instructions with
+                                            other registers or parameter offsets; or how many lines differ with
+                                            those renamed away, and how many opcodes in the sequence
 
 KERNEL is a substring of the mangled name (e.g. fused_lstm_kernelILi52 for H = 49..52). A straight region's count is
 what one pass fetches: code run once a step is fetched from L2 each time (doc/performance.md, "Session 16").
@@ -70,6 +71,7 @@ def body(ins, start, end, rename):
             text = re.sub(r"\.L_x_\d+", "L", text)
             if rename:
                 text = re.sub(r"\bU?R\d+\b", "R", re.sub(r"\bU?P\d\b", "P", text))
+                text = re.sub(r"c\[0x0\]\[0x[0-9a-f]+\]", "c[K]", text)
             out.append(text)
     return out
 
@@ -96,13 +98,17 @@ def main():
         print(f"loops with a barrier against {sys.argv[3]} ({len(mine)} / {len(theirs)}):")
         for rank, ((s, e), (os_, oe)) in enumerate(zip(mine, theirs)):
             exact = [body(ins, s, e, False), body(other, os_, oe, False)]
-            named = [body(ins, s, e, True), body(other, os_, oe, True)]
+            named = [body(ins, s, e, True), body(other, os_, oe, True)]   # registers and constants renamed away
+            ops = [[t.split()[1] if t.startswith("@") else t.split()[0] for t in side] for side in exact]
             if exact[0] == exact[1]:
                 verdict = "identical"
+            elif named[0] == named[1]:
+                verdict = "the same instructions in the same order, other registers or constants"
             else:
                 d_named = sum(1 for x in difflib.ndiff(*named) if x[:1] in "+-")
-                d_exact = sum(1 for x in difflib.ndiff(*exact) if x[:1] in "+-")
-                verdict = f"differs: {d_named} lines with registers renamed away, {d_exact} as written"
+                d_ops = sum(1 for x in difflib.ndiff(*ops) if x[:1] in "+-")
+                verdict = (f"differs: {d_named} lines with registers renamed away, {d_ops} in the opcode sequence"
+                           + (" (same opcodes, other operands or order of operands)" if d_ops == 0 else ""))
             print(f"  loop {rank} ({len(exact[0])} / {len(exact[1])} instructions): {verdict}")
 
 

@@ -9,7 +9,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(git rev-parse --show-toplevel)
 CARRY=${CARRY:-$root/.devcarry-next}
-BUILDS=${BUILDS:-"w0: d1:d1-diag-cycles v1:v1-warm-head v2:v2-speculative-update v2b:v2b-speculative-wide v3:v3-projection-compact v6:v6-gemm-done-flags v23:v2b-speculative-wide,v3-projection-compact v236:v2b-speculative-wide,v3-projection-compact,v6-gemm-done-flags"}
+BUILDS=${BUILDS:-"w0: d1:d1-diag-cycles v1:v1-warm-head v2:v2-speculative-update v2b:v2b-speculative-wide v3:v3-projection-compact v6:v6-gemm-done-flags v23:v2b-speculative-wide,v3-projection-compact v236:v2b-speculative-wide,v3-projection-compact,v6-gemm-done-flags v37:v3-projection-compact,v7-early-recurrence v2367:v2367-combined"}
 [ -x "$root/build-gpu/bin/ragtrain" ] || { echo "prepare.sh: build main first (see usage)" >&2; exit 2; }
 mkdir -p "$CARRY"
 make -C "$root" BUILD=build-gpu PORTABLE=1 CXX="${CXX:-g++}" build-gpu/lib/libnvtx_count.so > /dev/null
