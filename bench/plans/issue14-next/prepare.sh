@@ -18,6 +18,7 @@ for spec in $BUILDS; do
   name=${spec%%:*} patches=${spec#*:}
   wt=$(mktemp -d)/$name
   git -C "$root" worktree add -q --detach "$wt" HEAD
+  trap 'git -C "$root" worktree remove --force "$wt"' EXIT   # also when a patch or the build fails
   for p in ${patches//,/ }; do git -C "$wt" apply "$here/$p.patch"; done
   cp -a "$root/build-gpu" "$wt/"
   find "$wt/build-gpu" -type f -exec touch {} +   # older than nothing: only the patched sources are newer
@@ -30,6 +31,7 @@ for spec in $BUILDS; do
     xz -f -T2 -6 "$CARRY/$name/$b"
   done
   git -C "$root" worktree remove --force "$wt"
+  trap - EXIT
   echo "prepare.sh: $name ($patches) -> $CARRY/$name"
 done
 du -sh "$CARRY"
