@@ -9,8 +9,9 @@
                                             other registers or parameter offsets; or how many lines differ with
                                             those renamed away, and how many opcodes in the sequence
 
-KERNEL is a substring of the mangled name (e.g. fused_lstm_kernelILi52 for H = 49..52). A straight region's count is
-what one pass fetches: code run once a step is fetched from L2 each time (doc/performance.md, "Session 16").
+KERNEL is a substring of the mangled name (e.g. fused_lstm_kernelILi52 for H = 49..52). A region's count is its
+static size, not what runs: loops and skipped branches count once (doc/performance.md, "Session 16", says what the
+counts were used for).
 """
 import difflib
 import re

@@ -16,12 +16,15 @@ make -C "$root" BUILD=build-gpu PORTABLE=1 CXX="${CXX:-g++}" build-gpu/lib/libnv
 cp "$root/build-gpu/lib/libnvtx_count.so" "$CARRY/"
 for spec in $BUILDS; do
   name=${spec%%:*} patches=${spec#*:}
-  wt=$(mktemp -d)/$name
+  tmp=$(mktemp -d)
+  wt=$tmp/$name
   git -C "$root" worktree add -q --detach "$wt" HEAD
-  trap 'git -C "$root" worktree remove --force "$wt"' EXIT   # also when a patch or the build fails
+  trap 'git -C "$root" worktree remove --force "$wt"; rm -rf "$tmp"' EXIT   # also when a patch or the build fails
   for p in ${patches//,/ }; do git -C "$wt" apply "$here/$p.patch"; done
   cp -a "$root/build-gpu" "$wt/"
-  find "$wt/build-gpu" -type f -exec touch {} +   # older than nothing: only the patched sources are newer
+  # The copied objects newer than the fresh checkout, then the patched files newer than them: make rebuilds only
+  # what the patches touch (and what includes it).
+  find "$wt/build-gpu" -type f -exec touch {} +
   git -C "$wt" diff --name-only | xargs -r -I{} touch "$wt/{}"
   make -C "$wt" BUILD=build-gpu PORTABLE=1 CXX="${CXX:-g++}" -j2 build-gpu/bin/ragtrain build-gpu/bin/gpu_tests \
     > "$CARRY/build-$name.log" 2>&1 || { echo "prepare.sh: $name failed to build ($CARRY/build-$name.log)" >&2; exit 1; }
@@ -31,6 +34,7 @@ for spec in $BUILDS; do
     xz -f -T2 -6 "$CARRY/$name/$b"
   done
   git -C "$root" worktree remove --force "$wt"
+  rm -rf "$tmp"
   trap - EXIT
   echo "prepare.sh: $name ($patches) -> $CARRY/$name"
 done
