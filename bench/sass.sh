@@ -8,6 +8,8 @@
 # usage, from the repository root:  bench/sass.sh SRC.cu OUT.sass [nvcc flags...]
 #   e.g.  bench/sass.sh src/backend/cuda/fused_lstm.cu /tmp/main.sass
 # The cache is $SASS_TOOLS (default ~/.cache/ragtrain-sass, ~250 MB once); the first run needs Debian's mirror.
+# SASS_HEX=1 adds each instruction's encoding (nvdisasm -hex: its second word holds the control bits, stall cycles
+# and scoreboards).
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n '2,10p' "$0" >&2; exit 2; }
 src=$1 out=$2
@@ -41,5 +43,5 @@ if b[7] == 0x41:                      # CUDA 13's header: rewrite for the 11.8 d
     struct.pack_into("<I", b, 0x30, 0x5A055A)
 open(sys.argv[2], "wb").write(b)
 EOF
-"$nvdisasm" -c "$tmp/old.cubin" > "$out"
+"$nvdisasm" -c ${SASS_HEX:+-hex} "$tmp/old.cubin" > "$out"
 echo "sass.sh: $(grep -c '/\*[0-9a-f]\{4,\}\*/' "$out") instructions -> $out"

@@ -4,12 +4,15 @@
   sass_regions.py LISTING KERNEL            the kernel's phase marks (clock reads), barriers, grid-dependency
                                             instructions and exits, with the instructions between them, then its
                                             loops of 40 instructions or more
-  sass_regions.py LISTING KERNEL OTHER      also the loops that hold a block barrier (the recurrences' steps), in
-                                            address order, against OTHER's: identical; the same instructions with
-                                            other registers or parameter offsets; or how many lines differ with
-                                            those renamed away, and how many opcodes in the sequence
+  sass_regions.py LISTING KERNEL OTHER[:KERNEL2]
+                                            also the loops that hold a block barrier (the recurrences' steps), in
+                                            address order, against OTHER's (of KERNEL2 there, default KERNEL):
+                                            identical; the same instructions with other registers or parameter
+                                            offsets; or how many lines differ with those renamed away, and how many
+                                            opcodes in the sequence
 
-KERNEL is a substring of the mangled name (e.g. fused_lstm_kernelILi52 for H = 49..52). A region's count is its
+KERNEL is a substring of the mangled name (e.g. fused_lstm_kernelILi52 for H = 49..52), or of a function that a
+kernel calls without inlining it (e.g. backward_phaseILi52: its code follows the kernel's). A region's count is its
 static size, not what runs: loops and skipped branches count once (doc/performance.md, "Session 16", says what the
 counts were used for).
 """
@@ -23,13 +26,15 @@ BRANCH = re.compile(r"BRA.*`\((\.L_x_\d+)\)")
 
 
 def kernel(path, name):
-    """[(address, text)] of the first kernel whose section name holds `name`, and its labels' addresses."""
+    """[(address, text)] of the first kernel whose section name holds `name` (or called function: its label is
+    "$kernel$function:"), and its labels' addresses."""
     ins, pending, labels, on = [], [], {}, False
     for line in open(path):
-        if line.startswith(".text."):
+        function = line.startswith("$") and line.rstrip().endswith(":")
+        if line.startswith(".text.") or function:
             if on:
                 break
-            on = name in line
+            on = name in (line.split("$")[-1] if function else line)
             continue
         if not on:
             continue
@@ -55,7 +60,7 @@ def loops(ins, labels, least=40):
     """(start, end) of each backward branch's body of `least` instructions or more, largest first. (Branches back
     from the out-of-line paths of divergent shuffles, placed after the kernel's exits, are not loops.)"""
     found = []
-    exits = [addr for addr, text in ins if "EXIT" in text]
+    exits = [addr for addr, text in ins if "EXIT" in text or text.startswith("RET")]   # a function ends in RET
     for addr, text in ins:
         m = BRANCH.search(text)
         if m and m.group(1) in labels and labels[m.group(1)] <= addr:
@@ -92,7 +97,8 @@ def main():
     for start, end in mine:
         print(f"  {start:6x}..{end:6x}  {(end - start) // 16 + 1:5d}")
     if len(sys.argv) == 4:
-        other, olabels = kernel(sys.argv[3], sys.argv[2])
+        other_path, _, other_name = sys.argv[3].partition(":")
+        other, olabels = kernel(other_path, other_name or sys.argv[2])
         def stepping(code, found):   # loops with a block barrier, in address order
             return sorted((s, e) for s, e in found if any("BAR.SYNC" in t for a, t in code if s <= a <= e))
         mine, theirs = stepping(ins, mine), stepping(other, loops(other, olabels))
