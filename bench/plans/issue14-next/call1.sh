@@ -3,7 +3,7 @@
 # carried:   bash bench/plans/issue14-next/call1.sh
 # 1. FusedBudget (H=50 K=1 T=96: the recurrence's cycles a step and its head phase, block 0) of d1 (the diagnostic
 #    build: the head run twice, the projection's body twice, the prologue's phases; README.md, "What d1 decides"),
-#    main (w0) and the nine v8 builds (the head in the last warp beside the other warps' backward-weight reads, each
+#    main (w0) and the eleven v8 builds (the head in the last warp beside the other warps' backward-weight reads, each
 #    compiling the recurrence loops differently), all into budget.log, then budget_rank.py's table: the v8 builds by
 #    the cycles their loops and head save against w0 (call 2 A/Bs the best of them).
 # 2. A/B at H=50 K=1 (3 rounds) of the builds that leave the recurrence kernel as it is: v2b (speculative optimizer
@@ -14,7 +14,7 @@ C=${C:-.devcarry-next}
 here=$(dirname "$0")
 for f in "$C"/*/*.xz; do xz -dkf "$f" && chmod +x "${f%.xz}"; done
 mkdir -p build-gpu/lib && cp "$C/libnvtx_count.so" build-gpu/lib/ 2>/dev/null
-for b in ${BUDGET:-d1 w0 v8a v8b v8c v8d v8e v8f v8g v8h v8i}; do
+for b in ${BUDGET:-d1 w0 v8a v8b v8c v8d v8e v8f v8g v8h v8i v8j v8k}; do
   SECONDS=0; echo "== $b" >> "$OUT/budget.log"
   timeout 90 "$C/$b/gpu_tests" --gtest_filter='FusedBudget*' >> "$OUT/budget.log" 2>&1
   echo "$b FusedBudget rc=$? ${SECONDS}s"

@@ -11,9 +11,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(git rev-parse --show-toplevel)
 CARRY=${CARRY:-$root/.devcarry-next}
-BUILDS=${BUILDS:-"w0: d1:d1-diag-cycles v8a:v8a-head-beside-weights v8b:v8b-head-apart v8c:v8c-head-apart-two-branches v8d:v8d-weights-two-branches v8e:v8e-head-unroll1 v8f:v8f-head-unroll4 v8g:v8g-reads-slices-outer v8h:v8h-head-unroll1-reads-slices-outer v8i:v8i-head-unroll4-reads-slices-outer v2b:v2b-speculative-wide v3:v3-projection-compact v6:v6-gemm-done-flags v23:v2b-speculative-wide,v3-projection-compact v236:v2b-speculative-wide,v3-projection-compact,v6-gemm-done-flags v37:v3-projection-compact,v7-early-recurrence v2367:v2367-combined"}
+BUILDS=${BUILDS:-"w0: d1:d1-diag-cycles v8a:v8a-head-beside-weights v8b:v8b-head-apart v8c:v8c-head-apart-two-branches v8d:v8d-weights-two-branches v8e:v8e-head-unroll1 v8f:v8f-head-unroll4 v8g:v8g-reads-slices-outer v8h:v8h-head-unroll1-reads-slices-outer v8i:v8i-head-unroll4-reads-slices-outer v8j:v8j-head-loads-first v8k:v8k-head-loads-first-reads-slices-outer v2b:v2b-speculative-wide v3:v3-projection-compact v6:v6-gemm-done-flags v23:v2b-speculative-wide,v3-projection-compact v236:v2b-speculative-wide,v3-projection-compact,v6-gemm-done-flags v37:v3-projection-compact,v7-early-recurrence v2367:v2367-combined"}
 RAGTRAIN=${RAGTRAIN:-"w0 v2b v3 v6 v23 v236 v37 v2367"}
-TESTS=${TESTS:-"w0 d1 v8a v8b v8c v8d v8e v8f v8g v8h v8i"}
+TESTS=${TESTS:-"w0 d1 v8a v8b v8c v8d v8e v8f v8g v8h v8i v8j v8k"}
 named() { [ "$2" = all ] || [[ " $2 " == *" $1 "* ]]; }   # build $1 in list $2
 [ -x "$root/build-gpu/bin/ragtrain" ] || { echo "prepare.sh: build main first (see usage)" >&2; exit 2; }
 mkdir -p "$CARRY"
