@@ -314,5 +314,55 @@ else
   fail "$name" "$out / $again"
 fi
 
+# ---- bench/sass_regions.py (session 16) on listings whose loops are known ------------------------------------------------
+# A kernel with one 45-instruction loop holding a block barrier, and a function it calls with another; the second
+# listing renames the kernel loop's registers (same instructions) and changes one opcode in the function's loop.
+sass_listing() {   # $1: register offset of the kernel's loop, $2: the function loop's arithmetic opcode
+  echo ".text._ZN8ragtrain3kernelEv:"
+  echo "        /*0000*/                   MOV R1, c[0x0][0x28] ;"
+  echo ".L_x_1:"
+  a=16
+  for i in $(seq 1 43); do printf '        /*%04x*/                   FFMA R%d, R%d, R%d, R%d ;\n' $a $((i % 7 + $1)) 2 3 4; a=$((a + 16)); done
+  printf '        /*%04x*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;\n' $a; a=$((a + 16))
+  printf '        /*%04x*/                   @P0 BRA `(.L_x_1) ;\n' $a; a=$((a + 16))
+  printf '        /*%04x*/                   EXIT ;\n' $a; a=$((a + 16))
+  echo '$_ZN8ragtrain3kernelEv$_ZN8ragtrain5phaseEv:'
+  echo ".L_x_2:"
+  for i in $(seq 1 43); do printf '        /*%04x*/                   %s R5, R6, R7 ;\n' $a "$2"; a=$((a + 16)); done
+  printf '        /*%04x*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;\n' $a; a=$((a + 16))
+  printf '        /*%04x*/                   @P1 BRA `(.L_x_2) ;\n' $a; a=$((a + 16))
+  printf '        /*%04x*/                   RET.REL.NODEC R20 `(.text._ZN8ragtrain3kernelEv) ;\n' $a
+}
+sass_listing 8 FADD > "$TMP/a.sass"
+sass_listing 40 FMUL > "$TMP/b.sass"
+name="bench/sass_regions.py: a kernel's loops and a called function's, compared with another listing's"
+k=$(python3 "$ROOT/bench/sass_regions.py" "$TMP/a.sass" 3kernel "$TMP/b.sass" 2>&1)
+f=$(python3 "$ROOT/bench/sass_regions.py" "$TMP/a.sass" 5phase "$TMP/b.sass" 2>&1)
+x=$(python3 "$ROOT/bench/sass_regions.py" "$TMP/a.sass" 5phase "$TMP/a.sass:3kernel" 2>&1)
+if echo "$k" | grep -q "loop 0 (45 / 45 instructions): the same instructions in the same order, other registers" \
+   && echo "$f" | grep -q "loop 0 (45 / 45 instructions): differs: 86 lines with registers renamed away, 86 in the opcode" \
+   && echo "$x" | grep -q "loop 0 (45 / 45 instructions): differs"; then
+  pass "$name"
+else
+  fail "$name" "$k / $f / $x"
+fi
+
+# ---- bench/plans/issue14-next/budget_rank.py (session 17) on FusedBudget lines whose cycles are known -----------------
+budget_line() {   # $1 forward, $2 head, $3 backward cycles
+  echo "[ budget   ] H=50 K=1 T=96 last pool: projection kernel 10.6 us, recurrence kernel 60.3 us (block 0: staging W_hh 4536, forward $1 (0/step), head $2, backward $3 (0/step), total 111435 cycles = 56.3 us at 2.00 GHz), weight-gradient GEMM 11.1 us, sums over groups and sequences 1.3 us"
+  echo "[ budget   ] H=50 K=1 T=96 last pool: whole run 70.6 us streaming, 74.8 us waiting"
+}
+{ echo "== w0"; budget_line 52000 4000 50000; echo "== v8x"; budget_line 51000 1000 52000
+  echo "== v8y"; budget_line 51000 1500 50500; } > "$TMP/budget.log"
+name="bench/plans/issue14-next/budget_rank.py: the cycles each build saves against the base, the most first"
+out=$(python3 "$ROOT/bench/plans/issue14-next/budget_rank.py" "$TMP/budget.log" w0 2>&1)
+if echo "$out" | sed -n 2p | grep -Eq "^w0 .* 0 +0\.00$" && echo "$out" | sed -n 3p | grep -Eq "^v8y .* 3000 +1\.50$" \
+   && echo "$out" | sed -n 4p | grep -Eq "^v8x .* 2000 +1\.00$" \
+   && ! python3 "$ROOT/bench/plans/issue14-next/budget_rank.py" "$TMP/budget.log" w9 > /dev/null 2>&1; then
+  pass "$name"
+else
+  fail "$name" "$out"
+fi
+
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
