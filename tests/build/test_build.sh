@@ -354,14 +354,21 @@ budget_line() {   # $1 forward, $2 head, $3 backward cycles
 }
 { echo "== w0"; budget_line 52000 4000 50000; echo "== v8x"; budget_line 51000 1000 52000
   echo "== v8y"; budget_line 51000 1500 50500; } > "$TMP/budget.log"
-name="bench/plans/issue14-next/budget_rank.py: the cycles each build saves against the base, the most first"
+step_line() { echo "[ budget   ] H=50 K=1 whole training step (launched ahead, Adam, lengths 60..130): $1 us a step"; }
+{ echo "== w0"; budget_line 52000 4000 50000; step_line 68.00; echo "== v8x"; budget_line 51000 1000 52000
+  step_line 66.50; echo "== v8y"; budget_line 51000 1500 50500; step_line 67.25; } > "$TMP/budget2.log"
+name="bench/plans/issue14-next/budget_rank.py: what each build saves against the base (cycles, else the whole step)"
 out=$(python3 "$ROOT/bench/plans/issue14-next/budget_rank.py" "$TMP/budget.log" w0 2>&1)
-if echo "$out" | sed -n 2p | grep -Eq "^w0 .* 0 +0\.00$" && echo "$out" | sed -n 3p | grep -Eq "^v8y .* 3000 +1\.50$" \
-   && echo "$out" | sed -n 4p | grep -Eq "^v8x .* 2000 +1\.00$" \
+out2=$(python3 "$ROOT/bench/plans/issue14-next/budget_rank.py" "$TMP/budget2.log" w0 2>&1)
+if echo "$out" | sed -n 2p | grep -Eq "^w0 .* 0 +0\.00 +nan +nan$" \
+   && echo "$out" | sed -n 3p | grep -Eq "^v8y .* 3000 +1\.50 +nan +nan$" \
+   && echo "$out" | sed -n 4p | grep -Eq "^v8x .* 2000 +1\.00 +nan +nan$" \
+   && echo "$out2" | sed -n 3p | grep -Eq "^v8x .* 2000 +1\.00 +66\.50 +1\.50$" \
+   && echo "$out2" | sed -n 4p | grep -Eq "^v8y .* 3000 +1\.50 +67\.25 +0\.75$" \
    && ! python3 "$ROOT/bench/plans/issue14-next/budget_rank.py" "$TMP/budget.log" w9 > /dev/null 2>&1; then
   pass "$name"
 else
-  fail "$name" "$out"
+  fail "$name" "$out / $out2"
 fi
 
 echo "$passed passed, $failed failed, $skipped skipped"

@@ -12,7 +12,9 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <utility>
@@ -642,6 +644,39 @@ TEST(FusedBudget, CyclesPerTimestep) {
       }
     }
   }
+}
+
+// The whole training step at H = 50, K = 1 as the trainer drives the backend (each next step launched ahead, the
+// optimizer after each), timed on the host over 3,000 steps after 300: for comparing builds of the recurrence kernel
+// by what a step costs, with one binary (`ragtrain bench` A/Bs need the other). Lengths 60..130 in a fixed mixed order
+// (the benchmark's range), Adam; printed, not checked (speed targets belong to the benchmarks).
+TEST(FusedBudget, WholeStepK1) {
+  RT_SKIP_WITHOUT_GPU();
+  const ModelShape shape{36, 50, 1, 10, Task::Classification, false, Pool::Last};
+  CudaBackend gpu(shape, options("cuda", "adam", 1), fused_tuning());
+  ASSERT_TRUE(gpu.fused_active());
+  gpu.set_params(init_params(ParamLayout(shape), 1));
+  std::vector<int64_t> lengths;
+  for (int64_t i = 0; i < 200; ++i) lengths.push_back(60 + (i * 37) % 71);   // every length of 60..130
+  const Shard shard = make_shard(shape, lengths, 5);
+  gpu.set_train_shard(shard);
+  const int warmup = 300, steps = 3000;
+  std::chrono::steady_clock::time_point start;
+  for (int s = 0; s < warmup + steps; ++s) {
+    if (s == warmup) {
+      gpu.synchronize();
+      start = std::chrono::steady_clock::now();
+    }
+    gpu.forward_backward({s % shard.size()});
+    gpu.prepare_next({(s + 1) % shard.size()});
+    gpu.allreduce();
+    const StepTotals t = gpu.update(1e-3f);
+    ASSERT_TRUE(t.finite) << "step " << s;
+  }
+  gpu.synchronize();
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  std::printf("[ budget   ] H=50 K=1 whole training step (launched ahead, Adam, lengths 60..130): %.2f us a step\n",
+              us / steps);
 }
 
 // Host logic only (runs without a GPU): the gate-block offsets come from the PyTorch -> device index map, and a map
