@@ -4,7 +4,8 @@
 // and 40 sequences of H = 128 in one step); 100 SGD and Adam steps against the CPU backend at K = 1 and K = 4 (H = 96
 // and 128: SGD);
 // bitwise-identical reruns; the fallback to
-// cuDNN for models it does not cover; the per-timestep cycle budget (printed for doc/performance.md); and, without a
+// cuDNN for models it does not cover; the per-timestep cycle budget and the whole step at H = 50, K = 1 (printed for
+// doc/performance.md and the A/B of builds); and, without a
 // GPU, the gate-block layout taken from the index map. Pooling over time (--pool mean, max) gets the same checks as
 // the last step: loss and gradients, 100 steps, reruns; max pooling's cases first check (without a GPU too) that
 // no unit's max is within float rounding of another step's value, where the GPU and the CPU may pick either step.
