@@ -61,9 +61,9 @@ cat "$OUT/ab1/ab.json" >> "$OUT/ab1/ab.txt"; rm -f "$OUT/ab1/ab.json" "$OUT/ab1/
 [ -n "$B" ] || { echo "no candidate ran"; exit 1; }
 echo "B=$B at $(elapsed) s"
 fits 70 "Fused* on $B" || exit 1
-SECONDS=0; timeout 120 "$C/$B/gpu_tests" --gtest_filter='Fused*' > "$OUT/gpu_fused_$B.log" 2>&1; rc=$?
+SECONDS=0; timeout 120 "$C/$B/gpu_tests" --gtest_filter='Fused*' > "$OUT/gpu_fused_${B//+/_}.log" 2>&1; rc=$?
 echo "gpu_tests Fused* $B rc=$rc ${SECONDS}s"
-grep -aE "FAILED|PASSED|budget.*H=50 K=(1|128) T=96 last" "$OUT/gpu_fused_$B.log" | cut -c1-300 | head -8
+grep -aE "FAILED|PASSED|budget.*H=50 K=(1|128) T=96 last" "$OUT/gpu_fused_${B//+/_}.log" | cut -c1-300 | head -8
 [ $rc = 0 ] || exit 1
 if fits 170 "the issue's table"; then
   SECONDS=0; mkdir -p "$OUT/table"
@@ -71,8 +71,8 @@ if fits 170 "the issue's table"; then
   echo "run_fused $B rc=$? ${SECONDS}s"; cat "$OUT/table/summary.txt"; rm -f "$OUT/table/results.tgz"
 fi
 if fits 75 "the rest of the GPU suite on $B"; then
-  SECONDS=0; timeout $(( LIMIT - $(elapsed) - 5 )) "$C/$B/gpu_tests" --gtest_filter='-Fused*' > "$OUT/gpu_rest_$B.log" 2>&1
-  echo "gpu_tests rest $B rc=$? ${SECONDS}s"; grep -aE "FAILED|PASSED" "$OUT/gpu_rest_$B.log" | head -6
+  SECONDS=0; timeout $(( LIMIT - $(elapsed) - 5 )) "$C/$B/gpu_tests" --gtest_filter='-Fused*' > "$OUT/gpu_rest_${B//+/_}.log" 2>&1
+  echo "gpu_tests rest $B rc=$? ${SECONDS}s"; grep -aE "FAILED|PASSED" "$OUT/gpu_rest_${B//+/_}.log" | head -6
 fi
 if fits 60 "the A/B at H=50 K=128 and H=128 K=1"; then
   SECONDS=0; mkdir -p "$OUT/ab"
