@@ -21,6 +21,12 @@ KEEP=${KEEP:-3}
 # -----------------------------------------------------------------------------------------------------------
 
 [ -n "$DATA" ] || { echo "run-mpirun.sh: set DATA=TRAIN.h5" >&2; exit 2; }
+# The binary: RAGTRAIN, else build/bin/ragtrain here (a source folder after make), else `ragtrain` on PATH.
+if [ ! -x "$RAGTRAIN" ] && [ "$RAGTRAIN" = build/bin/ragtrain ] && command -v ragtrain >/dev/null; then
+  RAGTRAIN=$(command -v ragtrain)
+fi
+[ -x "$RAGTRAIN" ] || { printf '%s: no ragtrain binary at %s\n  hint: set RAGTRAIN=/path/to/ragtrain, or start it from the source folder after make\n' \
+  "run-mpirun.sh" "$RAGTRAIN" >&2; exit 2; }
 if [ -z "$NP" ]; then
   if [ "$DEVICE" = cuda ]; then NP=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); fi
   [ "${NP:-0}" -gt 0 ] 2>/dev/null || NP=2

@@ -28,6 +28,15 @@ int main(int argc, char** argv) {
       else
         inv = parse_command_line(argc, argv);
     });
+    // One job, one configuration: ranks started with different options (an MPMD launch, a per-rank config file)
+    // would otherwise fail later inside a collective with a misleading message, or train different models.
+    if (!version)
+      collective_phase(ctx, [&] {
+        USER_CHECK(same_on_every_rank(ctx, inv.config.command + "\n" + inv.config.provenance.effective),
+                   "the ranks of this job were started with different options",
+                   "start every rank with the same command line and config file (mpirun -np N ragtrain ..., srun "
+                   "ragtrain ...); `ragtrain ... --print-config` shows what each one reads");
+      });
     if (version) {
       if (ctx.is_root()) std::cout << version_text();
       return kExitOk;

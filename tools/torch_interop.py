@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
 """PyTorch <-> ragtrain checkpoints.
 
-  torch_interop.py export STATE.pt CKPT.h5 --task classification [--pool last|mean|max]
+  torch_interop.py export STATE.pt CKPT.h5 --task classification [--pool last|mean|max] [--force]
                                                      # nn.LSTM + nn.Linear state_dict -> ragtrain
-  torch_interop.py import CKPT.h5 STATE.pt           # ragtrain checkpoint -> state_dict
+  torch_interop.py import CKPT.h5|RUN_DIR STATE.pt [--force]
+                                                     # ragtrain checkpoint -> state_dict
+
+As ragtrain's own commands: an error exits 2 with a hint; RUN_DIR means its best.h5, else its checkpoint.h5; the
+output is written whole or not at all (a temporary file renamed); an output that is the input or a ragtrain
+checkpoint is refused, another existing file is replaced only with --force.
 
 A ragtrain checkpoint keeps every tensor under its PyTorch name and shape in the group /params
 (lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0, [the same with _reverse when
@@ -15,6 +20,8 @@ CKPT.h5` starts from an exported file.
 Needs numpy, h5py and torch.
 """
 import argparse
+import os
+import sys
 import zlib
 
 import h5py
@@ -24,22 +31,76 @@ import numpy as np
 POOLS = ("last", "mean", "max")
 
 
+def fail(what, hint):
+    """A user error as ragtrain reports one: what and where, how to fix it, exit code 2."""
+    print(f"torch_interop.py: error: {what}\n  hint: {hint}", file=sys.stderr)
+    sys.exit(2)
+
+
+def input_file(path):
+    """A checkpoint file, or a ragtrain run folder (its best.h5, else its checkpoint.h5, as `ragtrain eval`)."""
+    if os.path.isdir(path):
+        for name in ("best.h5", "checkpoint.h5"):
+            if os.path.isfile(os.path.join(path, name)):
+                return os.path.join(path, name)
+        fail(f"{path} is a folder without best.h5 or checkpoint.h5", "name a checkpoint file or a ragtrain run folder")
+    if not os.path.isfile(path):
+        fail(f"{path}: no such file", "check the path")
+    return path
+
+
+def is_ragtrain_checkpoint(path):
+    try:
+        with h5py.File(path, "r") as f:
+            return f.attrs.get("format") in ("ragtrain-checkpoint", b"ragtrain-checkpoint")
+    except OSError:
+        return False
+
+
+def check_output(out, source, force):
+    """No output destroys data: not the input, never a ragtrain checkpoint, another file only with --force."""
+    if not os.path.exists(out):
+        return
+    if os.path.samefile(out, source):
+        fail(f"the output {out} is the input {source}", "write to another path")
+    if os.path.isdir(out):
+        fail(f"the output {out} is a folder", "name a file")
+    if is_ragtrain_checkpoint(out):
+        fail(f"{out} already holds a ragtrain checkpoint; a checkpoint is never replaced, not even with --force",
+             "write to another path (move the checkpoint yourself if you mean to drop it)")
+    if not force:
+        fail(f"{out} already exists", "add --force to replace it, or write to another path")
+
+
+def write_atomically(out, write):
+    """write(tmp) into a temporary name beside `out`, then rename: a failure leaves the old file or none."""
+    tmp = os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.tmp{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, out)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
 def lstm_shape(state):
     """(input_size, hidden, layers, outputs, bidirectional) from the tensor shapes of a state_dict."""
     layers = 0
     while f"lstm.weight_ih_l{layers}" in state:
         layers += 1
     if layers == 0 or "fc.weight" not in state:
-        raise SystemExit("state_dict needs lstm.weight_ih_l0 ... and fc.weight (a module with .lstm and .fc)")
+        fail(f"the state_dict has no lstm.weight_ih_l0 ... and fc.weight (its first keys: {', '.join(list(state)[:4])})",
+             "save the state_dict of a module with attributes .lstm (nn.LSTM) and .fc (nn.Linear)")
     bidirectional = "lstm.weight_ih_l0_reverse" in state
     four_h, input_size = state["lstm.weight_ih_l0"].shape
     hidden = state["lstm.weight_hh_l0"].shape[1]
     outputs, head_in = state["fc.weight"].shape
     dirs = 2 if bidirectional else 1
     if four_h != 4 * hidden:
-        raise SystemExit(f"lstm.weight_ih_l0 has {four_h} rows, expected 4 x hidden = {4 * hidden}")
+        fail(f"lstm.weight_ih_l0 has {four_h} rows, expected 4 x hidden = {4 * hidden}", "export an nn.LSTM's own state_dict")
     if head_in != dirs * hidden:
-        raise SystemExit(f"fc.weight reads {head_in} values, the LSTM gives {dirs} x {hidden}")
+        fail(f"fc.weight reads {head_in} values, the LSTM gives {dirs} x {hidden}", "the head must read the LSTM's outputs (nn.Linear(dirs * hidden, classes))")
     return int(input_size), int(hidden), layers, int(outputs), bidirectional
 
 
@@ -56,7 +117,7 @@ def param_names(layers, bidirectional=False):
 def write_checkpoint(state, path, task, class_names=None, pool="last"):
     """Writes a ragtrain checkpoint (format ragtrain-checkpoint v1) from a dict of name -> numpy array."""
     if pool not in POOLS:
-        raise SystemExit(f"pool '{pool}': use one of {', '.join(POOLS)}")
+        fail(f"pool '{pool}' is not one of {', '.join(POOLS)}", "pass --pool last, mean or max")
     input_size, hidden, layers, outputs, bidirectional = lstm_shape(state)
     with h5py.File(path, "w") as f:
         f.attrs["format"] = "ragtrain-checkpoint"
@@ -83,7 +144,7 @@ def read_checkpoint(path):
     """Returns (state dict of numpy arrays, attributes) of a ragtrain checkpoint, checksums verified."""
     with h5py.File(path, "r") as f:
         if f.attrs.get("format") not in ("ragtrain-checkpoint", b"ragtrain-checkpoint"):
-            raise SystemExit(f"{path} is not a ragtrain checkpoint")
+            fail(f"{path} is not a ragtrain checkpoint", "name a checkpoint ragtrain wrote (a run folder's best.h5 or checkpoint.h5)")
         attrs = {k: f.attrs[k] for k in f.attrs}
         state = {}
         bidirectional = int(attrs.get("bidirectional", 0)) == 1   # absent in older files: unidirectional
@@ -91,7 +152,7 @@ def read_checkpoint(path):
             ds = f["params"][name]
             data = np.asarray(ds[...], dtype="<f4")
             if "crc32" in ds.attrs and int(ds.attrs["crc32"]) != zlib.crc32(data.tobytes()):
-                raise SystemExit(f"{path}: params/{name} fails its checksum")
+                fail(f"{path}: params/{name} fails its checksum", "the file is damaged; use another checkpoint of the run")
             state[name] = data
         return state, attrs
 
@@ -107,15 +168,45 @@ def main():
     im = sub.add_parser("import", help="ragtrain checkpoint (.h5) -> PyTorch state_dict (.pt)")
     im.add_argument("checkpoint")
     im.add_argument("state")
+    for p in (ex, im):
+        p.add_argument("--force", action="store_true", help="replace an existing output file (never a checkpoint)")
     args = ap.parse_args()
 
     import torch
     if args.cmd == "export":
-        sd = torch.load(args.state, map_location="cpu")
-        write_checkpoint({k: v.detach().numpy() for k, v in sd.items()}, args.checkpoint, args.task, pool=args.pool)
+        source = input_file(args.state)
+        check_output(args.checkpoint, source, args.force)
+        try:
+            sd = torch.load(source, map_location="cpu")
+        except Exception as e:   # pickle, zip or torch errors: the file is not a saved state_dict
+            fail(f"{source} is not a PyTorch state_dict file ({e})", "save one with torch.save(model.state_dict(), PATH)")
+        if isinstance(sd, dict) and sd and all(k.startswith("module.") for k in sd):
+            print("torch_interop.py: the keys' 'module.' prefix (DistributedDataParallel, DataParallel) is dropped",
+                  file=sys.stderr)
+            sd = {k[len("module."):]: v for k, v in sd.items()}
+        if not isinstance(sd, dict):
+            fail(f"{source} holds a {type(sd).__name__}, not a state_dict", "save model.state_dict(), not the model")
+        state = {k: v.detach().numpy() for k, v in sd.items()}
+        write_atomically(args.checkpoint, lambda tmp: write_checkpoint(state, tmp, args.task, pool=args.pool))
+        print(f"wrote {args.checkpoint}: pool {args.pool}, task {args.task}")
     else:
-        state, _ = read_checkpoint(args.checkpoint)
-        torch.save({k: torch.from_numpy(v) for k, v in state.items()}, args.state)
+        source = input_file(args.checkpoint)
+        check_output(args.state, source, args.force)
+        try:
+            state, attrs = read_checkpoint(source)
+        except OSError as e:
+            fail(f"{source} is not an HDF5 file ({e})", "name a checkpoint ragtrain wrote, or a run folder")
+        write_atomically(args.state, lambda tmp: torch.save({k: torch.from_numpy(v) for k, v in state.items()}, tmp))
+        def text(v):
+            return v.decode() if isinstance(v, bytes) else str(v)
+        pool = text(attrs.get("pool", "last"))
+        with h5py.File(source, "r") as f:
+            norm = text(f["normalization"].attrs.get("mode", "feature")) if "normalization" in f else "none"
+        # What a state_dict does not carry, but the model needs to give ragtrain's predictions.
+        print(f"wrote {args.state} from {source}: the head reads pool {pool}; inputs standardised by --normalize "
+              f"{norm}" + (" (the training set's /normalization/mean and /std in the checkpoint)" if norm == "feature"
+                           else " (each sequence by its own mean and std)" if norm == "series" else "")
+              + "; RaggedLSTMClassifier in tools/torch_model.py is this model")
 
 
 if __name__ == "__main__":

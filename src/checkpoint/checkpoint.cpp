@@ -393,10 +393,7 @@ Checkpoint read_checkpoint(const std::string& path) {
   {
     // The sizes come from the file: bound the parameter count (in double: no overflow) by this machine's memory
     // before ParamLayout or any allocation uses them, so a damaged header is a message, not std::bad_alloc.
-    const double in = static_cast<double>(c.shape.input_size), h = static_cast<double>(c.shape.hidden);
-    const double dirs = static_cast<double>(c.shape.directions());
-    const double count = static_cast<double>(c.shape.layers) * dirs * 4 * h * (std::max(in, dirs * h) + h + 2) +
-                         dirs * h * c.shape.outputs + c.shape.outputs;
+    const double count = parameter_count(c.shape);
     const double bytes = 3 * 4 * count;   // parameters and two optimizer moments, float32
     USER_CHECK(bytes < static_cast<double>(memory_budget("auto", 1)),
                "checkpoint '" << path << "': declares a model (input " << c.shape.input_size << ", hidden "
@@ -414,14 +411,25 @@ Checkpoint read_checkpoint(const std::string& path) {
 
   const ParamLayout layout(c.shape);
   c.params.resize(static_cast<size_t>(layout.total()));
-  for (const ParamTensor& t : layout.tensors())
+  // A NaN or Inf stored in a checkpoint (its CRC-32 matches what was written: damaged before the write, or
+  // edited) is the checkpoint's fault, said here, not a "non-finite loss" blamed on the data a step later.
+  auto require_finite = [&](const float* v, int64_t n, const std::string& what, bool non_negative) {
+    for (int64_t i = 0; i < n; ++i)
+      USER_CHECK(std::isfinite(v[i]) && (!non_negative || v[i] >= 0),
+                 "checkpoint '" << path << "': " << what << " holds " << v[i] << " at index " << i, kDamaged);
+  };
+  for (const ParamTensor& t : layout.tensors()) {
     read_floats(path, f, "params/" + t.name, t.shape, c.params.data() + t.offset, v2);
+    require_finite(c.params.data() + t.offset, t.size, "params/" + t.name, false);
+  }
   if (H5Lexists(f, "optimizer", H5P_DEFAULT) > 0) {
     c.opt_m.resize(c.params.size());
     read_floats(path, f, "optimizer/m", {layout.total()}, c.opt_m.data(), v2);
+    require_finite(c.opt_m.data(), layout.total(), "optimizer/m", false);
     if (H5Lexists(f, "optimizer/v", H5P_DEFAULT) > 0) {
       c.opt_v.resize(c.params.size());
       read_floats(path, f, "optimizer/v", {layout.total()}, c.opt_v.data(), v2);
+      require_finite(c.opt_v.data(), layout.total(), "optimizer/v", true);   // a second moment: a mean of squares
     }
   }
   // Files from before --normalize had modes hold /normalization (mean and std) exactly when trained with it.
@@ -438,6 +446,7 @@ Checkpoint read_checkpoint(const std::string& path) {
     c.feature_std.resize(static_cast<size_t>(c.shape.input_size));
     read_floats(path, f, "normalization/mean", {c.shape.input_size}, c.feature_mean.data(), v2);
     read_floats(path, f, "normalization/std", {c.shape.input_size}, c.feature_std.data(), v2);
+    require_finite(c.feature_mean.data(), c.shape.input_size, "normalization/mean", false);
     for (float v : c.feature_std)
       USER_CHECK(std::isfinite(v) && v > 0, "checkpoint '" << path << "': normalization/std holds " << v,
                  "the file is damaged; retrain");

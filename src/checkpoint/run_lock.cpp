@@ -234,9 +234,9 @@ void refuse_if_held(const LockStatus& s, const std::string& option, const std::s
 RunLock::~RunLock() { release(); }
 
 RunLock::RunLock(RunLock&& o) noexcept
-    : dir_(std::move(o.dir_)), path_(std::move(o.path_)), id_(o.id_), created_dir_(o.created_dir_) {
+    : dir_(std::move(o.dir_)), path_(std::move(o.path_)), id_(o.id_), created_levels_(o.created_levels_) {
   o.path_.clear();
-  o.created_dir_ = false;
+  o.created_levels_ = 0;
 }
 
 RunLock& RunLock::operator=(RunLock&& o) noexcept {
@@ -245,9 +245,9 @@ RunLock& RunLock::operator=(RunLock&& o) noexcept {
     dir_ = std::move(o.dir_);
     path_ = std::move(o.path_);
     id_ = o.id_;
-    created_dir_ = o.created_dir_;
+    created_levels_ = o.created_levels_;
     o.path_.clear();
-    o.created_dir_ = false;
+    o.created_levels_ = 0;
   }
   return *this;
 }
@@ -259,11 +259,13 @@ void RunLock::release() {
     if (now && *now == id_) std::remove(path_.c_str());
     path_.clear();
   }
-  if (created_dir_) {
+  // Only empty folders go (a run that wrote anything keeps its folder), deepest first, none above those created.
+  fs::path d(dir_);
+  for (; created_levels_ > 0; --created_levels_, d = d.parent_path()) {
     std::error_code ec;
-    fs::remove(dir_, ec);   // only when empty: a run that wrote anything keeps its folder
-    created_dir_ = false;
+    if (!fs::remove(d, ec)) break;
   }
+  created_levels_ = 0;
 }
 
 RunLock RunLock::acquire(const std::string& dir, const std::string& command) {
@@ -274,11 +276,12 @@ RunLock RunLock::acquire(const std::string& dir, const std::string& command) {
   USER_CHECK(!existed || fs::is_directory(dir, ec), "--out " << dir << " exists and is not a folder",
              "train writes a folder (metrics.jsonl, summary.json, checkpoints): choose a new --out path");
   if (!existed) {
+    for (fs::path d = fs::absolute(dir, ec).lexically_normal(); !d.empty() && !fs::exists(d, ec); d = d.parent_path())
+      ++lock.created_levels_;
     fs::create_directories(dir, ec);
     USER_CHECK(!ec && fs::is_directory(dir),
                "cannot create output folder '" << dir << "'" << (ec ? ": " + ec.message() : std::string()),
                "choose a writable --out location");
-    lock.created_dir_ = true;
   }
   const std::string path = (fs::path(dir) / kRunLockName).string();
   const std::string tmp = temp_name_for(path);

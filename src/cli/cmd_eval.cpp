@@ -1,8 +1,10 @@
 // `ragtrain eval` and `ragtrain predict`: a checkpoint applied to a data set, each rank scoring a block of it.
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
@@ -14,6 +16,7 @@
 #include "ragtrain/comm/gather.hpp"
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/core/output_file.hpp"
+#include "ragtrain/data/class_labels.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/normalization.hpp"
 #include "ragtrain/metrics/confusion.hpp"
@@ -55,20 +58,26 @@ Applied apply_checkpoint(const Context& ctx, const EvalConfig& cfg, const char* 
                "data file '" << cfg.source.data << "' is " << task_name(a.info.task) << " with " << a.info.num_outputs
                              << " outputs, the model in '" << a.path << "' is " << task_name(m.task) << " with "
                              << m.outputs,
-               "use the checkpoint trained for this data");
+               (m.task == Task::Classification && a.info.task == m.task
+                    ? "use the checkpoint trained for this data; a test set that lacks some classes keeps the training "
+                      "set's numbering when converted with --class-names-from TRAIN.h5 (the converted training set)"
+                    : "use the checkpoint trained for this data"));
+    if (needs_labels)   // eval compares the data's class ids with the model's
+      require_same_class_names(a.info.class_names, "data file '" + cfg.source.data + "'", a.ckpt.class_names,
+                               "the model in '" + a.path + "'");
   });
   collective_phase(ctx, [&] {
     a.shard = read_shard(a.info, block_indices(a.info.num_sequences, ctx.size, ctx.rank), ctx.world,
                          MemoryBudget::of(cfg.source.max_memory, ctx.local_size));
   });
-  if (ctx.is_root() && a.path != cfg.checkpoint) {   // a run folder: say which of its models this is
+  if (ctx.is_root() && a.path != cfg.checkpoint && !cfg.talk.quiet) {   // a run folder: say which of its models
     if (a.ckpt.best.step >= 0 && a.path.size() >= 7 && a.path.compare(a.path.size() - 7, 7, kBestCheckpointName) == 0)
       std::printf("# model: %s, the run's best validation (epoch %lld, step %lld; the last is %s/%s)\n",
                   a.path.c_str(), static_cast<long long>(a.ckpt.best.epoch), static_cast<long long>(a.ckpt.best.step),
                   cfg.checkpoint.c_str(), kLatestCheckpointName);
     else
-      std::printf("# model: %s, the run's last (the folder has no %s: the run had no --val)\n", a.path.c_str(),
-                  kBestCheckpointName);
+      std::printf("# model: %s, the run's last (the folder has no %s: %s)\n", a.path.c_str(), kBestCheckpointName,
+                  a.ckpt.best.step < 0 ? "the run had no --val" : "its best model is not at hand");
     std::fflush(stdout);
   }
   // The standardisation the model was trained with (none, the training set's statistics, or per series).
@@ -116,7 +125,7 @@ void allreduce_sum(std::vector<int64_t>& v, MPI_Comm comm) {
 
 int run_eval(const Context& ctx, const EvalConfig& cfg) {
   const Applied a = apply_checkpoint(ctx, cfg, "eval");
-  if (ctx.is_root())
+  if (ctx.is_root() && !cfg.talk.quiet)   // --quiet: the result lines alone
     std::printf("# eval %s on %s (%lld sequences, %d rank%s)\n", a.path.c_str(), cfg.source.data.c_str(),
                 static_cast<long long>(a.info.num_sequences), ctx.size, ctx.size == 1 ? "" : "s");
   describe(ctx, cfg, a);
@@ -178,17 +187,21 @@ int run_predict(const Context& ctx, const EvalConfig& cfg) {
     AtomicOutput file(cfg.out);   // removed unless committed: a failed write leaves the previous file or none
     const std::string& tmp = file.temp_path();
     std::ofstream out(tmp);
-    USER_CHECK(out.good(), "cannot create '" << cfg.out << "'", "choose a writable --out path");
+    USER_CHECK(out.good(), "cannot create '" << cfg.out << "' (as " << tmp << "): " << std::strerror(errno),
+               "choose a writable --out path in an existing folder (the name plus ~12 characters must fit the file "
+               "system's limit, usually 255)");
     const int64_t n = a.info.num_sequences;
     if (a.ckpt.shape.task == Task::Classification) {   // the model's: a data set may have no labels
       const std::vector<double> prob = softmax_rows(all, C);
+      // A class is named as the training data named it (so "predicted" and the p_ columns agree), else by its id.
+      const bool named = static_cast<int64_t>(a.ckpt.class_names.size()) == C;
+      auto class_name = [&](int64_t j) { return named ? a.ckpt.class_names[static_cast<size_t>(j)] : std::to_string(j); };
       out << "index,predicted";
-      for (int64_t j = 0; j < C; ++j)
-        out << ",p_" << (static_cast<int64_t>(a.ckpt.class_names.size()) == C ? a.ckpt.class_names[static_cast<size_t>(j)] : std::to_string(j));
+      for (int64_t j = 0; j < C; ++j) out << "," << csv_field("p_" + class_name(j));
       out << "\n";
       char buf[32];
       for (int64_t i = 0; i < n; ++i) {
-        out << i << "," << argmax(all.data() + i * C, C);
+        out << i << "," << csv_field(class_name(argmax(all.data() + i * C, C)));
         for (int64_t j = 0; j < C; ++j) {
           std::snprintf(buf, sizeof buf, ",%.6g", prob[static_cast<size_t>(i * C + j)]);
           out << buf;

@@ -2,6 +2,7 @@
 #include "ragtrain/cli/config_file.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "ragtrain/cli/options.hpp"
@@ -33,6 +34,14 @@ void sort_option(const std::string& file, const std::string& command, po::option
                           "sections are named after subcommands ([train], [eval], [bench], ...)");
     }
   }
+  // Options about the command line itself, which a file cannot set (a file naming another would be silently
+  // skipped, its settings never read).
+  for (const char* meta : {"config", "help", "print-config"})
+    if (name == meta)
+      throw UserError("config file '" + file + "' sets '" + name + "', which only the command line can give",
+                      std::string("remove the line") +
+                          (name == "config" ? "; to combine files, merge them into one (the command line wins over it)"
+                                            : ""));
   const auto owned = owners.find(name);
   if (owned == owners.end())
     throw UserError("config file '" + file + "': " + (where.empty() ? "" : "[" + where + "] ") + "unknown option '" +
@@ -54,6 +63,11 @@ void sort_option(const std::string& file, const std::string& command, po::option
 
 void store_config_file(const std::string& file, const std::string& command, const po::options_description& mine,
                        const OptionOwners& owners, po::variables_map& vm) {
+  // A folder or a device opens like a file and reads as nothing (or forever): only a regular file is a config.
+  std::error_code ec;
+  if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
+    throw UserError("config file '" + file + "' is not a regular file (a folder or a device)",
+                    "give --config an INI file, e.g. inputs/demo.ini");
   std::ifstream in(file);
   if (!in) throw UserError("config file '" + file + "' cannot be opened", "check the path given to --config");
   try {

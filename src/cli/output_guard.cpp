@@ -145,7 +145,18 @@ void check_folder(const Output& out, const std::vector<std::string>& names, cons
                     out.option + " names the folder " + c.command + " writes into: choose a new path");
   }
   refuse_if_held(inspect_run_lock(out.path), out.option, out.path);
-  const bool resuming = c.command == "train" && !c.start.resume.empty();
+  // --resume continues the run whose files these are, in its own folder (the checkpoint's). Resumed into another
+  // folder, that one may hold no other run's records: it is checked as for a fresh run.
+  bool resuming = false;
+  if (c.command == "train" && !c.start.resume.empty()) {
+    std::error_code ec2;
+    const fs::path from = fs::is_directory(c.start.resume, ec2) ? fs::path(c.start.resume)
+                                                                 : fs::path(c.start.resume).parent_path();
+    resuming = same_file(from.empty() ? "." : from.string(), out.path);
+  }
+  // RUN/plots, plot's own folder when --out is left out, holds what an earlier `plot` drew: redrawing a live run
+  // replaces those files (never a data set or checkpoint found there) without --force.
+  const bool force = c.force || (c.command == "plot" && c.out.empty());
   for (const std::string& name : names) {
     const std::string path = (fs::path(out.path) / name).string();
     refuse_if_input(out.option, path, inputs);
@@ -155,7 +166,15 @@ void check_folder(const Output& out, const std::vector<std::string>& names, cons
       throw UserError(out.option + " " + out.path + " holds the checkpoints of an earlier run (" + path + ": " +
                           e.what + ")",
                       "continue that run with --resume " + out.path + ", or start afresh in another --out folder");
-    check_file(Output{out.option, path, Writes::File, out.kind}, path, c.force);
+    // The best model of an earlier run that left no checkpoint.h5 (killed before its first one): a record of
+    // that run like its metrics, replaced only with --force (train.sbatch's fresh restart after a requeue).
+    if (c.command == "train" && name == kBestCheckpointName && e.kind == Holding::Checkpoint) {
+      USER_CHECK(force, out.option << " " << out.path << " holds the best model of an earlier run (" << path << ": "
+                                   << e.what << ")",
+                 "start afresh in another --out folder, or pass --force to replace that run's records");
+      continue;
+    }
+    check_file(Output{out.option, path, Writes::File, out.kind}, path, force);
   }
 }
 
@@ -265,8 +284,9 @@ void check_outputs(const RunConfig& c) {
   for (const Output& out : outputs) {
     if (out.writes == Writes::Folder) {
       std::vector<std::string> names = cmd == "plot" ? plot_file_names()
-                                                     : std::vector<std::string>{kLatestCheckpointName, "metrics.jsonl",
-                                                                                "metrics.csv", "summary.json"};
+                                                     : std::vector<std::string>{kLatestCheckpointName, kBestCheckpointName,
+                                                                                "metrics.jsonl", "metrics.csv",
+                                                                                "summary.json"};
       if (cmd == "train" && c.records.write_order) names.push_back("order.csv");
       check_folder(out, names, inputs, c);
       continue;

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <string>
 
 #include "ragtrain/comm/watchdog.hpp"
 #include "ragtrain/core/error.hpp"
@@ -56,6 +58,15 @@ void print_error(const Context* ctx, const std::exception_ptr& e) {
     std::cerr << prefix << "unknown exception\n";
   }
   std::cerr.flush();
+}
+
+bool same_on_every_rank(const Context& ctx, const std::string& text) {
+  // std::hash: the same binary on every rank gives the same value for the same text.
+  const auto mine = static_cast<int64_t>(std::hash<std::string>{}(text) >> 1);
+  int64_t low = 0, high = 0;
+  MPI_Allreduce(&mine, &low, 1, MPI_INT64_T, MPI_MIN, ctx.world);
+  MPI_Allreduce(&mine, &high, 1, MPI_INT64_T, MPI_MAX, ctx.world);
+  return low == high;
 }
 
 void agree_on_errors(const Context& ctx, std::exception_ptr local) {

@@ -62,4 +62,31 @@ ClassLabels map_class_labels(const std::vector<std::string>& labels, const std::
   return out;
 }
 
+namespace {
+
+// "a, b, c" for messages; long lists show their first and last names.
+std::string name_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names.size() > 12 && i == 6) {
+      out += ", ... (" + std::to_string(names.size() - 12) + " more)";
+      i = names.size() - 6;
+    }
+    out += (i ? ", " : "") + names[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+void require_same_class_names(const std::vector<std::string>& names, const std::string& what,
+                              const std::vector<std::string>& reference_names, const std::string& reference) {
+  if (names.empty() || reference_names.empty() || names == reference_names) return;
+  USER_CHECK(false,
+             what << " names its classes " << name_list(names) << "; " << reference << " has " << name_list(reference_names)
+                  << ": class ids would be compared across different classes",
+             "convert the data with --class-names-from TRAIN.h5 (the converted training set), so that both number "
+             "the same classes in the same order");
+}
+
 }  // namespace ragtrain

@@ -148,6 +148,23 @@ OpenDataset open_dataset(hid_t file, const std::string& path, const char* name, 
   const int rank = h5_read_check(H5Sget_simple_extent_ndims(space.get()), file, what);
   d.dims.resize(static_cast<size_t>(rank));
   if (rank > 0) h5_read_check(H5Sget_simple_extent_dims(space.get(), d.dims.data(), nullptr), file, what);
+  // A compression filter this HDF5 library lacks (h5py's lzf, a plugin's blosc) makes every read fail later with
+  // no reason given: name it now.
+  H5Handle dcpl(H5Dget_create_plist(d.dset.get()), H5Pclose);
+  const int filters = dcpl ? H5Pget_nfilters(dcpl.get()) : 0;
+  for (int i = 0; i < filters; ++i) {
+    unsigned flags = 0;
+    size_t n_values = 0;
+    char filter_name[64] = "";
+    const H5Z_filter_t id = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &n_values, nullptr,
+                                           sizeof filter_name, filter_name, nullptr);
+    USER_CHECK(id < 0 || H5Zfilter_avail(id) > 0,
+               path << ": " << name << " is stored with HDF5 filter " << id << " (" << filter_name
+                    << "), which this HDF5 library does not have",
+               "rewrite the file without it, e.g. `h5repack -f NONE " << path
+                                                                      << " plain.h5`, or with gzip (h5py: "
+                                                                         "compression=\"gzip\")");
+  }
   return d;
 }
 

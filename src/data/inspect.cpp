@@ -35,7 +35,6 @@ DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budge
   r.total_timesteps = info.total_timesteps;
   r.lengths = info.lengths();
   r.class_names = info.class_names;
-  if (info.labeled && info.task == Task::Classification) r.class_counts.assign(static_cast<size_t>(info.num_outputs), 0);
 
   std::vector<int64_t> block;
   for (int64_t i = 0; i < info.num_sequences;) {
@@ -46,10 +45,13 @@ DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budge
       block.push_back(i++);
     } while (i < info.num_sequences && values + info.length(i) * info.num_features <= block_values);
     const Shard shard = read_shard(info, block, MPI_COMM_SELF, budget);
-    for (int32_t label : shard.labels) ++r.class_counts[static_cast<size_t>(label)];
+    for (int32_t label : shard.labels) ++r.class_counts[label];
   }
   return r;
 }
+
+// Above this many declared classes, inspect lists only the classes that occur.
+constexpr int64_t kListAllClasses = 1000;
 
 void print_report(const DatasetReport& r, std::ostream& out) {
   const bool classification = r.labeled && r.task == Task::Classification;
@@ -76,11 +78,22 @@ void print_report(const DatasetReport& r, std::ostream& out) {
   out.unsetf(std::ios::floatfield);
 
   if (classification) {
-    out << "class counts\n";
-    for (size_t c = 0; c < r.class_counts.size(); ++c) {
+    // Every class of a usual set, with the empty ones; of a set declaring very many, those with sequences.
+    const bool all = r.num_outputs <= kListAllClasses;
+    out << "class counts"
+        << (all ? "" : " (the " + std::to_string(r.class_counts.size()) + " of " + std::to_string(r.num_outputs) +
+                           " declared classes with sequences)")
+        << "\n";
+    auto row = [&](int64_t c, int64_t n) {
       out << "  " << std::setw(4) << c;
-      if (c < r.class_names.size()) out << "  " << std::left << std::setw(12) << r.class_names[c] << std::right;
-      out << "  " << std::setw(8) << r.class_counts[c] << "\n";
+      if (c < static_cast<int64_t>(r.class_names.size()))
+        out << "  " << std::left << std::setw(12) << r.class_names[static_cast<size_t>(c)] << std::right;
+      out << "  " << std::setw(8) << n << "\n";
+    };
+    if (all) {
+      for (int64_t c = 0; c < r.num_outputs; ++c) row(c, r.class_counts.count(c) ? r.class_counts.at(c) : 0);
+    } else {
+      for (const auto& [c, n] : r.class_counts) row(c, n);
     }
   }
 

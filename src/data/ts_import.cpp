@@ -98,17 +98,23 @@ void TsParser::header(const std::string& text, int64_t line) {
                         << "\"",
                kTsHint);
     dimensions_ = static_cast<int64_t>(dims);
-  } else if (key == "@classlabel") {
+  } else if (key == "@classlabel" || key == "@targetlabel") {
+    USER_CHECK(value == "true" || value == "false",
+               at(line) << w[0] << " expects true or false; found \"" << value << "\"", kTsHint);
     says_unlabeled_ = says_unlabeled_ || value == "false";
-    if (value == "true") {
+    if (key == "@targetlabel") {
+      has_targets_ = value == "true";
+    } else if (value == "true") {
       class_labels_.assign(w.begin() + 2, w.end());
       USER_CHECK(class_labels_.size() >= 2,
                  at(line) << "@classLabel true lists " << class_labels_.size() << " class(es); expected at least 2",
                  kTsHint);
+      for (size_t i = 1; i < class_labels_.size(); ++i)   // a repeated label would name two class ids
+        USER_CHECK(std::find(class_labels_.begin(), class_labels_.begin() + static_cast<std::ptrdiff_t>(i),
+                             class_labels_[i]) == class_labels_.begin() + static_cast<std::ptrdiff_t>(i),
+                   at(line) << "@classLabel true lists \"" << class_labels_[i] << "\" twice; expected distinct labels",
+                   kTsHint);
     }
-  } else if (key == "@targetlabel") {
-    has_targets_ = value == "true";
-    says_unlabeled_ = says_unlabeled_ || value == "false";
   } else if (key == "@data") {
     start_data(line);
   }
@@ -214,6 +220,7 @@ void TsParser::series(const std::string& text, int64_t line) {
 RaggedData TsParser::run(std::istream& in) {
   std::string text;
   for (int64_t line = 1; std::getline(in, text); ++line) {
+    if (line == 1 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);   // a UTF-8 BOM, as CSV files
     text = trim(text);
     if (text.empty() || text[0] == '#') continue;
     if (in_data_) {

@@ -9,6 +9,7 @@
 
 #include "ragtrain/checkpoint/checkpoint.hpp"
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/metrics/units.hpp"
 
 namespace ragtrain {
 
@@ -47,13 +48,6 @@ std::string number_text(const Json& v, const char* format) {
   char buf[40];
   std::snprintf(buf, sizeof buf, format, v.get<double>());
   return buf;
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return q + "\"";
 }
 
 }  // namespace

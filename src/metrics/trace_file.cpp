@@ -89,7 +89,7 @@ void write_chrome_trace(const Context& ctx, const Timeline& timeline, const std:
   AtomicOutput out(path);
   {
     std::ofstream f(out.temp_path(), std::ios::binary | std::ios::trunc);
-    USER_CHECK(f.good(), "cannot create '" << out.temp_path() << "' for --trace " << path,
+    USER_CHECK(f.good(), "cannot create '" << out.temp_path() << "' for --trace " << path << ": " << std::strerror(errno),
                "choose a writable location for --trace");
     f << "{\"displayTimeUnit\":\"ms\",\"otherData\":" << other.dump() << ",\n\"traceEvents\":[\n";
     // Metadata first: each rank a named process track, sorted by rank.

@@ -82,4 +82,11 @@ std::string human_bytes(int64_t bytes) {
   return three_digits(v) + " " + kUnit[u];
 }
 
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
 }  // namespace ragtrain

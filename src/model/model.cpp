@@ -1,6 +1,7 @@
 // Parameter layout and initialisation.
 #include "ragtrain/model/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ragtrain/core/error.hpp"
@@ -23,6 +24,23 @@ std::optional<Pool> parse_pool(const std::string& name) {
   for (Pool p : {Pool::Last, Pool::Mean, Pool::Max})
     if (name == pool_name(p)) return p;
   return std::nullopt;
+}
+
+double parameter_count(const ModelShape& s) {
+  const double f = static_cast<double>(s.input_size), h = static_cast<double>(s.hidden),
+               d = static_cast<double>(s.directions()), c = static_cast<double>(s.outputs);
+  // Per layer and direction 4H x (input + H) weights and two 4H biases (an upper bound for the layers past the
+  // first, whose input is D*H); then the head.
+  return static_cast<double>(s.layers) * d * 4 * h * (std::max(f, d * h) + h + 2) + d * h * c + c;
+}
+
+double training_bytes(const ModelShape& s, int64_t batch, int64_t max_length) {
+  // A timestep's activations: the input, and the gates (4H), cell and hidden state of each layer and direction.
+  const double per_step = static_cast<double>(s.input_size) + static_cast<double>(s.layers) *
+                                                                   static_cast<double>(s.directions()) * 6 *
+                                                                   static_cast<double>(s.hidden);
+  // Parameters, gradient and two optimizer moments, float32; a step's activations.
+  return 4.0 * (4 * parameter_count(s) + static_cast<double>(batch) * static_cast<double>(max_length) * per_step);
 }
 
 std::string describe(const ModelShape& s) {

@@ -3,12 +3,16 @@
 // backend -> run folder.
 #include "ragtrain/train/trainer.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include "ragtrain/checkpoint/checksum.hpp"
 #include "ragtrain/checkpoint/rotation.hpp"
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/core/memory.hpp"
+#include "ragtrain/core/output_file.hpp"
+#include "ragtrain/data/class_labels.hpp"
 #include "ragtrain/metrics/provenance.hpp"
 #include "ragtrain/metrics/units.hpp"
 
@@ -28,6 +32,8 @@ void check_compatible(const DatasetInfo& train, const DatasetInfo& val) {
              "validation file '" << val.path << "' declares " << val.num_outputs << (val.task == Task::Classification ? " classes" : " targets")
                                  << ", the training file '" << train.path << "' " << train.num_outputs,
              "the attribute num_classes must agree between training and validation files");
+  require_same_class_names(val.class_names, "validation file '" + val.path + "'", train.class_names,
+                           "the training file '" + train.path + "'");
 }
 
 uint32_t lengths_crc32(const std::vector<int64_t>& lengths) {
@@ -68,7 +74,18 @@ void Trainer::setup_data() {
   Stopwatch io;
   if (cfg_.synthetic) {
     // The same synthetic set on every rank (a pure function of the spec): nothing to read, nothing to agree on.
-    synthetic_ = make_synthetic(*cfg_.synthetic);
+    budget_ = MemoryBudget::of(cfg_.source.max_memory, ctx_.local_size);
+    const SyntheticSpec& g = *cfg_.synthetic;
+    const double data_bytes = 4.0 * static_cast<double>(g.sequences) * static_cast<double>(g.max_length) *
+                              static_cast<double>(g.features + 1);
+    collective_phase(ctx_, [&] {   // the same verdict on every rank: each exits 2
+      USER_CHECK(data_bytes <= static_cast<double>(budget_.bytes),
+                 "the synthetic data (" << g.sequences << " sequences of up to " << g.max_length << " steps, "
+                                        << g.features << " features) needs " << byte_string(data_bytes)
+                                        << " but this rank may use " << byte_string(static_cast<double>(budget_.bytes)),
+                 "lower --sequences, --max-length or --features, or raise --max-memory if the machine has the memory");
+    });
+    synthetic_ = make_synthetic(g);
     for (int64_t i = 0; i < synthetic_.num_sequences(); ++i)
       lengths_.push_back(synthetic_.offsets[static_cast<size_t>(i + 1)] - synthetic_.offsets[static_cast<size_t>(i)]);
     train_info_.num_sequences = synthetic_.num_sequences();
@@ -107,6 +124,21 @@ void Trainer::setup_data() {
   cfg_.lr.total_steps = total_steps_;
   shape_ = ModelShape{train_info_.num_features, cfg_.model.hidden,        cfg_.model.layers, train_info_.num_outputs,
                       train_info_.task,         cfg_.model.bidirectional, cfg_.model.pool};
+  // The model and a step's activations must fit before the backend allocates them: a --hidden or
+  // --batch-per-rank typo, or a file declaring 2^31 classes, is a message, not std::bad_alloc or the OOM killer.
+  const int64_t max_length = lengths_.empty() ? 0 : *std::max_element(lengths_.begin(), lengths_.end());
+  const double need = training_bytes(shape_, cfg_.schedule.batch_per_rank, max_length);
+  collective_phase(ctx_, [&] {
+    USER_CHECK(need <= static_cast<double>(budget_.bytes),
+               "training " << describe(shape_) << (cfg_.synthetic ? "" : " for --data '" + cfg_.source.data + "'")
+                           << " on " << cfg_.schedule.batch_per_rank << " sequence(s) of up to "
+                           << max_length << " steps per rank needs about " << byte_string(need)
+                           << " but this rank may use " << byte_string(static_cast<double>(budget_.bytes))
+                           << (budget_.max_memory == "auto" ? " (--max-memory auto: node memory / ranks on the node)"
+                                                            : " (--max-memory " + budget_.max_memory + ")"),
+               "lower --hidden, --layers or --batch-per-rank; check the data's features and classes with `ragtrain "
+               "inspect`; or raise --max-memory if the machine has the memory");
+  });
   run_.io_s += io.seconds();
 }
 
@@ -208,7 +240,8 @@ void Trainer::setup_backend() {
                                  << init.shape.outputs << " (" << describe(init.shape) << "); this run needs input "
                                  << shape_.input_size << ", hidden " << shape_.hidden << ", layers " << shape_.layers
                                  << ", outputs " << shape_.outputs << " (" << describe(shape_) << ")",
-                 "match --hidden/--layers/--bidirectional/--pool to the checkpoint, or train from scratch");
+                 "match --hidden/--layers/--bidirectional/--pool to the checkpoint (a ragtrain checkpoint holds its run's "
+                 "options: `h5dump -a config " + cfg_.start.init_from + "`), or train from scratch");
     });
     backend_->set_params(init.params);
   } else {
@@ -224,6 +257,12 @@ void Trainer::open_run_folder() {
   collective_phase(ctx_, [&] {
     if (!ctx_.is_root()) return;
     ensure_output_dir(cfg_.out);
+    // A fresh run replaces the records of an earlier one (the guard allowed it: --force); its best.h5 too, which
+    // eval would otherwise take for this run's best model.
+    std::error_code gone;
+    if (!resuming_ && !std::filesystem::remove(best_path(), gone))
+      USER_CHECK(!gone, "cannot remove the earlier run's " << best_path() << ": " << gone.message(),
+                 "remove it yourself, or start afresh in another --out folder");
     if (cfg_.records.write_order) {
       records_.order_csv.open(cfg_.out + "/order.csv", resuming_ ? std::ios::app : std::ios::trunc);
       USER_CHECK(records_.order_csv.good(), "cannot create '" << cfg_.out << "/order.csv'",
@@ -249,6 +288,43 @@ void Trainer::open_run_folder() {
                              {"batch_per_rank", cfg_.schedule.batch_per_rank},
                              {"dropped_records", dropped}});
   });
+  if (resuming_) carry_best_model();
+}
+
+void Trainer::carry_best_model() {
+  if (best_.step < 0) return;
+  namespace fs = std::filesystem;
+  const std::string here = best_path(), there = (fs::path(resume_path_).parent_path() / kBestCheckpointName).string();
+  int at_hand = 0;
+  collective_phase(ctx_, [&] {
+    if (!ctx_.is_root()) return;
+    // A best.h5 holds the best model when it was written at the best step (a damaged one does not).
+    auto holds_best = [&](const std::string& path) {
+      if (!fs::exists(path)) return false;
+      try {
+        return read_checkpoint(path).step == best_.step;
+      } catch (const std::exception&) {
+        return false;
+      }
+    };
+    if (holds_best(here)) {
+      at_hand = 1;
+    } else if (!same_file(here, there) && holds_best(there)) {
+      // Resumed into another folder: that folder's best.h5 comes along, so this run's records name a file it has.
+      AtomicOutput copy(here);
+      fs::copy_file(there, copy.temp_path());
+      copy.commit();
+      at_hand = 1;
+      records_.log.write(Json{{"event", "best"}, {"epoch", best_.epoch}, {"step", best_.step}, {"path", here},
+                              {"copied_from", there}});
+    } else if (talk_) {
+      std::printf("# the best model so far (step %lld, by the checkpoint's record) is in neither %s nor %s: the next "
+                  "better validation writes best.h5\n",
+                  static_cast<long long>(best_.step), here.c_str(), there.c_str());
+    }
+  });
+  MPI_Bcast(&at_hand, 1, MPI_INT, 0, ctx_.world);
+  best_file_ = at_hand ? here : std::string();
 }
 
 void Trainer::announce() const {

@@ -65,6 +65,7 @@ int Trainer::run() {
       "step", step_);
   if (watchdog_) watchdog_->arm();   // set-up is done: from here on no rank waits on another longer than --comm-timeout
   epoch_clock_.restart();            // a resumed run's first (partial) epoch: its time without the set-up
+  restart_interval_clock();
   while (step_ < total_steps_) {
     const int64_t s = step_ % steps_per_epoch();
     if (watchdog_) watchdog_->set_step(step_ + 1);
@@ -126,7 +127,7 @@ int Trainer::run() {
 
 void Trainer::log_interval(const StepTotals& tot, float lr) {
   const int64_t epoch = (step_ - 1) / steps_per_epoch(), s = (step_ - 1) % steps_per_epoch();
-  const double secs = interval_clock_.seconds();
+  const double secs = interval_clock_.seconds() - interval_val_s_;
   PhaseScope phase(&timeline_, Phase::Log, step_);
   const std::vector<RankCounters> all = gather_counters(ctx_, interval_);
   const double loss = acc_.interval_loss_sum / acc_.interval_count;   // NaN (null in JSON) if all were skipped
@@ -156,7 +157,7 @@ void Trainer::log_interval(const StepTotals& tot, float lr) {
   run_ += interval_;
   interval_ = RankCounters{};
   acc_.interval_loss_sum = acc_.interval_count = acc_.interval_imbalance_sum = acc_.interval_steps = 0;
-  interval_clock_.restart();
+  restart_interval_clock();
 }
 
 void Trainer::validate(bool at_epoch_end) {
@@ -177,7 +178,7 @@ void Trainer::validate(bool at_epoch_end) {
   }
   keep_if_best();
   epoch_val_s_ += t.seconds();
-  interval_clock_.restart();   // validation is not training: keep it out of the next interval's throughput
+  interval_val_s_ += t.seconds();   // validation is not training: keep it out of the interval's throughput
 }
 
 SelectMetric Trainer::select_metric() const {
@@ -214,6 +215,7 @@ void Trainer::keep_if_best() {
     if (classification()) rec["val_accuracy"] = acc;
     records_.log.write(rec);
   });
+  best_file_ = best_path();
   run_.io_s += t.seconds();
 }
 
@@ -259,7 +261,7 @@ void Trainer::end_epoch() {
     line << "  (" << human_duration(epoch_clock_.seconds()) << ")";
     progress_->println(line.str());
   }
-  interval_clock_.restart();
+  restart_interval_clock();
 }
 
 void Trainer::checkpoint(const char* reason, bool complete) {
@@ -349,7 +351,8 @@ int Trainer::finish() {
                     "%lld, step %lld) is %s\n",
                     static_cast<long long>(step_), static_cast<long long>(total_steps_),
                     static_cast<long long>(best_.validations_since), select_metric_name(select_metric()),
-                    static_cast<long long>(best_.epoch), static_cast<long long>(best_.step), best_path().c_str());
+                    static_cast<long long>(best_.epoch), static_cast<long long>(best_.step),
+                    best_file_.empty() ? "in no file at hand" : best_file_.c_str());
         std::fflush(stdout);
       }
     }

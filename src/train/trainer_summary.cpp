@@ -42,7 +42,7 @@ void Trainer::print_best_and_last() const {
                 static_cast<long long>(step), loss, acc_text, file.c_str());
   };
   if (best_.step >= 0)
-    row("best", best_.epoch, best_.step, best_.val_loss, best_.val_accuracy, best_path());
+    row("best", best_.epoch, best_.step, best_.val_loss, best_.val_accuracy, best_file_.empty() ? "-" : best_file_);
   row("last", (step_ - 1) / steps_per_epoch() + 1, step_, last_val_.loss(), last_val_.accuracy(),
       cfg_.out + "/" + kLatestCheckpointName);
 }
@@ -58,9 +58,12 @@ void Trainer::summarize() {
     RankCounters sum;
     for (const auto& r : all) sum += r;
     const bool has_val = !cfg_.validation.data.empty();
+    // The epochs the run reached (an early stop ends before --epochs, the planned number beside it).
+    const int64_t epochs_run = (step_ + steps_per_epoch() - 1) / steps_per_epoch();
     Json summary{{"world_size", ctx_.size},
                  {"backend", backend_->name()},
-                 {"epochs", cfg_.schedule.epochs},
+                 {"epochs", epochs_run},
+                 {"epochs_planned", cfg_.schedule.epochs},
                  {"steps", step_},
                  {"sequences", train_info_.num_sequences},
                  {"batch_per_rank", cfg_.schedule.batch_per_rank},
@@ -102,7 +105,7 @@ void Trainer::summarize() {
     summary["best_step"] = have_best ? Json(best_.step) : Json(nullptr);
     summary["best_val_loss"] = have_best ? Json(best_.val_loss) : Json(nullptr);
     summary["best_val_accuracy"] = have_best && classification() ? Json(best_.val_accuracy) : Json(nullptr);
-    summary["best_checkpoint"] = have_best ? Json(best_path()) : Json(nullptr);
+    summary["best_checkpoint"] = have_best && !best_file_.empty() ? Json(best_file_) : Json(nullptr);
     summary["stop_reason"] = stop_reason_;
     if (early_stopped_) summary["early_stop"] = Json{{"validations_without_improvement", best_.validations_since},
                                                      {"patience", cfg_.validation.early_stop}};
@@ -120,7 +123,7 @@ void Trainer::summarize() {
       std::printf("#\n# %-10s %8s %6s %7s %11s %11s %9s %10s %13s %9s\n", "result", "ranks", "epochs", "steps",
                   "train_loss", "val_loss", "val_acc", "seq/s", "timesteps/s", "wall_s");
       std::printf("# %-10s %8d %6lld %7lld %11.5f %11s %9s %10.1f %13.1f %9.2f\n", backend_->name().c_str(), ctx_.size,
-                  static_cast<long long>(cfg_.schedule.epochs), static_cast<long long>(step_), last_train_loss_,
+                  static_cast<long long>(epochs_run), static_cast<long long>(step_), last_train_loss_,
                   has_val ? std::to_string(last_val_.loss()).c_str() : "-",
                   has_val && classification() ? std::to_string(last_val_.accuracy()).c_str() : "-",
                   sum.sequences / wall_s, sum.timesteps / wall_s, wall_s);
@@ -134,11 +137,18 @@ void Trainer::summarize() {
                   validity["loss_falling"].get<bool>() ? "yes" : "no",
                   validity["ranks_agree"].get<bool>() ? "yes" : "no");
       std::printf("# outputs: %s/{metrics.jsonl,metrics.csv,summary.json,checkpoint.h5%s} and TensorBoard events %s\n",
-                  cfg_.out.c_str(), best_.step >= 0 ? ",best.h5" : "", records_.log.event_file().c_str());
+                  cfg_.out.c_str(), best_file_.empty() ? "" : ",best.h5", records_.log.event_file().c_str());
     }
+    // The final result, printed even with --quiet: the validation's, else the last epoch's training numbers.
     if (has_val && classification())
       std::printf("validation accuracy: %.4f (%lld/%lld)\n", last_val_.accuracy(),
                   static_cast<long long>(last_val_.correct), static_cast<long long>(last_val_.count));
+    else if (has_val)
+      std::printf("validation loss: %.6g (MAE %.6g)\n", last_val_.loss(), last_val_.mae());
+    else if (classification())
+      std::printf("train loss: %.6g, train accuracy: %.4f (the last epoch; no --val)\n", last_train_loss_, last_train_acc_);
+    else
+      std::printf("train loss: %.6g (the last epoch; no --val)\n", last_train_loss_);
     std::fflush(stdout);
   });
 }

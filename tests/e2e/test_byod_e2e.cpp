@@ -60,6 +60,31 @@ TEST(ByodE2e, CsvFolderToTrainEvalJsonAndPredict) {
   std::string header;
   std::getline(csv, header);
   EXPECT_EQ(header, "index,predicted,p_down,p_up");
+  std::string row;
+  std::getline(csv, row);   // the predicted class by the name the p_ columns use
+  EXPECT_TRUE(row.rfind("0,down,", 0) == 0 || row.rfind("0,up,", 0) == 0) << row;
+
+  // A set converted on its own with other class names ("fall" for "down"): its class ids would mean other classes,
+  // so eval and train --val refuse it on every rank.
+  std::filesystem::create_directories(d / "other");
+  std::ofstream other_labels(d / "other-labels.csv");
+  other_labels << "file,trend\n";
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "s" + std::to_string(i) + ".csv";
+    std::filesystem::copy_file(d / ("seqs/" + name), d / ("other/" + name));
+    other_labels << name << "," << (i % 2 == 0 ? "up" : "fall") << "\n";
+  }
+  other_labels.close();
+  ASSERT_EQ(run(0, "convert " + d / "other" + " --labels " + d / "other-labels.csv " + d / "other.h5").rc, 0);
+  for (const std::string& cmd :
+       {"eval --checkpoint " + d / "run" + " --data " + d / "other.h5",
+        "train --data " + d / "train.h5" + " --val " + d / "other.h5" + " --out " + d / "run2 --epochs 1 --quiet"}) {
+    const Result r = run(2, cmd);
+    EXPECT_EQ(r.rank_rcs, (std::vector<int>{2, 2})) << cmd << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, "names its classes fall, up;")) << r.output;
+    EXPECT_TRUE(contains(r.output, "--class-names-from")) << r.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(d / "run2"));
 }
 
 TEST(ByodE2e, NpzConvertsAndBadNpzStopsEveryRank) {

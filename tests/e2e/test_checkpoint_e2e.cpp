@@ -380,6 +380,13 @@ TEST(Plot, RunFolderAndBenchFolderBecomePngs) {
   };
   for (const char* f : {"loss.png", "accuracy.png", "throughput.png", "ranks.png"})
     EXPECT_TRUE(is_png(d / ("a/plots/" + std::string(f)))) << f;
+  // Redrawn (a live run): RUN/plots is plot's own folder, so its earlier drawings are replaced; a folder named
+  // with --out is the user's, where an existing file needs --force.
+  const Result again = run(0, "plot " + d / "a");
+  EXPECT_EQ(again.rc, 0) << again.output;
+  const Result named = run(0, "plot " + d / "a" + " --out " + d / "a/plots");
+  EXPECT_EQ(named.rc, 2) << named.output;
+  EXPECT_TRUE(contains(named.output, "--force")) << named.output;
 
   fs::create_directories(d / "scaling");
   for (int np : {1, 2})

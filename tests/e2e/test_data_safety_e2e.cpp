@@ -189,7 +189,22 @@ TEST(DataSafety, ADataSetOrACheckpointIsNeverReplacedByAnotherKindOfFileEvenWith
     }
     cases.push_back({"a fresh train into a run with checkpoints" + f, 2,
                      "train --data " + d / "data.h5 --out " + d / "run" + kModel + force, {"earlier run", "--resume"}});
+    // --resume continues its own folder; another run's folder keeps its checkpoints and records.
+    cases.push_back({"a resume of one run into another run's folder" + f, 2,
+                     "train --data " + d / "data.h5 --out " + d / "run-b --epochs 2 --resume " + d / "run" + kModel + force,
+                     {"earlier run"}});
+    cases.push_back({"a fresh train whose --val is its --out's best.h5" + f, 0,
+                     "train --data " + d / "data.h5 --val " + d / "val-in-out/best.h5 --out " + d / "val-in-out" + kModel +
+                         force,
+                     {"same file", "--val"}});
   }
+  ASSERT_EQ(run(0, "train --data " + d / "data.h5 --out " + d / "run-b --epochs 1 --seed 5" + kModel).rc, 0);
+  fs::create_directories(d / "best-only");
+  fs::copy_file(d / "ckpt.h5", d / "best-only/best.h5");
+  fs::create_directories(d / "val-in-out");
+  fs::copy_file(d / "other.h5", d / "val-in-out/best.h5");
+  cases.push_back({"a fresh train into a folder holding an earlier run's best.h5, without --force", 0,
+                   "train --data " + d / "data.h5 --out " + d / "best-only" + kModel, {"best model of an earlier run", "--force"}});
   cases.push_back({"gen onto a data set without --force", 0, "gen --out " + d / "other.h5" + kGen, {"data set", "--force"}});
   cases.push_back({"convert onto a data set without --force", 0, "convert " + d / "in.ts " + d / "other.h5",
                    {"data set", "--force"}});
@@ -212,6 +227,10 @@ TEST(DataSafety, ADataSetOrACheckpointIsNeverReplacedByAnotherKindOfFileEvenWith
   EXPECT_FALSE(contains(metrics.str(), "{\"event\":\"step\",\"step\":1}")) << "the old record stayed";
   EXPECT_TRUE(fs::exists(d / "runs-no-ckpt/checkpoint.h5"));
   EXPECT_FALSE(fs::exists(d / "runs-no-ckpt/ragtrain.lock")) << "the lock outlived its run";
+  // ... and an earlier run's best.h5 (a run killed before its first checkpoint: train.sbatch restarts it afresh).
+  EXPECT_EQ(run(0, "train --data " + d / "data.h5 --out " + d / "best-only --force --epochs 1" + kModel).rc, 0);
+  EXPECT_TRUE(fs::exists(d / "best-only/checkpoint.h5"));
+  EXPECT_FALSE(fs::exists(d / "best-only/best.h5")) << "the earlier run's best model would pass for this one's";
 }
 
 TEST(DataSafety, NothingWritesIntoAFolderHeldByARunningTrain) {
@@ -336,4 +355,15 @@ TEST(DataSafety, ALockLeftByAKilledRunDoesNotBlockItsResumeAndForeignLocksAreNam
   EXPECT_EQ(reused.rc, 0) << reused.output;
   EXPECT_TRUE(contains(reused.output, "took over")) << reused.output;
   EXPECT_FALSE(fs::exists(d / "reused/ragtrain.lock"));
+}
+
+// A refused train leaves nothing behind, not even the parents of a nested --out it created (its lock's folders).
+TEST(DataSafety, ARefusedTrainRemovesTheFoldersItCreated) {
+  Scratch d;
+  ASSERT_EQ(run(0, "gen --out " + d / "data.h5 --seed 1" + kGen).rc, 0);
+  const Result r = run(2, "train --data " + d / "data.h5 --out " + d / "x/y/z --epochs 1 --layers 1000000000" + kModel);
+  EXPECT_EQ(r.rank_rcs, (std::vector<int>{2, 2})) << r.output;
+  EXPECT_FALSE(fs::exists(d / "x")) << r.output;
+  ASSERT_EQ(run(0, "train --data " + d / "data.h5 --out " + d / "x/y/z --epochs 1" + kModel).rc, 0);
+  EXPECT_TRUE(fs::exists(d / "x/y/z/checkpoint.h5"));
 }

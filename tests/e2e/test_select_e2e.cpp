@@ -134,6 +134,9 @@ TEST(Select, EarlyStopEndsTheRunWithExitZeroAndSaysWhy) {
     const auto s = read_json(out + "/summary.json");
     ASSERT_EQ(s["stop_reason"], "early_stop") << "60 epochs of lr 0.05 on 48 sequences must overfit";
     EXPECT_LT(s["steps"].get<int64_t>(), 60 * 48 / np);
+    // The epochs it reached, and the planned ones beside them.
+    EXPECT_EQ(s["epochs"], (s["steps"].get<int64_t>() + 48 / np - 1) / (48 / np));
+    EXPECT_EQ(s["epochs_planned"], 60);
     EXPECT_EQ(s["early_stop"]["patience"], 2);
     EXPECT_TRUE(contains(r.output, "# early stop at step")) << r.output;
     // The last two validations were no better than the best; the one before them was the best.
@@ -161,15 +164,37 @@ TEST(Select, ResumedRunKnowsTheBestSoFar) {
                            " --select val_loss";
   ASSERT_EQ(train_with_val(d, 2, d / "whole", args + " --epochs 20").rc, 0);
   ASSERT_EQ(train_with_val(d, 2, d / "parts", args + " --epochs 16").rc, 0);
+  // Resumed into another folder (--out is free to change): the best model comes along with the records.
+  const Result m = train_with_val(d, 2, d / "moved", args + " --epochs 20 --resume " + d / "parts");
+  ASSERT_EQ(m.rc, 0) << m.output;
+  // From a checkpoint copied alone: the best model is at hand nowhere, so nothing names a file for it, and the
+  // best so far still decides (no later validation beats it here).
+  std::filesystem::create_directories(d / "alone");
+  std::filesystem::copy_file(d / "parts/checkpoint.h5", d / "alone/checkpoint.h5");
+  const Result l = train_with_val(d, 2, d / "lost", args + " --epochs 20 --resume " + d / "alone/checkpoint.h5");
+  ASSERT_EQ(l.rc, 0) << l.output;
   const Result r = train_with_val(d, 2, d / "parts", args + " --epochs 20 --resume " + d / "parts");
   ASSERT_EQ(r.rc, 0) << r.output;
-  const auto a = read_json(d / "whole/summary.json"), b = read_json(d / "parts/summary.json");
+  const auto a = read_json(d / "whole/summary.json");
+  const auto lost = read_json(d / "lost/summary.json");
+  EXPECT_EQ(lost["best_step"], a["best_step"]);
+  EXPECT_TRUE(lost["best_checkpoint"].is_null()) << lost["best_checkpoint"];
+  EXPECT_FALSE(std::filesystem::exists(d / "lost/best.h5"));
   ASSERT_LE(a["best_step"].get<int64_t>(), 16 * 20) << "the best must lie before the resume point for this test";
-  for (const char* k : {"best_epoch", "best_step", "best_val_loss", "best_val_accuracy"}) EXPECT_EQ(a[k], b[k]) << k;
-  const std::string ea = eval_on_val(d, 1, d / "whole"), eb = eval_on_val(d, 1, d / "parts");
-  ASSERT_TRUE(contains(ea, "\nloss ") && contains(eb, "\nloss ")) << ea << eb;
+  const std::string ea = eval_on_val(d, 1, d / "whole");
+  ASSERT_TRUE(contains(ea, "\nloss ")) << ea;
   const auto tail = [](const std::string& out) { return out.substr(out.find("\nloss ")); };
-  EXPECT_EQ(tail(ea), tail(eb));
+  for (const std::string run_dir : {"parts", "moved"}) {
+    const auto b = read_json(d / (run_dir + "/summary.json"));
+    for (const char* k : {"best_epoch", "best_step", "best_val_loss", "best_val_accuracy"})
+      EXPECT_EQ(a[k], b[k]) << run_dir << " " << k;
+    EXPECT_EQ(b["best_checkpoint"], d / (run_dir + "/best.h5")) << run_dir;
+    ASSERT_TRUE(std::filesystem::exists(d / (run_dir + "/best.h5"))) << run_dir;
+    const std::string eb = eval_on_val(d, 1, d / run_dir);
+    EXPECT_TRUE(contains(eb, "best.h5")) << eb;
+    ASSERT_TRUE(contains(eb, "\nloss ")) << eb;
+    EXPECT_EQ(tail(ea), tail(eb)) << run_dir;
+  }
 }
 
 TEST(Select, OptionsNeedAValidationSet) {

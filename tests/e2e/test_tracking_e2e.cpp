@@ -148,6 +148,35 @@ TEST_F(Tracking, TwoRankRunWritesCsvEventFilesAndTrace) {
   EXPECT_TRUE(t["otherData"]["truncated"].empty());
 }
 
+// With --val-every, validations fall inside --log-every intervals: an interval's throughput is its sequences over
+// its training time, as the epoch's is. (The interval clock once restarted at every validation while the sequence
+// count did not: with a validation after every step, each interval claimed ~20x the epoch's rate.)
+TEST_F(Tracking, IntervalThroughputLeavesValidationOutButKeepsTraining) {
+  Scratch s;
+  const std::string out = s / "run";
+  const Result r = run(0, "train" + data() + " --out " + out + " --epochs 1 --hidden 32 --log-every 20 --val-every 1 --quiet");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  double interval_s = 0, interval_seq = 0, epoch_sps = 0, epoch_seq = 200;
+  int intervals = 0;
+  for (const auto& rec : read_jsonl(out + "/metrics.jsonl")) {
+    if (rec["event"] == "step") {
+      interval_s += rec["seconds"].get<double>();
+      interval_seq += rec["sequences"].get<double>();
+      EXPECT_NEAR(rec["sequences_per_second"].get<double>(), rec["sequences"].get<double>() / rec["seconds"].get<double>(),
+                  1e-6 * rec["sequences_per_second"].get<double>());
+      ++intervals;
+    }
+    if (rec["event"] == "epoch") epoch_sps = rec["sequences_per_second"].get<double>();
+  }
+  ASSERT_EQ(intervals, 10);
+  EXPECT_EQ(interval_seq, epoch_seq);
+  ASSERT_GT(epoch_sps, 0);
+  const double epoch_train_s = epoch_seq / epoch_sps;
+  // The intervals' training time is the epoch's (less its few log records); validation is ~30x a step here.
+  EXPECT_GT(interval_s, 0.5 * epoch_train_s) << interval_s << " s in the intervals, " << epoch_train_s << " s in the epoch";
+  EXPECT_LT(interval_s, 1.5 * epoch_train_s) << interval_s << " s in the intervals, " << epoch_train_s << " s in the epoch";
+}
+
 TEST_F(Tracking, ResumedRunContinuesCsvElapsedAndEvents) {
   if (shell("python3 -c 1 2>&1").first != 0) GTEST_SKIP() << "python3 is needed for the independent event reader";
   Scratch s;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "ragtrain/comm/context.hpp"
 #include "ragtrain/comm/gather.hpp"
 
 using namespace ragtrain;
@@ -24,4 +25,15 @@ TEST(GatherToRoot, RankOrderWithPiecesAndEmptyRanks) {
       for (int i = 0; i < 7 * r; ++i) want.push_back(static_cast<float>(r * 1000 + i));
     EXPECT_EQ(all, want) << "pieces of " << piece;
   }
+}
+
+// Ranks started with different options are caught before any work (main's first check): the verdict is the same
+// on every rank, whichever rank differs.
+TEST(SameOnEveryRank, EqualTextsAgreeAndOneDifferentRankIsSeenEverywhere) {
+  const ragtrain::Context ctx = ragtrain::Context::create(MPI_COMM_WORLD);
+  EXPECT_TRUE(ragtrain::same_on_every_rank(ctx, "train\nhidden = 8\n"));
+  EXPECT_TRUE(ragtrain::same_on_every_rank(ctx, ""));
+  const bool differs = ctx.size > 1;
+  EXPECT_EQ(ragtrain::same_on_every_rank(ctx, ctx.rank == ctx.size - 1 ? "train\nhidden = 4\n" : "train\nhidden = 8\n"),
+            !differs);
 }

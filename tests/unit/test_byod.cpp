@@ -175,7 +175,7 @@ TEST(ByodNpz, ConvertedFileIsValidFormatV1) {
   EXPECT_EQ(r.num_sequences, 3);
   EXPECT_EQ(r.num_features, 3);
   EXPECT_EQ(r.class_names, (std::vector<std::string>{"walk", "run", "sit"}));
-  EXPECT_EQ(r.class_counts, (std::vector<int64_t>{1, 1, 1}));
+  EXPECT_EQ(r.class_counts, (std::map<int64_t, int64_t>{{0, 1}, {1, 1}, {2, 1}}));
 }
 
 TEST(ByodNpz, RejectsTheMistakesNumpyUsersMake) {

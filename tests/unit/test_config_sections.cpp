@@ -108,6 +108,17 @@ TEST(ConfigSections, BadSectionsAndNamesAreNamedWithASuggestion) {
   EXPECT_NE(e.find("hidden"), std::string::npos) << e;
 }
 
+// Files a config cannot be: a folder (which opens and reads as nothing), a device, or a file naming another.
+TEST(ConfigSections, NotARegularFileOrANestedConfigIsRefused) {
+  std::string e = user_error_of({"train", "--config", "/tmp", "--data", "a", "--out", "d"});
+  EXPECT_NE(e.find("not a regular file"), std::string::npos) << e;
+  e = user_error_of({"train", "--config", "/dev/zero", "--data", "a", "--out", "d"});
+  EXPECT_NE(e.find("not a regular file"), std::string::npos) << e;
+  const Ini nested("config = other.ini\nhidden = 4\n");
+  e = user_error_of({"train", "--config", nested.path(), "--data", "a", "--out", "d"});
+  EXPECT_NE(e.find("sets 'config', which only the command line can give"), std::string::npos) << e;
+}
+
 TEST(DidYouMean, CommandLineSuggestsTheSubcommandsOwnOptions) {
   std::string e = user_error_of({"train", "--data", "a.h5", "--out", "d", "--hiddne", "3"});
   EXPECT_NE(e.find("did you mean --hidden?"), std::string::npos) << e;

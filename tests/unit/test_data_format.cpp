@@ -535,7 +535,8 @@ TEST(DataTs, JapaneseVowelsTrainAndTest) {
   TempDir tmp;
   write_dataset(tmp.file("jv.h5"), train);
   const DatasetReport r = inspect_dataset(tmp.file("jv.h5"));
-  EXPECT_EQ(r.class_counts, std::vector<int64_t>(9, 30));
+  ASSERT_EQ(r.class_counts.size(), 9u);
+  for (const auto& [c, n] : r.class_counts) EXPECT_EQ(n, 30) << "class " << c;
   EXPECT_EQ(r.class_names, train.class_names);
   EXPECT_EQ(r.total_timesteps, 4274);
   std::ostringstream out;
@@ -544,6 +545,30 @@ TEST(DataTs, JapaneseVowelsTrainAndTest) {
   EXPECT_NE(out.str().find("min 7"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("max 26"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("#"), std::string::npos) << out.str();
+}
+
+// A file may declare far more classes than it holds (num_classes 2^31 - 1): the report lists the classes with
+// sequences, in bounded time and memory; a usual set lists every class, the empty ones too.
+TEST(DataInspect, ManyDeclaredClassesListOnlyThoseWithSequences) {
+  DatasetReport r;
+  r.path = "big.h5";
+  r.num_sequences = 3;
+  r.num_features = 2;
+  r.num_outputs = 2147483647;
+  r.lengths = {3, 4, 5};
+  r.class_counts = {{0, 1}, {2147483646, 2}};
+  std::ostringstream out;
+  print_report(r, out);
+  EXPECT_NE(out.str().find("class counts (the 2 of 2147483647 declared classes with sequences)\n     0         1\n"
+                           "  2147483646         2\n"),
+            std::string::npos)
+      << out.str();
+  r.num_outputs = 3;
+  r.class_counts = {{0, 1}, {2, 2}};
+  std::ostringstream small;
+  print_report(r, small);
+  EXPECT_NE(small.str().find("class counts\n     0         1\n     1         0\n     2         2\n"), std::string::npos)
+      << small.str();
 }
 
 TEST(DataTs, RejectsBadFiles) {
@@ -556,6 +581,8 @@ TEST(DataTs, RejectsBadFiles) {
   const std::vector<Case> cases = {
       {"ragged channels", header + "@data\n1,2,3:4,5,6:a\n1,2:3:b\n", {":7:", "channel 1", "1 values", "channel 0 has 2"}},
       {"missing @data", header + "1,2:3,4:a\n", {":5:", "@data"}},
+      {"repeated class label", "@dimensions 1\n@classLabel true a b a\n@data\n1,2:a\n", {":2:", "\"a\" twice"}},
+      {"@classLabel neither true nor false", "@classLabel maybe a b\n@data\n1,2:a\n", {":1:", "true or false", "maybe"}},
       {"missing @data at end", header, {"no @data"}},
       {"unknown label", header + "@data\n1,2:3,4:c\n", {":6:", "\"c\""}},
       {"non-numeric value", header + "@data\n1,x2:3,4:a\n", {":6:", "channel 0", "\"x2\""}},
@@ -599,6 +626,14 @@ TEST(DataTs, SeriesWithoutLabels) {
     EXPECT_EQ(d.offsets, (std::vector<int64_t>{0, 3, 4}));
     EXPECT_EQ(d.features, (std::vector<float>{1, 4, 2, 5, 3, 6, 7, 8}));
   }
+}
+
+// A file saved with a UTF-8 byte order mark (some Windows editors add one) reads as without it, as CSV files do.
+TEST(DataTs, ByteOrderMarkIsSkipped) {
+  std::istringstream in("\xEF\xBB\xBF@classLabel true a b\n@data\n1,2,3:a\n4,5:b\n");
+  const RaggedData d = parse_ts(in, "bom.ts");
+  EXPECT_EQ(d.class_names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(d.offsets, (std::vector<int64_t>{0, 3, 5}));
 }
 
 // --missing on .ts files: '?' and NaN in any case are missing values; NaN padding at the end is trimmed.

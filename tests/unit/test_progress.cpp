@@ -67,6 +67,14 @@ TEST(Units, DurationsAndBytes) {
   EXPECT_EQ(human_bytes(int64_t{3} << 30), "3.00 GiB");
 }
 
+TEST(Units, CsvFieldsQuoteWhatWouldSplitARow) {
+  EXPECT_EQ(csv_field("walk"), "walk");
+  EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
+  EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(csv_field("two\nlines"), "\"two\nlines\"");
+  EXPECT_EQ(csv_field("cr\r"), "\"cr\r\"");
+}
+
 TEST(Progress, ModeFollowsTerminalQuietAndVerbose) {
   EXPECT_EQ(choose_progress_mode(true, false, false), ProgressMode::Bar);
   EXPECT_EQ(choose_progress_mode(false, false, false), ProgressMode::Lines);   // a log file, as under Slurm

@@ -72,7 +72,7 @@ class RunLock {
  private:
   std::string dir_, path_;
   FileId id_;
-  bool created_dir_ = false;
+  int created_levels_ = 0;   // folders acquire() created: dir_ and the missing parents above it
 };
 
 }  // namespace ragtrain

@@ -62,6 +62,9 @@ void collective_phase(const Context& ctx, F&& phase) {
   agree_on_errors(ctx, err);
 }
 
+// Collective: whether every rank holds the same `text` (compared by hash, two small all-reduces).
+bool same_on_every_rank(const Context& ctx, const std::string& text);
+
 // Prints an error the way every ragtrain error looks: "ragtrain: error: ..." and an indented hint line.
 void print_error(const Context* ctx, const std::exception_ptr& e);
 

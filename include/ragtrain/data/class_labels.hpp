@@ -22,4 +22,11 @@ struct ClassLabels {
 ClassLabels map_class_labels(const std::vector<std::string>& labels, const std::vector<std::string>& fixed_names,
                              const std::string& fixed_source, const std::function<std::string(int64_t)>& where);
 
+// Class ids mean the same classes in both: a UserError when `names` (of `what`, e.g. "validation file 'v.h5'") and
+// `reference_names` (of `reference`, e.g. "the model in 'run/best.h5'") are both known and differ, since their
+// ids would then be compared across different classes; the hint is convert --class-names-from. Unknown names
+// (an empty list: data written without the attribute) are not compared.
+void require_same_class_names(const std::vector<std::string>& names, const std::string& what,
+                              const std::vector<std::string>& reference_names, const std::string& reference);
+
 }  // namespace ragtrain

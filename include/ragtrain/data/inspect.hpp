@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,9 @@ struct DatasetReport {
   Task task = Task::Classification;
   int64_t num_sequences = 0, num_features = 0, num_outputs = 0, total_timesteps = 0;
   std::vector<int64_t> lengths;            // (N)
-  std::vector<int64_t> class_counts;       // (classes), classification only
+  // Classification only: sequences per class id, the classes without any included; keyed, so that a file
+  // declaring 2^31 classes is reported in memory and time of the classes it holds.
+  std::map<int64_t, int64_t> class_counts;
   std::vector<std::string> class_names;    // optional
 };
 

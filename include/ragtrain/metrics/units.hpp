@@ -21,4 +21,8 @@ std::string count_of(int64_t n, const std::string& noun);
 // A byte count in binary units: "512 B", "1.50 KiB", "2.00 GiB".
 std::string human_bytes(int64_t bytes);
 
+// One CSV field (RFC 4180): as is, or in double quotes with quotes doubled when it holds a comma, a quote or a
+// line break (class names and run paths are the user's text).
+std::string csv_field(const std::string& s);
+
 }  // namespace ragtrain

@@ -40,6 +40,16 @@ struct ModelShape {
   bool operator!=(const ModelShape& o) const { return !(*this == o); }
 };
 
+// The parameter count of the model, in double: shapes from a file or the options are checked with it before
+// ParamLayout's int64 sizes or any allocation use them (no overflow for a damaged header or a typo).
+double parameter_count(const ModelShape& s);
+
+// Bytes one rank allocates to train this model on `batch` sequences of up to `max_length` steps: the parameters,
+// their gradient and two optimizer moments, and a step's activations (every layer's and direction's gates, cell
+// and hidden states, and the input). An estimate within a small factor, in double (no overflow): for refusing
+// sizes that cannot fit before anything is allocated (a --hidden typo, a file declaring 2^31 classes).
+double training_bytes(const ModelShape& s, int64_t batch, int64_t max_length);
+
 // One line naming the model, e.g. "LSTM(input 12, hidden 50, layers 2, bidirectional) + mean pool + Linear(100 -> 9)".
 std::string describe(const ModelShape& s);
 

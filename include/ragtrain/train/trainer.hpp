@@ -134,10 +134,18 @@ class Trainer {
   // The epoch's throughput as this invocation saw it (a resumed run starts mid-epoch): sequences trained since
   // the epoch (or the loop) began, and the validation time within it, which is not training.
   double epoch_sequences_ = 0, epoch_val_s_ = 0;
+  // Validation time inside the current --log-every interval: its throughput counts training time only, and its
+  // sequences are those of every step since the interval began (so the clock runs on through a validation).
+  double interval_val_s_ = 0;
+  void restart_interval_clock() { interval_clock_.restart(); interval_val_s_ = 0; }
   std::unique_ptr<Progress> progress_;
   double last_train_loss_ = 0, last_train_acc_ = 0;
   EvalTotals last_val_;
   BestSoFar best_;
+  // The file that holds best_'s model: best.h5 in --out, or empty while no file does (a run resumed from a
+  // checkpoint whose best model is in neither folder; its next better validation writes best.h5).
+  std::string best_file_;
+  void carry_best_model();   // resume: best.h5 into --out from the checkpoint's folder, or best_file_ left empty
   bool early_stopped_ = false;           // --early-stop: N validations in a row without a better one
   std::string stop_reason_ = "epochs";   // why the run ended: epochs | early_stop
   int64_t saved_step_ = -1;
