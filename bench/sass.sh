@@ -6,7 +6,7 @@
 # the same, so the listing is the code the H200 runs. Use it to see what a change does to the hot loops before a
 # device call (bench/sass_regions.py compares two listings), not to time anything.
 # usage, from the repository root:  bench/sass.sh SRC.cu OUT.sass [nvcc flags...]
-#   e.g.  bench/sass.sh src/backend/cuda/fused_lstm.cu /tmp/main.sass
+#   e.g.  bench/sass.sh src/backend/cuda/fused_recurrence.cu /tmp/main.sass
 # The cache is $SASS_TOOLS (default ~/.cache/ragtrain-sass, ~250 MB once); the first run needs Debian's mirror.
 # SASS_HEX=1 adds each instruction's encoding (nvdisasm -hex: its second word holds the control bits, stall cycles
 # and scoreboards).
