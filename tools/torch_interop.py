@@ -12,8 +12,8 @@ checkpoint is refused, another existing file is replaced only with --force.
 
 A ragtrain checkpoint keeps every tensor under its PyTorch name and shape in the group /params
 (lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0, [the same with _reverse when
-bidirectional,] ..., fc.weight, fc.bias), the model's options as attributes (pool, dropout, head_dropout, task) and
-the input normalisation in /normalization (attribute mode; mean and std for `feature`).
+bidirectional,] ..., fc.weight, fc.bias), the model's options as attributes (pool, dropout, head_dropout, task,
+class_names) and the input normalisation in /normalization (attribute mode; mean and std for `feature`).
 `import` writes the state_dict of ragtrain's model as tools/torch_model.py defines it (RaggedLSTMClassifier): those
 tensors, the normalisation (norm.mean, norm.std, norm._extra_state: the mode) and the options (_extra_state), so
 that RaggedLSTMClassifier.from_state_dict(torch.load(STATE.pt)) applied to RAW features predicts what
@@ -192,7 +192,8 @@ def model_of_checkpoint(state, attrs):
                                      float(attrs.get("dropout", 0.0)), float(attrs.get("head_dropout", 0.0)),
                                      _text(attrs.get("pool", "last")),   # absent in older files: the last step
                                      attrs["normalization"], attrs.get("mean"), attrs.get("std"),
-                                     _text(attrs.get("task", "classification")))
+                                     _text(attrs.get("task", "classification")),
+                                     [_text(c) for c in attrs.get("class_names", [])])
     except (ModelStateError, ValueError) as e:
         fail(f"the checkpoint's model options do not make ragtrain's model: {e}", "the file is damaged")
     with torch.no_grad():
@@ -233,8 +234,8 @@ def export(args):
     norm = model.norm
     state = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items() if k.startswith(("lstm.", "fc."))}
     write_atomically(args.checkpoint, lambda tmp: write_checkpoint(
-        state, tmp, task, pool=opts["pool"], dropout=opts["dropout"], head_dropout=opts["head_dropout"],
-        normalization=norm.mode, mean=norm.mean.cpu().numpy(), std=norm.std.cpu().numpy()))
+        state, tmp, task, class_names=opts["class_names"], pool=opts["pool"], dropout=opts["dropout"],
+        head_dropout=opts["head_dropout"], normalization=norm.mode, mean=norm.mean.cpu().numpy(), std=norm.std.cpu().numpy()))
     said = "the state_dict's" if "_extra_state" in sd else "--pool's" if args.pool else "ragtrain's default"
     print(f"wrote {args.checkpoint}: pool {opts['pool']} ({said}), --normalize {norm.mode}, task {task}")
 

@@ -197,12 +197,13 @@ class RaggedLSTMClassifier(nn.Module):
     """ragtrain's model: Standardize -> nn.LSTM (batch_first) -> pooling -> head dropout -> nn.Linear.
     Its state_dict is everything ragtrain's prediction needs, from raw features: norm.mean, norm.std and
     norm._extra_state (the --normalize mode), lstm.* and fc.* (the names of a ragtrain checkpoint's /params) and
-    _extra_state (pool, dropout rates, task); from_state_dict() rebuilds the model from it alone."""
+    _extra_state (pool, dropout rates, task, class names); from_state_dict() rebuilds the model from it alone."""
 
     def __init__(self, input_size, hidden, layers, classes, bidirectional=False, dropout=0.0, head_dropout=0.0,
-                 pool="mean", normalize="none", mean=None, std=None, task="classification"):
+                 pool="mean", normalize="none", mean=None, std=None, task="classification", class_names=None):
         super().__init__()
         self._set_options(pool, task)
+        self.class_names = [str(c) for c in class_names] if class_names else []   # as the training data named them
         self.bidirectional = bidirectional
         self.norm = Standardize(input_size, normalize, mean, std)
         self.lstm = nn.LSTM(input_size, hidden, num_layers=layers, batch_first=True, dropout=dropout,
@@ -227,7 +228,7 @@ class RaggedLSTMClassifier(nn.Module):
     def options(self):
         """The options a state_dict does not hold as tensors (ragtrain's checkpoint attributes of the same names)."""
         return {"pool": self.pool, "dropout": float(self.lstm.dropout), "head_dropout": float(self.head_dropout.p),
-                "task": self.task}
+                "task": self.task, "class_names": list(self.class_names)}
 
     def get_extra_state(self):
         # The rates as text (repr: exact both ways): torch 1.13's torch.load(weights_only=True) reads no floats.
@@ -240,6 +241,7 @@ class RaggedLSTMClassifier(nn.Module):
                 raise ModelStateError(f"{name} = {state[name]} is outside [0, 1)", "the state_dict is damaged")
         self.lstm.dropout = float(state["dropout"])
         self.head_dropout.p = float(state["head_dropout"])
+        self.class_names = [str(c) for c in state.get("class_names", [])]
 
     @classmethod
     def from_state_dict(cls, state, pool=None):
@@ -249,10 +251,13 @@ class RaggedLSTMClassifier(nn.Module):
         `pool` (default ragtrain's, mean)."""
         s = shape_of(state)
         carried = state.get("_extra_state")
+        if carried is not None and not isinstance(carried, dict):
+            raise ModelStateError(f"the state_dict's _extra_state is a {type(carried).__name__}, not ragtrain's "
+                                  "model options", "save the state_dict of RaggedLSTMClassifier, or one without it")
         if carried is not None and pool is not None and pool != carried.get("pool"):
             raise ModelStateError(f"the state_dict's model pools '{carried.get('pool')}', not '{pool}'",
                                   "leave the pooling out: the state_dict says it")
-        opts = dict(carried) if isinstance(carried, dict) else {"pool": pool or "mean"}
+        opts = dict(carried) if carried is not None else {"pool": pool or "mean"}
         norm = state.get("norm._extra_state")
         mode = _check_normalization(norm["mode"] if isinstance(norm, dict) else "none")
         stats = (state.get("norm.mean"), state.get("norm.std")) if mode == "feature" else (None, None)
@@ -262,7 +267,7 @@ class RaggedLSTMClassifier(nn.Module):
         try:
             model = cls(s["input_size"], s["hidden"], s["layers"], s["outputs"], s["bidirectional"],
                         float(opts.get("dropout", 0.0)), float(opts.get("head_dropout", 0.0)), opts.get("pool", "mean"),
-                        mode, stats[0], stats[1], opts.get("task", "classification"))
+                        mode, stats[0], stats[1], opts.get("task", "classification"), opts.get("class_names"))
             full = model.state_dict()   # a plain module's state_dict: this model's own statistics and options
             full.update(state)
             model.load_state_dict(full)

@@ -49,8 +49,8 @@ def run(cmd):
 
 
 def raw_data(bin_, path, seed):
-    """A `ragtrain gen` file whose features are moved far from mean 0 / std 1, feature 2 constant, and whose first
-    sequence has one step (series normalisation maps it to 0)."""
+    """A `ragtrain gen` file whose features are moved far from mean 0 / std 1, feature 2 constant, whose first
+    sequence has one step (series normalisation maps it to 0) and whose classes have names."""
     run([bin_, "gen", "--out", path, "--sequences", "30", "--features", "4", "--min-length", "2", "--max-length", "16",
          "--classes", "3", "--seed", str(seed), "--quiet"])
     with h5py.File(path, "r+") as f:
@@ -63,6 +63,7 @@ def raw_data(bin_, path, seed):
         del f["features"], f["offsets"]
         f["features"] = x[keep].astype(np.float32)
         f["offsets"] = np.concatenate([[0], offsets[1:] - (offsets[1] - offsets[0] - 1)]).astype(np.int64)
+        f.attrs["class_names"] = ["walk", "run", "sit"]
     with h5py.File(path, "r") as f:
         feats, offs = f["features"][...], f["offsets"][...]
     return [torch.from_numpy(feats[a:b]) for a, b in zip(offs[:-1], offs[1:])]
@@ -99,6 +100,7 @@ def checkpoint_facts(path):
     """What ragtrain reads of a checkpoint beyond the weights: options and normalisation."""
     state, attrs = torch_interop.read_checkpoint(path)
     facts = {k: torch_interop._text(attrs.get(k)) for k in ("pool", "task", "normalization")}
+    facts["class_names"] = [torch_interop._text(c) for c in attrs.get("class_names", [])]
     facts.update({k: float(attrs.get(k, 0.0)) for k in ("dropout", "head_dropout")})
     for k in ("mean", "std"):
         facts[k] = attrs[k].tobytes() if k in attrs else None
@@ -121,7 +123,7 @@ def check_case(a, train, test, seqs, norm, pool, extra, results):
     worst = float(max(np.abs(batch - ours).max(), np.abs(alone - ours).max()))
     results.append((f"import, {name}: PyTorch on raw features == ragtrain predict (max |dp| {worst:.1e}, "
                     f"{len(seqs)} sequences)", rc == 0 and worst < TOL and model.norm.mode == norm
-                    and model.pool == pool))
+                    and model.pool == pool and model.class_names == ["walk", "run", "sit"]))
     if norm != "none":
         model.norm.mode = "none"
         without = torch_probabilities(model, seqs)[0]
