@@ -283,6 +283,9 @@ class RaggedLSTMClassifier(nn.Module):
         """Raw features in, (B, classes) logits out: `seqs` a list of (T_i, F) tensors on the model's device with
         `lengths` (B,) int64 on the CPU, or one (B, T, F) tensor of sequences that all have T steps (no padding)."""
         if torch.is_tensor(seqs):
+            if seqs.dim() != 3:   # nn.LSTM would read a (T, F) tensor as one unbatched sequence, the pooling not
+                raise ValueError(f"a tensor input is (B, T, F), got shape {tuple(seqs.shape)}; one sequence: "
+                                 "model.one(x)")
             return self._forward_full(self.norm(seqs))
         if self.norm.mode != "none":
             seqs = [self.norm(s) for s in seqs]
