@@ -179,6 +179,8 @@ def read_checkpoint(path):
             attrs["normalization"] = _text(f["normalization"].attrs.get("mode", "feature"))
         if attrs["normalization"] == "feature":
             for key in ("mean", "std"):
+                if key not in f["normalization"]:
+                    fail(f"{path}: normalization/{key} is missing (mode feature)", "the file is damaged; retrain")
                 attrs[key] = _checked_floats(path, f["normalization"][key], f"normalization/{key}")
         return state, attrs
 
@@ -236,7 +238,8 @@ def export(args):
     write_atomically(args.checkpoint, lambda tmp: write_checkpoint(
         state, tmp, task, class_names=opts["class_names"], pool=opts["pool"], dropout=opts["dropout"],
         head_dropout=opts["head_dropout"], normalization=norm.mode, mean=norm.mean.cpu().numpy(), std=norm.std.cpu().numpy()))
-    said = "the state_dict's" if "_extra_state" in sd else "--pool's" if args.pool else "ragtrain's default"
+    said = ("the state_dict's" if "_extra_state" in sd else "--pool's" if args.pool else
+            "ragtrain's default; a head that reads h_n is --pool last")
     print(f"wrote {args.checkpoint}: pool {opts['pool']} ({said}), --normalize {norm.mode}, task {task}")
 
 
