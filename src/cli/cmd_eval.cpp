@@ -37,6 +37,7 @@ struct Applied {
   DatasetInfo info;
   Shard shard;
   std::vector<float> outputs;   // (shard.size(), outputs)
+  std::vector<std::string> names;   // predict, rank 0: the data set's sequence names (empty: it has none)
   std::string backend;          // its name, for --verbose
 };
 
@@ -66,6 +67,9 @@ Applied apply_checkpoint(const Context& ctx, const EvalConfig& cfg, const char* 
     if (needs_labels)   // eval compares the data's class ids with the model's
       require_same_class_names(a.info.class_names, "data file '" + cfg.source.data + "'", a.ckpt.class_names,
                                "the model in '" + a.path + "'");
+    // predict's first column, read (and checked) before any work, by the rank that writes the file.
+    if (!needs_labels && ctx.is_root() && a.info.has_names)
+      a.names = read_sequence_names(a.info, MemoryBudget::of(cfg.source.max_memory, ctx.local_size));
   });
   collective_phase(ctx, [&] {
     a.shard = read_shard(a.info, block_indices(a.info.num_sequences, ctx.size, ctx.rank), ctx.world,
@@ -187,9 +191,7 @@ int run_predict(const Context& ctx, const EvalConfig& cfg) {
     if (!ctx.is_root()) return;
     // The data set's names of its sequences, when it has them (convert stores file names or positions): the
     // first column, so that a row can be matched to its input without rebuilding the file's order.
-    const std::vector<std::string> names =
-        a.info.has_names ? read_sequence_names(a.info, MemoryBudget::of(cfg.source.max_memory, ctx.local_size))
-                         : std::vector<std::string>{};
+    const std::vector<std::string>& names = a.names;
     const auto row_start = [&](int64_t i) {
       return names.empty() ? std::to_string(i) : csv_field(names[static_cast<size_t>(i)]) + "," + std::to_string(i);
     };

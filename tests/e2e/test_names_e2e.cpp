@@ -89,6 +89,28 @@ TEST(NamesE2e, CsvFileNamesBecomePredictsFirstColumn) {
   ASSERT_EQ(unlabeled.size(), 3u);
   EXPECT_EQ(unlabeled[1].rfind("a 2.csv,0,", 0), 0u) << unlabeled[1];
   EXPECT_EQ(unlabeled[2].rfind("\"b,1.csv\",1,", 0), 0u) << unlabeled[2];
+
+  // Names that do not tell the sequences apart: predict stops on both ranks before any work, and writes nothing.
+  {
+    const hid_t f = H5Fopen((d / "new.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    H5Ldelete(f, "/names", H5P_DEFAULT);
+    const hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, 4);
+    const hsize_t n = 2;
+    const hid_t space = H5Screate_simple(1, &n, nullptr);
+    const hid_t ds = H5Dcreate2(f, "/names", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, "samesame");
+    H5Dclose(ds);
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Fclose(f);
+  }
+  const Result dup = run(2, "predict --checkpoint " + d / "run" + " --data " + d / "new.h5" + " --out " + d / "dup.csv");
+  EXPECT_EQ(dup.rank_rcs, (std::vector<int>{2, 2})) << dup.output;
+  EXPECT_TRUE(contains(dup.output, "dataset /names: sequences 0 and 1 have the same name \"same\"")) << dup.output;
+  EXPECT_FALSE(contains(dup.output, "# model:")) << "checked before the model ran: " << dup.output;
+  EXPECT_FALSE(fs::exists(d / "dup.csv"));
 }
 
 // README's `convert padded.npz data.h5 --missing trim` on a real (N, T, F) array, and the same sequences from a
