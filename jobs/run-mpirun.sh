@@ -7,7 +7,7 @@
 
 # ---- settings ---------------------------------------------------------------------------------------------
 RAGTRAIN=${RAGTRAIN:-build/bin/ragtrain}
-DEVICE=${DEVICE:-cuda}                     # cuda | cpu
+DEVICE=${DEVICE:-auto}                     # cuda | cpu | auto: cuda where nvidia-smi lists GPUs and ragtrain has CUDA
 NP=${NP:-}                                 # ranks; default: the GPUs nvidia-smi lists (cuda), or 2 (cpu)
 MPIRUN=${MPIRUN:-mpirun}
 MPIRUN_ARGS=${MPIRUN_ARGS:-}               # e.g. "--oversubscribe" for more ranks than cores, "--hostfile hosts"
@@ -27,8 +27,16 @@ if [ ! -x "$RAGTRAIN" ] && [ "$RAGTRAIN" = build/bin/ragtrain ] && command -v ra
 fi
 [ -x "$RAGTRAIN" ] || { printf '%s: no ragtrain binary at %s\n  hint: set RAGTRAIN=/path/to/ragtrain, or start it from the source folder after make\n' \
   "run-mpirun.sh" "$RAGTRAIN" >&2; exit 2; }
+# DEVICE=auto is decided here rather than passed on: a CPU-only build refuses --device auto, and NP follows the
+# decision. cuda needs both a GPU (nvidia-smi lists one) and a binary built with the CUDA backend.
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "$DEVICE" = auto ]; then
+  if [ "${gpus:-0}" -gt 0 ] && "$RAGTRAIN" --version 2>/dev/null | grep -q '^backends:.*cuda'; then DEVICE=cuda; else DEVICE=cpu; fi
+  echo "run-mpirun.sh: DEVICE=auto: $DEVICE ($([ "$DEVICE" = cuda ] && echo "$gpus GPU(s) listed by nvidia-smi" ||
+    echo "no GPU listed by nvidia-smi, or ragtrain built without CUDA"))"
+fi
 if [ -z "$NP" ]; then
-  if [ "$DEVICE" = cuda ]; then NP=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); fi
+  if [ "$DEVICE" = cuda ]; then NP=$gpus; fi
   [ "${NP:-0}" -gt 0 ] 2>/dev/null || NP=2
 fi
 

@@ -6,8 +6,8 @@
 # sbatch on a single-node Slurm the suite starts and stops; skipped with the reason where Slurm is missing),
 # fuzz (the libFuzzer targets of tests/fuzz, FUZZ_SECONDS each), torch (ragtrain against PyTorch: tests/torch/run.sh,
 # the agreement of training and predictions, the interop round trip for every --normalize and --pool; skipped without
-# torch), doc (doc/from-pytorch.md's worked example, run as written;
-# skipped without torch), build (tests/build: the Makefile's MPI/HDF5 detection, a
+# torch), doc (doc/tutorial.md's commands, their printed output compared; doc/from-pytorch.md's worked example, run
+# as written, skipped without torch), build (tests/build: the Makefile's MPI/HDF5 detection, a
 # build against a relocated MPI and HDF5 as modules provide them, `make install`, no function in src/ over 150
 # lines), gpu (built with CUDA; skipped without a GPU).
 set -u
@@ -112,7 +112,8 @@ if [ "$ONLY" != gpu ]; then
   run_script_suite fuzz env -u ASAN_OPTIONS "$(dirname "$0")/../tests/fuzz/run.sh" "$BUILD/fuzz" "${FUZZ_SECONDS:-60}"
   # PyTorch agreement and interop (tests/torch/run.sh, CPU backend); skipped where /usr/bin/python3 lacks torch.
   run_script_suite torch "${NO_LEAKS[@]}" "$(dirname "$0")/../tests/torch/run.sh" "$BUILD"
-  # doc/from-pytorch.md's worked example, run as written (tests/doc/run.sh); skipped like torch without torch.
+  # doc/tutorial.md and doc/from-pytorch.md's worked example, run as written (tests/doc/run.sh); the worked example
+  # is skipped like torch without torch.
   run_script_suite doc "${NO_LEAKS[@]}" "$(dirname "$0")/../tests/doc/run.sh" "$BUILD"
   # Cluster builds and `make install` (tests/build/test_build.sh; about a minute without ccache).
   run_script_suite build "${NO_LEAKS[@]}" "$(dirname "$0")/../tests/build/test_build.sh" "$BUILD"

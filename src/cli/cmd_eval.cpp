@@ -18,6 +18,7 @@
 #include "ragtrain/core/output_file.hpp"
 #include "ragtrain/data/class_labels.hpp"
 #include "ragtrain/data/format.hpp"
+#include "ragtrain/data/names.hpp"
 #include "ragtrain/data/normalization.hpp"
 #include "ragtrain/metrics/confusion.hpp"
 #include "ragtrain/metrics/evaluation.hpp"
@@ -36,6 +37,7 @@ struct Applied {
   DatasetInfo info;
   Shard shard;
   std::vector<float> outputs;   // (shard.size(), outputs)
+  std::vector<std::string> names;   // predict, rank 0: the data set's sequence names (empty: it has none)
   std::string backend;          // its name, for --verbose
 };
 
@@ -65,6 +67,9 @@ Applied apply_checkpoint(const Context& ctx, const EvalConfig& cfg, const char* 
     if (needs_labels)   // eval compares the data's class ids with the model's
       require_same_class_names(a.info.class_names, "data file '" + cfg.source.data + "'", a.ckpt.class_names,
                                "the model in '" + a.path + "'");
+    // predict's first column, read (and checked) before any work, by the rank that writes the file.
+    if (!needs_labels && ctx.is_root() && a.info.has_names)
+      a.names = read_sequence_names(a.info, MemoryBudget::of(cfg.source.max_memory, ctx.local_size));
   });
   collective_phase(ctx, [&] {
     a.shard = read_shard(a.info, block_indices(a.info.num_sequences, ctx.size, ctx.rank), ctx.world,
@@ -184,6 +189,13 @@ int run_predict(const Context& ctx, const EvalConfig& cfg) {
 
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
+    // The data set's names of its sequences, when it has them (convert stores file names or positions): the
+    // first column, so that a row can be matched to its input without rebuilding the file's order.
+    const std::vector<std::string>& names = a.names;
+    const auto row_start = [&](int64_t i) {
+      return names.empty() ? std::to_string(i) : csv_field(names[static_cast<size_t>(i)]) + "," + std::to_string(i);
+    };
+    const char* const header_start = names.empty() ? "index" : "name,index";
     AtomicOutput file(cfg.out);   // removed unless committed: a failed write leaves the previous file or none
     const std::string& tmp = file.temp_path();
     std::ofstream out(tmp);
@@ -196,12 +208,12 @@ int run_predict(const Context& ctx, const EvalConfig& cfg) {
       // A class is named as the training data named it (so "predicted" and the p_ columns agree), else by its id.
       const bool named = static_cast<int64_t>(a.ckpt.class_names.size()) == C;
       auto class_name = [&](int64_t j) { return named ? a.ckpt.class_names[static_cast<size_t>(j)] : std::to_string(j); };
-      out << "index,predicted";
+      out << header_start << ",predicted";
       for (int64_t j = 0; j < C; ++j) out << "," << csv_field("p_" + class_name(j));
       out << "\n";
       char buf[32];
       for (int64_t i = 0; i < n; ++i) {
-        out << i << "," << csv_field(class_name(argmax(all.data() + i * C, C)));
+        out << row_start(i) << "," << csv_field(class_name(argmax(all.data() + i * C, C)));
         for (int64_t j = 0; j < C; ++j) {
           std::snprintf(buf, sizeof buf, ",%.6g", prob[static_cast<size_t>(i * C + j)]);
           out << buf;
@@ -209,12 +221,12 @@ int run_predict(const Context& ctx, const EvalConfig& cfg) {
         out << "\n";
       }
     } else {
-      out << "index";
+      out << header_start;
       for (int64_t j = 0; j < C; ++j) out << ",y_" << j;
       out << "\n";
       char buf[32];
       for (int64_t i = 0; i < n; ++i) {
-        out << i;
+        out << row_start(i);
         for (int64_t j = 0; j < C; ++j) {
           std::snprintf(buf, sizeof buf, ",%.8g", all[static_cast<size_t>(i * C + j)]);
           out << buf;

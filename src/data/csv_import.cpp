@@ -365,6 +365,9 @@ RaggedData read_csv_folder(const std::string& dir, const std::string& labels_csv
                                             "data set without labels"));
     throw;
   }
+  // Each sequence is named by its file, as the labels file or the folder listing has it (relative to the folder).
+  const fs::path base = fs::path(dir).lexically_normal();
+  for (const fs::path& f : files) d.names.push_back(f.lexically_normal().lexically_relative(base).generic_string());
   d.labeled = !rows.empty() && !rows[0].labels.empty();
   if (d.labeled) labels_into(rows, labels_csv, opts, d);
   fs::path folder(dir);

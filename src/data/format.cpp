@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -38,6 +39,27 @@ std::string shape_string(const std::vector<hsize_t>& dims) {
   return s.str();
 }
 
+// How to turn `path`, an input of `convert` given where a data set belongs, into one: the command itself, with the
+// output named after the input, for the kinds convert reads (.ts, .npz, a folder of CSV files); else kWriteHint.
+std::string convert_hint(const std::string& path, bool folder) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  if (folder && !p.has_filename()) p = p.parent_path();   // "data/" -> data.h5
+  std::string ext = p.extension().string();
+  for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  const std::string h5 = fs::path(p).replace_extension(".h5").string();
+  if (folder)
+    return "if the folder holds one CSV file per sequence, convert it first: `ragtrain convert " + path + " " +
+           p.string() + ".h5` (add --labels LABELS.csv for its labels; doc/data-format.md, "
+           "\"Bring your own data\"); otherwise " + kWriteHint;
+  if (ext == ".ts" || ext == ".npz")
+    return "convert it to a data set first: `ragtrain convert " + path + " " + h5 + "`, then pass " + h5;
+  if (ext == ".csv")
+    return "convert reads CSV files as a folder of them, one per sequence: `ragtrain convert FOLDER --labels "
+           "LABELS.csv FOLDER.h5` (doc/data-format.md, \"Bring your own data\"), then pass the .h5 file";
+  return kWriteHint;
+}
+
 // The problem that keeps `path` from being opened as HDF5, if any. Checked before H5Fopen so the message
 // says what is wrong (missing, a folder, unreadable, not HDF5) instead of HDF5's generic failure.
 std::optional<UserError> open_problem(const std::string& path) {
@@ -50,7 +72,7 @@ std::optional<UserError> open_problem(const std::string& path) {
                      "check the path; a relative path is taken from the working directory (" + cwd.string() +
                          ") of every rank, which must all see the same file system");
   }
-  if (fs::is_directory(st)) return UserError(path + ": is a folder; expected an HDF5 file", kWriteHint);
+  if (fs::is_directory(st)) return UserError(path + ": is a folder; expected an HDF5 file", convert_hint(path, true));
   if (::access(path.c_str(), R_OK) != 0)
     return UserError(path + ": cannot be read (permission denied)", "check the file's permissions (chmod a+r)");
 #if H5_VERSION_GE(1, 12, 0)
@@ -58,11 +80,7 @@ std::optional<UserError> open_problem(const std::string& path) {
 #else
   const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
 #endif
-  if (is_hdf5 <= 0) {
-    const bool is_ts = fs::path(path).extension() == ".ts";
-    return UserError(path + ": is not an HDF5 file",
-                     is_ts ? "convert .ts files with `ragtrain convert " + path + " OUT.h5`" : kWriteHint);
-  }
+  if (is_hdf5 <= 0) return UserError(path + ": is not an HDF5 file", convert_hint(path, false));
   return std::nullopt;
 }
 
@@ -249,6 +267,23 @@ void validate_labels(hid_t file, const std::string& path, const DatasetInfo& inf
   }
 }
 
+// /names, when present: N strings (fixed or variable length), 1-D. The names themselves are read by those who
+// print them (read_sequence_names: predict, inspect), not by every rank of every run.
+bool validate_names(hid_t file, const std::string& path, const DatasetInfo& info) {
+  if (H5Lexists(file, "/names", H5P_DEFAULT) <= 0) return false;
+  const OpenDataset names = open_dataset(file, path, "/names", "strings (N,)");
+  USER_CHECK(H5Tget_class(names.type.get()) == H5T_STRING,
+             path << ": dataset /names has dtype " << type_name(names.type.get()) << "; expected strings",
+             "store names as strings (h5py: f[\"names\"] = numpy.array([n.encode() for n in names])), or leave "
+             "/names out");
+  expect_rank(path, "/names", names, 1, "(N,)");
+  USER_CHECK(static_cast<int64_t>(names.dims[0]) == info.num_sequences,
+             path << ": dataset /names has " << names.dims[0] << " names but /offsets describes " << info.num_sequences
+                  << " sequences; expected one name per sequence",
+             inspect_hint(path));
+  return true;
+}
+
 // Everything read_dataset_info promises, on an opened file. Every rank runs it on the same bytes.
 DatasetInfo validate(hid_t file, const std::string& path, const MemoryBudget& budget) {
   DatasetInfo info;
@@ -296,6 +331,7 @@ DatasetInfo validate(hid_t file, const std::string& path, const MemoryBudget& bu
   info.num_features = static_cast<int64_t>(features.dims[1]);
 
   if (info.labeled) validate_labels(file, path, info);
+  info.has_names = validate_names(file, path, info);
 
   // Checked arithmetic on the declared sizes: a header may claim anything up to 2^64 rows, and every later
   // computation (bytes of a shard, lengths) relies on rows x F x 4 fitting an int64.

@@ -7,6 +7,7 @@
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/inspect.hpp"
+#include "ragtrain/data/names.hpp"
 #include "ragtrain/data/shard.hpp"
 
 namespace ragtrain {
@@ -35,6 +36,12 @@ DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budge
   r.total_timesteps = info.total_timesteps;
   r.lengths = info.lengths();
   r.class_names = info.class_names;
+  r.has_names = info.has_names;
+  if (info.has_names) {
+    const std::vector<std::string> names = read_sequence_names(info, budget);
+    r.first_name = names.front();
+    r.last_name = names.back();
+  }
 
   std::vector<int64_t> block;
   for (int64_t i = 0; i < info.num_sequences;) {
@@ -72,6 +79,9 @@ void print_report(const DatasetReport& r, std::ostream& out) {
       << "sequences (N)    " << r.num_sequences << "\n"
       << "features (F)     " << r.num_features << "\n";
   if (r.labeled) out << (classification ? "classes          " : "outputs (K)      ") << r.num_outputs << "\n";
+  if (r.has_names)   // the first and the last, as predict's name column will start and end
+    out << "names            " << r.first_name
+        << (r.num_sequences == 1 ? "" : (r.num_sequences == 2 ? ", " : " .. ") + r.last_name) << "\n";
   out << "timesteps        " << r.total_timesteps << "\n"
       << "length           min " << min_len << "  median " << median << "  max " << max_len << "  mean "
       << std::fixed << std::setprecision(2) << mean << "\n";

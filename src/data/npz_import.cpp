@@ -21,6 +21,7 @@
 #include "ragtrain/data/class_labels.hpp"
 #include "ragtrain/data/importers.hpp"
 #include "ragtrain/data/missing.hpp"
+#include "ragtrain/data/names.hpp"
 #include "ragtrain/data/npy.hpp"
 
 namespace ragtrain {
@@ -30,7 +31,8 @@ namespace {
 const char* const kNpzHint =
     "save either one array per sequence, numpy.savez(f, seq_0=a0, seq_1=a1, ..., labels=y), or the "
     "concatenation and the lengths, numpy.savez(f, values=np.concatenate(seqs), lengths=[len(s) for s in seqs], "
-    "labels=y); see doc/data-format.md, \"Bring your own data\"";
+    "labels=y), or a padded (N, T, F) array as values (with lengths, or NaN padding and --missing trim); see "
+    "doc/data-format.md, \"Bring your own data\"";
 
 // An open zip archive (minizip's unzFile), closed on every path out.
 class ZipArchive {
@@ -102,6 +104,18 @@ int64_t seq_index(const std::string& key) {
   return std::stoll(digits);
 }
 
+// Element i of a numeric array as a feature value. NaN is a missing value, for --missing to handle
+// (handle_missing); an infinity is an error naming the element (`where()`: "x.npz: array 'values': row 3, column 1").
+template <class Where>
+float feature_value(const NpyArray& a, int64_t i, Where&& where) {
+  const double v = npy_number(a, i);
+  USER_CHECK(std::isnan(v) || finite_as_float32(v),
+             where() << " is " << v
+                     << "; expected finite numbers within float32 range (|x| <= 3.4e38), or NaN for a missing value",
+             "replace infinities before saving");
+  return static_cast<float>(v);
+}
+
 // Appends the rows of a (T, F) or (T,) numeric array to d.features, checking F and finiteness.
 void append_rows(const NpyArray& a, const std::string& where, RaggedData& d, int64_t& features_from_row) {
   USER_CHECK(a.numeric(), where << ": has the text dtype '" << a.descr << "'; expected numbers", kNpzHint);
@@ -116,15 +130,9 @@ void append_rows(const NpyArray& a, const std::string& where, RaggedData& d, int
                    << d.num_features << " like the sequences before it",
              "every sequence must have the same features");
   const int64_t n = a.size();
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = npy_number(a, i);
-    // NaN is a missing value, for --missing to handle (handle_missing); an infinity is an error.
-    USER_CHECK(std::isnan(v) || finite_as_float32(v),
-               where << ": row " << features_from_row + i / f << ", column " << i % f << " is " << v
-                     << "; expected finite numbers within float32 range (|x| <= 3.4e38), or NaN for a missing value",
-               "replace infinities before saving");
-    d.features.push_back(static_cast<float>(v));
-  }
+  for (int64_t i = 0; i < n; ++i)
+    d.features.push_back(feature_value(a, i, [&] { return RT_MSG(where << ": row " << features_from_row + i / f
+                                                                        << ", column " << i % f); }));
   features_from_row += n / f;
 }
 
@@ -150,7 +158,7 @@ struct NpzContents {
 };
 
 bool known_key(const std::string& key) {
-  static const std::set<std::string> known = {"values", "lengths", "labels", "class_names"};
+  static const std::set<std::string> known = {"values", "lengths", "labels", "class_names", "names"};
   return known.count(key) > 0 || seq_index(key) >= 0;
 }
 
@@ -195,9 +203,59 @@ NpzContents read_archive(const std::string& path, ImportLog* log) {
 
 std::string where_in(const std::string& path, const std::string& key) { return path + ": array '" + key + "'"; }
 
-// The sequences of the layout values (total_T, F) + lengths (N) into d; returns the layout's name.
+// The integer array 'lengths' of (N,) entries, each 1..longest (any width and sign, checked as doubles before
+// conversion: a length from the file need not fit int64_t, uint64 2^64-1); `longest` is what the values hold.
+std::vector<int64_t> lengths_of(const NpzContents& c, const std::string& path, int64_t n, int64_t longest,
+                                const char* what) {
+  const std::string where = where_in(path, "lengths");
+  const NpyArray& len = c.arrays.at("lengths");
+  USER_CHECK(len.kind == 'i' || len.kind == 'u', where << ": has dtype '" << len.descr << "'; expected integers",
+             kNpzHint);
+  USER_CHECK(len.shape.size() == 1 && len.size() == n,
+             where << ": has shape " << len.shape_string() << "; expected (" << n << ",), one length per sequence of "
+                   << what,
+             kNpzHint);
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = npy_number(len, i);
+    USER_CHECK(v >= 1 && v <= static_cast<double>(longest),
+               where << ": lengths[" << i << "] is " << v << "; expected 1.." << longest << " (" << what << ")",
+               (v < 1 ? "drop empty sequences before saving" : kNpzHint));
+    out.push_back(static_cast<int64_t>(v));
+  }
+  return out;
+}
+
+// The sequences of a padded (N, T, F) 'values' array into d: sequence i is values[i, :lengths[i]] when the archive
+// has 'lengths', else all T steps of row i (and --missing trim drops NaN padding at the end).
+std::string sequences_from_padded(const NpzContents& c, const std::string& path, RaggedData& d) {
+  const NpyArray& v = c.arrays.at("values");
+  const std::string where = where_in(path, "values");
+  USER_CHECK(v.numeric(), where << ": has the text dtype '" << v.descr << "'; expected numbers", kNpzHint);
+  const int64_t n = v.shape[0], steps = v.shape[1], f = v.shape[2];
+  USER_CHECK(n >= 1 && steps >= 1 && f >= 1,
+             where << ": has shape " << v.shape_string() << "; expected (sequences, timesteps, features), each >= 1",
+             kNpzHint);
+  const bool has_lengths = c.arrays.count("lengths") > 0;
+  const std::vector<int64_t> lengths =
+      has_lengths ? lengths_of(c, path, n, steps, "the padded 'values' (N, T, F)") : std::vector<int64_t>(n, steps);
+  d.num_features = f;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t first = i * steps * f, len = lengths[static_cast<size_t>(i)];
+    for (int64_t k = 0; k < len * f; ++k)
+      d.features.push_back(feature_value(v, first + k, [&] {
+        return RT_MSG(where << "[" << i << ", " << k / f << ", " << k % f << "]");
+      }));
+    d.offsets.push_back(d.offsets.back() + len);
+  }
+  return has_lengths ? "values (N, T, F) + lengths" : "values (N, T, F), padded";
+}
+
+// The sequences of the layout values (total_T, F) + lengths (N), or of a padded values (N, T, F), into d;
+// returns the layout's name.
 std::string sequences_from_values(const NpzContents& c, const std::string& path, RaggedData& d) {
   const auto where = [&](const std::string& key) { return where_in(path, key); };
+  if (c.arrays.at("values").shape.size() == 3) return sequences_from_padded(c, path, d);
   USER_CHECK(c.arrays.count("lengths"), path << ": has 'values' but no 'lengths' array (arrays: " << c.found() << ")",
              kNpzHint);
   const NpyArray& len = c.arrays.at("lengths");
@@ -315,35 +373,63 @@ void class_labels(const NpyArray& y, const std::string& where, const std::vector
   d.num_outputs = classes;
 }
 
+// How an archive stores its sequences, for messages that point into it.
+enum class NpzLayout { SeqArrays, Flat, Padded };
+
+// Where step t, feature f of sequence i is in the archive: "x.npz: array 'values': row 812, column 2 (sequence 9,
+// step 4)", "x.npz: array 'values'[9, 4, 2]", or "x.npz: array 'seq_9': row 4, column 2".
+std::string element_in(const NpzContents& c, const std::string& path, NpzLayout layout, int64_t i, int64_t first,
+                       int64_t t, int64_t f) {
+  switch (layout) {
+    case NpzLayout::Padded: return RT_MSG(where_in(path, "values") << "[" << i << ", " << t << ", " << f << "]");
+    case NpzLayout::Flat:
+      return RT_MSG(where_in(path, "values") << ": row " << first + t << ", column " << f << " (sequence " << i
+                                             << ", step " << t << ")");
+    case NpzLayout::SeqArrays: break;
+  }
+  return RT_MSG(where_in(path, c.seqs.at(i)) << ": row " << t << ", column " << f);
+}
+
 // The missing values (NaN) of every sequence in d handled as --missing says; trim rebuilds the offsets.
-void handle_missing(const NpzContents& c, const std::string& path, bool values_layout, MissingMode mode,
-                    RaggedData& d, ImportLog* log) {
+void handle_missing(const NpzContents& c, const std::string& path, NpzLayout layout, MissingMode mode, RaggedData& d,
+                    ImportLog* log) {
   MissingValues missing(mode);
   const int64_t F = d.num_features;
-  const std::vector<int64_t> offsets = d.offsets;   // as stored in the archive
+  const std::vector<int64_t> offsets = d.offsets;   // as read from the archive
   std::vector<float> features, seq;
   features.reserve(d.features.size());
   d.offsets.assign(1, 0);
   for (int64_t i = 0; i + 1 < static_cast<int64_t>(offsets.size()); ++i) {
     const int64_t first = offsets[static_cast<size_t>(i)], last = offsets[static_cast<size_t>(i + 1)];
     seq.assign(d.features.begin() + first * F, d.features.begin() + last * F);
-    const std::string key = values_layout ? std::string("values") : c.seqs.at(i);
+    const std::string sequence = layout == NpzLayout::SeqArrays
+                                     ? where_in(path, c.seqs.at(i))
+                                     : RT_MSG(where_in(path, "values") << " (sequence " << i << ")");
     missing.apply(seq, F,
-                  SequenceSource{RT_MSG(where_in(path, key) << (values_layout ? " (sequence " + std::to_string(i) + ")"
-                                                                                : std::string())),
-                                 [&](int64_t t, int64_t f) {
-                                   return RT_MSG(where_in(path, key) << ": row " << (values_layout ? first + t : t)
-                                                                     << ", column " << f
-                                                                     << (values_layout ? " (sequence " + std::to_string(i) +
-                                                                                             ", step " + std::to_string(t) + ")"
-                                                                                       : std::string()));
-                                 },
+                  SequenceSource{sequence, [&](int64_t t, int64_t f) { return element_in(c, path, layout, i, first, t, f); },
                                  "NaN"});
     features.insert(features.end(), seq.begin(), seq.end());
     d.offsets.push_back(d.offsets.back() + static_cast<int64_t>(seq.size()) / F);
   }
   d.features = std::move(features);
   if (log) log->missing = missing.report();
+}
+
+// The archive's 'names' (N,) of strings or integers, checked; else the sequences' positions, "0".."N-1".
+std::vector<std::string> names_of(const NpzContents& c, const std::string& path, int64_t n) {
+  if (!c.arrays.count("names")) return index_names(n);
+  const std::string where = where_in(path, "names");
+  const NpyArray& a = c.arrays.at("names");
+  USER_CHECK((a.text() || a.kind == 'i' || a.kind == 'u') && a.shape.size() == 1 && a.size() == n,
+             where << ": has dtype '" << a.descr << "' and shape " << a.shape_string() << "; expected (" << n
+                   << ",) strings or integers, one name per sequence",
+             "numpy.savez(..., names=np.array([\"walk_000\", \"walk_001\", ...])), or leave 'names' out to number "
+             "the sequences");
+  std::vector<std::string> names;
+  for (int64_t i = 0; i < n; ++i)
+    names.push_back(a.text() ? npy_string(a, i) : RT_MSG(static_cast<int64_t>(npy_number(a, i))));
+  check_sequence_names(where, names, n);
+  return names;
 }
 
 // The labels of the N sequences in d (and the archive's class_names, checked against --class-names-from). An
@@ -395,7 +481,12 @@ RaggedData read_npz_file(const std::string& path, const ImportOptions& opts, Imp
   USER_CHECK(!(has_values && !c.seqs.empty()), path << ": holds both 'values' and 'seq_*' arrays; expected one layout",
              kNpzHint);
   const std::string layout = has_values ? sequences_from_values(c, path, d) : sequences_from_seq_arrays(c, path, d);
-  handle_missing(c, path, has_values, opts.missing, d, log);
+  handle_missing(c, path,
+                 !has_values                                    ? NpzLayout::SeqArrays
+                 : c.arrays.at("values").shape.size() == 3 ? NpzLayout::Padded
+                                                                : NpzLayout::Flat,
+                 opts.missing, d, log);
+  d.names = names_of(c, path, d.num_sequences());
   labels_into(c, path, layout, opts, d, log);
   d.source = RT_MSG("ragtrain convert: " << std::filesystem::path(path).filename().string() << " (" << layout << ")");
   return d;

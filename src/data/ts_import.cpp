@@ -10,6 +10,7 @@
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/data/checks.hpp"
 #include "ragtrain/data/importers.hpp"
+#include "ragtrain/data/names.hpp"
 #include "ragtrain/data/missing.hpp"
 
 namespace ragtrain {
@@ -252,6 +253,7 @@ RaggedData read_ts_file(const std::string& path, MissingMode missing, ImportLog*
 RaggedData parse_ts(std::istream& in, const std::string& name, MissingMode missing, ImportLog* log) {
   TsParser parser(name, missing);
   RaggedData d = parser.run(in);
+  d.names = index_names(d.num_sequences());   // series i of the file, counted from 0 in its order
   if (log) log->missing = parser.missing_report();
   return d;
 }

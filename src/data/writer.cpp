@@ -12,6 +12,7 @@
 #include "ragtrain/data/checks.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/h5.hpp"
+#include "ragtrain/data/names.hpp"
 #include "ragtrain/data/ragged_data.hpp"
 
 namespace ragtrain {
@@ -30,6 +31,7 @@ void check_data(const std::string& path, const RaggedData& d) {
   for (int64_t i = 0; i < n; ++i)
     check_finite_features(path, i, d.features.data() + d.offsets[static_cast<size_t>(i)] * d.num_features,
                           d.offsets[static_cast<size_t>(i + 1)] - d.offsets[static_cast<size_t>(i)], d.num_features);
+  if (!d.names.empty()) check_sequence_names(path + ": dataset /names", d.names, n);
   if (!d.labeled) {
     RT_CHECK(d.labels.empty() && d.targets.empty() && d.class_names.empty() && d.num_outputs == 0,
              "a data set without labels holds " << d.labels.size() << " labels, " << d.targets.size()
@@ -103,6 +105,7 @@ void write_dataset(const std::string& path, const RaggedData& data) {
     write_array(f, "/features", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {static_cast<hsize_t>(data.offsets.back()), F},
                 data.features.data());
     write_array(f, "/offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, {n + 1}, data.offsets.data());
+    if (!data.names.empty()) write_sequence_names(f, data.names);
     if (data.labeled && data.task == Task::Classification)
       write_array(f, "/labels", H5T_STD_I32LE, H5T_NATIVE_INT32, {n}, data.labels.data());
     else if (data.labeled)

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The worked example of doc/from-pytorch.md, run as written (a suite of scripts/run-tests.sh): the fenced blocks
+# The docs that print output, run as written (a suite of scripts/run-tests.sh). First doc/tutorial.md: every "$"
+# command run in order and what it prints compared with the page, numbers within a stated tolerance
+# (tests/doc/tutorial.py, one line per command; needs only python3). Then the worked example of doc/from-pytorch.md, run as written (a suite of scripts/run-tests.sh): the fenced blocks
 # between "<!-- worked example: begin" and "<!-- worked example: end -->", in order. A ```python block is written
 # to the file its first line names ("# file: net.py ..."); a ```sh block is run by bash -e in a scratch folder
 # that has the source tree's tools/ and the build's ragtrain first on PATH, with `python3` the interpreter that has
 # torch. One "[  PASSED  ]" / "[  FAILED  ]" line per sh block (the python blocks assert what they check), then
-# "N passed, N failed, N skipped". Skipped, and counted as skipped, where /usr/bin/python3 lacks torch, h5py or
-# numpy, as the suite torch is.
+# "N passed, N failed, N skipped" for both pages together. The worked example is skipped, and counted as skipped,
+# where /usr/bin/python3 lacks torch, h5py or numpy, as the suite torch is.
 # usage: tests/doc/run.sh BUILD_DIR     (RAGTRAIN_TORCH_PYTHON=PATH: another interpreter)
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,6 +19,22 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/ragtrain-doc.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 mkdir -p "$TMP/blocks" "$TMP/work" "$TMP/bin"
+
+# doc/tutorial.md; its counts are added to the worked example's in every last line below (finish).
+python3 "$ROOT/tests/doc/tutorial.py" "$BUILD" >"$TMP/tutorial.log" 2>&1
+sed '$d' "$TMP/tutorial.log"
+read -r tut_p tut_f tut_s < <(tail -1 "$TMP/tutorial.log" |
+  sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p')
+if [ -z "${tut_p:-}" ]; then
+  echo "[  FAILED  ] doc/tutorial.md: tests/doc/tutorial.py ended without its counts"; tail -5 "$TMP/tutorial.log"
+  tut_p=0 tut_f=1 tut_s=0
+fi
+# Prints the last line (both pages' counts) and exits: 0 when nothing failed.
+finish() {
+  local f=$(($2 + tut_f))
+  echo "$(($1 + tut_p)) passed, $f failed, $(($3 + tut_s)) skipped"
+  exit $((f > 0))
+}
 
 # Splits the worked example into blocks/NN.sh and blocks/NN.py (in document order); prints how many of each.
 awk -v dir="$TMP/blocks" '
@@ -34,16 +52,14 @@ n_py=$(find "$TMP/blocks" -name '*.py' | wc -l)
 if [ "$n_sh" -lt 5 ] || [ "$n_py" -lt 4 ] || ! grep -q "torch_interop.py export" "$TMP"/blocks/*.sh ||
    ! grep -q "torch_interop.py import" "$TMP"/blocks/*.sh; then
   echo "[  FAILED  ] doc/from-pytorch.md: the worked example has $n_sh sh and $n_py python blocks (expected >= 5 and >= 4, export and import)"
-  echo "0 passed, 1 failed, 0 skipped"
-  exit 1
+  finish 0 1 0
 fi
 
 if [ ! -x "$PY" ] || ! missing=$("$PY" -c 'import importlib.util as u, sys
 m = [n for n in ("torch", "h5py", "numpy") if u.find_spec(n) is None]
 print(" ".join(m)); sys.exit(1 if m else 0)' 2>&1); then
   echo "[  SKIPPED ] doc/from-pytorch.md worked example: $PY lacks ${missing:-python} (apt-get install python3-torch python3-h5py python3-numpy)"
-  echo "0 passed, 0 failed, $n_sh skipped"
-  exit 0
+  finish 0 0 "$n_sh"
 fi
 
 ln -s "$ROOT/tools" "$TMP/work/tools"
@@ -80,5 +96,4 @@ for block in "$TMP"/blocks/*; do
       ;;
   esac
 done
-echo "$passed passed, $failed failed, $skipped skipped"
-[ "$failed" -eq 0 ]
+finish "$passed" "$failed" "$skipped"

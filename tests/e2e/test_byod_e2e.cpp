@@ -59,10 +59,10 @@ TEST(ByodE2e, CsvFolderToTrainEvalJsonAndPredict) {
   std::ifstream csv(d / "pred.csv");
   std::string header;
   std::getline(csv, header);
-  EXPECT_EQ(header, "index,predicted,p_down,p_up");
+  EXPECT_EQ(header, "name,index,predicted,p_down,p_up");
   std::string row;
-  std::getline(csv, row);   // the predicted class by the name the p_ columns use
-  EXPECT_TRUE(row.rfind("0,down,", 0) == 0 || row.rfind("0,up,", 0) == 0) << row;
+  std::getline(csv, row);   // named by its file; the predicted class by the name the p_ columns use
+  EXPECT_TRUE(row.rfind("s0.csv,0,down,", 0) == 0 || row.rfind("s0.csv,0,up,", 0) == 0) << row;
 
   // A set converted on its own with other class names ("fall" for "down"): its class ids would mean other classes,
   // so eval and train --val refuse it on every rank.

@@ -89,6 +89,19 @@ test_mpirun_sigterm() {
 }
 selected test_mpirun_sigterm && test_mpirun_sigterm
 
+test_mpirun_default_device() {
+  local name="run-mpirun.sh: without DEVICE it trains where it runs (cpu without a GPU, cuda with one)" rc want=cpu
+  if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -gt 0 ] && "$BIN" --version | grep -q '^backends:.*cuda'; then
+    want=cuda
+  fi
+  (unset DEVICE; DATA=train.h5 OUT=dev NP=2 RAGTRAIN=$BIN MPIRUN_ARGS=--oversubscribe \
+    "$ROOT/jobs/run-mpirun.sh" --hidden 8 --epochs 1 --quiet >dev.log 2>&1); rc=$?
+  if [ "$rc" -ne 0 ]; then fail "$name" "exited with $rc"; tail -5 dev.log
+  elif ! grep -q "DEVICE=auto: $want" dev.log; then fail "$name" "expected DEVICE=auto: $want in the log"; tail -5 dev.log
+  else pass "$name"; fi
+}
+selected test_mpirun_default_device && test_mpirun_default_device
+
 # ---- Slurm -----------------------------------------------------------------------------------------------
 SLURM_ALL="test_sbatch_train test_sbatch_preempted test_sbatch_time_limit_warning test_sbatch_late_exit
            test_sbatch_lock_held test_sbatch_scaling"

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <sstream>
 
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/data/class_labels.hpp"
@@ -246,6 +247,91 @@ TEST(ByodNpz, NanPaddedValuesWithMissingModes) {
   EXPECT_EQ(log.missing.backfilled, 1);
 }
 
+// A padded (N, T, F) array, as padded batches are stored: with 'lengths' each sequence is its first lengths[i]
+// steps (whatever the padding holds), without them NaN padding is missing values that --missing trim removes.
+TEST(ByodNpz, PaddedValuesWithLengthsOrNanPadding) {
+  TempDir tmp;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // (2, 3, 2): sequence 0 has 3 steps, sequence 1 has 1 step, then padding.
+  const std::vector<float> zero_padded = {1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0};
+  std::vector<float> nan_padded = zero_padded;
+  std::fill(nan_padded.begin() + 8, nan_padded.end(), nan);
+  const std::string labels = npy("<i8", "(2,)", raw(std::vector<int64_t>{1, 0}));
+  const std::vector<float> expected = {1, 2, 3, 4, 5, 6, 7, 8};
+
+  write_npz(tmp.file("len.npz"), {{"values", npy("<f4", "(2, 3, 2)", raw(zero_padded))},
+                                  {"lengths", npy("<i4", "(2,)", raw(std::vector<int32_t>{3, 1}))},
+                                  {"labels", labels}});
+  const RaggedData a = read_npz_file(tmp.file("len.npz"), {});
+  EXPECT_EQ(a.offsets, (std::vector<int64_t>{0, 3, 4}));
+  EXPECT_EQ(a.features, expected);
+  EXPECT_EQ(a.labels, (std::vector<int32_t>{1, 0}));
+  EXPECT_NE(a.source.find("values (N, T, F) + lengths"), std::string::npos) << a.source;
+
+  write_npz(tmp.file("nan.npz"), {{"values", npy("<f4", "(2, 3, 2)", raw(nan_padded))}, {"labels", labels}});
+  expect_user_error([&] { read_npz_file(tmp.file("nan.npz"), {}); },
+                    {"nan.npz", "array 'values'[1, 1, 0] is missing (NaN)"});
+  ImportOptions trim;
+  trim.missing = MissingMode::Trim;
+  ImportLog log;
+  const RaggedData b = read_npz_file(tmp.file("nan.npz"), trim, &log);
+  EXPECT_EQ(b.offsets, a.offsets);
+  EXPECT_EQ(b.features, expected);
+  EXPECT_EQ(log.missing.trimmed_steps, 2);
+
+  // What cannot be: a length beyond T or below 1, lengths of another count, an infinity inside a sequence.
+  const auto padded = [&](const std::string& lengths) {
+    fs::remove(tmp.file("bad.npz"));
+    write_npz(tmp.file("bad.npz"), {{"values", npy("<f4", "(2, 3, 2)", raw(zero_padded))},
+                                    {"lengths", lengths}, {"labels", labels}});
+    return tmp.file("bad.npz");
+  };
+  expect_user_error([&] { read_npz_file(padded(npy("<i8", "(2,)", raw(std::vector<int64_t>{3, 4}))), {}); },
+                    {"'lengths'", "lengths[1] is 4", "expected 1..3"});
+  expect_user_error([&] { read_npz_file(padded(npy("<i8", "(2,)", raw(std::vector<int64_t>{0, 1}))), {}); },
+                    {"'lengths'", "lengths[0] is 0"});
+  expect_user_error([&] { read_npz_file(padded(npy("<i8", "(3,)", raw(std::vector<int64_t>{1, 1, 1}))), {}); },
+                    {"'lengths'", "(3,)", "expected (2,)"});
+  std::vector<float> inf = zero_padded;
+  inf[3] = std::numeric_limits<float>::infinity();
+  fs::remove(tmp.file("bad.npz"));
+  write_npz(tmp.file("bad.npz"), {{"values", npy("<f4", "(2, 3, 2)", raw(inf))}, {"labels", labels}});
+  expect_user_error([&] { read_npz_file(tmp.file("bad.npz"), {}); }, {"array 'values'[0, 1, 1] is inf"});
+}
+
+// Sequence names: a 'names' array (strings or integer ids), else the positions "0".."N-1".
+TEST(ByodNpz, SequenceNamesFromANamesArrayOrPositions) {
+  TempDir tmp;
+  auto arrays = good_seq_arrays();
+  write_npz(tmp.file("plain.npz"), arrays);
+  EXPECT_EQ(read_npz_file(tmp.file("plain.npz"), {}).names, (std::vector<std::string>{"0", "1"}));
+
+  arrays.emplace_back("names", npy("<U5", "(2,)", raw(std::vector<uint32_t>{'r', 'u', 'n', '_', '1', 0xE9, 0, 0, 0, 0})));
+  write_npz(tmp.file("named.npz"), arrays);
+  EXPECT_EQ(read_npz_file(tmp.file("named.npz"), {}).names, (std::vector<std::string>{"run_1", "\xC3\xA9"}));
+
+  arrays.back() = {"names", npy("<i8", "(2,)", raw(std::vector<int64_t>{1007, 42}))};
+  write_npz(tmp.file("ids.npz"), arrays);
+  EXPECT_EQ(read_npz_file(tmp.file("ids.npz"), {}).names, (std::vector<std::string>{"1007", "42"}));
+
+  arrays.back() = {"names", npy("<i8", "(2,)", raw(std::vector<int64_t>{5, 5}))};
+  write_npz(tmp.file("twice.npz"), arrays);
+  expect_user_error([&] { read_npz_file(tmp.file("twice.npz"), {}); },
+                    {"twice.npz: array 'names'", "sequences 0 and 1 have the same name \"5\""});
+  arrays.back() = {"names", npy("<f4", "(2,)", raw(std::vector<float>{1, 2}))};
+  write_npz(tmp.file("floats.npz"), arrays);
+  expect_user_error([&] { read_npz_file(tmp.file("floats.npz"), {}); }, {"array 'names'", "'<f4'", "strings or integers"});
+  arrays.back() = {"names", npy("|S1", "(3,)", "abc")};
+  write_npz(tmp.file("three.npz"), arrays);
+  expect_user_error([&] { read_npz_file(tmp.file("three.npz"), {}); }, {"array 'names'", "(3,)", "expected (2,)"});
+}
+
+// A .ts file knows its series only by position: series i is named "i".
+TEST(ByodTs, SeriesAreNamedByTheirPosition) {
+  std::istringstream in("@problemName p\n@classLabel true a b\n@data\n1,2:a\n3:b\n4,5,6:a\n");
+  EXPECT_EQ(parse_ts(in, "p.ts").names, (std::vector<std::string>{"0", "1", "2"}));
+}
+
 TEST(ByodNpz, RejectsMalformedArchives) {
   TempDir tmp;
   const auto f4 = [](const std::string& shape, std::vector<float> v) { return npy("<f4", shape, raw(v)); };
@@ -402,6 +488,8 @@ TEST(ByodCsv, FolderWithOptionalHeadersInLabelsFileOrder) {
   EXPECT_EQ(log.read, (std::vector<std::string>{"sit_1.csv: 3 x 3", "walk_1.csv: 2 x 3", "run_1.csv: 1 x 3"}));
   EXPECT_EQ(log.ignored, (std::vector<std::string>{"README.txt (not .csv)"}));
   EXPECT_NE(d.source.find("seqs/ (3 CSV files) with labels labels.csv"), std::string::npos) << d.source;
+  // Each sequence is named by its file (predict's name column), ".csv" added where the row left it out.
+  EXPECT_EQ(d.names, (std::vector<std::string>{"sit_1.csv", "walk_1.csv", "run_1.csv"}));
 }
 
 // Without --labels the folder's *.csv files are the sequences, in name order; a labels file of one column
@@ -421,12 +509,14 @@ TEST(ByodCsv, FolderWithoutLabels) {
   EXPECT_EQ(log.read, (std::vector<std::string>{"a.csv: 1 x 2", "b.csv: 2 x 2", "c.csv: 3 x 2"}));
   EXPECT_EQ(log.ignored, (std::vector<std::string>{"notes.txt (not .csv)"}));
   EXPECT_NE(d.source.find("without labels, in name order"), std::string::npos) << d.source;
+  EXPECT_EQ(d.names, (std::vector<std::string>{"a.csv", "b.csv", "c.csv"}));
 
   const std::string order = tmp.write("order.csv", "file\nc.csv\na\nb.csv\n");
   const RaggedData o = read_csv_folder(tmp.file("seqs"), order, {});
   EXPECT_FALSE(o.labeled);
   EXPECT_EQ(o.offsets, (std::vector<int64_t>{0, 3, 4, 6}));   // c, a, b
   EXPECT_NE(o.source.find("in the order of order.csv"), std::string::npos) << o.source;
+  EXPECT_EQ(o.names, (std::vector<std::string>{"c.csv", "a.csv", "b.csv"}));
   expect_user_error([&] { read_csv_folder(tmp.file("seqs"), tmp.write("short.csv", "file\na.csv\nb.csv\n"), {}); },
                     {"c.csv", "has no row in"});
   // The labels file left in the folder, --labels forgotten: the hint says so.

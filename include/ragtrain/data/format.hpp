@@ -28,6 +28,7 @@ struct DatasetInfo {
   int64_t total_timesteps = 0;   // offsets[N]
   std::vector<int64_t> offsets;  // (N + 1); sequence i is rows offsets[i] .. offsets[i+1]-1 of /features
   std::vector<std::string> class_names;  // optional attribute; empty when absent
+  bool has_names = false;        // /names: N strings naming the sequences (read them with read_sequence_names)
 
   int64_t length(int64_t i) const { return offsets[static_cast<size_t>(i + 1)] - offsets[static_cast<size_t>(i)]; }
   std::vector<int64_t> lengths() const;

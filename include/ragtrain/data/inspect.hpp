@@ -22,6 +22,8 @@ struct DatasetReport {
   // declaring 2^31 classes is reported in memory and time of the classes it holds.
   std::map<int64_t, int64_t> class_counts;
   std::vector<std::string> class_names;    // optional
+  bool has_names = false;                  // /names, all checked; the first and last for the summary
+  std::string first_name, last_name;
 };
 
 // Serial; throws UserError when invalid. Reads the values in blocks that fit `budget` (--max-memory).

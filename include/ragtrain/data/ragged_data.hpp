@@ -21,6 +21,7 @@ struct RaggedData {
   std::vector<int32_t> labels;          // (N) classification
   std::vector<float> targets;           // (N, K) regression
   std::vector<std::string> class_names; // optional, size == classes when present (e.g. .ts labels)
+  std::vector<std::string> names;       // optional, (N) when present: what each sequence was (a CSV file name)
   std::string source;                   // provenance, stored as root attribute "source"
 
   int64_t num_sequences() const { return static_cast<int64_t>(offsets.size()) - 1; }
