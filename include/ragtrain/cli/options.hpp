@@ -172,6 +172,7 @@ struct Invocation {
   RunConfig config;
   bool help = false;       // help text was requested; `help_text` holds it
   std::string help_text;
+  int exit_code = 0;       // with `help`: 0, or kExitUserError for no command at all (then the text is for stderr)
 };
 
 // Parses argv (argv[1] is the subcommand). Command-line values override --config file values, which override
