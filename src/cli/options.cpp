@@ -686,7 +686,8 @@ std::string program_help() {
   s << "\nexit codes: 0 success, 2 bad input or options, an output that would lose data (doc/reliability.md),\n"
     << "            a full disk, a NaN/Inf loss with --on-nonfinite stop\n"
     << "            (every rank), 3 internal or library error,\n"
-    << "            75 train stopped by SIGTERM/SIGUSR1 after saving a checkpoint (continue with --resume OUT),\n"
+    << "            75 train stopped by SIGTERM/SIGUSR1/SIGINT (Ctrl-C) after saving a checkpoint (continue with\n"
+    << "               --resume OUT; under mpirun the ranks exit 75, mpirun itself 1 after Ctrl-C or SIGTERM),\n"
     << "            76 train ended because a rank died or got stuck (--comm-timeout; the message names it)\n";
   return s.str();
 }
