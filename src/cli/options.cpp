@@ -668,6 +668,13 @@ void validate(const RunConfig& c) {
 
 }  // namespace
 
+const std::set<std::string>& record_keeping_options() {
+  static const std::set<std::string> names = {
+      "quiet",    "verbose",          "force",     "out",   "resume",       "log-every",  "checkpoint-every",
+      "checkpoint-minutes", "signal-check-every", "keep", "comm-timeout", "trace", "write-order", "max-memory"};
+  return names;
+}
+
 const std::vector<std::string>& subcommands() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;

@@ -90,6 +90,14 @@ TEST(CtrlC, SigintOnAPlainRunCheckpointsExits75ReleasesTheLockAndResumeContinues
   EXPECT_FALSE(fs::exists(d / "run/ragtrain.lock"));
   const Result e = run(0, "eval --checkpoint " + d / "run/checkpoint.h5" + " --data " + d / "train.h5");
   EXPECT_EQ(e.rc, 0) << e.output;
+  // compare takes the stopped run (no summary.json) from its checkpoint and metrics.jsonl, and says it stopped.
+  const Result c = run(0, "compare " + d / "run" + " --out " + d / "cmp.json");
+  EXPECT_EQ(c.rc, 0) << c.output;
+  EXPECT_TRUE(contains(c.output, "stopped by SIGINT at step")) << c.output;
+  const nlohmann::json row = read_json(d / "cmp.json")["runs"][0];
+  EXPECT_EQ(row["ranks"], 1);
+  EXPECT_GT(row["steps"].get<int>(), 0);
+  EXPECT_TRUE(row["train_loss"].is_number()) << row.dump();
 }
 
 TEST(CtrlC, ASecondSigintEndsTheRunAtOnce) {

@@ -261,3 +261,11 @@ TEST(CommandConfigs, EvalAndPredict) {
   EXPECT_EQ(p.out, "p.csv");
   EXPECT_TRUE(p.talk.quiet);
 }
+
+TEST(CommandConfigs, RecordKeepingOptionsAreTrainOptions) {
+  // compare leaves these out; a name that is no longer an option of train would leave nothing out.
+  const std::set<std::string> train = listed_options("train");
+  for (const std::string& name : record_keeping_options()) EXPECT_EQ(train.count(name), 1u) << name;
+  for (const char* model : {"hidden", "layers", "lr", "data", "val", "seed", "epochs"})
+    EXPECT_EQ(record_keeping_options().count(model), 0u) << model;
+}

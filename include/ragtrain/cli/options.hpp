@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -181,6 +182,11 @@ Invocation parse_command_line(int argc, const char* const* argv);
 
 // Help for the whole program (list of subcommands).
 std::string program_help();
+
+// The options of train that change neither the model nor how it is trained: what is printed and recorded and
+// where, checkpoint cadence and resume, the watchdog, the memory budget. `compare` does not list them as
+// differences between runs.
+const std::set<std::string>& record_keeping_options();
 
 // All subcommand names, in help order.
 const std::vector<std::string>& subcommands();
