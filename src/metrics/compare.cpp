@@ -89,10 +89,17 @@ RunSummary summary_of_unfinished(const std::string& run) {
       s["best_val_loss"] = r["val_loss"];
       s["best_val_accuracy"] = r.contains("val_accuracy") ? r["val_accuracy"] : Json(nullptr);
     }
+    if (event == "step") {   // before the first epoch ends, the figures of the last logged interval
+      if (r.contains("loss")) s["interval_loss"] = r["loss"];
+      if (r.contains("sequences_per_second")) s["interval_sequences_per_second"] = r["sequences_per_second"];
+    }
     if (event == "stop")
       status = "stopped by " + r.value("signal", std::string("a signal")) + " at step " + std::to_string(r.value("step", 0));
     if (event == "resume") status = "no summary.json: still running or killed";
   }
+  for (const auto& [figure, interval] : {std::pair<const char*, const char*>{"train_loss", "interval_loss"},
+                                         {"sequences_per_second", "interval_sequences_per_second"}})
+    if (!s.contains(figure) && s.contains(interval)) s[figure] = s[interval];
   return RunSummary{run, run_options(ckpt.config, ""), s, status + " (figures from metrics.jsonl)"};
 }
 
