@@ -118,7 +118,7 @@ RunSummary read_run_summary(const std::string& run) {
   const bool folder = fs::is_directory(run, ec);
   const std::string path = folder ? (fs::path(run) / "summary.json").string() : run;
   if (folder && !fs::exists(path, ec)) return summary_of_unfinished(run);
-  USER_CHECK(fs::exists(path, ec), "run '" << run << "' has no summary.json (no such file)",
+  USER_CHECK(fs::exists(path, ec), "run '" << run << "': no such folder or file",
              "compare reads train runs: pass their --out folders (or their summary.json files)");
   std::ifstream in(path);
   const Json s = Json::parse(in, nullptr, /*allow_exceptions=*/false);
