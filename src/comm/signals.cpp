@@ -28,7 +28,8 @@ extern "C" void on_stop_signal(int sig) {
   // From now on the three do what they do by default (terminate): the second one (a second Ctrl-C) ends the run.
   restore_default(SIGTERM);
   restore_default(SIGUSR1);
-  restore_default(SIGINT);
+  struct sigaction now {};
+  if (sigaction(SIGINT, nullptr, &now) == 0 && now.sa_handler == on_stop_signal) restore_default(SIGINT);
 }
 
 }  // namespace
@@ -43,7 +44,10 @@ void install_stop_handlers() {
   sa.sa_flags = SA_RESTART;          // system calls in progress (file writes, MPI progress) carry on
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);   // Ctrl-C on a run started without a launcher
+  // Ctrl-C on a run started without a launcher. A SIGINT ignored from the start stays ignored: the shell's way
+  // of keeping a job started in the background (`ragtrain train ... &` in a script) out of the terminal's Ctrl-C.
+  struct sigaction inherited {};
+  if (sigaction(SIGINT, nullptr, &inherited) == 0 && inherited.sa_handler != SIG_IGN) sigaction(SIGINT, &sa, nullptr);
 }
 
 int pending_stop_signal() { return g_stop_signal; }

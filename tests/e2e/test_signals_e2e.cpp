@@ -19,13 +19,15 @@ namespace {
 // `ragtrain ARGS` started directly (no mpirun, no shell) with `env` added, stdout+stderr to `log`.
 class Plain {
  public:
-  Plain(const std::string& args, const std::string& log, const std::vector<std::string>& env = {}) {
+  Plain(const std::string& args, const std::string& log, const std::vector<std::string>& env = {},
+        bool sigint_ignored = false) {
     pid_ = ::fork();
     if (pid_ == 0) {
       for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
       FILE* f = std::freopen(log.c_str(), "w", stdout);
       if (f == nullptr || ::dup2(::fileno(stdout), 2) < 0) ::_exit(120);
-      ::signal(SIGINT, SIG_DFL);   // as a shell gives a foreground command
+      // As a shell gives a foreground command, or (ignored) a command started in the background of a script.
+      ::signal(SIGINT, sigint_ignored ? SIG_IGN : SIG_DFL);
       ::execl("/bin/sh", "sh", "-c", ("exec " + bin() + " " + args).c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
@@ -34,8 +36,9 @@ class Plain {
     if (pid_ > 0 && ::kill(pid_, SIGKILL) == 0) ::waitpid(pid_, nullptr, 0);
   }
   void signal(int sig) const { ASSERT_EQ(::kill(pid_, sig), 0); }
-  // The exit code, or 128 + the signal that ended it (as a shell reports it); -1 after `seconds`.
-  int wait(double seconds) {
+  // The exit code, or 128 + the signal that ended it (as a shell reports it); -1 after `seconds` (killed then,
+  // unless `keep`).
+  int wait(double seconds, bool keep = false) {
     for (int i = 0; i < static_cast<int>(seconds * time_scale() * 100); ++i) {
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -44,6 +47,7 @@ class Plain {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
+    if (keep) return -1;
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
     pid_ = -1;
@@ -110,6 +114,18 @@ TEST(CtrlC, ASecondSigintEndsTheRunAtOnce) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));   // two separate deliveries, as two key presses
   run1.signal(SIGINT);
   EXPECT_EQ(run1.wait(10), 128 + SIGINT) << text_of(d / "log");
+}
+
+TEST(CtrlC, ASigintIgnoredFromTheStartStaysIgnored) {
+  Scratch d;
+  make_data(d);
+  Plain run1(train(d, ""), d / "log", {}, /*sigint_ignored=*/true);
+  ASSERT_TRUE(wait_for_text(d / "run/metrics.jsonl", "\"event\":\"step\"", 60)) << text_of(d / "log");
+  run1.signal(SIGINT);
+  EXPECT_EQ(run1.wait(1.5, /*keep=*/true), -1) << "a background job's SIGINT stopped it\n" << text_of(d / "log");
+  run1.signal(SIGTERM);   // the run still takes a stop request
+  EXPECT_EQ(run1.wait(60), 75) << text_of(d / "log");
+  EXPECT_TRUE(contains(text_of(d / "log"), "stopped by SIGTERM")) << text_of(d / "log");
 }
 
 TEST(CtrlC, SignalDuringSetUpStopsBeforeAnyStepWithoutACheckpoint) {

@@ -7,7 +7,8 @@
 
 namespace ragtrain {
 
-// Installs handlers for SIGTERM, SIGUSR1 and SIGINT that only record the signal number. Call before MPI_Init, so
+// Installs handlers for SIGTERM, SIGUSR1 and SIGINT (unless SIGINT was ignored from the start, as a shell starts a
+// background job) that only record the signal number. Call before MPI_Init, so
 // that the MPI library starts with them in place. The first signal asks the run to checkpoint and stop at the
 // next step boundary; the handler then restores the default action of all three, so a second one ends the
 // process at once (checkpoints are renamed into place whole, so that cannot leave a damaged one behind).
