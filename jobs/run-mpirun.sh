@@ -49,7 +49,9 @@ if [ -e "$OUT/checkpoint.h5" ]; then args+=(--resume "$OUT"); fi
 echo "run-mpirun.sh: $NP rank$([ "$NP" = 1 ] || echo s), $([ -e "$OUT/checkpoint.h5" ] && echo "resuming from $OUT" || echo "fresh start")"
 
 # mpirun in a session of its own, so that Ctrl-C reaches only this script, which turns it into one SIGUSR1:
-# mpirun relays SIGUSR1 to every rank, and the ranks agree to checkpoint and stop at the next step boundary.
+# mpirun relays SIGUSR1 to every rank, the ranks agree to checkpoint and stop at the next step boundary, and mpirun
+# exits 75 as they do. (Ctrl-C or SIGTERM to mpirun itself also reach the ranks, as SIGTERM, and they checkpoint and
+# exit 75 too, but Open MPI's mpirun then exits 1: this script would report a failure.)
 # shellcheck disable=SC2086   # MPIRUN_ARGS is a list of words on purpose
 setsid "$MPIRUN" -np "$NP" $MPIRUN_ARGS "$RAGTRAIN" "${args[@]}" &
 launcher=$!

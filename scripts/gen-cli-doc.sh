@@ -29,7 +29,11 @@ that does not take them are rejected with a suggestion (`did you mean hidden?`);
 command line gets one too (`did you mean --hidden?`, or the subcommands it belongs to). The effective
 configuration is printed once every check of `train`'s set-up has passed (the data files, `--resume`,
 `--init-from`, the backend), so an error is never printed after it, and it is stored in `summary.json` and
-`checkpoint.h5`.
+`checkpoint.h5`. A switch (`--quiet`, `--bidirectional`, `--force`, ...) also takes `true` or `false`, as
+`--print-config` writes it: `--bidirectional false`, `--bidirectional=true`. PyTorch's names (`--batch-size`,
+`--num-layers`, `--hidden-size`, `--learning-rate`) are answered with ragtrain's (`--batch-per-rank`, `--layers`,
+`--hidden`, `--lr`). `ragtrain help COMMAND` is `ragtrain COMMAND --help`; `ragtrain` alone prints the usage and
+exits 2. Help, `--version` and `--print-config` answer without starting MPI (under a launcher, its rank 0 prints).
 
 ## Exit codes
 
@@ -38,7 +42,7 @@ configuration is printed once every check of `train`'s set-up has passed (the da
 | 0 | success (for `inspect`: the file is valid) |
 | 2 | bad input: a missing or malformed file, dataset, attribute, offset, label or option. The message names the file, dataset, index or option, says what was expected, and gives a `hint:`. Every rank exits with 2, before any output is written. Also `train` when a checkpoint cannot be written (a full disk: `cannot write checkpoint 'OUT/checkpoint-step….h5': no space left on device`; the temporary file is removed, the previous checkpoint stays intact, continue with `--resume OUT` once there is space) and, with `--on-nonfinite stop` (the default), when a step's loss or gradient is NaN or Inf (`step S: non-finite loss on rank R, sequence I`; the update is not applied and no checkpoint is written from that state). And any output that would lose data, refused before any work: an output that is one of the command's inputs (also through a link or another spelling), a checkpoint, a data set replaced by anything but a data set, another existing file without `--force`, or a folder held by a running `train` (the message names the holder's host, pid, start time and command). See doc/reliability.md. |
 | 3 | internal error: a library call failed or an invariant broke (message with file:line); every rank exits with 3 (an error outside a phase the ranks close together aborts the job with `MPI_Abort`, and mpirun exits with 3) |
-| 75 | `train` stopped by SIGTERM or SIGUSR1 (on any rank): every rank agreed at a step boundary, the checkpoint was saved, every rank exits with 75. Run the same command with `--resume OUT` to continue; `jobs/train.sbatch` requeues itself on this code (doc/hpc.md). A second signal ends the run at once; the last checkpoint stays intact. |
+| 75 | `train` stopped by SIGTERM, SIGUSR1 or SIGINT (Ctrl-C; on any rank): every rank agreed at a step boundary, the checkpoint was saved, every rank exits with 75 and `OUT/ragtrain.lock` is released. Run the same command with `--resume OUT` to continue; `jobs/train.sbatch` requeues itself on this code (doc/hpc.md). A signal during set-up (the data read, the backend's start) stops the run at the end of that phase, before any step: nothing new to save, exit 75, run the same command again. A second signal ends the run at once (a shell reports 130 after a second Ctrl-C, 143 after SIGTERM); the last checkpoint stays intact and the lock it leaves is recognised as stale. **Under mpirun** the ranks exit 75, but what mpirun returns depends on the signal: SIGUSR1 to mpirun is relayed to the ranks and mpirun exits 75; Ctrl-C or SIGTERM to mpirun reach the ranks as SIGTERM (Open MPI 4.1), they checkpoint and exit 75, and mpirun exits 1 whatever the ranks did. `jobs/run-mpirun.sh` turns Ctrl-C into SIGUSR1 and exits 75. |
 | 76 | `train` ended because a rank died or got stuck: it did not reach a collective of the training loop within `--comm-timeout` seconds and did not answer its neighbour. The rank that found it prints `rank N (on HOST) did not reach ... within S s and does not answer: it died or is stuck` and ends the job with `MPI_Abort` (mpirun exits with 76). The newest checkpoint is intact: continue with `--resume OUT` once the cause is fixed. A rank killed outright is reported by the launcher instead (mpirun: `process rank N ... exited on signal 9`, exit code 137). See doc/troubleshooting.md. |
 
 ## Environment
@@ -57,6 +61,7 @@ Test hooks (for the test suite only; never set them in a real run):
 
 | variable | meaning |
 |---|---|
+| `RAGTRAIN_TEST_SETUP_PAUSE=SECONDS` | `train`'s set-up stands still that long (at most 60 s) before the data read, as a large read would, so a test can signal it there (src/cli/cmd_train.cpp, tests/e2e/test_signals_e2e.cpp) |
 | `RAGTRAIN_TEST_CHECKPOINT_PAUSE=STEP:write` or `STEP:link` | the writer of the step STEP checkpoint pauses (at most 60 s) half-way through the temporary file, or between the step file and the switch of `checkpoint.h5`, so a test can kill it there (src/checkpoint/checkpoint.cpp, tests/e2e/test_checkpoint_e2e.cpp) |
 
 HEAD

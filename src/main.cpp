@@ -1,11 +1,13 @@
 // ragtrain: one binary, one subcommand per job; every rank parses, runs and exits with the same code.
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "ragtrain/cli/commands.hpp"
 #include "ragtrain/cli/options.hpp"
 #include "ragtrain/cli/output_guard.hpp"
+#include "ragtrain/cli/quick_answer.hpp"
 #include "ragtrain/cli/version.hpp"
 #include "ragtrain/comm/context.hpp"
 #include "ragtrain/comm/signals.hpp"
@@ -13,7 +15,9 @@
 
 int main(int argc, char** argv) {
   using namespace ragtrain;
-  // Only `train` turns SIGTERM/SIGUSR1 into "checkpoint and stop"; every other command keeps their default
+  // Help, --version and --print-config need no other rank: answered before MPI_Init, which takes most of a second.
+  if (const std::optional<int> answered = answer_without_mpi(argc, argv)) return *answered;
+  // Only `train` turns SIGTERM/SIGUSR1/SIGINT into "checkpoint and stop"; every other command keeps their default
   // (terminate). Installed before MPI_Init, so that the MPI library starts up with them in place.
   if (argc > 1 && std::string(argv[1]) == "train") install_stop_handlers();
   MpiEnvironment mpi(&argc, &argv);
@@ -41,9 +45,9 @@ int main(int argc, char** argv) {
       if (ctx.is_root()) std::cout << version_text();
       return kExitOk;
     }
-    if (inv.help) {
-      if (ctx.is_root()) std::cout << inv.help_text;
-      return kExitOk;
+    if (inv.help) {   // answered above without MPI; here only if the arguments parse differently the second time
+      if (ctx.is_root()) (inv.exit_code == kExitOk ? std::cout : std::cerr) << inv.help_text;
+      return inv.exit_code;
     }
     if (inv.config.print_config) {   // validated like a run, so what it prints is a configuration that runs
       if (ctx.is_root()) std::cout << inv.config.provenance.effective;

@@ -67,7 +67,9 @@ std::pair<Json, Json> print_table(const Context& ctx, const BenchConfig& cfg, Tr
   for (const auto& r : t.all) sum += r;
   const double seq_s = sum.sequences / t.slowest, ts_s = sum.timesteps / t.slowest;
   const double us_step = 1e6 * t.slowest / static_cast<double>(cfg.timing.steps);
-  std::printf(
+  const bool talk = !cfg.run.talk.quiet;   // --quiet: the result rows and the validity line only
+  if (talk)
+    std::printf(
       "# ragtrain bench: %s, F=%lld H=%lld L=%lld, lengths %lld..%lld, %s x %lld per step, %lld steps "
       "after %lld warm-up\n",
       source.c_str(), static_cast<long long>(shape.input_size), static_cast<long long>(shape.hidden),
@@ -75,7 +77,8 @@ std::pair<Json, Json> print_table(const Context& ctx, const BenchConfig& cfg, Tr
       static_cast<long long>(cfg.synthetic.max_length), count_of(ctx.size, "rank").c_str(),
       static_cast<long long>(cfg.run.schedule.batch_per_rank), static_cast<long long>(cfg.timing.steps),
       static_cast<long long>(cfg.timing.warmup));
-  std::printf("# model: %s, dropout %g, head dropout %g\n", describe(shape).c_str(), cfg.run.model.dropout.between,
+  if (talk)
+    std::printf("# model: %s, dropout %g, head dropout %g\n", describe(shape).c_str(), cfg.run.model.dropout.between,
               cfg.run.model.dropout.head);
   std::printf("# %-8s %6s %6s %6s %6s %12s %14s %12s %14s\n", "backend", "ranks", "K", "H", "L", "seq/s",
               "timesteps/s", "us/step", "seq/s/rank");
@@ -85,12 +88,13 @@ std::pair<Json, Json> print_table(const Context& ctx, const BenchConfig& cfg, Tr
               static_cast<long long>(shape.layers), seq_s, ts_s, us_step, seq_s / ctx.size);
   Json phase_json = Json::object(), by_rank = Json::object();
   if (!t.phases.empty()) {
-    std::printf("# phase                rank 0 us/step   min..max over ranks\n");
+    if (talk) std::printf("# phase                rank 0 us/step   min..max over ranks\n");
     for (size_t k = 0; k < t.phases.size(); ++k) {
       std::vector<double> v;
       for (int r = 0; r < ctx.size; ++r) v.push_back(t.all_phases[static_cast<size_t>(r) * t.phases.size() + k]);
-      std::printf("  %-20s %14.1f   %.1f..%.1f\n", t.phases[k].first.c_str(), v[0],
-                  *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
+      if (talk)
+        std::printf("  %-20s %14.1f   %.1f..%.1f\n", t.phases[k].first.c_str(), v[0],
+                    *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
       phase_json[t.phases[k].first] = v[0];
       by_rank[t.phases[k].first] = v;
     }

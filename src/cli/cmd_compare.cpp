@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "ragtrain/cli/commands.hpp"
+#include "ragtrain/cli/options.hpp"
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/core/output_file.hpp"
 #include "ragtrain/metrics/compare.hpp"
@@ -13,7 +14,7 @@ int run_compare(const Context& ctx, const CompareConfig& cfg) {
     if (!ctx.is_root()) return;
     std::vector<RunSummary> runs;
     for (const std::string& r : cfg.runs) runs.push_back(read_run_summary(r));
-    const Comparison c = compare_runs(runs);
+    const Comparison c = compare_runs(runs, record_keeping_options());
     std::printf("%s", comparison_table(c).c_str());
     if (!cfg.out.empty()) {
       const bool csv = cfg.out.size() >= 4 && cfg.out.compare(cfg.out.size() - 4, 4, ".csv") == 0;

@@ -192,12 +192,40 @@ std::string short_number(double v) {
   return s.str();
 }
 
-// The table under construction: each row is (option, the subcommands that accept it).
+// A switch (`--quiet`) that also takes a value, so that `--bidirectional false`, the form --print-config writes,
+// is read back: `--x` and `--x=true|false` reach Boost as one token each (switch_tokens joins `--x false`), and
+// the help shows `--x` alone, like a plain switch.
+class SwitchValue : public po::typed_value<bool> {
+ public:
+  explicit SwitchValue(bool* field) : po::typed_value<bool>(field) {
+    default_value(false, "false");
+    implicit_value(true, "true");
+  }
+  std::string name() const override { return ""; }
+};
+
+// The values a switch takes as the next word: Boost's bool words, less 1/0, which could be a file.
+bool is_switch_word(const std::string& w) {
+  for (const char* v : {"true", "false", "yes", "no", "on", "off"})
+    if (w == v) return true;
+  return false;
+}
+
+// The table under construction for `command`: each row is (option, the subcommands that accept it). A help text
+// that differs by subcommand (`--out`: gen writes a file, train a folder) is a `PerCommand`, and the table carries
+// the text of the command being parsed, so each command's help speaks of itself.
+using PerCommand = std::map<std::string, std::string>;
 struct TableBuilder {
   Table t;
-  void add(const char* name, po::value_semantic* v, const char* help, std::set<std::string> cmds) {
-    t.rows.emplace_back(boost::make_shared<po::option_description>(name, v, help), std::move(cmds));
+  std::string command;
+  void add(const char* name, po::value_semantic* v, const std::string& help, std::set<std::string> cmds) {
+    t.rows.emplace_back(boost::make_shared<po::option_description>(name, v, help.c_str()), std::move(cmds));
   }
+  void add(const char* name, po::value_semantic* v, const PerCommand& help, std::set<std::string> cmds) {
+    for (const std::string& c : cmds) RT_CHECK(help.count(c), "no help text of --" << name << " for " << c);
+    add(name, v, help.count(command) ? help.at(command) : help.begin()->second, std::move(cmds));
+  }
+  po::value_semantic* sw(bool* field) { return new SwitchValue(field); }
   const std::set<std::string> all = {"gen",     "convert", "inspect",  "train", "eval",
                                      "predict", "bench",   "simulate", "plot",  "compare"};
   // Options of the model and the update that bench times as train runs them; the rest of the optimizer's knobs,
@@ -207,8 +235,9 @@ struct TableBuilder {
   const std::set<std::string> synth = {"gen", "bench"};
   const std::set<std::string> use_model = {"eval", "predict"};
   // Commands that print progress or detail besides their result (--quiet; inspect's result is its verdict), and
-  // more of it (--verbose); bench and simulate print only their table.
-  const std::set<std::string> talk = {"gen", "convert", "inspect", "train", "eval", "predict", "plot", "compare"};
+  // more of it (--verbose); simulate prints only its table.
+  const std::set<std::string> talk = {"gen",     "convert", "inspect", "train",
+                                      "eval",    "predict", "bench",   "plot",  "compare"};
   const std::set<std::string> talk_more = {"convert", "train", "eval", "predict"};
 };
 
@@ -217,27 +246,41 @@ void add_file_rows(TableBuilder& b, RunConfig& c) {
   b.add("config", po::value(&c.config_file)->value_name("FILE.ini"),
       "read options from an INI file (same names as the command line, at the top or under a [SUBCOMMAND] "
       "section; the command line wins)", b.all);
-  b.add("quiet", po::bool_switch(&c.talk.quiet), "print only errors and the final result", b.talk);
-  b.add("verbose", po::bool_switch(&c.talk.verbose),
+  b.add("quiet", b.sw(&c.talk.quiet), "print only errors and the final result", b.talk);
+  b.add("verbose", b.sw(&c.talk.verbose),
       "print more: every file or array convert reads, the model and per-rank sequence counts of eval and predict",
       b.talk_more);
-  b.add("print-config", po::bool_switch(&c.print_config),
+  b.add("print-config", b.sw(&c.print_config),
       "print the effective configuration in config-file form (usable with --config) and exit", b.all);
 
-  b.add("force", po::bool_switch(&c.force),
+  b.add("force", b.sw(&c.force),
       "replace existing output files; never an input of the command, a checkpoint, or a data set by anything but "
       "a data set (doc/reliability.md)",
       {"gen", "convert", "train", "eval", "predict", "bench", "simulate", "plot", "compare"});
-  b.add("data", po::value(&c.source.data)->value_name("FILE.h5"), "data set in format v1 (train: training set)",
-      {"inspect", "train", "eval", "predict", "bench", "simulate"});
+  b.add("data", po::value(&c.source.data)->value_name("FILE.h5"),
+        PerCommand{{"inspect", "the data set (format v1) to validate and summarise"},
+                   {"train", "the training set (format v1)"},
+                   {"eval", "the labelled data set (format v1) to evaluate the checkpoint on"},
+                   {"predict", "the data set (format v1, labels not needed) to predict"},
+                   {"bench", "time steps on this data set (format v1) instead of synthetic data"},
+                   {"simulate", "simulate the lengths of this data set (format v1) instead of --lengths"}},
+        {"inspect", "train", "eval", "predict", "bench", "simulate"});
   b.add("val", po::value(&c.validation.data)->value_name("FILE.h5"),
         "validation set, evaluated after every epoch (and every --val-every steps)", b.train_only);
-  b.add("out", po::value(&c.out)->value_name("PATH"),
-      "output: gen FILE.h5, train DIR (metrics.jsonl, summary.json, checkpoint.h5, best.h5 with --val), eval "
-      "FILE.json, predict FILE.csv, "
-      "bench FILE.json, "
-      "plot DIR (default RUN_DIR/plots), compare FILE.json or FILE.csv",
-      {"gen", "train", "eval", "predict", "bench", "simulate", "plot", "compare"});
+  const PerCommand out_name = {{"gen", "FILE.h5"},     {"train", "DIR"},          {"eval", "FILE.json"},
+                                {"predict", "FILE.csv"}, {"bench", "FILE.json"},    {"simulate", "FILE.json"},
+                                {"plot", "DIR"},         {"compare", "FILE.json|FILE.csv"}};
+  b.add("out", po::value(&c.out)->value_name(out_name.count(b.command) ? out_name.at(b.command) : "PATH"),
+        PerCommand{{"gen", "the data set to write (format v1)"},
+                   {"train", "the run folder: metrics.jsonl, metrics.csv, summary.json, checkpoint.h5 (and step "
+                             "checkpoints), best.h5 with --val, TensorBoard events"},
+                   {"eval", "also write the metrics as JSON"},
+                   {"predict", "the CSV file of per-sequence predictions"},
+                   {"bench", "also write the result as JSON (provenance, validity flag)"},
+                   {"simulate", "also write the result as JSON"},
+                   {"plot", "the folder for the PNGs (default RUN_DIR/plots)"},
+                   {"compare", "also write the table, as JSON or CSV by the file's extension"}},
+        {"gen", "train", "eval", "predict", "bench", "simulate", "plot", "compare"});
   b.add("run", po::value(&c.run)->value_name("DIR"),
       "what to plot: a train --out folder, or a folder of bench --out JSON files (e.g. from jobs/scaling.sbatch)",
       {"plot"});
@@ -255,7 +298,7 @@ void add_file_rows(TableBuilder& b, RunConfig& c) {
       "labels of a CSV folder: a header row, then FILE,LABEL per sequence (FILE,Y1,..,YK with --regression; FILE "
       "alone, or no --labels, for data without labels)",
       {"convert"});
-  b.add("regression", po::bool_switch(&c.convert.regression),
+  b.add("regression", b.sw(&c.convert.regression),
       "the labels are regression targets (CSV: numbers; .npz: integer labels too; float .npz labels always are)",
       {"convert"});
   b.add("class-names-from", po::value(&c.convert.class_names_from)->value_name("TRAIN.h5"),
@@ -284,7 +327,11 @@ void add_data_and_model_rows(TableBuilder& b, RunConfig& c) {
   b.add("outputs", po::value(&c.synthetic.outputs)->default_value(c.synthetic.outputs),
         "targets per sequence (regression)", b.synth);
   b.add("seed", po::value(&c.schedule.seed)->default_value(c.schedule.seed),
-      "random seed: data (gen), initial weights and shuffling (train)", {"gen", "train", "bench", "simulate"});
+        PerCommand{{"gen", "random seed of the data"},
+                   {"train", "random seed of the initial weights, the shuffling and the dropout masks"},
+                   {"bench", "random seed of the synthetic data, the initial weights and the shuffling"},
+                   {"simulate", "random seed of the drawn lengths and the shuffling"}},
+        {"gen", "train", "bench", "simulate"});
   b.add("steps", po::value(&c.timing.steps)->default_value(c.timing.steps), "timed training steps", {"bench"});
   b.add("warmup", po::value(&c.timing.warmup)->default_value(c.timing.warmup), "untimed steps before timing",
         {"bench"});
@@ -314,7 +361,7 @@ void add_data_and_model_rows(TableBuilder& b, RunConfig& c) {
       "start from these weights (a ragtrain checkpoint, e.g. exported from PyTorch by tools/torch_interop.py) "
       "instead of a random initialisation",
       {"train"});
-  b.add("write-order", po::bool_switch(&c.records.write_order),
+  b.add("write-order", b.sw(&c.records.write_order),
       "write DIR/order.csv: the sequence trained in every slot of every step (to replay the run elsewhere)",
       {"train"});
   b.add("trace", po::value(&c.trace)->value_name("FILE.json"),
@@ -323,7 +370,7 @@ void add_data_and_model_rows(TableBuilder& b, RunConfig& c) {
       b.learn);
   b.add("layers", po::value(&c.model.layers)->default_value(c.model.layers), "LSTM layers", b.learn);
   b.add("hidden", po::value(&c.model.hidden)->default_value(c.model.hidden), "LSTM hidden size", b.learn);
-  b.add("bidirectional", po::bool_switch(&c.model.bidirectional),
+  b.add("bidirectional", b.sw(&c.model.bidirectional),
       "run every LSTM layer both ways (nn.LSTM(bidirectional=True)); the head reads 2 x hidden", b.learn);
   b.add("pool", po::value(&c.model.pool)->default_value(c.model.pool, pool_name(c.model.pool)),
       "what the head reads of the top layer, over each sequence's own steps: last (the final states, PyTorch's "
@@ -421,8 +468,9 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
         {"train"});
 }
 
-Table build_table(RunConfig& c) {
+Table build_table(RunConfig& c, const std::string& command) {
   TableBuilder b;
+  b.command = command;
   add_file_rows(b, c);
   add_data_and_model_rows(b, c);
   add_training_rows(b, c);
@@ -620,6 +668,13 @@ void validate(const RunConfig& c) {
 
 }  // namespace
 
+const std::set<std::string>& record_keeping_options() {
+  static const std::set<std::string> names = {
+      "quiet",    "verbose",          "force",     "out",   "resume",       "log-every",  "checkpoint-every",
+      "checkpoint-minutes", "signal-check-every", "keep", "comm-timeout", "trace", "write-order", "max-memory"};
+  return names;
+}
+
 const std::vector<std::string>& subcommands() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;
@@ -638,20 +693,72 @@ std::string program_help() {
   s << "\nexit codes: 0 success, 2 bad input or options, an output that would lose data (doc/reliability.md),\n"
     << "            a full disk, a NaN/Inf loss with --on-nonfinite stop\n"
     << "            (every rank), 3 internal or library error,\n"
-    << "            75 train stopped by SIGTERM/SIGUSR1 after saving a checkpoint (continue with --resume OUT),\n"
+    << "            75 train stopped by SIGTERM/SIGUSR1/SIGINT (Ctrl-C) after saving a checkpoint (continue with\n"
+    << "               --resume OUT; under mpirun the ranks exit 75, mpirun itself 1 after Ctrl-C or SIGTERM),\n"
     << "            76 train ended because a rank died or got stuck (--comm-timeout; the message names it)\n";
   return s.str();
 }
 
+namespace {
+
+// The words after the subcommand, each switch as one token: `--x` becomes `--x=true` and `--x false` becomes
+// `--x=false`, so a switch takes the next word only when it is true/false/yes/no/on/off (`inspect --quiet
+// FILE.h5` keeps its file). Abbreviations (`--bidir`) count as the switch they name.
+std::vector<std::string> switch_tokens(int argc, const char* const* argv, const po::options_description& mine) {
+  std::vector<std::string> out;
+  bool options_ended = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    options_ended = options_ended || a == "--";
+    const po::option_description* d = nullptr;
+    if (!options_ended && a.size() > 2 && a.compare(0, 2, "--") == 0 && a.find('=') == std::string::npos) {
+      try {
+        d = mine.find_nothrow(a.substr(2), /*approx=*/true);
+      } catch (const po::error&) {   // ambiguous: the parser says so below
+      }
+    }
+    if (d != nullptr && dynamic_cast<const SwitchValue*>(d->semantic().get()) != nullptr) {
+      const bool word = i + 1 < argc && is_switch_word(argv[i + 1]);
+      out.push_back(a + "=" + (word ? std::string(argv[++i]) : "true"));
+    } else {
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+// `ragtrain`, `ragtrain --help`, `ragtrain help [COMMAND]`: the program's help, or the argument list of
+// `ragtrain COMMAND --help` in `help_argv`. No command at all is a usage error (exit 2, help on stderr).
+bool program_help_request(int argc, const char* const* argv, Invocation& inv, std::vector<std::string>& help_argv) {
+  const std::string first = argc > 1 ? argv[1] : "";
+  if (first == "help" && argc > 2) {
+    help_argv = {argv[0], argv[2], "--help"};
+    return false;
+  }
+  if (!first.empty() && first != "--help" && first != "-h" && first != "help") return false;
+  inv.help = true;
+  inv.help_text = program_help();
+  if (first.empty()) {
+    inv.exit_code = kExitUserError;
+    inv.help_text += "\nragtrain: error: no command given\n  hint: ragtrain COMMAND [options]; `ragtrain help COMMAND` "
+                     "lists a command's options\n";
+  }
+  return true;
+}
+
+}  // namespace
+
 Invocation parse_command_line(int argc, const char* const* argv) {
   Invocation inv;
   RunConfig& cfg = inv.config;
-  const std::string first = argc > 1 ? argv[1] : "";
-  if (first.empty() || first == "--help" || first == "-h" || first == "help") {
-    inv.help = true;
-    inv.help_text = program_help();
-    return inv;
+  std::vector<std::string> help_argv;
+  if (program_help_request(argc, argv, inv, help_argv)) return inv;
+  if (!help_argv.empty()) {
+    std::vector<const char*> words;
+    for (const std::string& w : help_argv) words.push_back(w.c_str());
+    return parse_command_line(static_cast<int>(words.size()), words.data());
   }
+  const std::string first = argv[1];
   const CommandInfo* cmd = find_command(first);
   if (!cmd) {
     const std::vector<std::string> near = closest_names(first, subcommands());
@@ -663,7 +770,7 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   cfg.command = cmd->name;
   cfg.provenance.command_line = quote_command_line(argc, argv);
 
-  Table table = build_table(cfg);
+  Table table = build_table(cfg, cmd->name);
   po::options_description mine("options of `ragtrain " + cmd->name + "`", 110, 55);
   OptionOwners owners;   // for config files and "did you mean": which subcommands take each name
   for (auto& [opt, cmds] : table.rows) {
@@ -676,7 +783,7 @@ Invocation parse_command_line(int argc, const char* const* argv) {
 
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc - 1, argv + 1).options(mine).positional(pos).run(), vm);
+    po::store(po::command_line_parser(switch_tokens(argc, argv, mine)).options(mine).positional(pos).run(), vm);
   } catch (const po::unknown_option& e) {
     const std::string dashed = e.get_option_name();   // "--hiddne"
     const std::string name = dashed.substr(std::min(dashed.size(), dashed.find_first_not_of('-')));

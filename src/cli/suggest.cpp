@@ -37,9 +37,40 @@ std::vector<std::string> closest_names(const std::string& word, const std::vecto
   return out;
 }
 
+namespace {
+
+// PyTorch's names (nn.LSTM's arguments, DataLoader's batch_size, the optimizers' learning rate, common training
+// scripts' flags) for ragtrain's options: too far apart in letters for the edit distance to find them.
+const std::map<std::string, std::string>& pytorch_names() {
+  static const std::map<std::string, std::string> names = {
+      {"batch-size", "batch-per-rank"}, {"num-layers", "layers"},  {"hidden-size", "hidden"},
+      {"learning-rate", "lr"},          {"num-epochs", "epochs"}, {"max-epochs", "epochs"},
+  };
+  return names;
+}
+
+// The option of `command` that `name` is another spelling of (underscores for dashes, or PyTorch's name), or "".
+std::string other_spelling(const std::string& name, const std::string& command, const OptionOwners& owners) {
+  std::string dashed = name;
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  const auto torch = pytorch_names().find(dashed);
+  for (const std::string& candidate : {dashed, torch == pytorch_names().end() ? std::string() : torch->second}) {
+    const auto owned = owners.find(candidate);
+    if (candidate != name && owned != owners.end() && owned->second.count(command)) return candidate;
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string unknown_option_hint(const std::string& name, const std::string& command, const OptionOwners& owners,
                                 const std::string& prefix) {
   const std::string help = "`ragtrain " + command + " --help` lists its options";
+  const std::string spelled = other_spelling(name, command, owners);
+  if (spelled == "batch-per-rank")
+    return "did you mean " + prefix + spelled + "? (sequences per rank per step: the global batch is ranks x " +
+           prefix + spelled + ") " + help;
+  if (!spelled.empty()) return "did you mean " + prefix + spelled + "? " + help;
   const auto owned = owners.find(name);
   if (owned != owners.end()) {
     std::string who;

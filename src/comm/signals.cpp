@@ -1,4 +1,4 @@
-// Signal handlers that only set a flag, and the per-step agreement of all ranks on stopping and checkpointing.
+// Signal handlers (SIGTERM, SIGUSR1, SIGINT) that only set a flag, and the per-step agreement of all ranks on stopping and checkpointing.
 #include "ragtrain/comm/signals.hpp"
 
 #include <signal.h>
@@ -25,9 +25,11 @@ void restore_default(int sig) {
 
 extern "C" void on_stop_signal(int sig) {
   if (g_stop_signal == 0) g_stop_signal = sig;
-  // From now on SIGTERM and SIGUSR1 do what they do by default (terminate): the second one ends the run.
+  // From now on the three do what they do by default (terminate): the second one (a second Ctrl-C) ends the run.
   restore_default(SIGTERM);
   restore_default(SIGUSR1);
+  struct sigaction now {};
+  if (sigaction(SIGINT, nullptr, &now) == 0 && now.sa_handler == on_stop_signal) restore_default(SIGINT);
 }
 
 }  // namespace
@@ -36,11 +38,16 @@ void install_stop_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
-  sigaddset(&sa.sa_mask, SIGTERM);   // one handler at a time: the two signals cannot interleave
+  sigaddset(&sa.sa_mask, SIGTERM);   // one handler at a time: the signals cannot interleave
   sigaddset(&sa.sa_mask, SIGUSR1);
+  sigaddset(&sa.sa_mask, SIGINT);
   sa.sa_flags = SA_RESTART;          // system calls in progress (file writes, MPI progress) carry on
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
+  // Ctrl-C on a run started without a launcher. A SIGINT ignored from the start stays ignored: the shell's way
+  // of keeping a job started in the background (`ragtrain train ... &` in a script) out of the terminal's Ctrl-C.
+  struct sigaction inherited {};
+  if (sigaction(SIGINT, nullptr, &inherited) == 0 && inherited.sa_handler != SIG_IGN) sigaction(SIGINT, &sa, nullptr);
 }
 
 int pending_stop_signal() { return g_stop_signal; }

@@ -1,7 +1,9 @@
 // The Trainer's last phases: summary.json (rank 0, atomically), the end-of-run table on stdout, the --trace file.
 #include <cstdio>
+#include <iomanip>
 
 #include "ragtrain/checkpoint/rotation.hpp"
+#include "ragtrain/core/error.hpp"
 #include "ragtrain/metrics/provenance.hpp"
 #include "ragtrain/metrics/trace_file.hpp"
 #include "ragtrain/train/trainer.hpp"
@@ -139,16 +141,27 @@ void Trainer::summarize() {
       std::printf("# outputs: %s/{metrics.jsonl,metrics.csv,summary.json,checkpoint.h5%s} and TensorBoard events %s\n",
                   cfg_.out.c_str(), best_file_.empty() ? "" : ",best.h5", records_.log.event_file().c_str());
     }
-    // The final result, printed even with --quiet: the validation's, else the last epoch's training numbers.
+    // The final result, printed even with --quiet: the validation's, else the last epoch's training numbers. With
+    // validation, of both models, named: eval and predict given the run folder use best.h5, not the last model.
+    const std::string last_file = cfg_.out + "/" + kLatestCheckpointName;
     if (has_val && classification())
-      std::printf("validation accuracy: %.4f (%lld/%lld)\n", last_val_.accuracy(),
-                  static_cast<long long>(last_val_.correct), static_cast<long long>(last_val_.count));
+      std::printf("validation accuracy: %.4f (%lld/%lld), last model (%s)\n", last_val_.accuracy(),
+                  static_cast<long long>(last_val_.correct), static_cast<long long>(last_val_.count),
+                  last_file.c_str());
     else if (has_val)
-      std::printf("validation loss: %.6g (MAE %.6g)\n", last_val_.loss(), last_val_.mae());
+      std::printf("validation loss: %.6g (MAE %.6g), last model (%s)\n", last_val_.loss(), last_val_.mae(),
+                  last_file.c_str());
     else if (classification())
       std::printf("train loss: %.6g, train accuracy: %.4f (the last epoch; no --val)\n", last_train_loss_, last_train_acc_);
     else
       std::printf("train loss: %.6g (the last epoch; no --val)\n", last_train_loss_);
+    if (has_val && have_best && !best_file_.empty()) {
+      const std::string figure = classification() ? RT_MSG(std::fixed << std::setprecision(4) << best_.val_accuracy)
+                                                   : RT_MSG(std::setprecision(6) << best_.val_loss);
+      std::printf("validation %s: %s, best model (epoch %lld, %s: what eval and predict take from %s)\n",
+                  classification() ? "accuracy" : "loss", figure.c_str(), static_cast<long long>(best_.epoch),
+                  best_file_.c_str(), cfg_.out.c_str());
+    }
     std::fflush(stdout);
   });
 }

@@ -75,6 +75,14 @@ TEST(Select, BestByAccuracySurvivesRotationAndEvalPredictUseIt) {
     EXPECT_EQ(s["best_epoch"], want["epoch"]);
     EXPECT_DOUBLE_EQ(s["best_val_accuracy"].get<double>(), want["val_accuracy"].get<double>());
     EXPECT_DOUBLE_EQ(s["best_val_loss"].get<double>(), want["val_loss"].get<double>());
+    // The final lines name both models: the last one's figure, and the best one's, which eval and predict use.
+    char last[160], best[200];
+    std::snprintf(last, sizeof last, "validation accuracy: %.4f (", s["val_accuracy"].get<double>());
+    std::snprintf(best, sizeof best, "validation accuracy: %.4f, best model (epoch %d, %s/best.h5: what eval and predict",
+                  s["best_val_accuracy"].get<double>(), s["best_epoch"].get<int>(), out.c_str());
+    EXPECT_TRUE(contains(r.output, std::string(last)) && contains(r.output, "last model (" + out + "/checkpoint.h5)"))
+        << r.output;
+    EXPECT_TRUE(contains(r.output, best)) << r.output << " expected " << best;
     // Rotation kept one step file; best.h5 is not a step file and stays.
     ASSERT_TRUE(std::filesystem::exists(out + "/best.h5"));
     int step_files = 0;

@@ -209,10 +209,31 @@ TEST(Compare, RowsShowTheOptionsThatDiffer) {
   const std::string csv = comparison_csv(c);
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "run,ranks,dropout,hidden,best_epoch,best_val_loss,best_val_accuracy,last_val_loss,last_val_accuracy,"
-            "train_loss,steps,sequences_per_second,wall_seconds,valid");
-  EXPECT_NE(csv.find("\nb,2,0.1,16,3,0.5,0.8,0.6,0.7,0.4,30,1000,2.5,true\n"), std::string::npos) << csv;
+            "train_loss,steps,sequences_per_second,wall_seconds,valid,status");
+  EXPECT_NE(csv.find("\nb,2,0.1,16,3,0.5,0.8,0.6,0.7,0.4,30,1000,2.5,true,finished\n"), std::string::npos) << csv;
   const std::string table = comparison_table(c);
   EXPECT_NE(table.find("dropout=- hidden=8"), std::string::npos) << table;
   EXPECT_NE(table.find("dropout=0.1 hidden=16"), std::string::npos) << table;
   EXPECT_EQ(comparison_json(c)["differing_options"].size(), 2u);
+}
+
+TEST(Compare, OneFileRelativeOrAbsoluteIsOneValueAndRecordKeepingIsLeftOut) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("ragtrain_compare_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "a");
+  fs::create_directories(dir / "b");
+  // Run a started in `dir` with relative paths, run b with absolute ones; they differ in --quiet and --resume only.
+  const auto summary = [&](const std::string& run, const std::string& config) {
+    Json s{{"world_size", 1}, {"config", config}, {"provenance", Json{{"working_directory", dir.string()}}}};
+    std::ofstream(dir / run / "summary.json") << s.dump();
+  };
+  summary("a", "# ragtrain train\ndata = t.h5\nval = ./sub/../v.h5\nquiet = false\nhidden = 8\n");
+  summary("b", "# ragtrain train\ndata = " + (dir / "t.h5").string() + "\nval = " + (dir / "v.h5").string() +
+                   "\nquiet = true\nresume = x\nhidden = 8\n");
+  const std::vector<RunSummary> runs = {read_run_summary((dir / "a").string()), read_run_summary((dir / "b").string())};
+  EXPECT_EQ(runs[0].options.at("data"), (dir / "t.h5").string());
+  EXPECT_EQ(runs[0].options.at("val"), (dir / "v.h5").string());
+  EXPECT_EQ(compare_runs(runs, {"quiet", "resume"}).differing, std::vector<std::string>{});
+  EXPECT_EQ(compare_runs(runs).differing, (std::vector<std::string>{"quiet", "resume"}));
+  fs::remove_all(dir);
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -172,6 +173,7 @@ struct Invocation {
   RunConfig config;
   bool help = false;       // help text was requested; `help_text` holds it
   std::string help_text;
+  int exit_code = 0;       // with `help`: 0, or kExitUserError for no command at all (then the text is for stderr)
 };
 
 // Parses argv (argv[1] is the subcommand). Command-line values override --config file values, which override
@@ -180,6 +182,11 @@ Invocation parse_command_line(int argc, const char* const* argv);
 
 // Help for the whole program (list of subcommands).
 std::string program_help();
+
+// The options of train that change neither the model nor how it is trained: what is printed and recorded and
+// where, checkpoint cadence and resume, the watchdog, the memory budget. `compare` does not list them as
+// differences between runs.
+const std::set<std::string>& record_keeping_options();
 
 // All subcommand names, in help order.
 const std::vector<std::string>& subcommands();

@@ -22,7 +22,8 @@ std::vector<std::string> closest_names(const std::string& word, const std::vecto
 
 // The hint for an unknown option `name` of `ragtrain command`: the subcommands it belongs to when another one
 // takes it, else "did you mean PREFIXx?" over the command's own options, else where the options are listed.
-// `prefix` is "--" on the command line, "" in a config file.
+// PyTorch's names (--batch-size, --num-layers, --hidden-size, --learning-rate) and underscores for dashes get
+// ragtrain's name. `prefix` is "--" on the command line, "" in a config file.
 std::string unknown_option_hint(const std::string& name, const std::string& command, const OptionOwners& owners,
                                 const std::string& prefix);
 

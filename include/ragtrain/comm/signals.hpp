@@ -1,4 +1,5 @@
-// Stop requests by signal (SIGTERM, SIGUSR1 — what Slurm sends before a time limit or on preemption) and the
+// Stop requests by signal (SIGTERM, SIGUSR1 — what Slurm sends before a time limit or on preemption — and SIGINT,
+// Ctrl-C on a run started without a launcher) and the
 // agreement of all ranks on them, and on timed checkpoints, at step boundaries.
 #pragma once
 
@@ -6,9 +7,10 @@
 
 namespace ragtrain {
 
-// Installs handlers for SIGTERM and SIGUSR1 that only record the signal number. Call before MPI_Init, so
+// Installs handlers for SIGTERM, SIGUSR1 and SIGINT (unless SIGINT was ignored from the start, as a shell starts a
+// background job) that only record the signal number. Call before MPI_Init, so
 // that the MPI library starts with them in place. The first signal asks the run to checkpoint and stop at the
-// next step boundary; the handler then restores the default action of both signals, so a second one ends the
+// next step boundary; the handler then restores the default action of all three, so a second one ends the
 // process at once (checkpoints are renamed into place whole, so that cannot leave a damaged one behind).
 void install_stop_handlers();
 
