@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test suite and ends with one line "N passed, N failed, N skipped".
-# usage: scripts/run-tests.sh BUILD_DIR [gpu]
+# usage: scripts/run-tests.sh BUILD_DIR [SUITE]   (SUITE: one of those below; all of them without it)
 # Suites: unit (one process), mpi (the same binary under mpirun -np 1..4 --oversubscribe), e2e (the ragtrain binary
 # driven as a user would, bad inputs on several ranks included), jobs (the jobs/ scripts: mpirun launcher, and
 # sbatch on a single-node Slurm the suite starts and stops; skipped with the reason where Slurm is missing),
@@ -51,9 +51,13 @@ over_limit() {
 passed=0; failed=0; skipped=0
 failures=()
 
+# Whether the suite labelled $1 runs ("mpi np=2" belongs to the suite "mpi").
+wanted() { [ -z "$ONLY" ] || [ "$ONLY" = "${1%% *}" ]; }
+
 # Runs one gtest binary invocation, adds its counts. $1 = label, rest = command.
 run_suite() {
   local label=$1; shift
+  wanted "$label" || return 0
   local log; log=$(mktemp)
   echo "=== $label: $*"
   local start=$SECONDS
@@ -84,6 +88,7 @@ fi
 # "N passed, N failed, N skipped"; its counts are added as they are (a crash before that line counts as 1 failed).
 run_script_suite() {
   local label=$1; shift
+  wanted "$label" || return 0
   local log; log=$(mktemp)
   echo "=== $label: $*"
   local start=$SECONDS
