@@ -188,25 +188,32 @@ bool Trainer::setup_resume() {
 void Trainer::setup_shards() {
   PhaseScope phase(&timeline_, Phase::ReadShard, 0);
   Stopwatch io;
-  const std::vector<int64_t> mine = schedule_->rank_sequences(ctx_.rank);
+  // In file order: neighbours in the file are neighbours in the shard, so they are read as one request. The
+  // shard's order is only where each sequence lies (ShardIndex maps the schedule's indices to it), so it changes
+  // nothing that is trained.
+  std::vector<int64_t> mine = schedule_->rank_sequences(ctx_.rank);
+  std::sort(mine.begin(), mine.end());
   if (cfg_.synthetic) {
     train_ = make_shard(synthetic_, mine);
   } else {
-    collective_phase(ctx_, [&] { train_ = read_shard(train_info_, mine, ctx_.world, budget_); });
+    collective_phase(ctx_, [&] { train_ = read_shard(train_info_, mine, ctx_.world, budget_, &read_stats_); });
     if (!cfg_.validation.data.empty())
       collective_phase(ctx_, [&] {
-        val_ = read_shard(val_info_, block_indices(val_info_.num_sequences, ctx_.size, ctx_.rank), ctx_.world, budget_);
+        val_ = read_shard(val_info_, block_indices(val_info_.num_sequences, ctx_.size, ctx_.rank), ctx_.world, budget_,
+                          &read_stats_);
       });
   }
   run_.io_s += io.seconds();
   // Standardisation uses training statistics only, over every rank's shard, so validation stays held out. A
   // resumed run keeps the statistics the model was trained with.
+  // The reader's threads compute and apply them; the result does not depend on how many there are.
+  const int threads = read_stats_.threads;
   normalizer_ = Normalizer{cfg_.normalize, {}};
   if (normalizer_.mode == Normalization::Feature)
-    normalizer_.scaling =
-        resuming_ ? FeatureScaling{from_.feature_mean, from_.feature_std} : compute_scaling(train_, ctx_.world);
-  normalizer_.apply(train_);
-  if (!cfg_.validation.data.empty()) normalizer_.apply(val_);   // no --val: there is no validation shard to scale
+    normalizer_.scaling = resuming_ ? FeatureScaling{from_.feature_mean, from_.feature_std}
+                                    : compute_scaling(train_, ctx_.world, threads);
+  normalizer_.apply(train_, threads);
+  if (!cfg_.validation.data.empty()) normalizer_.apply(val_, threads);   // no --val: no validation shard to scale
 
   index_ = std::make_unique<ShardIndex>(train_);
   positions_.assign(static_cast<size_t>(cfg_.schedule.batch_per_rank), -1);

@@ -87,6 +87,7 @@ class Trainer {
   void handle_nonfinite(const StepTotals& tot);         // stop every rank (exit 2) or count the skipped step
   int stop_for_signal(int signal);                      // the "stop" record and message; returns the exit code
   int finish();
+  Json data_record() const;                             // summary.json's data-path fields (collective)
   void print_best_and_last() const;                     // the end table's rows for best.h5 and checkpoint.h5                                         // after the last step (or early stop): end checkpoint
   bool classification() const { return shape_.task == Task::Classification; }
   SelectMetric select_metric() const;                   // --select, or the task's default
@@ -109,6 +110,8 @@ class Trainer {
   int64_t total_steps_ = 0;
   ModelShape shape_;
   Shard train_, val_;
+  ShardReadStats read_stats_;   // this rank's reads of --data and --val
+  double first_step_s_ = -1;    // wall time from the Trainer's start to the end of this invocation's first step
   std::unique_ptr<ShardIndex> index_;
   Normalizer normalizer_;   // --normalize, with the training statistics for `feature`
   std::unique_ptr<Backend> backend_;
