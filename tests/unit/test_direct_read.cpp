@@ -83,6 +83,17 @@ void rewrite(const std::string& path, const char* name, hid_t file_type, hsize_t
   ASSERT_GE(H5Dwrite(d.get(), mem_type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
 }
 
+// Row `row`, feature 0 of /features set to `value`.
+void poison(const std::string& path, int64_t row, float value) {
+  H5Handle file = h5_file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+  H5Handle d = h5_dataset(H5Dopen2(file.get(), "/features", H5P_DEFAULT));
+  H5Handle space = h5_space(H5Dget_space(d.get()));
+  const hsize_t start[2] = {static_cast<hsize_t>(row), 0}, count[2] = {1, 1}, one = 1;
+  ASSERT_GE(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), 0);
+  H5Handle mem = h5_space(H5Screate_simple(1, &one, nullptr));
+  ASSERT_GE(H5Dwrite(d.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), H5P_DEFAULT, &value), 0);
+}
+
 }  // namespace
 
 TEST(DirectRead, ContiguousDatasetsAreReadInPlaceWithTheValuesOfTheFile) {
@@ -171,11 +182,11 @@ TEST(DirectRead, ReadRangesCopiesEveryByteAndNamesTheFirstShortRange) {
 // The checks run on several threads in blocks of positions: the error is still the earliest position's.
 TEST(DirectRead, ValueChecksReportTheEarliestBadSequence) {
   TempDir tmp;
-  RaggedData d = data(10000, 1, 3, 1);
-  d.features[static_cast<size_t>(d.offsets[9000])] = std::numeric_limits<float>::quiet_NaN();
-  d.features[static_cast<size_t>(d.offsets[20])] = std::numeric_limits<float>::infinity();
+  const RaggedData d = data(10000, 1, 3, 1);
   const std::string path = tmp.file("bad.h5");
-  write_dataset(path, d);
+  write_dataset(path, d);   // refuses non-finite values: they are written into the file afterwards
+  poison(path, d.offsets[9000], std::numeric_limits<float>::quiet_NaN());
+  poison(path, d.offsets[20], std::numeric_limits<float>::infinity());
   const DatasetInfo info = read_dataset_info(path, MPI_COMM_SELF);
   std::vector<int64_t> all(10000);
   std::iota(all.begin(), all.end(), 0);

@@ -4,6 +4,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <new>
@@ -69,5 +70,23 @@ bool operator!=(const BulkAllocator<T>&, const BulkAllocator<U>&) noexcept {
 // A vector whose resize leaves new elements unset; see BulkAllocator.
 template <class T>
 using BulkVector = std::vector<T, BulkAllocator<T>>;
+
+// The same values as a plain vector (a shard's features against the data set they came from).
+template <class T>
+bool operator==(const BulkVector<T>& a, const std::vector<T>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+template <class T>
+bool operator==(const std::vector<T>& a, const BulkVector<T>& b) {
+  return b == a;
+}
+template <class T>
+bool operator!=(const BulkVector<T>& a, const std::vector<T>& b) {
+  return !(a == b);
+}
+template <class T>
+bool operator!=(const std::vector<T>& a, const BulkVector<T>& b) {
+  return !(b == a);
+}
 
 }  // namespace ragtrain
