@@ -229,7 +229,7 @@ $(BUILD)/bin/e2e_tests: $(E2E_OBJS) $(LIB)
 $(BUILD)/bin/gpu_tests: $(GPU_OBJS) $(TEST_MAIN) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CXX) $(LDFLAGS) $^ $(GTEST_LIBS) $(LDLIBS) -o $@
-# The cuDNN forward+backward floor for bench/run_h200.sh (CUDA builds only).
+# The cuDNN forward+backward floor for bench/run_fused.sh and bench/run_h200.sh (CUDA builds only).
 $(BUILD)/bin/cudnn_floor: $(BUILD)/obj/bench/cudnn_floor.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -o $@
@@ -243,23 +243,9 @@ $(BUILD)/bin/reloc_probe: $(RELOC_SRCS:%.cpp=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CXX) $(LDFLAGS) $^ $(HDF5_LIBS) $(MPI_LIBS) -o $@
 
-# The tensor cores' mma costs on one SM (bench/mma_probe.cu; CUDA builds only).
-$(BUILD)/bin/mma_probe: $(BUILD)/obj/bench/mma_probe.cu.o $(LIB)
-	@mkdir -p $(dir $@)
-	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -o $@
-
-# A kernel timeline without nsys (bench/kernel_timeline.cpp: a CUDA injection library on CUPTI's activity API; run
-# with CUDA_INJECTION64_PATH=$(BUILD)/lib/libkernel_timeline.so, then bench/timeline_summary.py). CUPTI is found
-# beside it at run time (its rpath is $$ORIGIN: copy libcupti.so.* there when carrying it to another machine).
-$(BUILD)/lib/libkernel_timeline.so: bench/kernel_timeline.cpp
-	@mkdir -p $(dir $@)
-	$(CXX) -std=c++17 -O2 -fPIC -shared -Wall -Wextra -I$(CUDA_HOME)/include $< -o $@ \
-	  -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcupti -Wl,-rpath,'$$ORIGIN'
-
-# Everything bench/run_h200.sh runs on the GPU machine (build here with PORTABLE=1, carry $(BUILD)).
+# Everything bench/run_fused.sh and bench/run_h200.sh run on the GPU machine (build here with PORTABLE=1, carry $(BUILD)).
 bench-gpu:
-	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN) $(BUILD)/bin/gpu_tests $(BUILD)/bin/cudnn_floor $(BUILD)/bin/mma_probe \
-	  $(BUILD)/lib/libkernel_timeline.so
+	@$(MAKE) --no-print-directory -j$(JOBS) $(BIN) $(BUILD)/bin/gpu_tests $(BUILD)/bin/cudnn_floor
 
 # The test command of the README. Installs what is missing, builds, runs every suite, ends with "N passed, N failed".
 # The NVTX injection library of the e2e test Tracking.CudaBuildsMarkThePhasesWithNvtx (NVTX3 is in the toolkit).

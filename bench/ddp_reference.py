@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch DDP reference for the multi-GPU comparison (issue 8): nn.LSTM + nn.Linear, Adam, batch one per GPU per step,
-DistributedDataParallel over NCCL, the idiomatic eager loop with every sequence of the rank already on its GPU; timed
-after a warm-up. Launch with
+"""PyTorch DDP reference for the multi-GPU comparison (issue 8): ragtrain's model (nn.LSTM + nn.Linear,
+tools/torch_model.py, reading the last step), Adam, batch one per GPU per step, DistributedDataParallel over NCCL,
+the idiomatic eager loop with every sequence of the rank already on its GPU; timed after a warm-up. Launch with
     python3 -m torch.distributed.run --standalone --nproc_per_node P bench/ddp_reference.py --data FILE.h5 --out R.json
 (torchrun is the same launcher). Reads the same v1 file `ragtrain gen` writes (/features, /offsets, /labels).
 
@@ -20,27 +20,19 @@ machine without GPUs."""
 import argparse
 import json
 import os
+import sys
 import time
 
 import h5py
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-
-class Model(nn.Module):
-    def __init__(self, features, hidden, layers, classes):
-        super().__init__()
-        self.lstm = nn.LSTM(features, hidden, num_layers=layers, batch_first=True)
-        self.fc = nn.Linear(hidden, classes)
-
-    def forward(self, x):   # x: (1, T, F); the head reads h at the last step
-        out, _ = self.lstm(x)
-        return self.fc(out[:, -1])
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from torch_model import RaggedLSTMClassifier  # noqa: E402
 
 
 class AllreduceTimer:
@@ -140,8 +132,11 @@ def main():
     lens = np.diff(offsets)[mine]
 
     torch.manual_seed(a.seed)   # the same initial weights everywhere (DDP broadcasts rank 0's anyway)
-    model = Model(nf, a.hidden, a.layers, classes).to(dev)
-    ddp = DDP(model, device_ids=[local_rank] if cuda else None)
+    # ragtrain's model (tools/torch_model.py), the head reading the last step; a (1, T, F) tensor takes its
+    # unpadded path. Its buffers (the normalisation's statistics, unused here) never change: broadcasting them
+    # every step, DDP's default, would add a collective the comparison is not about.
+    model = RaggedLSTMClassifier(nf, a.hidden, a.layers, classes, pool="last").to(dev)
+    ddp = DDP(model, device_ids=[local_rank] if cuda else None, broadcast_buffers=False)
     timer = AllreduceTimer(dev)
     ddp.register_comm_hook(None, timer.hook)
     opt = torch.optim.Adam(ddp.parameters(), lr=a.lr)

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# Issue 14 in ONE device call: for each case (H, K) of the issue's targets, `ragtrain bench --device cuda` with
-# --lstm cudnn and --lstm fused, the PyTorch eager loop (bench/torch_reference.py) and the PyTorch CUDA-graph anchor
-# (bench/torch_graph_anchor.py: one graph per length capturing forward, loss, backward and capturable Adam), all on
-# the same file (F=36, 10 classes, lengths uniform 60..130, 2000 sequences, Adam); then one table side by side with
-# the targets, and summary.json.
+# The headline table of doc/performance.md in ONE device call: for each case (H, K), `ragtrain bench --device cuda`
+# with --lstm cudnn and --lstm fused, the cuDNN floor of the same batches (cudnn_floor: forward + both backward
+# passes only, replayed from CUDA graphs), the PyTorch eager loop (bench/torch_reference.py) and the PyTorch
+# CUDA-graph anchor (bench/torch_graph_anchor.py: one graph per length capturing forward, loss, backward and
+# capturable Adam), all on the same file (F=36, 10 classes, lengths uniform 60..130, 2000 sequences, Adam); then one
+# table side by side with the targets, and summary.json.
 # usage, from the repository root on the GPU machine:   BIN=build-gpu/bin OUT=$OUT bench/run_fused.sh
-# (CASES="50:1 128:1 50:128" by default; each H:K). Output: $OUT/bench.log, summary.txt, summary.json, results.tgz.
+# (build first: make BUILD=build-gpu PORTABLE=1 bench-gpu). CASES="50:1 50:32 50:128 128:1" by default, each H:K;
+# TORCH=0 leaves out PyTorch, FLOOR=0 the floor (also left out when $BIN has no cudnn_floor).
+# Output: $OUT/bench.log, summary.txt, summary.json, results.tgz.
 set -uo pipefail
 BIN=${BIN:-build-gpu/bin}
 SCRIPTS=${SCRIPTS:-bench}   # where torch_reference.py and torch_graph_anchor.py are
 OUT=${OUT:-runs/bench-fused}
 WORK=${WORK:-/tmp/ragtrain-bench-fused}
-CASES=${CASES:-50:1 128:1 50:128}
+CASES=${CASES:-50:1 50:32 50:128 128:1}
 TORCH=${TORCH:-1}           # 0: ragtrain only (the PyTorch columns stay empty)
+FLOOR=${FLOOR:-1}           # 0: no cuDNN floor column
 # Folders, environment, DATA, $LOG and $WORK/data.h5; a copy of this script carried elsewhere (e.g. to the GPU
 # machine) without bench_common.sh beside it takes the repository's, run from the repository root.
 common=$(dirname "$0")/bench_common.sh
@@ -28,6 +32,11 @@ for c in $CASES; do
       --optimizer adam --lr 1e-3 --batch-per-rank "$K" --schedule balanced --steps "$(steps_for "$K")" \
       --warmup 300 --out "$WORK/${lstm}_h${H}_k$K.json" 2>&1 | tee -a "$LOG"
   done
+  if [ "$FLOOR" = 1 ] && [ -x "$BIN/cudnn_floor" ]; then
+    timeout 150 "$BIN/cudnn_floor" --hidden "$H" --features 36 --min-length 60 --max-length 130 --seed 1 \
+      --sequences 2000 --passes 1 --batch "$K" --layouts padded --algo all --out "$WORK/floor_h${H}_k$K.json" 2>&1 |
+      tee -a "$LOG"
+  fi
   [ "$TORCH" = 1 ] || continue
   eager_steps=600
   [ "$K" != 1 ] && eager_steps=150
@@ -50,18 +59,28 @@ def load(name):
         return None
 def seq(r):
     return r["sequences_per_second"] if r else float("nan")
-print("# seq/s (us/step), one H200, F=36, 10 classes, lengths 60..130, Adam; ragtrain: balanced schedule, whole step")
-cols = " | ".join(f"{n:>18}" for n in ("cuDNN", "fused", "torch eager", "torch graphs"))
+def floor_entry(fl, k):
+    """The floor as a bench result: us per batch of K and the sequences per second that makes (ceil(N/K) batches)."""
+    if not fl or not fl.get("floor_us"):
+        return None
+    batches = -(-fl["sequences"] // k)
+    return {"us_per_step": fl["floor_us"], "sequences_per_second": 1e6 * fl["sequences"] / (fl["floor_us"] * batches),
+            "algorithm": fl.get("best_algorithm")}
+print("# seq/s (us/step), one GPU, F=36, 10 classes, lengths 60..130, Adam; ragtrain: balanced schedule, whole step;"
+      " cuDNN floor: its LSTM passes alone")
+NAMES = ("floor", "cudnn", "fused", "torch", "graph")
+cols = " | ".join(f"{n:>18}" for n in ("cuDNN floor", "cuDNN", "fused", "torch eager", "torch graphs"))
 print(f"# {'case':>10} | {cols} | fused/cuDNN  fused/graphs | target")
 summary = {}
 for c in os.environ["CASES"].split():
     h, k = (int(v) for v in c.split(":"))
     rs = {n: load(f"{n}_h{h}_k{k}.json") for n in ("cudnn", "fused", "torch", "graph")}
+    rs["floor"] = floor_entry(load(f"floor_h{h}_k{k}.json"), k)
     cell = lambda r: f"{seq(r):10.0f} ({r['us_per_step']:5.1f})" if r else f"{'-':>18}"
     tgt = TARGET.get((h, k))
     met = None if tgt is None or not rs["fused"] else seq(rs["fused"]) >= tgt
     verdict = "" if tgt is None else f">= {tgt:,.0f}: " + ("MET" if met else "MISSED")
-    cells = " | ".join(cell(rs[n]) for n in ("cudnn", "fused", "torch", "graph"))
+    cells = " | ".join(cell(rs[n]) for n in NAMES)
     ratios = f"{seq(rs['fused']) / seq(rs['cudnn']):10.2f}x {seq(rs['fused']) / seq(rs['graph']):12.2f}x"
     print(f"  H={h:<3} K={k:<3} | {cells} | {ratios} | {verdict}")
     for n in ("cudnn", "fused"):

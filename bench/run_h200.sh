@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# In ONE device call on the GPU machine: `ragtrain bench --device cuda` at H=50 for K = 1, 32 and 128 sequences per
-# step (F=36, 10 classes, lengths uniform 60..130, 2000 sequences, balanced schedule, Adam), batch one also without
-# CUDA graphs, the PyTorch reference on the same data (batch one eager, and pack_padded_sequence at K = 32, 128), the
-# cuDNN forward+backward floor for the same batches (cudnn_floor --batch K), and ragtrain at H=256 for the same K;
-# then prints them side by side with the targets and the per-phase timings.
+# The cuDNN path in detail, in ONE device call: `ragtrain bench --device cuda` at H=50 for K = 1, 32 and 128
+# sequences per step (F=36, 10 classes, lengths uniform 60..130, 2000 sequences, balanced schedule, Adam), batch one
+# also without CUDA graphs, the PyTorch reference on the same data (batch one eager, and pack_padded_sequence at
+# K = 32, 128), the cuDNN forward+backward floor for the same batches (cudnn_floor --batch K), and ragtrain at H=256
+# for the same K; then prints them side by side with the targets and the per-phase timings.
 # usage, from the repository root on the GPU machine:   BIN=build-gpu/bin bench/run_h200.sh
 # (build here first: make BUILD=build-gpu PORTABLE=1 bench-gpu, and carry the binaries). Output goes to $OUT
 # (bench.log, summary.txt, summary.json); intermediate files to $WORK.
@@ -15,7 +15,7 @@ KS=${KS:-1 32 128}
 H_EXTRA=${H_EXTRA:-256}     # ragtrain only (no PyTorch, no floor) at these hidden sizes
 TORCH_STEPS=${TORCH_STEPS:-600}
 FLOOR_ALGO_K1=${FLOOR_ALGO_K1:-persist_static_small_h}   # K=1: 2000 graphs per algorithm; the others are far slower
-                                                          # at H=50 (bench/NOTES.md), so only this one by default
+                                                          # at H=50 (doc/performance.md), so only this one by default
 # Folders, environment, DATA, $LOG and $WORK/data.h5; a copy of this script carried elsewhere (e.g. to the GPU
 # machine) without bench_common.sh beside it takes the repository's, run from the repository root.
 common=$(dirname "$0")/bench_common.sh

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 8 in ONE device call on a machine with P GPUs (P = NGPU, else the count `nvidia-smi -L` gives):
+# Scaling over the GPUs of one machine against PyTorch DDP, in ONE device call on a machine with P GPUs
+# (P = NGPU, else the count `nvidia-smi -L` gives):
 #  1. weak scaling at batch one per GPU of the seed workload (H=50, F=36, 10 classes, lengths U[60,130], Adam):
 #     `mpirun -np P ragtrain bench --schedule balanced|random` for P in 1 2 4 8 (those <= NGPU), and PyTorch DDP
 #     (bench/ddp_reference.py: nn.LSTM + nn.Linear, batch one per GPU, NCCL) on the same file, same P;

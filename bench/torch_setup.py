@@ -50,7 +50,7 @@ def load_on_device(path, dev):
 def model_and_adam(data, hidden, layers, lr, seed, dev, capturable=False):
     """ragtrain's model (last-step pooling, no dropout) for `data` on `dev`, seeded, and Adam over its parameters."""
     torch.manual_seed(seed)
-    model = torch_model.RaggedLSTMClassifier(data.features, hidden, layers, data.classes).to(dev)
+    model = torch_model.RaggedLSTMClassifier(data.features, hidden, layers, data.classes, pool="last").to(dev)
     return model, torch.optim.Adam(model.parameters(), lr=lr, capturable=capturable)
 
 

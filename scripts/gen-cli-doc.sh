@@ -45,7 +45,7 @@ configuration is printed once every check of `train`'s set-up has passed (the da
 
 Tuning knobs of the CUDA backend (`train`, `bench`, `eval`, `predict` with `--device cuda|auto`). They change
 speed only, never the model: every choice computes the same numbers to float rounding. A bad value is a bad
-option (exit 2). bench/NOTES.md has the measurements behind the defaults.
+option (exit 2). doc/performance.md ("The cuDNN path") has the measurements behind the defaults.
 
 | variable | values | meaning |
 |---|---|---|

@@ -4,8 +4,9 @@
 # Suites: unit (one process), mpi (the same binary under mpirun -np 1..4 --oversubscribe), e2e (the ragtrain binary
 # driven as a user would, bad inputs on several ranks included), jobs (the jobs/ scripts: mpirun launcher, and
 # sbatch on a single-node Slurm the suite starts and stops; skipped with the reason where Slurm is missing),
-# fuzz (the libFuzzer targets of tests/fuzz, FUZZ_SECONDS each), torch (ragtrain against PyTorch,
-# tools/test_torch_agreement.py; skipped without torch), doc (doc/from-pytorch.md's worked example, run as written;
+# fuzz (the libFuzzer targets of tests/fuzz, FUZZ_SECONDS each), torch (ragtrain against PyTorch: tests/torch/run.sh,
+# the agreement of training and predictions, the interop round trip for every --normalize and --pool; skipped without
+# torch), doc (doc/from-pytorch.md's worked example, run as written;
 # skipped without torch), build (tests/build: the Makefile's MPI/HDF5 detection, a
 # build against a relocated MPI and HDF5 as modules provide them, `make install`, no function in src/ over 150
 # lines), gpu (built with CUDA; skipped without a GPU).
@@ -109,7 +110,7 @@ if [ "$ONLY" != gpu ]; then
   # default 60; a target that is not built is skipped with the reason.
   # (its own sanitizer options: leaks are checked with the fast unwinder there, no MPI job is started)
   run_script_suite fuzz env -u ASAN_OPTIONS "$(dirname "$0")/../tests/fuzz/run.sh" "$BUILD/fuzz" "${FUZZ_SECONDS:-60}"
-  # PyTorch agreement (tools/test_torch_agreement.py, CPU backend); skipped where /usr/bin/python3 lacks torch.
+  # PyTorch agreement and interop (tests/torch/run.sh, CPU backend); skipped where /usr/bin/python3 lacks torch.
   run_script_suite torch "${NO_LEAKS[@]}" "$(dirname "$0")/../tests/torch/run.sh" "$BUILD"
   # doc/from-pytorch.md's worked example, run as written (tests/doc/run.sh); skipped like torch without torch.
   run_script_suite doc "${NO_LEAKS[@]}" "$(dirname "$0")/../tests/doc/run.sh" "$BUILD"

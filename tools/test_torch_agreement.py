@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_interop import lstm_shape, read_checkpoint, write_checkpoint  # noqa: E402
+from torch_interop import model_of_checkpoint, read_checkpoint, write_checkpoint  # noqa: E402
 from torch_model import RaggedLSTMClassifier  # noqa: E402
 
 # name -> (ragtrain options, bidirectional, pool)
@@ -40,9 +40,8 @@ def load(path):
 
 def torch_run(init_state, pool, data, order, opt_name, lr, device):
     feats, offs, labels = data
-    f, h, layers, c, bidirectional = lstm_shape(init_state)
-    model = RaggedLSTMClassifier(f, h, layers, c, bidirectional, pool=pool).to(device)
-    model.load_state_dict({k: torch.from_numpy(v) for k, v in init_state.items()})
+    model = RaggedLSTMClassifier.from_state_dict({k: torch.from_numpy(v) for k, v in init_state.items()},
+                                                 pool=pool).to(device)
     opt = (torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9) if opt_name == "sgd"
            else torch.optim.Adam(model.parameters(), lr=lr))
     losses = []
@@ -80,7 +79,8 @@ def main():
         model_opts, bidirectional, pool = MODELS[model_name]
         torch.manual_seed(0)
         init = RaggedLSTMClassifier(8, 16, 2, 4, bidirectional, pool=pool)
-        init_state = {k: v.detach().numpy().copy() for k, v in init.state_dict().items()}
+        init_state = {k: v.detach().numpy().copy() for k, v in init.state_dict().items()
+                      if k.startswith(("lstm.", "fc."))}   # the weights: this model normalises nothing
         init_ckpt = os.path.join(work, f"init_{model_name}.h5")
         write_checkpoint(init_state, init_ckpt, "classification", pool=pool)
         for device in args.devices.split(","):
@@ -119,8 +119,8 @@ def check_device(args, work, train, val, data, vdata, init_state, init_ckpt, mod
         pred_csv = os.path.join(run, "pred.csv")
         sh(["mpirun", "-np", "1", args.bin, "predict", "--checkpoint", os.path.join(run, "checkpoint.h5"),
             "--data", val, "--out", pred_csv, "--device", device, "--quiet"])
-        state, _ = read_checkpoint(os.path.join(run, "checkpoint.h5"))
-        model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+        model = model_of_checkpoint(*read_checkpoint(os.path.join(run, "checkpoint.h5"))).to(model.fc.weight.device)
+        model.eval()
         feats, offs, _ = vdata
         rows = list(csv.DictReader(open(pred_csv)))
         worst, same = 0.0, 0

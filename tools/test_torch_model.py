@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks of tools/torch_model.py that need no data file: the padded fast path of the unidirectional model gives
 the packed path's logits and gradients; mean/max pooling read only each sequence's valid steps; ragtrain's
-learning-rate schedule; `series` normalisation. Exit 0 when all pass.  Needs numpy, h5py and torch."""
+learning-rate schedule; `series` and `feature` normalisation; the unpadded path; a state_dict that rebuilds the whole
+model. Exit 0 when all pass.  Needs numpy, h5py and torch."""
 import os
 import sys
 
@@ -57,10 +58,40 @@ def main():
                   abs(lrs[0] - 0.5) < 1e-12 and abs(lrs[2] - 1.0) < 1e-12 and abs(lrs[-1] - 0.1) < 1e-12)
     x = [np.array([[1.0, 5.0], [3.0, 5.0]], dtype=np.float32), np.array([[30000.0, 1.0], [30000.1, 3.0],
                                                                           [29999.9, 2.0]], dtype=np.float32)]
-    s = tm.normalize(x, "series")
+    series = tm.Standardize(2, "series")
+    s = [series(torch.from_numpy(v)).numpy() for v in x]
     good &= check("series normalisation: each sequence's feature mean 0, std 1; a constant feature keeps std 1",
                   np.allclose(s[0][:, 0], [-1, 1]) and np.allclose(s[0][:, 1], 0) and
                   np.allclose(s[1].mean(axis=0), 0, atol=1e-3) and np.allclose(s[1].std(axis=0), 1, atol=1e-2))
+    mean, std = tm.feature_scaling(x)
+    feature = tm.Standardize(2, "feature", mean, std)
+    f = np.concatenate([feature(torch.from_numpy(v)).numpy() for v in x])
+    good &= check("feature normalisation: the training set's mean 0 and std 1 per feature, float32 statistics",
+                  mean.dtype == np.float32 and np.allclose(f.mean(axis=0), 0, atol=1e-4) and
+                  np.allclose(f.std(axis=0), 1, atol=1e-4))
+
+    model = tm.RaggedLSTMClassifier(3, 5, 2, 4, bidirectional=True, pool="last", normalize="feature",
+                                    mean=[1.0, -2.0, 3.0], std=[2.0, 0.5, 1.0], dropout=0.25, head_dropout=0.5).eval()
+    seqs = [torch.randn(n, 3) * 4 + 2 for n in (6, 1, 9)]
+    logits = model(seqs, torch.tensor([len(v) for v in seqs]))
+    alone = torch.stack([model.one(v) for v in seqs])
+    good &= check("a ragged batch and each sequence alone (the unpadded path) give the same logits, "
+                  "bidirectional pool last", torch.allclose(logits, alone, atol=1e-6))
+    state = model.state_dict()
+    again = tm.RaggedLSTMClassifier.from_state_dict(state).eval()
+    good &= check("from_state_dict: normalisation, pooling, dropout rates and weights from the state_dict alone",
+                  again.norm.mode == "feature" and again.pool == "last" and again.options() == model.options()
+                  and torch.equal(again(seqs, torch.tensor([len(v) for v in seqs])), logits))
+    plain = {k: v for k, v in state.items() if k.startswith(("lstm.", "fc."))}
+    bare = tm.RaggedLSTMClassifier.from_state_dict(plain)
+    try:
+        tm.RaggedLSTMClassifier.from_state_dict(state, pool="mean")
+        refused = False
+    except tm.ModelStateError:
+        refused = True
+    good &= check("from_state_dict of a plain nn.LSTM + nn.Linear state_dict: ragtrain's default pool, no "
+                  "normalisation; a pool that contradicts a carried one is refused",
+                  bare.pool == "mean" and bare.norm.mode == "none" and refused)
     print("all passed" if good else "FAILED")
     return 0 if good else 1
 

@@ -3,14 +3,15 @@
 training recipe; the one definition that bench/ (accuracy table, the PyTorch timing references) and tools/ (interop,
 agreement) use.
 
-Model (attributes `lstm` and `fc`, so its state_dict uses ragtrain's checkpoint names, see torch_interop.py):
-  nn.LSTM(F, hidden, layers, bidirectional, dropout between layers) -> pooling over each sequence's own valid
-  steps (last | mean | max) -> head dropout -> nn.Linear(directions x hidden, classes).
+Model (RaggedLSTMClassifier): the input normalisation (--normalize none | feature, the training set's mean and
+  population std of every feature over all timesteps | series, every sequence by its own; a (near-)constant feature
+  keeps std 1, as in ragtrain) -> nn.LSTM(F, hidden, layers, bidirectional, dropout between layers) -> pooling over
+  each sequence's own valid steps (last | mean | max) -> head dropout -> nn.Linear(directions x hidden, classes).
   `last` reads h_n: the forward direction after the sequence's last step and, when bidirectional, the reverse
-  direction after it has read the sequence's first step.
-Data (format v1, as `ragtrain convert` writes it): normalisation none | feature (every feature standardised with
-  the training set's mean and population std over all timesteps) | series (every sequence's features standardised
-  by that sequence's own mean and std); a (near-)constant feature keeps std 1, as in ragtrain.
+  direction after it has read the sequence's first step. The model takes raw features; its state_dict holds the
+  normalisation's statistics and mode (norm.*), the weights under a ragtrain checkpoint's names (lstm.*, fc.*) and
+  the options (_extra_state), so that RaggedLSTMClassifier.from_state_dict(torch.load(PATH)) on a file of
+  `tools/torch_interop.py import` predicts what `ragtrain predict` does.
 Training (ragtrain's recipe): initial weights uniform(+-1/sqrt(hidden)), the head's uniform(+-1/sqrt(its inputs)); a global
   batch of G sequences per step (ragtrain: ranks x batch-per-rank) drawn from a fresh random permutation every
   epoch (ragtrain's --schedule random), the last step of an epoch shorter; the loss is the mean cross-entropy over
@@ -96,42 +97,115 @@ def load_v1(path):
     return seqs, labels, classes
 
 
-def _safe_std(std, mean):
-    # Same rule as ragtrain: a (near-)constant feature carries no information; keep std 1.
-    return np.where(std > 1e-8 * (1.0 + np.abs(mean)), std, 1.0)
+POOLS = ("last", "mean", "max")
+NORMALIZATIONS = ("none", "feature", "series")
+TASKS = ("classification", "regression")
+# ragtrain's guard (kConstantStd, src/data/normalization.cpp): a std at most this x (1 + |mean|) is a constant
+# feature up to rounding; dividing by it would only amplify the rounding, so such a feature is only centred.
+CONSTANT_STD = 1e-8
+
+
+class ModelStateError(ValueError):
+    """A state_dict that does not describe ragtrain's model: `what` is wrong, `hint` says how to fix it."""
+
+    def __init__(self, what, hint):
+        super().__init__(f"{what}; hint: {hint}")
+        self.what, self.hint = what, hint
 
 
 def feature_scaling(train_seqs):
-    """Per-feature mean and population std over all training timesteps, in float64 (two passes)."""
-    allrows = np.concatenate(train_seqs, axis=0).astype(np.float64)
+    """(mean, std), float32 (F,) each: every feature's mean and population std over all training timesteps, as
+    ragtrain's `--normalize feature` computes them (two passes in float64, the constant-feature guard, then float32)."""
+    allrows = np.concatenate(train_seqs, axis=0).astype(np.float64)   # (total_timesteps, F)
     mean = allrows.mean(axis=0)
     std = np.sqrt(((allrows - mean) ** 2).mean(axis=0))
-    return mean, _safe_std(std, mean)
+    std = np.where(std > CONSTANT_STD * (1.0 + np.abs(mean)), std, 1.0)
+    return mean.astype(np.float32), std.astype(np.float32)
 
 
-def normalize(seqs, mode, scaling=None):
-    if mode == "none":
-        return [s.astype(np.float32) for s in seqs]
-    if mode == "feature":
-        mean, std = scaling
-        return [((s - mean) / std).astype(np.float32) for s in seqs]
-    out = []
-    for s in seqs:
-        x = s.astype(np.float64)
-        mean = x.mean(axis=0)
-        std = np.sqrt(((x - mean) ** 2).mean(axis=0))
-        out.append(((x - mean) / _safe_std(std, mean)).astype(np.float32))
-    return out
+class Standardize(nn.Module):
+    """ragtrain's `--normalize`, applied to raw features: (T, F) or (B, T, F) of equal-length sequences.
+      none     the features as stored;
+      feature  (x - mean) / std in float32, with the training set's statistics: the buffers `mean` and `std` (F,),
+               a checkpoint's /normalization/mean and /std (0 and 1, unused, in the other modes);
+      series   every feature of a sequence by that sequence's own mean and population std, in float64 as ragtrain.
+    The mode is the module's extra state: a state_dict carries it beside the buffers."""
+
+    def __init__(self, features, mode="none", mean=None, std=None):
+        super().__init__()
+        self.mode = _check_normalization(mode)
+        if (mode == "feature") != (mean is not None and std is not None):
+            raise ValueError("--normalize feature takes the training set's mean and std (feature_scaling), "
+                             "none and series take none")
+        self.register_buffer("mean", torch.zeros(features) if mean is None else
+                             torch.as_tensor(mean, dtype=torch.float32).clone())
+        self.register_buffer("std", torch.ones(features) if std is None else
+                             torch.as_tensor(std, dtype=torch.float32).clone())
+        if not (torch.isfinite(self.std).all() and (self.std > 0).all() and torch.isfinite(self.mean).all()):
+            raise ValueError("feature statistics must be finite, every std positive")
+
+    def forward(self, x):
+        if self.mode == "feature":
+            return (x - self.mean) / self.std          # float32 throughout, as ragtrain's apply_scaling
+        if self.mode == "series":
+            xd = x.double()
+            mean = xd.mean(dim=-2, keepdim=True)        # over the sequence's own timesteps
+            std = ((xd - mean) ** 2).mean(dim=-2, keepdim=True).sqrt()
+            std = torch.where(std > CONSTANT_STD * (1.0 + mean.abs()), std, torch.ones_like(std))
+            return ((xd - mean) / std).to(x.dtype)
+        return x
+
+    def get_extra_state(self):
+        return {"mode": self.mode}
+
+    def set_extra_state(self, state):
+        self.mode = _check_normalization(state["mode"])
+
+
+def _check_normalization(mode):
+    if mode not in NORMALIZATIONS:
+        raise ModelStateError(f"normalize '{mode}' is not one of {', '.join(NORMALIZATIONS)}",
+                              "ragtrain's --normalize modes are none, feature and series")
+    return mode
+
+
+def shape_of(state):
+    """The sizes a state_dict's tensors give: dict(input_size, hidden, layers, outputs, bidirectional)."""
+    layers = 0
+    while f"lstm.weight_ih_l{layers}" in state:
+        layers += 1
+    if layers == 0 or "fc.weight" not in state:
+        raise ModelStateError(f"the state_dict has no lstm.weight_ih_l0 ... and fc.weight (its first keys: "
+                              f"{', '.join(list(state)[:4])})",
+                              "save the state_dict of a module with attributes .lstm (nn.LSTM) and .fc (nn.Linear)")
+    bidirectional = "lstm.weight_ih_l0_reverse" in state
+    four_h, input_size = state["lstm.weight_ih_l0"].shape
+    hidden = state["lstm.weight_hh_l0"].shape[1]
+    outputs, head_in = state["fc.weight"].shape
+    dirs = 2 if bidirectional else 1
+    if four_h != 4 * hidden:
+        raise ModelStateError(f"lstm.weight_ih_l0 has {four_h} rows, expected 4 x hidden = {4 * hidden}",
+                              "export an nn.LSTM's own state_dict")
+    if head_in != dirs * hidden:
+        raise ModelStateError(f"fc.weight reads {head_in} values, the LSTM gives {dirs} x {hidden}",
+                              "the head must read the LSTM's outputs (nn.Linear(dirs * hidden, classes))")
+    return dict(input_size=int(input_size), hidden=int(hidden), layers=layers, outputs=int(outputs),
+                bidirectional=bidirectional)
 
 
 class RaggedLSTMClassifier(nn.Module):
-    """ragtrain's model: nn.LSTM (batch_first) -> pooling -> head dropout -> nn.Linear, on a list of sequences."""
+    """ragtrain's model: Standardize -> nn.LSTM (batch_first) -> pooling -> head dropout -> nn.Linear.
+    Its state_dict is everything ragtrain's prediction needs, from raw features: norm.mean, norm.std and
+    norm._extra_state (the --normalize mode), lstm.* and fc.* (the names of a ragtrain checkpoint's /params) and
+    _extra_state (pool, dropout rates, task, class names); from_state_dict() rebuilds the model from it alone."""
 
     def __init__(self, input_size, hidden, layers, classes, bidirectional=False, dropout=0.0, head_dropout=0.0,
-                 pool="last"):
+                 pool="mean", normalize="none", mean=None, std=None, task="classification", class_names=None):
         super().__init__()
-        self.pool = pool
+        self._set_options(pool, task)
+        self.class_names = [str(c) for c in class_names] if class_names else []   # as the training data named them
         self.bidirectional = bidirectional
+        self.norm = Standardize(input_size, normalize, mean, std)
         self.lstm = nn.LSTM(input_size, hidden, num_layers=layers, batch_first=True, dropout=dropout,
                             bidirectional=bidirectional)
         self.head_dropout = nn.Dropout(head_dropout)
@@ -144,9 +218,77 @@ class RaggedLSTMClassifier(nn.Module):
             for p in self.fc.parameters():
                 p.uniform_(-1.0 / math.sqrt(self.fc.in_features), 1.0 / math.sqrt(self.fc.in_features))
 
-    def forward(self, seqs, lengths):
-        """seqs: list of (T_i, F) tensors on the model's device; lengths: (B,) int64 on the CPU -> (B, classes)
-        logits."""
+    def _set_options(self, pool, task):
+        if pool not in POOLS:
+            raise ModelStateError(f"pool '{pool}' is not one of {', '.join(POOLS)}", "ragtrain pools last, mean or max")
+        if task not in TASKS:
+            raise ModelStateError(f"task '{task}' is not one of {', '.join(TASKS)}", "classification or regression")
+        self.pool, self.task = pool, task
+
+    def options(self):
+        """The options a state_dict does not hold as tensors (ragtrain's checkpoint attributes of the same names)."""
+        return {"pool": self.pool, "dropout": float(self.lstm.dropout), "head_dropout": float(self.head_dropout.p),
+                "task": self.task, "class_names": list(self.class_names)}
+
+    def get_extra_state(self):
+        # The rates as text (repr: exact both ways): torch 1.13's torch.load(weights_only=True) reads no floats.
+        return {k: repr(v) if isinstance(v, float) else v for k, v in self.options().items()}
+
+    def set_extra_state(self, state):
+        self._set_options(state["pool"], state["task"])
+        for name in ("dropout", "head_dropout"):
+            if not 0.0 <= float(state[name]) < 1.0:
+                raise ModelStateError(f"{name} = {state[name]} is outside [0, 1)", "the state_dict is damaged")
+        self.lstm.dropout = float(state["dropout"])
+        self.head_dropout.p = float(state["head_dropout"])
+        self.class_names = [str(c) for c in state.get("class_names", [])]
+
+    @classmethod
+    def from_state_dict(cls, state, pool=None):
+        """The model a state_dict describes, its weights loaded. A state_dict of this class (what
+        `torch_interop.py import` writes) carries every option; `pool`, if given, must agree with it. One of a
+        plain module with attributes .lstm (nn.LSTM) and .fc (nn.Linear) gets no normalisation, no dropout and
+        `pool` (default ragtrain's, mean)."""
+        s = shape_of(state)
+        carried = state.get("_extra_state")
+        if carried is not None and not isinstance(carried, dict):
+            raise ModelStateError(f"the state_dict's _extra_state is a {type(carried).__name__}, not ragtrain's "
+                                  "model options", "save the state_dict of RaggedLSTMClassifier, or one without it")
+        if carried is not None and pool is not None and pool != carried.get("pool"):
+            raise ModelStateError(f"the state_dict's model pools '{carried.get('pool')}', not '{pool}'",
+                                  "leave the pooling out: the state_dict says it")
+        opts = dict(carried) if carried is not None else {"pool": pool or "mean"}
+        norm = state.get("norm._extra_state")
+        mode = _check_normalization(norm["mode"] if isinstance(norm, dict) else "none")
+        stats = (state.get("norm.mean"), state.get("norm.std")) if mode == "feature" else (None, None)
+        if mode == "feature" and (stats[0] is None or stats[1] is None):
+            raise ModelStateError("the state_dict normalises by feature but holds no norm.mean and norm.std",
+                                  "save the state_dict of the whole model (model.state_dict())")
+        try:
+            model = cls(s["input_size"], s["hidden"], s["layers"], s["outputs"], s["bidirectional"],
+                        float(opts.get("dropout", 0.0)), float(opts.get("head_dropout", 0.0)), opts.get("pool", "mean"),
+                        mode, stats[0], stats[1], opts.get("task", "classification"), opts.get("class_names"))
+            full = model.state_dict()   # a plain module's state_dict: this model's own statistics and options
+            full.update(state)
+            model.load_state_dict(full)
+        except (RuntimeError, ValueError, KeyError) as e:
+            if isinstance(e, ModelStateError):
+                raise
+            raise ModelStateError(f"the state_dict does not load into ragtrain's model: {e}",
+                                  "save the state_dict of RaggedLSTMClassifier, or of a module with attributes .lstm "
+                                  "(nn.LSTM) and .fc (nn.Linear)") from None
+        return model
+
+    def forward(self, seqs, lengths=None):
+        """Raw features in, (B, classes) logits out: `seqs` a list of (T_i, F) tensors on the model's device with
+        `lengths` (B,) int64 on the CPU, or one (B, T, F) tensor of sequences that all have T steps (no padding)."""
+        if torch.is_tensor(seqs):
+            if seqs.dim() != 3:   # nn.LSTM would read a (T, F) tensor as one unbatched sequence, the pooling not
+                raise ValueError(f"a tensor input is (B, T, F), got shape {tuple(seqs.shape)}; one sequence: "
+                                 "model.one(x)")
+            return self._forward_full(self.norm(seqs))
+        if self.norm.mode != "none":
+            seqs = [self.norm(s) for s in seqs]
         padded = pad_sequence(seqs, batch_first=True)                     # (B, T_max, F)
         steps = lengths.to(padded.device)                                  # the masks live beside the outputs
         if not self.bidirectional:
@@ -176,9 +318,22 @@ class RaggedLSTMClassifier(nn.Module):
                 z = y.masked_fill(~valid, float("-inf")).max(dim=1).values
         return self.fc(self.head_dropout(z))
 
+    def _forward_full(self, x):
+        """(B, T, F) standardised sequences of T steps each -> (B, classes) logits; no padding to mask."""
+        y, _ = self.lstm(x)                                                # (B, T, D x H)
+        if self.pool == "last":
+            # The forward direction after the last step; the reverse one after it has read the first step.
+            h = self.lstm.hidden_size
+            z = torch.cat([y[:, -1, :h], y[:, 0, h:]], dim=1) if self.bidirectional else y[:, -1]
+        elif self.pool == "mean":
+            z = y.mean(dim=1)
+        else:
+            z = y.max(dim=1).values
+        return self.fc(self.head_dropout(z))
+
     def one(self, x):
-        """(classes,) logits of one (T, F) sequence."""
-        return self([x], torch.tensor([x.shape[0]], dtype=torch.int64))[0]
+        """(classes,) logits of one (T, F) sequence of raw features."""
+        return self(x.unsqueeze(0))[0]
 
 
 def lr_at(step, opt):
@@ -250,14 +405,15 @@ def train_and_test(train_path, test_path, opt, global_batch, log=None, deal="shu
     rng = np.random.default_rng(opt["seed"])
     tr_seqs, tr_labels, classes = load_v1(train_path)
     te_seqs, te_labels, te_classes = load_v1(test_path)
-    scaling = feature_scaling(tr_seqs) if opt["normalize"] == "feature" else None
-    xs = [torch.from_numpy(s).to(device) for s in normalize(tr_seqs, opt["normalize"], scaling)]
-    xt = [torch.from_numpy(s).to(device) for s in normalize(te_seqs, opt["normalize"], scaling)]
+    mean, std = feature_scaling(tr_seqs) if opt["normalize"] == "feature" else (None, None)
+    xs = [torch.from_numpy(s).to(device) for s in tr_seqs]   # raw features: the model standardises them
+    xt = [torch.from_numpy(s).to(device) for s in te_seqs]
     ys, yt = torch.from_numpy(tr_labels).to(device), torch.from_numpy(te_labels).to(device)
     lengths = torch.tensor([len(x) for x in xs], dtype=torch.int64)
 
     model = RaggedLSTMClassifier(xs[0].shape[1], opt["hidden"], opt["layers"], max(classes, te_classes),
-                                 opt["bidirectional"], opt["dropout"], opt["head-dropout"], opt["pool"]).to(device)
+                                 opt["bidirectional"], opt["dropout"], opt["head-dropout"], opt["pool"],
+                                 opt["normalize"], mean, std).to(device)
     optimizer = make_optimizer(model.parameters(), opt)
     n = len(xs)
     steps_per_epoch = -(-n // global_batch)

@@ -1,7 +1,8 @@
-// How the streaming weight-gradient GEMM (fused_lstm.cu, K <= 16) cuts a sequence's timesteps into chunks, and which
-// chunk boundary the backward recurrence publishes: pure index arithmetic, host and device, so the unit tests check on
-// the host that the chunks cover every timestep exactly once and that no boundary is published before its steps are
-// stored (a wrong bound would double-count or skip timesteps, and only some lengths would show it on the GPU).
+// How the streaming weight-gradient GEMM (fused_weight_grad.cu, K <= 16) cuts a sequence's timesteps into chunks,
+// and which chunk boundary the backward recurrence publishes: pure index arithmetic, host and device, so the unit
+// tests check on the host that the chunks cover every timestep exactly once and that no boundary is published before
+// its steps are stored (a wrong bound would double-count or skip timesteps, and only some lengths would show it on
+// the GPU).
 #pragma once
 
 #include "host_device.hpp"

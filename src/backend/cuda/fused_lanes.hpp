@@ -1,6 +1,7 @@
-// Which registers and shared-memory columns a lane of the one-block fused LSTM recurrence (fused_lstm.cu, H <= 64)
-// uses: pure index maps, host and device, so the unit tests check on the host that every weight is held exactly once
-// and every load is aligned (a map that drops or repeats a column would still compile, and only some H would show it).
+// Which registers and shared-memory columns a lane of the one-block fused LSTM recurrence (fused_recurrence.cu,
+// H <= 64) uses: pure index maps, host and device, so the unit tests check on the host that every weight is held
+// exactly once and every load is aligned (a map that drops or repeats a column would still compile, and only some H
+// would show it).
 #pragma once
 
 #include "host_device.hpp"

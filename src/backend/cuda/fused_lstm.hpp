@@ -91,7 +91,7 @@ class FusedLstm {
   size_t smem_bytes_ = 0;          // recurrence kernel
   size_t proj_smem_bytes_ = 0;     // projection kernel
   int32_t packed_floats_ = 0;
-  DeviceBuffer<float> packed_;     // W_hh in the order of the recurrence kernel's registers (fused_lstm.cu)
+  DeviceBuffer<float> packed_;     // W_hh in the order of the cluster kernel's registers (fused_projection.cu)
   DeviceBuffer<unsigned long long> pack_flags_;   // (32) the pack blocks' epoch flags
   int64_t cap_B_ = 0, cap_T_ = 0;
   DeviceBuffer<float> scratch_;    // (cap_B, per sequence) gates, cell states, tanh(c), h

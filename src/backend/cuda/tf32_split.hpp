@@ -1,8 +1,9 @@
-// The split of a float into two tf32 values for the tensor cores' products in fused_lstm.cu (and the mma itself) (the input projection and
-// the split weight-gradient GEMM). The cores multiply tf32 (1 sign, 8 exponent and 10 mantissa bits: a float whose
-// low 13 bits are zero); x = hi + lo + e with |e| < 2^-21 |x|, and the three products lo hi + hi lo + hi hi of two such
-// splits are within ~2^-20 of the float product (lo lo and the e terms are what they leave out), which keeps the
-// fused kernel within the CPU reference's tolerance. Host and device: the unit tests check the bounds on the host.
+// The split of a float into two tf32 values for the tensor cores' products (and the mma itself) of the input projection
+// (fused_projection.cu) and the split weight-gradient GEMM (fused_split_grad.cu). The cores multiply tf32 (1 sign,
+// 8 exponent and 10 mantissa bits: a float whose low 13 bits are zero); x = hi + lo + e with |e| < 2^-21 |x|, and the
+// three products lo hi + hi lo + hi hi of two such splits are within ~2^-20 of the float product (lo lo and the e
+// terms are what they leave out), which keeps the fused kernel within the CPU reference's tolerance. Host and device:
+// the unit tests check the bounds on the host.
 #pragma once
 
 #include <cstdint>

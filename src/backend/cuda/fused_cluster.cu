@@ -1,0 +1,368 @@
+// Phases 2-4 of the fused LSTM step (fused_lstm.cu) for 64 < H <= 128: a cluster of 4 blocks per sequence, each
+// holding a quarter of W_hh in registers, h and d gates exchanged through distributed shared memory.
+#include <cooperative_groups.h>
+
+#include "fused_chunks.hpp"
+#include "fused_device.hpp"
+#include "fused_head.hpp"
+#include "fused_kernels.hpp"
+
+namespace ragtrain {
+namespace {
+
+// ---- The cluster variant (64 < H <= 128) ----
+// One block cannot hold W_hh twice in registers at H = 128 (2 x 64 K floats; shared memory then bounds a timestep
+// by its bandwidth, ~2 K cycles for the forward alone). So a sequence runs on a cluster of kCl blocks (one per SM)
+// and each block keeps both copies of a quarter: block c owns hidden units j = kCl jl + c (jl < kClUnits), and its
+// thread (jl, q, p) — 16 lanes per unit, lane 4 q + p of the unit's half-warp — holds
+//   forward:  W_hh[q H + j][4 k + p], k < 32        (gate q's row of unit j, the columns of part p)
+//   backward: W_hh[g H + i][j] for the 4 gates g and i = 4 q + p + 16 k, k < 8   (column j, rows of part 4 q + p)
+// A forward step: 32-long partial dot products, summed over the unit's 4 parts with two xor shuffles (so the four
+// lanes hold identical bits), the activations, the cell update in all 16 lanes of the unit, and h_t of the warp's
+// two units stored by lane p into block p's shared memory (distributed shared memory) as one 8-byte store. The
+// backward step sums over the unit's 16 lanes (four shuffles) and lane p sends the unit's four d gates as one 16-byte
+// store into block p (d gates unit-major, so a part reads float4s). Each remote store costs: one per gate and unit
+// ran ~1,990 cycles a backward step at H = 128, one per unit ~1,400; one per unit forward ~1,470, one per warp ~1,440.
+// The sends are asynchronous remote stores (st.async) that count their bytes on an mbarrier of the receiving block,
+// and a block waits only on its own mbarrier for the step's vector: no cluster barrier per step. (A cluster barrier's
+// release must also wait for the step's global stores to reach L2; with it a step cost ~1,750 cycles forward and
+// ~2,250 backward on the H200.)
+// Double buffers need no other barrier: every block's h_t (d gates) depends on all its warps having read step t's
+// input, so no block can send into a buffer before all have read it. Warps whose units are all past H take no part.
+// Fixed orders throughout: reruns are bitwise equal.
+
+// The packed W_hh of this run is complete (every pack block's flag carries this run's epoch); the block's loads of
+// it after this are ordered after the flags.
+__device__ __forceinline__ void wait_packed(const Args& a) {
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid < kPack)
+    while (!progress_reached(a.pack_flags + tid, a.epoch, 0)) __nanosleep(32);
+  __syncthreads();
+}
+
+// Where h_j sits in h_s: part p (= j mod 4, the block owning unit j) holds units p, p + 4, ... at offsets 0, 1, ...,
+// so the two units of a warp (j, j + 4) are adjacent and go out as one 8-byte store.
+__device__ __forceinline__ int h_slot(int j) { return kClPart * (j & 3) + (j >> 2); }
+
+// The same shared-memory offset in block `rank` of the cluster.
+__device__ __forceinline__ uint32_t remote_addr(uint32_t local, int rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(local), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void mbar_init(uint32_t bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+}
+// The barrier's current phase completes once `bytes` have arrived (and this, its one arrival, is made).
+__device__ __forceinline__ void mbar_arm(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+}
+// v into the remote address `at` (8-byte aligned), its bytes counted on the remote mbarrier `bar` (both in the same
+// block); send4: 16 bytes, 16-byte aligned.
+__device__ __forceinline__ void send2(uint32_t at, float2 v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::"r"(at),
+               "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void send4(uint32_t at, float4 v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(at),
+               "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)),
+               "r"(__float_as_uint(v.w)), "r"(bar)
+               : "memory");
+}
+
+struct ClusterStep {
+  const Args* a;
+  float* h_s;        // (2, kClVec) h_{t-1} by h_slot, double-buffered; every block holds all of it
+  float* dg_s;       // (2, kMaxH, 4) d gates of step t + 1, unit-major
+  uint32_t bars;     // this block's 4 mbarriers: h into buffer 0, 1; d gates into buffer 0, 1
+  uint32_t h_far;    // h_s, dg_s and the mbarriers of block p (this lane's part) in the cluster
+  uint32_t dg_far;
+  uint32_t bars_far;
+  int H, G, len, j, q, p, ub;   // ub: the unit's first lane in the warp (0 or 16)
+  uint32_t h_bytes;  // what one step's h brings each block: 8 bytes per warp whose first unit is below H
+  bool valid, lead;  // lead: the thread that re-arms this block's mbarriers
+  float* g_r;        // this thread's gate column of gbuf (row 4 j + q)
+  float* g_j;        // the unit's first row (4 j): its four gates as one float4
+  const float* c_j;  // unit j's c and tanh(c) columns
+  const float* tc_j;
+  float* save_j;     // what lane (q, 0) saves each forward step: h (q = 1), c (2), tanh(c) (3)
+};
+
+// The forward recurrence; returns unit j's input to the head (h_{len-1}, the mean or the max of h over the steps, as
+// the one-block kernel) and keeps the max's step in acc.at.
+__device__ __forceinline__ float cluster_forward(const ClusterStep& st, const float (&wf)[kClCols], PoolAcc& acc) {
+  const int G = st.G, H = st.H, len = st.len, q = st.q, p = st.p, ub = st.ub;
+  const bool valid = st.valid;
+  const int pool = st.a->pool;
+  int cur = 0;
+  float c = 0.0f, h = 0.0f;
+  float pre[4];   // the input projections of the next 4 steps, each load issued 4 steps before its use
+#pragma unroll
+  for (int u = 0; u < 4; ++u) pre[u] = (valid && u < len) ? st.g_r[u * G] : 0.0f;
+  // Step t's saves (the unit's gates as one float4 by lane (0, 0); h, c, tanh(c) by lanes (1..3, 0)) are stored at
+  // the end of the step, after the send: issued after the next step's matvec, as in the one-block kernel, they cost
+  // ~140 cycles a forward step and ~90 a backward one on the H200 (H = 128).
+  float4 put_act = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float put_val = 0.0f;
+  auto put = [&](int ts) {
+    if (valid && p == 0 && q == 0) *reinterpret_cast<float4*>(st.g_j + ts * G) = put_act;
+    if (valid && p == 0 && q > 0) st.save_j[ts * H] = put_val;
+  };
+  for (int t0 = 0; t0 < len; t0 += 4) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int t = t0 + u;
+      if (t >= len) break;
+      const float xp = pre[u];
+      pre[u] = (valid && t + 4 < len) ? st.g_r[(t + 4) * G] : 0.0f;
+      if (t > 0) {   // h_{t-1}, sent at step t - 1 into buffer cur: the ((t - 1) / 2)-th phase of its mbarrier
+        mbar_wait(st.bars + 8 * cur, ((t - 1) >> 1) & 1);
+        if (st.lead) mbar_arm(st.bars + 8 * cur, st.h_bytes);   // its next phase
+      }
+      const float* hs = st.h_s + cur * kClVec + p * kClPart;   // h_{t-1} of units 4 k + p: zero at t = 0
+      // Four chains of FMAs, k mod 4 each, joined as (0 + 1) + (2 + 3), written out here (through a shared helper
+      // ptxas ordered this kernel's loop differently, and only this order has been measured on the GPU).
+      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kClCols; k += 8) {
+        const float4 m0 = *reinterpret_cast<const float4*>(hs + k);
+        const float4 m1 = *reinterpret_cast<const float4*>(hs + k + 4);
+        a0 += wf[k] * m0.x;
+        a1 += wf[k + 1] * m0.y;
+        a2 += wf[k + 2] * m0.z;
+        a3 += wf[k + 3] * m0.w;
+        a0 += wf[k + 4] * m1.x;
+        a1 += wf[k + 5] * m1.y;
+        a2 += wf[k + 6] * m1.z;
+        a3 += wf[k + 7] * m1.w;
+      }
+      float part = (a0 + a1) + (a2 + a3);
+      part += __shfl_xor_sync(kFull, part, 1);
+      part += __shfl_xor_sync(kFull, part, 2);
+      const float pre_act = xp + part;
+      const float s = sigmoid_f(q == 2 ? 2.0f * pre_act : pre_act);
+      const float act = q == 2 ? 2.0f * s - 1.0f : s;   // gate g: tanh
+      const float ig = __shfl_sync(kFull, act, ub + p), fg = __shfl_sync(kFull, act, ub + 4 + p);
+      const float gg = __shfl_sync(kFull, act, ub + 8 + p), og = __shfl_sync(kFull, act, ub + 12 + p);
+      c = (t > 0 ? fg * c : 0.0f) + ig * gg;
+      const float tc = tanh_f(c);
+      h = og * tc;
+      const float hv = valid ? h : 0.0f;
+      const float h_odd = __shfl_sync(kFull, hv, (ub + 4 * q + p) | 16);   // the warp's second unit (j + 4)
+      if (valid && ub == 0 && q == 0 && t + 1 < len)   // into block p (h_{len-1} goes to the head by pool_s)
+        send2(st.h_far + 4 * ((cur ^ 1) * kClVec + h_slot(st.j)), make_float2(hv, h_odd), st.bars_far + 8 * (cur ^ 1));
+      if (pool == 1) {
+        acc.v += h;
+      } else if (pool == 2 && (t == 0 || h > acc.v)) {   // ties: the first step
+        acc.v = h;
+        acc.at = t;
+      }
+      put_act = make_float4(ig, fg, gg, og);
+      put_val = q == 1 ? h : (q == 2 ? c : tc);
+      put(t);
+      cur ^= 1;
+    }
+  }
+  return pool == 0 ? h : (pool == 1 ? acc.v / static_cast<float>(len) : acc.v);
+}
+
+// The backward recurrence, seeded by d loss / d pooled h (`seed` at step seed_at, or at every step for the mean);
+// d gates replace the activations in gbuf.
+// Streaming (progress non-null), the block's active warps meet at a named barrier at the first group of 4 steps past
+// each chunk boundary, and thread 0 publishes the block's progress word (the warps meet at no barrier otherwise).
+__device__ __forceinline__ void cluster_backward(const ClusterStep& st, const float (&wb)[kClCols], float seed,
+                                                 int seed_at, unsigned long long* progress, uint32_t epoch,
+                                                 int bar_threads) {
+  const int G = st.G, H = st.H, len = st.len, q = st.q, p = st.p, ub = st.ub;
+  const bool valid = st.valid, every = st.a->pool == 1;
+  int cb = 0;
+  float dc = 0.0f;
+  float pa[4], pc[4], pt[4];
+  auto fetch = [&](int t, float& act, float& cp, float& tcv) {
+    act = (valid && t >= 0) ? st.g_r[t * G] : 0.0f;
+    cp = (valid && t >= 1) ? st.c_j[(t - 1) * H] : 0.0f;
+    tcv = (valid && t >= 0) ? st.tc_j[t * H] : 0.0f;
+  };
+#pragma unroll
+  for (int u = 0; u < 4; ++u) fetch(len - 1 - u, pa[u], pc[u], pt[u]);
+  float4 put_dg = make_float4(0.0f, 0.0f, 0.0f, 0.0f);   // step t's d gates, stored at the end of the step
+  auto put = [&](int ts) {
+    if (valid && q == 1 && p == 0) *reinterpret_cast<float4*>(st.g_j + ts * G) = put_dg;
+  };
+  int published = len;
+  auto publish = [&](int v) {   // every active warp of the block stored its d gates of steps >= v
+    asm volatile("bar.sync 1, %0;" ::"r"(bar_threads) : "memory");
+    if (threadIdx.x == 0) publish_progress(progress, epoch, v);
+    published = v;
+  };
+  for (int t0 = len - 1; t0 >= 0; t0 -= 4) {
+    // Each warp stored step t0 + 1's d gates at its end (after its send), so steps >= t0 + 2 are all in.
+    const int v = wg_chunk_ceil(t0 + 2);
+    if (progress && v < published) publish(v);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int t = t0 - u;
+      if (t < 0) break;
+      const float act = pa[u], cprev = pc[u], tc = pt[u];
+      fetch(t - 4, pa[u], pc[u], pt[u]);
+      const float ig = __shfl_sync(kFull, act, ub + p), fg = __shfl_sync(kFull, act, ub + 4 + p);
+      const float gg = __shfl_sync(kFull, act, ub + 8 + p), og = __shfl_sync(kFull, act, ub + 12 + p);
+      const int s = len - 1 - t;   // the backward's step count
+      if (s > 0) {                 // the d gates of step t + 1, sent into buffer cb
+        mbar_wait(st.bars + 8 * (2 + cb), ((s - 1) >> 1) & 1);
+        if (st.lead) mbar_arm(st.bars + 8 * (2 + cb), 16 * H);
+      }
+      // The d gates of units i = pt + 16 k (zero at t = len - 1): lanes pt and pt + 8 on distinct banks.
+      const float* d = st.dg_s + cb * 4 * kMaxH + 4 * (4 * q + p);
+      float b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kClCols / 4; ++k) {
+        const float4 m = *reinterpret_cast<const float4*>(d + 64 * k);
+        b0 += wb[4 * k] * m.x;
+        b1 += wb[4 * k + 1] * m.y;
+        b2 += wb[4 * k + 2] * m.z;
+        b3 += wb[4 * k + 3] * m.w;
+      }
+      float P = (b0 + b1) + (b2 + b3);
+#pragma unroll
+      for (int o = 1; o < 16; o <<= 1) P += __shfl_xor_sync(kFull, P, o);   // the unit's 16 lanes, identical bits
+      const float dh = P + ((every || t == seed_at) ? seed : 0.0f);
+      const float dct = dc + dh * og * (1.0f - tc * tc);
+      const float d0 = dct * gg * ig * (1.0f - ig);
+      const float d1 = t > 0 ? dct * cprev * fg * (1.0f - fg) : 0.0f;
+      const float d2 = dct * ig * (1.0f - gg * gg);
+      const float d3 = dh * tc * og * (1.0f - og);
+      dc = dct * fg;
+      const float4 dg = make_float4(d0, d1, d2, d3);
+      if (valid && q == 0 && t > 0)   // into block p
+        send4(st.dg_far + 4 * ((cb ^ 1) * 4 * kMaxH + 4 * st.j), dg, st.bars_far + 8 * (2 + (cb ^ 1)));
+      put_dg = dg;
+      put(t);
+      cb ^= 1;
+    }
+  }
+  if (progress) publish(0);
+}
+
+// The cluster variant's recurrence kernel: blocks kCl s .. kCl s + kCl - 1 run sequence s.
+__global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
+    fused_lstm_cluster_kernel(const __grid_constant__ Params p) {
+  namespace cg = cooperative_groups;
+  const Args& a = p.a;
+  extern __shared__ float4 smem4[];
+  float* const base = reinterpret_cast<float*>(smem4);   // the mbarriers (4 x 8 bytes), then:
+  float* h_s = base + kClBars;                      // (2, kClVec)
+  float* dg_s = h_s + 2 * kClVec;                   // (2, kMaxH, 4) (within 8 kClVec)
+  float* pool_s = dg_s + 8 * kClVec;                // (kMaxH) the head's input by unit
+  float* dh_s = pool_s + kMaxH;                     // (kMaxH) d loss / d pooled h
+  float* misc = dh_s + kMaxH;                       // (4)
+  float* lg_s = misc + 4;                           // (Cp) logits, then d loss / d logits
+  float* fc_s = lg_s + a.Cp;                        // (fc_smem) the head's weight, then its bias
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank()), seq = static_cast<int>(blockIdx.x) / kCl;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
+  const int jl = tid >> 4, q = (tid >> 2) & 3, pp = tid & 3;
+  const int H = a.H, G = 4 * H, j = kCl * jl + rank;
+  const bool valid = j < H;
+  const GatherSlot slot = slot_of(p, seq);
+  const int len = slot.length;
+  float* gbuf = a.scratch + static_cast<int64_t>(seq) * a.per_seq;   // the one-block kernel's scratch layout
+  float* cbuf = gbuf + a.t_cap * G;
+  float* tcbuf = cbuf + a.t_cap * H;
+  float* hbuf = tcbuf + a.t_cap * H;
+  mark(a, 0);
+
+  for (int i = tid; i < kClSmemFixed - kClBars; i += kClThreads) h_s[i] = 0.0f;   // padding included
+  // Both quarters of W_hh into registers from the packed copy (zero-padded past H), all 16 loads in flight.
+  float wf[kClCols], wb[kClCols];
+  wait_packed(a);
+  {
+    const float4* pk = reinterpret_cast<const float4*>(a.packed) + rank * 2 * (kClThreads * kClCols / 4) + tid;
+#pragma unroll
+    for (int k4 = 0; k4 < kClCols / 4; ++k4) {
+      const float4 f = __ldcg(pk + k4 * kClThreads), g = __ldcg(pk + (kClCols / 4 + k4) * kClThreads);
+      wf[4 * k4] = f.x, wf[4 * k4 + 1] = f.y, wf[4 * k4 + 2] = f.z, wf[4 * k4 + 3] = f.w;
+      wb[4 * k4] = g.x, wb[4 * k4 + 1] = g.y, wb[4 * k4 + 2] = g.z, wb[4 * k4 + 3] = g.w;
+    }
+  }
+  const uint32_t bars = smem_addr(base);
+  uint32_t h_bytes = 0;   // 8 for each warp of the cluster whose first unit, kCl (2 w) + r, is below H
+  for (int r = 0; r < kCl; ++r)
+    for (int w = 0; w < kClUnits / 2; ++w) h_bytes += kCl * 2 * w + r < H ? 8 : 0;
+  if (tid == 0) {
+    for (int b = 0; b < 4; ++b) mbar_init(bars + 8 * b);
+    for (int b = 0; b < 4; ++b) mbar_arm(bars + 8 * b, b < 2 ? h_bytes : 16 * H);   // each one's first phase
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  const int nfc = a.fc_smem ? a.C * H + a.C : 0;
+  for (int i = tid; i < nfc; i += kClThreads)
+    fc_s[i] = a.params[i < a.C * H ? a.lay.fc_w + i : a.lay.fc_b + (i - a.C * H)];
+  // Every block of the cluster is running, zeroed and its mbarriers set before any block sends into another.
+  cluster.sync();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");   // gbuf holds the projection kernel's output
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  mark(a, 1);
+  const ClusterStep st{&a,
+                       h_s,
+                       dg_s,
+                       bars,
+                       remote_addr(smem_addr(h_s), pp),
+                       remote_addr(smem_addr(dg_s), pp),
+                       remote_addr(bars, pp),
+                       H,
+                       G,
+                       len,
+                       j,
+                       q,
+                       pp,
+                       lane & 16,
+                       h_bytes,
+                       valid,
+                       tid == 0,
+                       gbuf + 4 * j + q,
+                       gbuf + 4 * j,
+                       cbuf + j,
+                       tcbuf + j,
+                       (q <= 1 ? hbuf : (q == 2 ? cbuf : tcbuf)) + j};
+  // A warp whose units are all past H sits the recurrences out (it would only wait; nothing waits for it).
+  const bool active = kCl * 2 * (tid >> 5) + rank < H;
+  PoolAcc acc;
+  const float pooled = active ? cluster_forward(st, wf, acc) : 0.0f;
+  // For the head, loaded here (no register to spare through the recurrence): its latency overlaps the barrier.
+  const int label = a.classification ? a.labels[slot.pos] : 0;
+  if (valid && q == 0) cluster.map_shared_rank(pool_s, pp)[j] = pooled;   // every block gets the whole vector
+  cluster.sync();
+  mark(a, 2);
+
+  // Each block runs the head (so each has d loss / d pooled h of its own units); block 0 emits its gradients.
+  head(a, pool_s, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label);
+  mark(a, 3);
+
+  const float seed = valid ? (a.pool == 1 ? dh_s[j] / static_cast<float>(len) : dh_s[j]) : 0.0f;
+  int bar_threads = 0;   // the active warps' threads of this block (warp w holds units kCl (2 w) + rank, + kCl)
+  for (int w = 0; w < kClThreads / 32; ++w) bar_threads += kCl * 2 * w + rank < H ? 32 : 0;
+  if (active)
+    cluster_backward(st, wb, seed, a.pool == 0 ? len - 1 : acc.at,
+                     a.stream ? a.progress + static_cast<int64_t>(seq) * kCl + rank : nullptr, a.epoch, bar_threads);
+  mark(a, 4);
+  if (rank == 0) head_emit(a, pool_s, lg_s, misc, seq, nullptr);
+  cluster.sync();   // no block leaves while another may still read or wait on anything of it
+}
+
+}  // namespace
+
+const void* fused_cluster_kernel() { return reinterpret_cast<const void*>(fused_lstm_cluster_kernel); }
+
+}  // namespace ragtrain

@@ -1,0 +1,117 @@
+// The fused LSTM step's kernels as the host sees them (fused_lstm.cu): the sizes both sides use, the parameters every
+// kernel takes, and each kernel's host stub for launching it. Each kernel lives in the file named after its phase:
+//   fused_projection.cu   projection_kernel           input projection (and the cluster variant's packed W_hh)
+//   fused_recurrence.cu   fused_lstm_kernel<HR>       recurrence, H <= 64: one block a sequence
+//   fused_cluster.cu      fused_lstm_cluster_kernel   recurrence, 64 < H <= 128: a cluster of 4 blocks a sequence
+//   fused_weight_grad.cu  weight_grad_kernel          weight gradients, up to 16 sequences (streaming)
+//   fused_split_grad.cu   split_grad_kernel           weight gradients, more sequences (split over the timesteps)
+//   fused_sums.cu         sums_kernel                 K > 1: the sums over groups, parts and sequences
+// The types and kernels stay in an anonymous namespace, as when all of this was one file: every kernel file compiles
+// its own copy (nvcc compiles each file's device code on its own, without device linking), and the kernels keep their
+// names (what profilers and kernel timelines match on). The host reaches a kernel only by its stub's address.
+#pragma once
+
+#include <cstdint>
+
+#include "batch_gather.hpp"
+#include "fused_lstm.hpp"
+
+namespace ragtrain {
+namespace {
+
+constexpr int kInline = 16;     // slots passed in the kernel parameters (larger batches: a device table)
+constexpr int kTables = 3;      // device slot tables used in turn (FusedLstm::run)
+constexpr int kMaxH = 128;
+constexpr int kProjT = 64;      // input projection: timesteps per block at most
+constexpr unsigned kFull = 0xffffffffu;
+// Streaming weight gradients pays off while the GEMM's blocks find SMs of their own beside the recurrence's: on the
+// H200 at H = 50 a whole run took 96.4-97.4 us streaming vs 99.2-100.9 waiting at K = 1, 101.3-103.5 vs 105.8-106.9
+// at K = 16, but 149.8-151.6 vs 149.4-150.0 at K = 128 (the GEMM's polling blocks then share the recurrence's SMs).
+// In the cluster variant a progress word per warp (each with its fence every chunk) cost more than it saved at
+// H = 128 (173.4 vs 170.8 us); one per block saves 1.5-3.3 us.
+constexpr int kStreamMaxB = 16;
+constexpr int kCl = 4;   // blocks per sequence in the cluster variant (64 < H <= 128)
+constexpr int kClUnits = kMaxH / kCl;    // units per block at most
+constexpr int kClThreads = 16 * kClUnits;
+constexpr int kClCols = 32;              // columns (forward) or rows (backward) of W_hh per thread
+constexpr int kPack = 32;                // blocks of the projection kernel that pack W_hh for the cluster variant
+
+// The streaming weight-gradient GEMM (fused_weight_grad.cu).
+constexpr int kWgM = 64, kWgN = 32, kWgThreads = 256;   // chunks of kWgL timesteps at most (fused_chunks.hpp)
+// Sequence groups of the weight-gradient GEMM at most. (At K = 128, H = 50 on the H200: 32 groups of 4 sequences
+// 42 us for the GEMM and 4.9 us for the sums; 128 groups of one 43.5 and 12.1.)
+constexpr int kMaxGroups = 32;
+constexpr int kWgSlots = 32;     // sequences of one group at most (kMaxGatherSlots / kMaxGroups)
+
+// The cluster variant's shared memory (fused_cluster.cu).
+constexpr int kClPart = 36;              // shared-memory stride of a 32-long part: the 4 parts' reads on distinct banks
+constexpr int kClVec = 4 * kClPart;      // one vector of H <= 128 (h, or one gate's d gates); 144 = 16 (mod 32)
+constexpr int kClBars = 8;               // floats ahead of h_s: 4 mbarriers (h, then d gates, double-buffered)
+constexpr int kClSmemFixed = kClBars + 10 * kClVec + 2 * kMaxH + 4;   // bars, h_s, dg_s, pool_s, dh_s, misc
+
+// The split weight-gradient GEMM (fused_split_grad.cu).
+constexpr int kSgC = 32;              // timesteps per staged chunk
+constexpr int kSgWarps = 12;          // warps of a block tile at most (two blocks an SM)
+constexpr int kSgMaxThreads = 32 * kSgWarps;
+
+struct Args {
+  const float* params = nullptr;
+  float* out = nullptr;           // B == 1: the fused buffer (+=); else the partials (=), block b at b * stride
+  int64_t stride = 0;
+  bool accumulate = true;
+  const float* features = nullptr;
+  const int32_t* labels = nullptr;
+  const float* targets = nullptr;
+  const GatherSlot* slots = nullptr;   // B > kInline
+  int32_t B = 0, F = 0, H = 0, C = 0;
+  bool classification = true;
+  int32_t pool = 0;               // the head's input: 0 the last step's h, 1 the mean over the steps, 2 the max
+  FusedLayout lay;
+  float* scratch = nullptr;
+  int64_t per_seq = 0;
+  int32_t t_cap = 0;
+  int32_t HP = 0, fc = 0, tc = 0, Cp = 0;   // tc: projection timesteps per block
+  int32_t fc_smem = 0;            // floats of the head's weight and bias staged in shared memory (0: none)
+  int32_t groups = 1;             // weight-gradient partial sums: sequence groups, or the split GEMM's parts (1:
+                                  // added straight into the fused buffer)
+  float* grads = nullptr;         // the fused buffer
+  float* wpart = nullptr;         // groups > 1: (groups, F + H + 1, wstride) partial sums, column-major
+  int32_t wstride = 0;            // a column's floats: 4H rounded up to 8
+  int32_t sg_wm = 0, sg_wn = 0;   // split_grad_kernel: its block tile in warps (32 x 32 outputs each)
+  int32_t sum_blocks = 0;         // sums_kernel: blocks of the weight-gradient sums (the head's sums after them)
+  int64_t head_lo = 0, n_grad = 0;   // the head's gradients and the extras: fused-buffer entries [head_lo, n_grad)
+  // The backward's progress, kCl words per sequence (one per block of a cluster; the one-block kernel uses the
+  // first), each (epoch << 32) | v: every d gate of steps >= v (and every h of the forward) that the block stored is
+  // in the scratch. With `stream` set (few sequences) the recurrence publishes them at every chunk boundary and the
+  // weight-gradient blocks, resident on other SMs (programmatic dependent launch), sum each chunk of timesteps as
+  // soon as it is published instead of waiting for the whole recurrence kernel.
+  unsigned long long* progress = nullptr;
+  uint32_t epoch = 0;
+  int32_t words = 1;              // progress words in use per sequence
+  bool stream = false;
+  long long* cycles = nullptr;    // (5) block 0's clock at the recurrence's phase boundaries, or null
+  // W_hh packed for the recurrence kernel's registers (packed_source), written by the projection's pack blocks, each
+  // of which then sets its flag to the epoch.
+  float* packed = nullptr;
+  int32_t packed_floats = 0;
+  unsigned long long* pack_flags = nullptr;   // (kPack)
+  int32_t pack_rows = 0;                      // the projection grid's first rows, holding the pack blocks (cluster)
+};
+
+struct Params {
+  Args a;
+  GatherSlot slot[kInline];
+};
+
+}  // namespace
+
+// Each kernel's host stub, for cudaFuncSetAttribute and cudaLaunchKernelExC.
+const void* fused_projection_kernel();
+template <int HR>
+const void* fused_one_block_kernel();   // HR = 32, 48, 52, 56, 64 (one_block_width)
+const void* fused_cluster_kernel();
+const void* fused_weight_grad_kernel();
+const void* fused_split_grad_kernel();
+const void* fused_sums_kernel();
+
+}  // namespace ragtrain
