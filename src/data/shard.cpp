@@ -274,6 +274,12 @@ Shard read_shard(const DatasetInfo& info, const std::vector<int64_t>& indices, M
              "run `ragtrain inspect " << path << "`; if the file system lacks file locking, set "
                                          "HDF5_USE_FILE_LOCKING=FALSE");
   OpenDatasets ds = open_datasets(file.get(), info);
+  // Which datasets HDF5 reads must be the same on every rank, since those reads are collective: the same file gives
+  // the same answer, unless a rank's check of the address failed on its own (an I/O error); then all use HDF5.
+  int direct[2] = {ds.features_at ? 1 : 0, ds.labels_at ? 1 : 0};
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, direct, 2, MPI_INT, MPI_MIN, comm));
+  if (!direct[0]) ds.features_at.reset();
+  if (!direct[1]) ds.labels_at.reset();
 
   // What this rank is about to allocate, checked before it does. A dataset read directly goes straight to its
   // place in the shard; one read through HDF5 arrives in file order and is then scattered, so it is held twice
