@@ -31,14 +31,12 @@ double guarded_std(double mean, double std) { return std > kConstantStd * (1.0 +
 
 namespace {
 
-// The moments of rows [begin, end) of the shard, two passes in double.
-FeatureMoments block_moments(const Shard& shard, int64_t begin, int64_t end) {
-  const int64_t F = shard.num_features;
+// The moments of rows [begin, end) of `x` (rows, F), two passes in double.
+FeatureMoments block_moments(const float* x, int64_t F, int64_t begin, int64_t end) {
   FeatureMoments m;
   m.count = static_cast<double>(end - begin);
   m.mean.assign(static_cast<size_t>(F), 0.0);
   m.m2.assign(static_cast<size_t>(F), 0.0);
-  const float* x = shard.features.data();
   for (int64_t t = begin; t < end; ++t)
     for (int64_t f = 0; f < F; ++f) m.mean[static_cast<size_t>(f)] += x[t * F + f];
   for (double& v : m.mean) v /= m.count;
@@ -57,7 +55,8 @@ FeatureMoments FeatureMoments::of(const Shard& shard, int threads) {
   const int64_t blocks = (rows + kMomentRows - 1) / kMomentRows;
   std::vector<FeatureMoments> parts(static_cast<size_t>(blocks));
   parallel_blocks(blocks, threads, [&](int64_t b) {
-    parts[static_cast<size_t>(b)] = block_moments(shard, b * kMomentRows, std::min(rows, (b + 1) * kMomentRows));
+    parts[static_cast<size_t>(b)] =
+        block_moments(shard.features.data(), F, b * kMomentRows, std::min(rows, (b + 1) * kMomentRows));
   });
   FeatureMoments m;
   m.mean.assign(static_cast<size_t>(F), 0.0);
@@ -81,9 +80,45 @@ void FeatureMoments::merge(const FeatureMoments& o) {
   count = n;
 }
 
+MomentStream::MomentStream(int64_t num_features) : F_(num_features) {
+  total_.mean.assign(static_cast<size_t>(F_), 0.0);
+  total_.m2.assign(static_cast<size_t>(F_), 0.0);
+}
+
+void MomentStream::add(const Shard& piece, int threads) {
+  const float* x = piece.features.data();
+  const int64_t rows = piece.timesteps();
+  int64_t used = 0;
+  if (!carry_.empty()) {   // complete the block begun by the pieces before
+    const int64_t have = static_cast<int64_t>(carry_.size()) / F_;
+    const int64_t take = std::min(rows, kMomentRows - have);
+    carry_.insert(carry_.end(), x, x + take * F_);
+    used = take;
+    if (have + take < kMomentRows) return;
+    total_.merge(block_moments(carry_.data(), F_, 0, kMomentRows));
+    carry_.clear();
+  }
+  const int64_t blocks = (rows - used) / kMomentRows;
+  std::vector<FeatureMoments> parts(static_cast<size_t>(blocks));
+  parallel_blocks(blocks, threads, [&](int64_t b) {
+    const int64_t begin = used + b * kMomentRows;
+    parts[static_cast<size_t>(b)] = block_moments(x, F_, begin, begin + kMomentRows);
+  });
+  for (const FeatureMoments& part : parts) total_.merge(part);
+  carry_.assign(x + (used + blocks * kMomentRows) * F_, x + rows * F_);
+}
+
+FeatureMoments MomentStream::finish() {
+  if (!carry_.empty()) total_.merge(block_moments(carry_.data(), F_, 0, static_cast<int64_t>(carry_.size()) / F_));
+  carry_.clear();
+  return total_;
+}
+
 FeatureScaling compute_scaling(const Shard& shard, MPI_Comm comm, int threads) {
-  const int64_t F = shard.num_features;
-  const FeatureMoments mine = FeatureMoments::of(shard, threads);
+  return scaling_across_ranks(FeatureMoments::of(shard, threads), shard.num_features, comm);
+}
+
+FeatureScaling scaling_across_ranks(const FeatureMoments& mine, int64_t F, MPI_Comm comm) {
   // (count | mean (F) | m2 (F)) per rank. Every rank must pass the same F: the files were checked to agree.
   std::vector<double> packed(static_cast<size_t>(2 * F + 1));
   packed[0] = mine.count;

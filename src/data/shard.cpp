@@ -330,4 +330,55 @@ Shard read_shard(const DatasetInfo& info, const std::vector<int64_t>& indices, M
   return shard;
 }
 
+std::optional<DirectSource> probe_direct(const DatasetInfo& info, MPI_Comm comm) {
+  H5QuietErrors quiet;
+  std::optional<int64_t> features_at, labels_at;
+  {
+    H5Handle file = open_file_parallel(info.path, comm);
+    USER_CHECK(file, info.path << ": HDF5 could not open the file through MPI-IO",
+               "run `ragtrain inspect " << info.path << "`");
+    OpenDatasets ds = open_datasets(file.get(), info);
+    features_at = ds.features_at;
+    labels_at = ds.labels_at;
+  }
+  int direct[2] = {features_at ? 1 : 0, !info.labeled || labels_at ? 1 : 0};
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, direct, 2, MPI_INT, MPI_MIN, comm));
+  if (!direct[0] || !direct[1]) return std::nullopt;
+  return DirectSource{*features_at, info.labeled ? *labels_at : -1};
+}
+
+int64_t shard_bytes(const DatasetInfo& info, const std::vector<int64_t>& indices) {
+  const int64_t label_bytes = !info.labeled ? 0 : info.task == Task::Classification ? 4 : info.num_outputs * 4;
+  int64_t bytes = 0;
+  for (int64_t g : indices) bytes += info.length(g) * info.num_features * 4 + label_bytes + 3 * 8;
+  return bytes + 8;
+}
+
+Shard read_shard_direct(const DatasetInfo& info, const DirectSource& source, const std::vector<int64_t>& indices,
+                        int threads, ShardReadStats* stats) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<size_t> order;
+  const std::optional<std::string> bad_request = sort_and_check(indices, info.num_sequences, order);
+  if (bad_request) throw InternalError(*bad_request);
+  Shard shard = shard_layout(info, indices, true);
+  shard.features.resize(static_cast<size_t>(shard.timesteps() * info.num_features));
+  if (info.labeled && info.task == Task::Classification)
+    shard.labels.resize(indices.size());
+  else if (info.labeled)
+    shard.targets.resize(indices.size() * static_cast<size_t>(info.num_outputs));
+  const std::optional<int64_t> labels_at =
+      source.labels_at >= 0 ? std::optional<int64_t>(source.labels_at) : std::nullopt;
+  const int64_t bytes = read_directly(info, source.features_at, labels_at, order, threads, shard);
+  const double read_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  check_values(info.path, shard, threads);
+  if (stats) {
+    stats->bytes += bytes;
+    stats->read_s += read_s;
+    stats->check_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - read_s;
+    stats->direct = true;
+    stats->threads = threads;
+  }
+  return shard;
+}
+
 }  // namespace ragtrain

@@ -31,6 +31,13 @@ StepTotals Trainer::step(RankCounters& counters) {
       order_epoch_ = epoch;
       next_order_epoch_ = -1;
     }
+    if (window_ && !window_->covers(step_)) {
+      // Every rank reaches the same window boundary at the same step: one agreement on the reads' outcome, so a
+      // truncated or unreadable file stops every rank together (exit 2), with the last checkpoint untouched.
+      collective_phase(ctx_, [&] { window_->advance(step_); });
+      backend_->set_train_shard(window_->shard());
+      index_ = std::make_unique<ShardIndex>(window_->shard());
+    }
     if (records_.order_csv.is_open()) {
       const std::vector<int64_t> slots = order_.global_batch(s);
       for (size_t j = 0; j < slots.size(); ++j)
@@ -51,6 +58,7 @@ StepTotals Trainer::step(RankCounters& counters) {
       next_order_ = schedule_->epoch(epoch + 1);
       next_order_epoch_ = epoch + 1;
     }
+    if (window_ && !window_->covers(step_ + 1)) return;   // the next step is in the next window: nothing to launch
     RankCounters not_counted;   // the next step counts its sequences when it runs
     index_->positions(last_of_epoch ? next_order_ : order_, (s + 1) % steps_per_epoch(), ctx_.rank, next_positions_,
                       not_counted);

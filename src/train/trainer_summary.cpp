@@ -51,16 +51,25 @@ void Trainer::print_best_and_last() const {
 // The data path's record over all ranks (collective; rank 0's result is complete): bytes read by all ranks, the
 // slowest rank's read, the time to the first step, the largest rank's resident memory.
 Json Trainer::data_record() const {
-  double mine[3] = {read_stats_.read_s + read_stats_.check_s, first_step_s_, static_cast<double>(peak_rss_bytes())};
+  ShardReadStats reads = read_stats_;
+  if (window_) {   // a streamed shard: the reader thread's reads too (overlapping the steps)
+    reads.bytes += window_->stats().bytes;
+    reads.read_s += window_->stats().read_s;
+    reads.check_s += window_->stats().check_s;
+    reads.direct = true;
+  }
+  double mine[3] = {reads.read_s + reads.check_s, first_step_s_, static_cast<double>(peak_rss_bytes())};
   double most[3] = {0, 0, 0};
   MPI_CHECK(MPI_Reduce(mine, most, 3, MPI_DOUBLE, MPI_MAX, 0, ctx_.world));
   int64_t bytes = 0;
-  MPI_CHECK(MPI_Reduce(&read_stats_.bytes, &bytes, 1, MPI_INT64_T, MPI_SUM, 0, ctx_.world));
+  MPI_CHECK(MPI_Reduce(&reads.bytes, &bytes, 1, MPI_INT64_T, MPI_SUM, 0, ctx_.world));
   return Json{{"read_bytes", bytes},
               {"read_s", most[0]},
               {"read_bytes_per_second", most[0] > 0 ? static_cast<double>(bytes) / most[0] : 0.0},
-              {"read_path", read_stats_.direct ? "pread" : cfg_.synthetic ? "synthetic" : "hdf5"},
-              {"reader_threads", read_stats_.threads},
+              {"read_path", reads.direct ? "pread" : cfg_.synthetic ? "synthetic" : "hdf5"},
+              {"reader_threads", reads.threads},
+              {"streamed", window_ != nullptr},
+              {"window_steps", window_steps_},
               {"time_to_first_step_s", most[1]},
               {"max_rss_bytes", static_cast<int64_t>(most[2])}};
 }

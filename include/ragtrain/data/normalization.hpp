@@ -44,6 +44,20 @@ struct FeatureMoments {
   void merge(const FeatureMoments& other);
 };
 
+// FeatureMoments::of a shard that arrives in pieces (consecutive sequences in the shard's order, as a streamed
+// shard is read): the same blocks of kMomentRows rows, merged in the same order, so the same bits as the whole.
+class MomentStream {
+ public:
+  explicit MomentStream(int64_t num_features);
+  void add(const Shard& piece, int threads = 1);
+  FeatureMoments finish();   // the moments of every row added
+
+ private:
+  int64_t F_;
+  FeatureMoments total_;
+  std::vector<float> carry_;   // (rows, F) of the block begun but not complete
+};
+
 struct FeatureScaling {
   std::vector<float> mean;   // (F)
   std::vector<float> std;    // (F) population standard deviation; 1 for a constant feature
@@ -54,6 +68,8 @@ struct FeatureScaling {
 // computes its moments by two passes; MPI_Allgather hands every rank all of them and every rank merges them in
 // rank order, so the result is bitwise the same on every rank and depends on the rank count only by rounding.
 FeatureScaling compute_scaling(const Shard& shard, MPI_Comm comm, int threads = 1);
+// The same from this rank's moments (a streamed shard's, from MomentStream); collective.
+FeatureScaling scaling_across_ranks(const FeatureMoments& mine, int64_t num_features, MPI_Comm comm);
 
 // x <- (x - mean) / std for every timestep of the shard. No-op for an empty scaling.
 void apply_scaling(const FeatureScaling& scaling, Shard& shard, int threads = 1);

@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "ragtrain/data/bulk_allocator.hpp"
@@ -52,5 +53,24 @@ struct ShardReadStats {
 // neighbours merge into large reads. `stats` (may be null) is added to.
 Shard read_shard(const DatasetInfo& info, const std::vector<int64_t>& indices, MPI_Comm comm,
                  const MemoryBudget& budget = MemoryBudget::machine(), ShardReadStats* stats = nullptr);
+
+// Where a file's /features and /labels lie when both can be read directly (see contiguous_offset); the same on
+// every rank of `comm` (collective: the file is opened through MPI-IO and closed again). nullopt if either
+// cannot be: such a file is read through HDF5 only.
+struct DirectSource {
+  int64_t features_at = 0;
+  int64_t labels_at = -1;   // -1: a data set without labels
+};
+std::optional<DirectSource> probe_direct(const DatasetInfo& info, MPI_Comm comm);
+
+// Bytes read_shard_direct holds for `indices` (values and bookkeeping).
+int64_t shard_bytes(const DatasetInfo& info, const std::vector<int64_t>& indices);
+
+// read_shard without MPI and without HDF5, for a file probe_direct located: safe on any thread while another
+// makes HDF5 calls (this build's HDF5 is not thread-safe). `indices` must be valid (in range, distinct). The
+// values are checked as read_shard checks them; a short read or a bad value throws UserError naming the file and
+// the sequence.
+Shard read_shard_direct(const DatasetInfo& info, const DirectSource& source, const std::vector<int64_t>& indices,
+                        int threads, ShardReadStats* stats = nullptr);
 
 }  // namespace ragtrain

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "ragtrain/metrics/run_records.hpp"
 #include "ragtrain/metrics/trace.hpp"
 #include "ragtrain/schedule/schedule.hpp"
+#include "ragtrain/train/shard_window.hpp"
 #include "ragtrain/train/step.hpp"
 #include "ragtrain/train/train_config.hpp"
 
@@ -110,6 +112,12 @@ class Trainer {
   int64_t total_steps_ = 0;
   ModelShape shape_;
   Shard train_, val_;
+  // A training shard over --max-memory streams (CPU backend): where the file's values lie, the window and its size.
+  std::optional<DirectSource> stream_;
+  std::unique_ptr<ShardWindow> window_;
+  int64_t window_steps_ = 0, window_bytes_ = 0;
+  void setup_window(const std::vector<int64_t>& mine);
+  FeatureScaling streamed_scaling(const std::vector<int64_t>& mine);
   ShardReadStats read_stats_;   // this rank's reads of --data and --val
   double first_step_s_ = -1;    // wall time from the Trainer's start to the end of this invocation's first step
   std::unique_ptr<ShardIndex> index_;
