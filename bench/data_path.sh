@@ -5,7 +5,8 @@
 # usage, from the repository root:   BIN=build/bin DEVICE=cuda bench/data_path.sh
 #   SEQUENCES (200000: ~2.7 GB at F=36, lengths 60..130), KS ("1 128"), FACTORS ("1 4": the shard is FACTOR x
 #   --max-memory; 1 = the shard fits), OUT (runs/data_path), WORK (/tmp/ragtrain-data-path), NP (1 rank).
-# A factor > 1 needs the streaming window; until it exists such a run is refused (exit 2) and the row says so.
+# A factor > 1 streams (CPU backend); the CUDA backend does not stream yet, so with DEVICE=cuda such a run is refused
+# (exit 2) and the row says so.
 set -uo pipefail
 BIN=${BIN:-build/bin}
 DEVICE=${DEVICE:-cuda}
