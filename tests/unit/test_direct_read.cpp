@@ -21,6 +21,8 @@
 #include "ragtrain/data/ragged_data.hpp"
 #include "ragtrain/data/shard.hpp"
 #include "ragtrain/data/synthetic.hpp"
+#include "ragtrain/schedule/schedule.hpp"
+#include "ragtrain/train/shard_window.hpp"
 #include "unit_test_util.hpp"
 
 using namespace ragtrain;
@@ -234,4 +236,44 @@ TEST(DirectRead, FeatureMomentsDoNotDependOnTheThreads) {
   apply_scaling(sc, a, 1);
   apply_scaling(sc, b, 4);
   EXPECT_EQ(a.features, b.features);
+}
+
+// A streamed shard's statistics: the shard in pieces of uneven sizes (smaller and larger than a block) gives the
+// same moments to the bit as the whole shard.
+TEST(DirectRead, MomentStreamEqualsTheWholeShard) {
+  const RaggedData d = data(3000, 40, 80, 3);
+  std::vector<int64_t> all(3000);
+  std::iota(all.begin(), all.end(), 0);
+  const FeatureMoments whole = FeatureMoments::of(make_shard(d, all), 2);
+  MomentStream stream(3);
+  const std::vector<int64_t> cuts = {0, 1, 7, 1500, 1501, 2999, 3000};
+  for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+    const std::vector<int64_t> piece(all.begin() + cuts[c], all.begin() + cuts[c + 1]);
+    stream.add(make_shard(d, piece), 3);
+  }
+  const FeatureMoments got = stream.finish();
+  EXPECT_EQ(got.count, whole.count);
+  EXPECT_EQ(got.mean, whole.mean);
+  EXPECT_EQ(got.m2, whole.m2);
+}
+
+// A window's sequences are exactly those the schedule gives the rank in its steps, across an epoch boundary.
+TEST(DirectRead, WindowSequencesAreTheScheduledOnes) {
+  std::vector<int64_t> lengths(50);
+  for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = 1 + static_cast<int64_t>(i % 7);
+  const Schedule schedule(lengths, 2, 3, 9, ScheduleKind::Balanced);
+  const int64_t spe = schedule.steps_per_epoch();
+  Schedule::Epoch cache;
+  int64_t cache_epoch = -1;
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    const std::vector<int64_t> got = window_sequences(schedule, rank, spe - 2, spe + 3, cache, cache_epoch);
+    std::vector<int64_t> want;
+    for (int64_t s = spe - 2; s < spe + 3; ++s)
+      for (int64_t g : schedule.epoch(s / spe).rank_batch(s % spe, rank))
+        if (g >= 0) want.push_back(g);
+    std::sort(want.begin(), want.end());
+    want.erase(std::unique(want.begin(), want.end()), want.end());
+    EXPECT_EQ(got, want);
+    EXPECT_TRUE(std::is_sorted(got.begin(), got.end()));
+  }
 }
