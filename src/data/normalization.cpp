@@ -1,9 +1,11 @@
 // Feature standardisation: the modes, stable statistics merged across ranks, and their application.
 #include "ragtrain/data/normalization.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/data/parallel_blocks.hpp"
 
 namespace ragtrain {
 
@@ -27,21 +29,39 @@ const char* normalization_name(Normalization mode) {
 
 double guarded_std(double mean, double std) { return std > kConstantStd * (1.0 + std::fabs(mean)) ? std : 1.0; }
 
-FeatureMoments FeatureMoments::of(const Shard& shard) {
-  const int64_t F = shard.num_features, rows = shard.timesteps();
+namespace {
+
+// The moments of rows [begin, end) of `x` (rows, F), two passes in double.
+FeatureMoments block_moments(const float* x, int64_t F, int64_t begin, int64_t end) {
   FeatureMoments m;
-  m.count = static_cast<double>(rows);
+  m.count = static_cast<double>(end - begin);
   m.mean.assign(static_cast<size_t>(F), 0.0);
   m.m2.assign(static_cast<size_t>(F), 0.0);
-  if (rows == 0) return m;
-  for (int64_t t = 0; t < rows; ++t)
-    for (int64_t f = 0; f < F; ++f) m.mean[static_cast<size_t>(f)] += shard.features[static_cast<size_t>(t * F + f)];
+  for (int64_t t = begin; t < end; ++t)
+    for (int64_t f = 0; f < F; ++f) m.mean[static_cast<size_t>(f)] += x[t * F + f];
   for (double& v : m.mean) v /= m.count;
-  for (int64_t t = 0; t < rows; ++t)
+  for (int64_t t = begin; t < end; ++t)
     for (int64_t f = 0; f < F; ++f) {
-      const double d = shard.features[static_cast<size_t>(t * F + f)] - m.mean[static_cast<size_t>(f)];
+      const double d = x[t * F + f] - m.mean[static_cast<size_t>(f)];
       m.m2[static_cast<size_t>(f)] += d * d;
     }
+  return m;
+}
+
+}  // namespace
+
+FeatureMoments FeatureMoments::of(const Shard& shard, int threads) {
+  const int64_t F = shard.num_features, rows = shard.timesteps();
+  const int64_t blocks = (rows + kMomentRows - 1) / kMomentRows;
+  std::vector<FeatureMoments> parts(static_cast<size_t>(blocks));
+  parallel_blocks(blocks, threads, [&](int64_t b) {
+    parts[static_cast<size_t>(b)] =
+        block_moments(shard.features.data(), F, b * kMomentRows, std::min(rows, (b + 1) * kMomentRows));
+  });
+  FeatureMoments m;
+  m.mean.assign(static_cast<size_t>(F), 0.0);
+  m.m2.assign(static_cast<size_t>(F), 0.0);
+  for (const FeatureMoments& part : parts) m.merge(part);   // in block order: the same sums whatever the threads
   return m;
 }
 
@@ -60,9 +80,45 @@ void FeatureMoments::merge(const FeatureMoments& o) {
   count = n;
 }
 
-FeatureScaling compute_scaling(const Shard& shard, MPI_Comm comm) {
-  const int64_t F = shard.num_features;
-  const FeatureMoments mine = FeatureMoments::of(shard);
+MomentStream::MomentStream(int64_t num_features) : F_(num_features) {
+  total_.mean.assign(static_cast<size_t>(F_), 0.0);
+  total_.m2.assign(static_cast<size_t>(F_), 0.0);
+}
+
+void MomentStream::add(const Shard& piece, int threads) {
+  const float* x = piece.features.data();
+  const int64_t rows = piece.timesteps();
+  int64_t used = 0;
+  if (!carry_.empty()) {   // complete the block begun by the pieces before
+    const int64_t have = static_cast<int64_t>(carry_.size()) / F_;
+    const int64_t take = std::min(rows, kMomentRows - have);
+    carry_.insert(carry_.end(), x, x + take * F_);
+    used = take;
+    if (have + take < kMomentRows) return;
+    total_.merge(block_moments(carry_.data(), F_, 0, kMomentRows));
+    carry_.clear();
+  }
+  const int64_t blocks = (rows - used) / kMomentRows;
+  std::vector<FeatureMoments> parts(static_cast<size_t>(blocks));
+  parallel_blocks(blocks, threads, [&](int64_t b) {
+    const int64_t begin = used + b * kMomentRows;
+    parts[static_cast<size_t>(b)] = block_moments(x, F_, begin, begin + kMomentRows);
+  });
+  for (const FeatureMoments& part : parts) total_.merge(part);
+  carry_.assign(x + (used + blocks * kMomentRows) * F_, x + rows * F_);
+}
+
+FeatureMoments MomentStream::finish() {
+  if (!carry_.empty()) total_.merge(block_moments(carry_.data(), F_, 0, static_cast<int64_t>(carry_.size()) / F_));
+  carry_.clear();
+  return total_;
+}
+
+FeatureScaling compute_scaling(const Shard& shard, MPI_Comm comm, int threads) {
+  return scaling_across_ranks(FeatureMoments::of(shard, threads), shard.num_features, comm);
+}
+
+FeatureScaling scaling_across_ranks(const FeatureMoments& mine, int64_t F, MPI_Comm comm) {
   // (count | mean (F) | m2 (F)) per rank. Every rank must pass the same F: the files were checked to agree.
   std::vector<double> packed(static_cast<size_t>(2 * F + 1));
   packed[0] = mine.count;
@@ -94,47 +150,53 @@ FeatureScaling compute_scaling(const Shard& shard, MPI_Comm comm) {
   return s;
 }
 
-void apply_scaling(const FeatureScaling& s, Shard& shard) {
+void apply_scaling(const FeatureScaling& s, Shard& shard, int threads) {
   if (s.empty() || shard.size() == 0) return;   // a rank may hold no sequence of a small validation set
   const int64_t F = shard.num_features;
   RT_CHECK(static_cast<int64_t>(s.mean.size()) == F, "scaling has " << s.mean.size() << " features, data " << F);
   const int64_t rows = shard.timesteps();
-  for (int64_t t = 0; t < rows; ++t)
-    for (int64_t f = 0; f < F; ++f) {
-      float& v = shard.features[static_cast<size_t>(t * F + f)];
-      v = (v - s.mean[static_cast<size_t>(f)]) / s.std[static_cast<size_t>(f)];
-    }
-}
-
-void standardize_series(Shard& shard) {
-  const int64_t F = shard.num_features;
-  std::vector<double> mean(static_cast<size_t>(F)), m2(static_cast<size_t>(F));
-  for (int64_t p = 0; p < shard.size(); ++p) {
-    const int64_t T = shard.length(p);
-    if (T == 0) continue;
-    float* x = shard.features.data() + shard.offsets[static_cast<size_t>(p)] * F;   // (T, F)
-    std::fill(mean.begin(), mean.end(), 0.0);
-    std::fill(m2.begin(), m2.end(), 0.0);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t f = 0; f < F; ++f) mean[static_cast<size_t>(f)] += x[t * F + f];
-    for (double& v : mean) v /= static_cast<double>(T);
-    for (int64_t t = 0; t < T; ++t)
+  parallel_blocks((rows + kMomentRows - 1) / kMomentRows, threads, [&](int64_t b) {
+    float* x = shard.features.data();
+    for (int64_t t = b * kMomentRows; t < std::min(rows, (b + 1) * kMomentRows); ++t)
       for (int64_t f = 0; f < F; ++f) {
-        const double d = x[t * F + f] - mean[static_cast<size_t>(f)];
-        m2[static_cast<size_t>(f)] += d * d;
+        float& v = x[t * F + f];
+        v = (v - s.mean[static_cast<size_t>(f)]) / s.std[static_cast<size_t>(f)];
       }
-    for (int64_t f = 0; f < F; ++f) {
-      const double mu = mean[static_cast<size_t>(f)];
-      const double sd = guarded_std(mu, std::sqrt(m2[static_cast<size_t>(f)] / static_cast<double>(T)));
-      for (int64_t t = 0; t < T; ++t) x[t * F + f] = static_cast<float>((x[t * F + f] - mu) / sd);
-    }
-  }
+  });
 }
 
-void Normalizer::apply(Shard& shard) const {
+void standardize_series(Shard& shard, int threads) {
+  constexpr int64_t kBlock = 1024;   // sequences per task
+  const int64_t F = shard.num_features, n = shard.size();
+  parallel_blocks((n + kBlock - 1) / kBlock, threads, [&](int64_t b) {
+    std::vector<double> mean(static_cast<size_t>(F)), m2(static_cast<size_t>(F));
+    for (int64_t p = b * kBlock; p < std::min(n, (b + 1) * kBlock); ++p) {
+      const int64_t T = shard.length(p);
+      if (T == 0) continue;
+      float* x = shard.features.data() + shard.offsets[static_cast<size_t>(p)] * F;   // (T, F)
+      std::fill(mean.begin(), mean.end(), 0.0);
+      std::fill(m2.begin(), m2.end(), 0.0);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t f = 0; f < F; ++f) mean[static_cast<size_t>(f)] += x[t * F + f];
+      for (double& v : mean) v /= static_cast<double>(T);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t f = 0; f < F; ++f) {
+          const double d = x[t * F + f] - mean[static_cast<size_t>(f)];
+          m2[static_cast<size_t>(f)] += d * d;
+        }
+      for (int64_t f = 0; f < F; ++f) {
+        const double mu = mean[static_cast<size_t>(f)];
+        const double sd = guarded_std(mu, std::sqrt(m2[static_cast<size_t>(f)] / static_cast<double>(T)));
+        for (int64_t t = 0; t < T; ++t) x[t * F + f] = static_cast<float>((x[t * F + f] - mu) / sd);
+      }
+    }
+  });
+}
+
+void Normalizer::apply(Shard& shard, int threads) const {
   switch (mode) {
-    case Normalization::Feature: apply_scaling(scaling, shard); break;
-    case Normalization::Series: standardize_series(shard); break;
+    case Normalization::Feature: apply_scaling(scaling, shard, threads); break;
+    case Normalization::Series: standardize_series(shard, threads); break;
     case Normalization::None: break;
   }
 }

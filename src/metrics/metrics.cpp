@@ -2,6 +2,7 @@
 #include "ragtrain/metrics/metrics.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,13 +23,20 @@ RankCounters& RankCounters::operator+=(const RankCounters& o) {
   io_s += o.io_s;
   sequences += o.sequences;
   timesteps += o.timesteps;
+  io_wait_s += o.io_wait_s;
   return *this;
 }
 
+int64_t peak_rss_bytes() {
+  struct rusage u {};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;   // Linux reports kilobytes
+}
+
 std::vector<RankCounters> gather_counters(const Context& ctx, const RankCounters& mine) {
-  static_assert(sizeof(RankCounters) == 5 * sizeof(double), "RankCounters must be 5 packed doubles");
+  static_assert(sizeof(RankCounters) == 6 * sizeof(double), "RankCounters must be 6 packed doubles");
   std::vector<RankCounters> all(ctx.is_root() ? static_cast<size_t>(ctx.size) : 0);
-  watched_gather(ctx, &mine, 5, MPI_DOUBLE, all.data(), 0, "the gathering of the step counters");
+  watched_gather(ctx, &mine, 6, MPI_DOUBLE, all.data(), 0, "the gathering of the step counters");
   return all;
 }
 

@@ -13,6 +13,7 @@
 #include "ragtrain/core/memory.hpp"
 #include "ragtrain/core/output_file.hpp"
 #include "ragtrain/data/class_labels.hpp"
+#include "ragtrain/data/direct_read.hpp"
 #include "ragtrain/metrics/provenance.hpp"
 #include "ragtrain/metrics/units.hpp"
 
@@ -188,27 +189,48 @@ bool Trainer::setup_resume() {
 void Trainer::setup_shards() {
   PhaseScope phase(&timeline_, Phase::ReadShard, 0);
   Stopwatch io;
-  const std::vector<int64_t> mine = schedule_->rank_sequences(ctx_.rank);
+  // In file order: neighbours in the file are neighbours in the shard, so they are read as one request. The
+  // shard's order is only where each sequence lies (ShardIndex maps the schedule's indices to it), so it changes
+  // nothing that is trained.
+  std::vector<int64_t> mine = schedule_->rank_sequences(ctx_.rank);
+  std::sort(mine.begin(), mine.end());
+  // A shard that does not fit --max-memory on some rank streams on every rank: windows change at the same steps
+  // everywhere, with one agreement each.
+  int fits = cfg_.synthetic || shard_bytes(train_info_, mine) <= budget_.bytes ? 1 : 0;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, ctx_.world));
   if (cfg_.synthetic) {
     train_ = make_shard(synthetic_, mine);
   } else {
-    collective_phase(ctx_, [&] { train_ = read_shard(train_info_, mine, ctx_.world, budget_); });
+    if (fits)
+      collective_phase(ctx_, [&] { train_ = read_shard(train_info_, mine, ctx_.world, budget_, &read_stats_); });
+    else
+      setup_window(mine);
     if (!cfg_.validation.data.empty())
       collective_phase(ctx_, [&] {
-        val_ = read_shard(val_info_, block_indices(val_info_.num_sequences, ctx_.size, ctx_.rank), ctx_.world, budget_);
+        val_ = read_shard(val_info_, block_indices(val_info_.num_sequences, ctx_.size, ctx_.rank), ctx_.world, budget_,
+                          &read_stats_);
       });
   }
   run_.io_s += io.seconds();
   // Standardisation uses training statistics only, over every rank's shard, so validation stays held out. A
   // resumed run keeps the statistics the model was trained with.
+  // The reader's threads compute and apply them; the result does not depend on how many there are.
+  const int threads = read_stats_.threads;
   normalizer_ = Normalizer{cfg_.normalize, {}};
   if (normalizer_.mode == Normalization::Feature)
-    normalizer_.scaling =
-        resuming_ ? FeatureScaling{from_.feature_mean, from_.feature_std} : compute_scaling(train_, ctx_.world);
-  normalizer_.apply(train_);
-  if (!cfg_.validation.data.empty()) normalizer_.apply(val_);   // no --val: there is no validation shard to scale
+    normalizer_.scaling = resuming_  ? FeatureScaling{from_.feature_mean, from_.feature_std}
+                          : stream_ ? streamed_scaling(mine)
+                                    : compute_scaling(train_, ctx_.world, threads);
+  normalizer_.apply(train_, threads);
+  if (!cfg_.validation.data.empty()) normalizer_.apply(val_, threads);   // no --val: no validation shard to scale
+  if (stream_) {   // the first window is read (and normalised) now, the second from here on in the background
+    collective_phase(ctx_, [&] {
+      window_ = std::make_unique<ShardWindow>(train_info_, *stream_, *schedule_, ctx_.rank, window_steps_, step_,
+                                              total_steps_, normalizer_, threads);
+    });
+  }
 
-  index_ = std::make_unique<ShardIndex>(train_);
+  index_ = std::make_unique<ShardIndex>(stream_ ? window_->shard() : train_);
   positions_.assign(static_cast<size_t>(cfg_.schedule.batch_per_rank), -1);
 }
 
@@ -247,7 +269,60 @@ void Trainer::setup_backend() {
   } else {
     backend_->set_params(init_params(ParamLayout(shape_), cfg_.schedule.seed));
   }
-  backend_->set_train_shard(train_);
+  backend_->set_train_shard(window_ ? window_->shard() : train_);
+}
+
+// The shard does not fit --max-memory: the file must be readable without HDF5 (the reader thread may not call
+// it), and two windows (the one trained on, the one being read) of the same number of steps on every rank must
+// fit beside the model and a step's activations.
+void Trainer::setup_window(const std::vector<int64_t>& mine) {
+  const int64_t max_length = *std::max_element(lengths_.begin(), lengths_.end());
+  const int64_t label_bytes = train_info_.task == Task::Classification ? 4 : 4 * train_info_.num_outputs;
+  const int64_t step_bytes = cfg_.schedule.batch_per_rank * (max_length * train_info_.num_features * 4 + label_bytes + 24);
+  const auto model_bytes = static_cast<int64_t>(training_bytes(shape_, cfg_.schedule.batch_per_rank, max_length));
+  const int64_t window_bytes = (budget_.bytes - model_bytes) / 2;
+  int64_t steps = std::max<int64_t>(0, window_bytes / step_bytes);
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &steps, 1, MPI_INT64_T, MPI_MIN, ctx_.world));
+  collective_phase(ctx_, [&] {
+    USER_CHECK(cfg_.backend.device == Device::Cpu,
+               "--data " << train_info_.path << ": this rank's shard (" << byte_string(static_cast<double>(shard_bytes(train_info_, mine)))
+                         << ") does not fit --max-memory " << budget_.max_memory << ", and streaming it is implemented for the CPU backend only",
+               "raise --max-memory, use more ranks, or --device cpu (the CUDA device window is not written yet)");
+    USER_CHECK(steps >= 1,
+               "--data " << train_info_.path << ": streaming this shard needs room for two steps' sequences ("
+                         << byte_string(2.0 * static_cast<double>(step_bytes)) << ") beside the model ("
+                         << byte_string(static_cast<double>(model_bytes)) << "), but --max-memory is " << budget_.max_memory,
+               "raise --max-memory, or lower --batch-per-rank");
+    std::optional<DirectSource> src = probe_direct(train_info_, ctx_.world);
+    USER_CHECK(src, "--data " << train_info_.path << ": this rank's shard does not fit --max-memory "
+                              << budget_.max_memory << ", and the file cannot be streamed: /features or /labels is "
+                              "chunked, compressed or not little-endian",
+               "rewrite it contiguous (`h5repack -l CONTI " << train_info_.path << " OUT.h5`), or raise --max-memory");
+    stream_ = *src;
+  });
+  window_steps_ = steps;
+  window_bytes_ = window_bytes;
+  read_stats_.threads = reader_threads(ctx_.world);
+}
+
+// --normalize feature for a streamed shard: one pass over it in file order, a window's worth at a time, its
+// moments computed over the same blocks as a resident shard's (MomentStream), so the same statistics to the bit.
+FeatureScaling Trainer::streamed_scaling(const std::vector<int64_t>& mine) {
+  MomentStream moments(train_info_.num_features);
+  collective_phase(ctx_, [&] {
+    size_t at = 0;
+    while (at < mine.size()) {
+      std::vector<int64_t> piece;
+      int64_t bytes = 8;
+      while (at < mine.size() && (piece.empty() || bytes + shard_bytes(train_info_, {mine[at]}) <= window_bytes_)) {
+        bytes += shard_bytes(train_info_, {mine[at]});
+        piece.push_back(mine[at++]);
+      }
+      moments.add(read_shard_direct(train_info_, *stream_, piece, read_stats_.threads, &read_stats_),
+                  read_stats_.threads);
+    }
+  });
+  return scaling_across_ranks(moments.finish(), train_info_.num_features, ctx_.world);
 }
 
 void Trainer::open_run_folder() {

@@ -1,5 +1,6 @@
 // The Trainer's loop phases: step, log, validate, checkpoint, and the ways a run ends (last step, stop signal,
 // non-finite step).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
@@ -20,6 +21,7 @@ namespace ragtrain {
 
 StepTotals Trainer::step(RankCounters& counters) {
   const int64_t epoch = step_ / steps_per_epoch(), s = step_ % steps_per_epoch();
+  const Stopwatch data_wait;   // until this step's sequences are at hand
   {
     PhaseScope phase(&timeline_, Phase::Read, step_ + 1);
     if (epoch != order_epoch_) {
@@ -29,6 +31,13 @@ StepTotals Trainer::step(RankCounters& counters) {
       order_epoch_ = epoch;
       next_order_epoch_ = -1;
     }
+    if (window_ && !window_->covers(step_)) {
+      // Every rank reaches the same window boundary at the same step: one agreement on the reads' outcome, so a
+      // truncated or unreadable file stops every rank together (exit 2), with the last checkpoint untouched.
+      collective_phase(ctx_, [&] { window_->advance(step_); });
+      backend_->set_train_shard(window_->shard());
+      index_ = std::make_unique<ShardIndex>(window_->shard());
+    }
     if (records_.order_csv.is_open()) {
       const std::vector<int64_t> slots = order_.global_batch(s);
       for (size_t j = 0; j < slots.size(); ++j)
@@ -36,6 +45,7 @@ StepTotals Trainer::step(RankCounters& counters) {
     }
     index_->positions(order_, s, ctx_.rank, positions_, counters);
   }
+  counters.io_wait_s += data_wait.seconds();
   const float lr = static_cast<float>(cfg_.lr.at(step_));
   backend_->set_global_step(step_);   // keys the dropout masks
   // While the GPU computes: at the epoch's last step the next epoch's order (a pure function of the schedule, so
@@ -48,6 +58,7 @@ StepTotals Trainer::step(RankCounters& counters) {
       next_order_ = schedule_->epoch(epoch + 1);
       next_order_epoch_ = epoch + 1;
     }
+    if (window_ && !window_->covers(step_ + 1)) return;   // the next step is in the next window: nothing to launch
     RankCounters not_counted;   // the next step counts its sequences when it runs
     index_->positions(last_of_epoch ? next_order_ : order_, (s + 1) % steps_per_epoch(), ctx_.rank, next_positions_,
                       not_counted);
@@ -76,6 +87,7 @@ int Trainer::run() {
     }
     const float lr = static_cast<float>(cfg_.lr.at(step_));
     const StepTotals tot = step(interval_);   // step_ now counts it
+    if (first_step_s_ < 0) first_step_s_ = wall_.seconds();   // the update's result is on the host: the step is done
     if (!tot.finite) handle_nonfinite(tot);   // stops the run, or counts the skipped step
     progress_->tick(step_);
 
@@ -145,13 +157,20 @@ void Trainer::log_interval(const StepTotals& tot, float lr) {
              {"timesteps_per_second", sum.timesteps / secs},
              {"compute_s", spread(all, &RankCounters::compute_s)},
              {"comm_s", spread(all, &RankCounters::comm_s)},
+             {"io_wait_s", spread(all, &RankCounters::io_wait_s)},
              {"skipped_steps", static_cast<int64_t>(acc_.skipped_steps)}};
     records_.log.write(rec);
-    char status[200];
-    std::snprintf(status, sizeof status, "epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.2e  %s",
+    // The slowest rank's wait for data, shown once it is worth a look (>= 1% of the interval).
+    double io_wait = 0;
+    for (const auto& r : all) io_wait = std::max(io_wait, r.io_wait_s);
+    const std::string wait_text = secs > 0 && io_wait >= 0.01 * secs ? RT_MSG("  io wait " << std::fixed << std::setprecision(0)
+                                                                                  << 100.0 * io_wait / secs << "%")
+                                                                     : std::string();
+    char status[240];
+    std::snprintf(status, sizeof status, "epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.2e  %s%s",
                   static_cast<long long>(epoch + 1), static_cast<long long>(cfg_.schedule.epochs),
                   static_cast<long long>(s + 1), static_cast<long long>(steps_per_epoch()), loss, lr,
-                  with_unit(sum.sequences / secs, "seq/s").c_str());
+                  with_unit(sum.sequences / secs, "seq/s").c_str(), wait_text.c_str());
     progress_->report(step_, status);
   }
   run_ += interval_;

@@ -1,4 +1,5 @@
 // The Trainer's last phases: summary.json (rank 0, atomically), the end-of-run table on stdout, the --trace file.
+#include <algorithm>
 #include <cstdio>
 #include <iomanip>
 
@@ -49,9 +50,36 @@ void Trainer::print_best_and_last() const {
       cfg_.out + "/" + kLatestCheckpointName);
 }
 
+// The data path's record over all ranks (collective; rank 0's result is complete): bytes read by all ranks, the
+// slowest rank's read, the time to the first step, the largest rank's resident memory.
+Json Trainer::data_record() const {
+  ShardReadStats reads = read_stats_;
+  if (window_) {   // a streamed shard: the reader thread's reads too (overlapping the steps)
+    reads.bytes += window_->stats().bytes;
+    reads.read_s += window_->stats().read_s;
+    reads.check_s += window_->stats().check_s;
+    reads.direct = true;
+  }
+  double mine[3] = {reads.read_s + reads.check_s, first_step_s_, static_cast<double>(peak_rss_bytes())};
+  double most[3] = {0, 0, 0};
+  MPI_CHECK(MPI_Reduce(mine, most, 3, MPI_DOUBLE, MPI_MAX, 0, ctx_.world));
+  int64_t bytes = 0;
+  MPI_CHECK(MPI_Reduce(&reads.bytes, &bytes, 1, MPI_INT64_T, MPI_SUM, 0, ctx_.world));
+  return Json{{"read_bytes", bytes},
+              {"read_s", most[0]},
+              {"read_bytes_per_second", most[0] > 0 ? static_cast<double>(bytes) / most[0] : 0.0},
+              {"read_path", reads.direct ? "pread" : cfg_.synthetic ? "synthetic" : "hdf5"},
+              {"reader_threads", reads.threads},
+              {"streamed", window_ != nullptr},
+              {"window_steps", window_steps_},
+              {"time_to_first_step_s", most[1]},
+              {"max_rss_bytes", static_cast<int64_t>(most[2])}};
+}
+
 void Trainer::summarize() {
   const double wall_s = wall_.seconds();
   const std::vector<RankCounters> all = gather_counters(ctx_, run_);
+  const Json data = data_record();
   const Json provenance =
       collect_provenance(ctx_, cfg_.provenance.command_line, cfg_.provenance.effective, backend_->name(), started_at_);
   const Json validity = check_validity(ctx_, backend_->params(), acc_.first_loss, last_train_loss_);
@@ -91,9 +119,15 @@ void Trainer::summarize() {
     for (const auto& r : all) wait += wait_fraction(r);
     summary["comm_wait_fraction"] = wait / static_cast<double>(all.size());
     summary["wall_seconds"] = wall_s;
+    // The data path: how fast the shards arrived, how long until training began, the loop's wait for data, memory.
+    for (const auto& [key, value] : data.items()) summary[key] = value;
+    double io_wait = 0;
+    for (const auto& r : all) io_wait = std::max(io_wait, r.io_wait_s);
+    summary["io_wait_s"] = io_wait;
     summary["timings"] = Json{{"compute_s", spread(all, &RankCounters::compute_s)},
                               {"comm_s", spread(all, &RankCounters::comm_s)},
                               {"io_s", spread(all, &RankCounters::io_s)},
+                              {"io_wait_s", spread(all, &RankCounters::io_wait_s)},
                               {"comm_wait_fraction", spread_fraction(all)},
                               {"sequences", spread(all, &RankCounters::sequences)},
                               {"timesteps", spread(all, &RankCounters::timesteps)}};

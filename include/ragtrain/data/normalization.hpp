@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ enum class Normalization { None, Feature, Series };
 Normalization parse_normalization(const std::string& name);   // none | feature | series; UserError otherwise
 const char* normalization_name(Normalization mode);
 inline constexpr double kConstantStd = 1e-8;
+inline constexpr int64_t kMomentRows = int64_t{1} << 16;
 
 // The std to divide by for a mean and a population std (see kConstantStd).
 double guarded_std(double mean, double std);
@@ -33,11 +35,27 @@ double guarded_std(double mean, double std);
 struct FeatureMoments {
   double count = 0;
   std::vector<double> mean, m2;   // (F)
-  // Two passes in double over the shard's timesteps (mean first, then squared deviations from it): no
-  // cancellation, unlike E[x^2] - mean^2, which loses everything once the offset dwarfs the spread.
-  static FeatureMoments of(const Shard& shard);
+  // Two passes in double over each block of kMomentRows timesteps of the shard (mean first, then squared
+  // deviations from it: no cancellation, unlike E[x^2] - mean^2, which loses everything once the offset dwarfs the
+  // spread), the blocks merged in order. The blocks are fixed by the shard alone, so `threads` (which compute
+  // them) changes nothing in the result.
+  static FeatureMoments of(const Shard& shard, int threads = 1);
   // Chan et al.'s pairwise update: the moments of the union of two disjoint sets of timesteps.
   void merge(const FeatureMoments& other);
+};
+
+// FeatureMoments::of a shard that arrives in pieces (consecutive sequences in the shard's order, as a streamed
+// shard is read): the same blocks of kMomentRows rows, merged in the same order, so the same bits as the whole.
+class MomentStream {
+ public:
+  explicit MomentStream(int64_t num_features);
+  void add(const Shard& piece, int threads = 1);
+  FeatureMoments finish();   // the moments of every row added
+
+ private:
+  int64_t F_;
+  FeatureMoments total_;
+  std::vector<float> carry_;   // (rows, F) of the block begun but not complete
 };
 
 struct FeatureScaling {
@@ -49,19 +67,21 @@ struct FeatureScaling {
 // Mean and standard deviation of every feature over all timesteps of every rank's shard (collective). Each rank
 // computes its moments by two passes; MPI_Allgather hands every rank all of them and every rank merges them in
 // rank order, so the result is bitwise the same on every rank and depends on the rank count only by rounding.
-FeatureScaling compute_scaling(const Shard& shard, MPI_Comm comm);
+FeatureScaling compute_scaling(const Shard& shard, MPI_Comm comm, int threads = 1);
+// The same from this rank's moments (a streamed shard's, from MomentStream); collective.
+FeatureScaling scaling_across_ranks(const FeatureMoments& mine, int64_t num_features, MPI_Comm comm);
 
 // x <- (x - mean) / std for every timestep of the shard. No-op for an empty scaling.
-void apply_scaling(const FeatureScaling& scaling, Shard& shard);
+void apply_scaling(const FeatureScaling& scaling, Shard& shard, int threads = 1);
 
 // x <- (x - mean) / std per sequence and feature, over that sequence's own timesteps (Normalization::Series).
-void standardize_series(Shard& shard);
+void standardize_series(Shard& shard, int threads = 1);
 
 // What a model was trained with: the mode and, for `feature`, the training statistics.
 struct Normalizer {
   Normalization mode = Normalization::None;
   FeatureScaling scaling;   // Feature only
-  void apply(Shard& shard) const;
+  void apply(Shard& shard, int threads = 1) const;   // element by element: `threads` changes nothing
 };
 
 }  // namespace ragtrain

@@ -1,11 +1,14 @@
-// A rank's own sequences, read from a v1 file with one collective parallel-HDF5 read per dataset.
+// A rank's own sequences, read from a v1 file: straight into place with pread from several threads where a dataset
+// is contiguous and needs no conversion, else with one collective parallel-HDF5 read per dataset.
 #pragma once
 
 #include <mpi.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "ragtrain/data/bulk_allocator.hpp"
 #include "ragtrain/data/format.hpp"
 
 namespace ragtrain {
@@ -18,7 +21,7 @@ struct Shard {
   int64_t num_outputs = 0;         // classes or K
   std::vector<int64_t> indices;    // (n) global indices, in the order they were requested
   std::vector<int64_t> offsets;    // (n + 1) row offsets into `features`
-  std::vector<float> features;     // (offsets[n], F) row-major
+  BulkVector<float> features;      // (offsets[n], F) row-major; resize leaves new values unset
   std::vector<int32_t> labels;     // (n) class ids, classification only
   std::vector<float> targets;      // (n, K) row-major, regression only
 
@@ -29,6 +32,15 @@ struct Shard {
   int64_t timesteps() const { return offsets.empty() ? 0 : offsets.back(); }
 };
 
+// What one or more read_shard calls did, for the run's records.
+struct ShardReadStats {
+  int64_t bytes = 0;     // values read from the file (features and labels)
+  double read_s = 0;     // opening the file and reading
+  double check_s = 0;    // checking every value (labels in range, values finite)
+  bool direct = false;   // /features was read with pread (else through HDF5)
+  int threads = 1;       // reader threads of the last call
+};
+
 // Reads exactly the sequences in `indices` (any order, no duplicates, each in [0, N)) — never the whole file.
 // Collective over `comm`: every rank calls it, a rank with no indices joins with an empty selection.
 // Validates what it reads: labels in [0, classes) for classification, all features and targets finite (a data
@@ -36,7 +48,29 @@ struct Shard {
 // a violation throws UserError naming the file, dataset and global sequence index (after the collective
 // reads, so no rank is left waiting in one). The bytes the shard needs are checked against `budget` before
 // anything is allocated or read; if any rank's shard does not fit, every rank throws that rank's UserError.
+// Datasets read directly are held once (no file-order copy); the reads and checks use reader_threads(comm)
+// threads. The sequences are laid out in the requested order: requesting them in file order (sorted) lets
+// neighbours merge into large reads. `stats` (may be null) is added to.
 Shard read_shard(const DatasetInfo& info, const std::vector<int64_t>& indices, MPI_Comm comm,
-                 const MemoryBudget& budget = MemoryBudget::machine());
+                 const MemoryBudget& budget = MemoryBudget::machine(), ShardReadStats* stats = nullptr);
+
+// Where a file's /features and /labels lie when both can be read directly (see contiguous_offset); the same on
+// every rank of `comm` (collective: the file is opened through MPI-IO and closed again). nullopt if either
+// cannot be: such a file is read through HDF5 only.
+struct DirectSource {
+  int64_t features_at = 0;
+  int64_t labels_at = -1;   // -1: a data set without labels
+};
+std::optional<DirectSource> probe_direct(const DatasetInfo& info, MPI_Comm comm);
+
+// Bytes read_shard_direct holds for `indices` (values and bookkeeping).
+int64_t shard_bytes(const DatasetInfo& info, const std::vector<int64_t>& indices);
+
+// read_shard without MPI and without HDF5, for a file probe_direct located: safe on any thread while another
+// makes HDF5 calls (this build's HDF5 is not thread-safe). `indices` must be valid (in range, distinct). The
+// values are checked as read_shard checks them; a short read or a bad value throws UserError naming the file and
+// the sequence.
+Shard read_shard_direct(const DatasetInfo& info, const DirectSource& source, const std::vector<int64_t>& indices,
+                        int threads, ShardReadStats* stats = nullptr);
 
 }  // namespace ragtrain

@@ -32,9 +32,13 @@ struct RankCounters {
   double io_s = 0;         // reading the shard, writing outputs
   double sequences = 0;    // sequences this rank trained on
   double timesteps = 0;    // their total length
+  double io_wait_s = 0;    // the loop waiting for a step's data (a resident shard: turning slots into positions)
 
   RankCounters& operator+=(const RankCounters& o);
 };
+
+// The most resident memory this process has held so far (getrusage's high-water mark), in bytes.
+int64_t peak_rss_bytes();
 
 // Gathers every rank's counters to rank 0 (collective). Rank 0 gets `size` entries, the others none.
 std::vector<RankCounters> gather_counters(const Context& ctx, const RankCounters& mine);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "ragtrain/metrics/run_records.hpp"
 #include "ragtrain/metrics/trace.hpp"
 #include "ragtrain/schedule/schedule.hpp"
+#include "ragtrain/train/shard_window.hpp"
 #include "ragtrain/train/step.hpp"
 #include "ragtrain/train/train_config.hpp"
 
@@ -87,6 +89,7 @@ class Trainer {
   void handle_nonfinite(const StepTotals& tot);         // stop every rank (exit 2) or count the skipped step
   int stop_for_signal(int signal);                      // the "stop" record and message; returns the exit code
   int finish();
+  Json data_record() const;                             // summary.json's data-path fields (collective)
   void print_best_and_last() const;                     // the end table's rows for best.h5 and checkpoint.h5                                         // after the last step (or early stop): end checkpoint
   bool classification() const { return shape_.task == Task::Classification; }
   SelectMetric select_metric() const;                   // --select, or the task's default
@@ -109,6 +112,14 @@ class Trainer {
   int64_t total_steps_ = 0;
   ModelShape shape_;
   Shard train_, val_;
+  // A training shard over --max-memory streams (CPU backend): where the file's values lie, the window and its size.
+  std::optional<DirectSource> stream_;
+  std::unique_ptr<ShardWindow> window_;
+  int64_t window_steps_ = 0, window_bytes_ = 0;
+  void setup_window(const std::vector<int64_t>& mine);
+  FeatureScaling streamed_scaling(const std::vector<int64_t>& mine);
+  ShardReadStats read_stats_;   // this rank's reads of --data and --val
+  double first_step_s_ = -1;    // wall time from the Trainer's start to the end of this invocation's first step
   std::unique_ptr<ShardIndex> index_;
   Normalizer normalizer_;   // --normalize, with the training statistics for `feature`
   std::unique_ptr<Backend> backend_;

@@ -1,0 +1,58 @@
+// The training shard when it does not fit --max-memory: a window of the sequences of a fixed number of consecutive
+// steps, the next window read ahead by a background thread (pread, no HDF5) while the loop trains on the current.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include "ragtrain/data/normalization.hpp"
+#include "ragtrain/data/shard.hpp"
+#include "ragtrain/schedule/schedule.hpp"
+
+namespace ragtrain {
+
+// The rank's sequences of global steps [begin, end) (0-based, across epochs), sorted and each once: a pure
+// function of the schedule, so every window is known ahead. `cache` holds the last epoch's order it built.
+std::vector<int64_t> window_sequences(const Schedule& schedule, int64_t rank, int64_t begin, int64_t end,
+                                      Schedule::Epoch& cache, int64_t& cache_epoch);
+
+class ShardWindow {
+ public:
+  // Windows of `steps` steps (the same on every rank, so that they change at the same step everywhere), the first
+  // one beginning at `first_step` and read before this returns; the second starts reading at once. Each window is
+  // normalised with `normalizer` as it arrives.
+  ShardWindow(const DatasetInfo& info, const DirectSource& source, const Schedule& schedule, int64_t rank,
+              int64_t steps, int64_t first_step, int64_t total_steps, const Normalizer& normalizer, int threads);
+  ~ShardWindow();   // waits for a read in flight
+  ShardWindow(const ShardWindow&) = delete;
+  ShardWindow& operator=(const ShardWindow&) = delete;
+
+  bool covers(int64_t step) const { return step >= begin_ && step < end_; }
+  const Shard& shard() const { return current_; }
+  const ShardReadStats& stats() const { return stats_; }
+  // Makes the window holding `step` (the next window's first step) current: waits for its read, rethrows the
+  // reader's error (a truncated or unreadable file: UserError naming it and the sequence), starts the next read.
+  void advance(int64_t step);
+
+ private:
+  void start_read(int64_t begin);   // the window at `begin` into next_, on the reader thread
+  void join();
+
+  const DatasetInfo& info_;
+  DirectSource source_;
+  const Schedule& schedule_;
+  int64_t rank_, steps_, total_steps_;
+  Normalizer normalizer_;
+  int threads_;
+  Schedule::Epoch cache_;
+  int64_t cache_epoch_ = -1;
+  Shard current_, next_;
+  int64_t begin_ = 0, end_ = 0, next_begin_ = -1;
+  std::exception_ptr next_error_;
+  ShardReadStats stats_, next_stats_;
+  std::thread reader_;
+};
+
+}  // namespace ragtrain

@@ -1,0 +1,84 @@
+// ShardWindow: the schedule's next steps' sequences read on a background thread with pread.
+#include "ragtrain/train/shard_window.hpp"
+
+#include <algorithm>
+
+#include "ragtrain/core/error.hpp"
+
+namespace ragtrain {
+
+std::vector<int64_t> window_sequences(const Schedule& schedule, int64_t rank, int64_t begin, int64_t end,
+                                      Schedule::Epoch& cache, int64_t& cache_epoch) {
+  const int64_t spe = schedule.steps_per_epoch();
+  std::vector<int64_t> seqs;
+  for (int64_t s = begin; s < end; ++s) {
+    if (s / spe != cache_epoch) {
+      cache = schedule.epoch(s / spe);
+      cache_epoch = s / spe;
+    }
+    for (int64_t g : cache.rank_batch(s % spe, rank))
+      if (g >= 0) seqs.push_back(g);
+  }
+  std::sort(seqs.begin(), seqs.end());   // file order: neighbours in the file are read as one request
+  seqs.erase(std::unique(seqs.begin(), seqs.end()), seqs.end());
+  return seqs;
+}
+
+ShardWindow::ShardWindow(const DatasetInfo& info, const DirectSource& source, const Schedule& schedule, int64_t rank,
+                         int64_t steps, int64_t first_step, int64_t total_steps, const Normalizer& normalizer,
+                         int threads)
+    : info_(info),
+      source_(source),
+      schedule_(schedule),
+      rank_(rank),
+      steps_(steps),
+      total_steps_(total_steps),
+      normalizer_(normalizer),
+      threads_(threads) {
+  RT_CHECK(steps_ >= 1, "a window of " << steps_ << " steps");
+  start_read(first_step);
+  advance(first_step);
+}
+
+ShardWindow::~ShardWindow() { join(); }
+
+void ShardWindow::join() {
+  if (reader_.joinable()) reader_.join();
+}
+
+void ShardWindow::start_read(int64_t begin) {
+  next_begin_ = begin;
+  if (begin >= total_steps_) return;   // past the last step: nothing to read
+  const int64_t end = std::min(total_steps_, begin + steps_);
+  std::vector<int64_t> seqs = window_sequences(schedule_, rank_, begin, end, cache_, cache_epoch_);
+  next_error_ = nullptr;
+  next_stats_ = ShardReadStats{};
+  // The thread touches only next_, next_error_ and next_stats_ (and reads info_, source_, normalizer_, which stay
+  // fixed); the loop reads them only after join().
+  reader_ = std::thread([this, seqs = std::move(seqs)] {
+    try {
+      next_ = read_shard_direct(info_, source_, seqs, threads_, &next_stats_);
+      normalizer_.apply(next_, threads_);
+    } catch (...) {
+      next_error_ = std::current_exception();
+    }
+  });
+}
+
+void ShardWindow::advance(int64_t step) {
+  RT_CHECK(step == next_begin_, "window for step " << step << " requested, step " << next_begin_ << " is being read");
+  join();
+  if (next_error_) std::rethrow_exception(next_error_);
+  current_ = std::move(next_);
+  next_ = Shard{};
+  begin_ = step;
+  end_ = std::min(total_steps_, step + steps_);
+  stats_.bytes += next_stats_.bytes;
+  stats_.read_s += next_stats_.read_s;
+  stats_.check_s += next_stats_.check_s;
+  stats_.direct = true;
+  stats_.threads = threads_;
+  start_read(end_);
+}
+
+}  // namespace ragtrain

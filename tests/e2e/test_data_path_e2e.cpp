@@ -1,0 +1,145 @@
+// The data path's record (issue 34): summary.json says how many bytes the ranks read, how fast, how long until the
+// first step, how long the loop waited for data and the largest rank's peak memory; a rank holds its shard once
+// (the reader wrote a file-order copy and scattered it, twice the shard at the peak, before).
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "e2e_util.hpp"
+
+using namespace e2e;
+
+namespace {
+
+void gen(const Scratch& d, const std::string& name, const std::string& extra) {
+  const Result r = run(0, "gen --out " + d / name + " --classes 3 --quiet " + extra);
+  ASSERT_EQ(r.rc, 0) << r.output;
+}
+
+// The timesteps `inspect` counts in a file.
+int64_t timesteps_of(const std::string& path) {
+  const Result r = run(0, "inspect " + path);
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(r.output, m, std::regex("timesteps\\s+([0-9]+)"))) << r.output;
+  return m.empty() ? -1 : std::stoll(m[1]);
+}
+
+}  // namespace
+
+TEST(DataPath, SummaryRecordsTheRead) {
+  Scratch d;
+  gen(d, "train.h5", "--sequences 300 --features 4 --min-length 5 --max-length 30 --seed 1");
+  const Result r = run(2, "train --data " + d / "train.h5" + " --out " + d / "run" +
+                              " --epochs 1 --hidden 8 --batch-per-rank 2 --log-every 10 --quiet");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const auto s = read_json(d / "run/summary.json");
+  // Every rank read its own sequences once: all of them, features and labels, exactly.
+  EXPECT_EQ(s["read_bytes"].get<int64_t>(), timesteps_of(d / "train.h5") * 4 * 4 + 300 * 4);
+  EXPECT_EQ(s["read_path"], "pread");
+  EXPECT_GE(s["reader_threads"].get<int>(), 1);
+  EXPECT_GT(s["read_s"].get<double>(), 0.0);
+  EXPECT_GT(s["time_to_first_step_s"].get<double>(), s["read_s"].get<double>());   // the first step follows the read
+  EXPECT_LT(s["time_to_first_step_s"].get<double>(), s["wall_seconds"].get<double>());
+  EXPECT_GE(s["io_wait_s"].get<double>(), 0.0);
+  EXPECT_GT(s["max_rss_bytes"].get<int64_t>(), int64_t{1} << 20);
+  int step_records = 0;
+  for (const auto& rec : read_jsonl(d / "run/metrics.jsonl"))
+    if (rec["event"] == "step") {
+      ++step_records;
+      EXPECT_TRUE(rec.contains("io_wait_s")) << rec.dump();
+    }
+  EXPECT_GT(step_records, 0);
+}
+
+// Peak memory grows by the shard, not twice the shard: two runs that differ only in the data's size (100 MB
+// more of features), peak RSS compared. The old reader (file-order copy + scatter) grew by ~2x here.
+TEST(DataPath, ARankHoldsItsShardOnce) {
+  Scratch d;
+  const std::string g = " --features 36 --min-length 60 --max-length 130 --seed 2";
+  gen(d, "small.h5", "--sequences 200" + g);
+  gen(d, "large.h5", "--sequences 8000" + g);
+  const std::string opts = " --epochs 1 --hidden 2 --batch-per-rank 512 --normalize none --log-every 1000 --quiet";
+  const Result a = run(1, "train --data " + d / "small.h5" + " --out " + d / "a" + opts);
+  const Result b = run(1, "train --data " + d / "large.h5" + " --out " + d / "b" + opts, 300);
+  ASSERT_EQ(a.rc, 0) << a.output;
+  ASSERT_EQ(b.rc, 0) << b.output;
+  const auto sa = read_json(d / "a/summary.json"), sb = read_json(d / "b/summary.json");
+  const double grew = static_cast<double>(sb["max_rss_bytes"].get<int64_t>() - sa["max_rss_bytes"].get<int64_t>());
+  const double shard = static_cast<double>(sb["read_bytes"].get<int64_t>() - sa["read_bytes"].get<int64_t>());
+  ASSERT_GT(shard, 90e6);
+  EXPECT_LT(grew, 1.1 * shard + 16e6) << "peak RSS grew by " << grew << " bytes for " << shard << " bytes more data";
+}
+
+namespace {
+
+// The parameters, optimizer state and feature statistics of a checkpoint, as h5dump prints them (not its name).
+std::string model_of(const std::string& checkpoint) {
+  const std::string cmd = "h5dump -g /params -g /optimizer -g /normalization " + checkpoint + " 2>&1 | grep -v '^HDF5'";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+}  // namespace
+
+// A shard several times --max-memory streams through a window read ahead of the schedule; the same options give
+// the same model to the bit as the resident run, on 1 and 2 ranks, and when resumed in the middle of a streamed
+// epoch. --normalize feature (the default) included: its statistics come from a streamed pass over the same blocks.
+TEST(DataPath, StreamedShardTrainsTheSameModelAsResident) {
+  Scratch d;
+  gen(d, "train.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");   // ~170 KB
+  const std::string opts = " --epochs 2 --hidden 8 --batch-per-rank 3 --quiet";
+  for (int np : {1, 2}) {
+    SCOPED_TRACE(np);
+    const std::string resident = d / ("resident" + std::to_string(np)), streamed = d / ("streamed" + std::to_string(np));
+    const Result a = run(np, "train --data " + d / "train.h5" + " --out " + resident + opts);
+    const Result b = run(np, "train --data " + d / "train.h5" + " --out " + streamed + opts +
+                                 " --max-memory 40K --checkpoint-every 50");
+    ASSERT_EQ(a.rc, 0) << a.output;
+    ASSERT_EQ(b.rc, 0) << b.output;
+    const auto sa = read_json(resident + "/summary.json"), sb = read_json(streamed + "/summary.json");
+    EXPECT_FALSE(sa["streamed"].get<bool>());
+    EXPECT_TRUE(sb["streamed"].get<bool>()) << "the shard should not fit 40K";
+    EXPECT_GE(sb["window_steps"].get<int64_t>(), 1);
+    EXPECT_GT(sb["read_bytes"].get<int64_t>(), 2 * sa["read_bytes"].get<int64_t>());   // the stats pass + 2 epochs
+    const std::string want = model_of(resident + "/checkpoint.h5");
+    ASSERT_NE(want.find("DATASET"), std::string::npos) << want;
+    EXPECT_EQ(model_of(streamed + "/checkpoint.h5"), want);
+    // Resumed from a step checkpoint in the middle of the second epoch (epochs of 134 or 67 steps; the rotation
+    // keeps the newest) into another folder, still streaming.
+    const std::string middle = np == 1 ? "/checkpoint-step000000250.h5" : "/checkpoint-step000000100.h5";
+    const Result c = run(np, "train --data " + d / "train.h5" + " --out " + streamed + "r" + opts + " --max-memory 40K" +
+                                 " --resume " + streamed + middle);
+    ASSERT_EQ(c.rc, 0) << c.output;
+    EXPECT_EQ(model_of(streamed + "r/checkpoint.h5"), want);
+  }
+}
+
+// The file truncated while a streamed run reads it: every rank stops with exit 2 naming the file and a sequence,
+// and the checkpoints already written still read.
+TEST(DataPath, FileTruncatedWhileStreamingStopsEveryRank) {
+  Scratch d;
+  gen(d, "train.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");
+  const std::string file = d / "train.h5", metrics = d / "run/metrics.jsonl";
+  const auto half = std::filesystem::file_size(file) / 2;
+  // Once the first step is logged (the statistics pass read the whole file already), cut the file in half.
+  const std::string cutter = "sh -c 'for i in $(seq 600); do grep -q step " + metrics +
+                             " 2>/dev/null && break; sleep 0.05; done; truncate -s " + std::to_string(half) + " " +
+                             file + "' &";
+  ASSERT_EQ(std::system(cutter.c_str()), 0);
+  const Result r = run(2, "train --data " + file + " --out " + d / "run" +
+                              " --epochs 400 --hidden 8 --batch-per-rank 3 --max-memory 40K --log-every 1"
+                              " --checkpoint-every 20 --quiet");
+  EXPECT_EQ(r.rc, 2) << r.output;
+  for (int rc : r.rank_rcs) EXPECT_EQ(rc, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, file) && contains(r.output, "/features") && contains(r.output, "sequence") &&
+              contains(r.output, "truncated") && contains(r.output, "hint:"))
+      << r.output;
+  for (const auto& entry : std::filesystem::directory_iterator(d / "run"))
+    if (entry.path().extension() == ".h5") EXPECT_NE(model_of(entry.path().string()).find("DATASET"), std::string::npos);
+}
