@@ -154,6 +154,9 @@ const std::vector<CommandInfo>& command_infos() {
        {"data"}},
       {"train", "ragtrain train --data TRAIN.h5 [--val VAL.h5] --out DIR [options]",
        "train one LSTM + Linear model data-parallel over all ranks", {}},
+      {"tune", "ragtrain tune --data TRAIN.h5 [--val VAL.h5] --out DIR [--space SPACE.ini] [--trials N]",
+       "search train's options (successive halving, trials in parallel on groups of ranks), then train the best",
+       {}},
       {"eval", "ragtrain eval --checkpoint CKPT.h5 --data FILE.h5 [--out METRICS.json]",
        "loss, accuracy, per-class precision/recall/F1 and confusion matrix (or MSE/MAE per target) of a checkpoint",
        {}},
@@ -198,7 +201,7 @@ struct TableBuilder {
   void add(const char* name, po::value_semantic* v, const char* help, std::set<std::string> cmds) {
     t.rows.emplace_back(boost::make_shared<po::option_description>(name, v, help), std::move(cmds));
   }
-  const std::set<std::string> all = {"gen",     "convert", "inspect",  "train", "eval",
+  const std::set<std::string> all = {"gen",     "convert", "inspect",  "train", "tune", "eval",
                                      "predict", "bench",   "simulate", "plot",  "compare"};
   // Options of the model and the update that bench times as train runs them; the rest of the optimizer's knobs,
   // the schedule of the learning rate, validation and logging are train's alone (bench refuses them).
@@ -208,7 +211,8 @@ struct TableBuilder {
   const std::set<std::string> use_model = {"eval", "predict"};
   // Commands that print progress or detail besides their result (--quiet; inspect's result is its verdict), and
   // more of it (--verbose); bench and simulate print only their table.
-  const std::set<std::string> talk = {"gen", "convert", "inspect", "train", "eval", "predict", "plot", "compare"};
+  const std::set<std::string> talk = {"gen", "convert", "inspect", "train", "tune", "eval", "predict", "plot",
+                                      "compare"};
   const std::set<std::string> talk_more = {"convert", "train", "eval", "predict"};
 };
 
@@ -227,17 +231,19 @@ void add_file_rows(TableBuilder& b, RunConfig& c) {
   b.add("force", po::bool_switch(&c.force),
       "replace existing output files; never an input of the command, a checkpoint, or a data set by anything but "
       "a data set (doc/reliability.md)",
-      {"gen", "convert", "train", "eval", "predict", "bench", "simulate", "plot", "compare"});
-  b.add("data", po::value(&c.source.data)->value_name("FILE.h5"), "data set in format v1 (train: training set)",
-      {"inspect", "train", "eval", "predict", "bench", "simulate"});
+      {"gen", "convert", "train", "tune", "eval", "predict", "bench", "simulate", "plot", "compare"});
+  b.add("data", po::value(&c.source.data)->value_name("FILE.h5"), "data set in format v1 (train, tune: training set)",
+      {"inspect", "train", "tune", "eval", "predict", "bench", "simulate"});
   b.add("val", po::value(&c.validation.data)->value_name("FILE.h5"),
-        "validation set, evaluated after every epoch (and every --val-every steps)", b.train_only);
+        "validation set, evaluated after every epoch (and every --val-every steps); tune: the set that ranks the "
+        "trials (default: a stratified 20% of --data)",
+        {"train", "tune"});
   b.add("out", po::value(&c.out)->value_name("PATH"),
-      "output: gen FILE.h5, train DIR (metrics.jsonl, summary.json, checkpoint.h5, best.h5 with --val), eval "
-      "FILE.json, predict FILE.csv, "
+      "output: gen FILE.h5, train DIR (metrics.jsonl, summary.json, checkpoint.h5, best.h5 with --val), tune DIR "
+      "(trials.csv, best.ini, summary.json, final/), eval FILE.json, predict FILE.csv, "
       "bench FILE.json, "
       "plot DIR (default RUN_DIR/plots), compare FILE.json or FILE.csv",
-      {"gen", "train", "eval", "predict", "bench", "simulate", "plot", "compare"});
+      {"gen", "train", "tune", "eval", "predict", "bench", "simulate", "plot", "compare"});
   b.add("run", po::value(&c.run)->value_name("DIR"),
       "what to plot: a train --out folder, or a folder of bench --out JSON files (e.g. from jobs/scaling.sbatch)",
       {"plot"});
@@ -284,7 +290,8 @@ void add_data_and_model_rows(TableBuilder& b, RunConfig& c) {
   b.add("outputs", po::value(&c.synthetic.outputs)->default_value(c.synthetic.outputs),
         "targets per sequence (regression)", b.synth);
   b.add("seed", po::value(&c.schedule.seed)->default_value(c.schedule.seed),
-      "random seed: data (gen), initial weights and shuffling (train)", {"gen", "train", "bench", "simulate"});
+      "random seed: data (gen), initial weights and shuffling (train), the trials and the split (tune)",
+      {"gen", "train", "tune", "bench", "simulate"});
   b.add("steps", po::value(&c.timing.steps)->default_value(c.timing.steps), "timed training steps", {"bench"});
   b.add("warmup", po::value(&c.timing.warmup)->default_value(c.timing.warmup), "untimed steps before timing",
         {"bench"});
@@ -397,7 +404,7 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
       "step checkpoints (OUT/checkpoint-stepNNNNNNNNN.h5) to keep; OUT/checkpoint.h5 is always the newest", {"train"});
   b.add("device", po::value(&c.backend.device)->default_value(c.backend.device, device_name(c.backend.device)),
       "cpu, or with a CUDA build cuda | auto (CUDA: at most 1024 sequences per rank per step)",
-      {"train", "eval", "predict", "bench"});
+      {"train", "tune", "eval", "predict", "bench"});
   b.add("lstm", po::value(&c.backend.lstm)->default_value(c.backend.lstm, lstm_path_name(c.backend.lstm)),
       "CUDA backend's LSTM: cudnn | fused (ragtrain's kernels, no launch per timestep: 1 layer, one direction, "
       "H <= 128, any --pool, no --head-dropout; other "
@@ -407,7 +414,7 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
   b.add("max-memory", po::value(&c.source.max_memory)->default_value(c.source.max_memory)->value_name("SIZE"),
       "most memory one rank may allocate for its data, e.g. 512M, 8G (auto: physical memory / ranks on the "
       "node); sizes declared in a file are checked against it before anything is read",
-      {"inspect", "train", "eval", "predict"});
+      {"inspect", "train", "tune", "eval", "predict"});
   b.add("comm-timeout",
         po::value(&c.faults.comm_timeout)->default_value(c.faults.comm_timeout, short_number(c.faults.comm_timeout)),
         "seconds a rank waits for the others in a collective before it names the rank that stopped and ends the "
@@ -421,11 +428,34 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
         {"train"});
 }
 
+// tune's own options (doc/tune.md).
+void add_tune_rows(TableBuilder& b, RunConfig& c) {
+  const std::set<std::string> tune = {"tune"};
+  b.add("space", po::value(&c.tune.space)->value_name("SPACE.ini"),
+      "the options of train to search, one per line: `name = a | b | c`, `name = LO .. HI` or `name = LO .. HI "
+      "log` (default: normalize, pool, hidden, layers, bidirectional, dropout, lr, epochs; doc/tune.md)",
+      tune);
+  b.add("trials", po::value(&c.tune.trials)->default_value(c.tune.trials),
+      "trials drawn from the space; successive halving trains a third of them 3x longer per rung (27: 27, 9, 3)",
+      tune);
+  b.add("budget-minutes",
+        po::value(&c.tune.budget_minutes)->default_value(c.tune.budget_minutes, short_number(c.tune.budget_minutes)),
+        "start no training run after this many minutes; the best finished trial is kept (0: no limit)", tune);
+  b.add("ranks-per-trial", po::value(&c.tune.ranks_per_trial)->default_value(c.tune.ranks_per_trial),
+      "ranks that train one trial together (data-parallel); the ranks form size / this groups, each taking the "
+      "next trial from a shared queue",
+      tune);
+  b.add("trials-per-gpu", po::value(&c.tune.trials_per_gpu)->default_value(c.tune.trials_per_gpu),
+      "with --device cuda: trial groups sharing one GPU (start that many more ranks per GPU); ignored on the CPU",
+      tune);
+}
+
 Table build_table(RunConfig& c) {
   TableBuilder b;
   add_file_rows(b, c);
   add_data_and_model_rows(b, c);
   add_training_rows(b, c);
+  add_tune_rows(b, c);
   return b.t;
 }
 
@@ -586,6 +616,17 @@ void validate(const RunConfig& c) {
     check_source(c.source, help);
     check_backend(c.backend, c.schedule);
     check_trace(c.trace);
+  } else if (cmd == "tune") {
+    require(!c.source.data.empty(), "data", "is required", "usage: ragtrain tune --data TRAIN.h5 --out DIR");
+    require(!c.out.empty(), "out", "is required (the search's output folder)",
+            "usage: ragtrain tune --data TRAIN.h5 --out DIR");
+    require(c.validation.data.empty() || c.validation.data != c.source.data, "val", "is the same file as --data",
+            "rank the trials on held-out data, or leave --val out (tune then holds out part of --data)");
+    positive(c.tune.trials, "trials", help);
+    positive(c.tune.ranks_per_trial, "ranks-per-trial", help);
+    positive(c.tune.trials_per_gpu, "trials-per-gpu", help);
+    require(c.tune.budget_minutes >= 0, "budget-minutes", "must be >= 0 (0: no limit)", help);
+    check_source(c.source, help);
   } else if (cmd == "eval" || cmd == "predict") {
     require(!c.checkpoint.empty(), "checkpoint", "is required", help);
     require(!c.source.data.empty(), "data", "is required", help);
@@ -657,7 +698,7 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     const std::vector<std::string> near = closest_names(first, subcommands());
     throw UserError("unknown command '" + first + "'",
                     (near.empty() ? std::string() : "did you mean " + near.front() + "? ") +
-                        "commands: gen convert inspect train eval predict bench simulate plot compare; see "
+                        "commands: gen convert inspect train tune eval predict bench simulate plot compare; see "
                         "`ragtrain --help`");
   }
   cfg.command = cmd->name;
@@ -744,6 +785,12 @@ TrainConfig train_config(const RunConfig& c) {
   std::tie(t.normalize, t.validation, t.start, t.lr, t.faults, t.out, t.records) =
       std::tie(c.normalize, c.validation, c.start, c.lr, c.faults, c.out, c.records);
   return t;
+}
+
+TuneConfig tune_config(const RunConfig& c) {
+  RT_CHECK(c.command == "tune", "tune_config for " << c.command);
+  return TuneConfig{c.source, c.validation.data, c.out, c.schedule.seed, c.backend.device, c.tune, c.talk,
+                    c.provenance};
 }
 
 BenchConfig bench_config(const RunConfig& c) {

@@ -1,0 +1,41 @@
+// What `ragtrain tune` takes from the command line: its own options (TuneOptions, bound by the option table) and
+// the typed configuration the command runs with (TuneConfig).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ragtrain/backend/backend.hpp"
+#include "ragtrain/core/option_groups.hpp"
+
+namespace ragtrain {
+
+// --space, --trials, --budget-minutes, --ranks-per-trial, --trials-per-gpu.
+struct TuneOptions {
+  std::string space;             // FILE.ini; empty: the default space (tune/search_space.hpp)
+  int64_t trials = 27;           // trials drawn; with eta 3: rungs of 27, 9 and 3 runs
+  double budget_minutes = 0;     // no new training run starts after this much wall time (0: no limit)
+  int64_t ranks_per_trial = 1;   // ranks of one trial group (its global batch: this x batch-per-rank)
+  int64_t trials_per_gpu = 1;    // CUDA: trial groups that share one GPU (ranks on a node / this = GPUs used)
+};
+
+// Halving's reduction factor: a rung keeps a third of its trials and trains them three times longer.
+inline constexpr int kTuneEta = 3;
+// DIR/tune.ini: what the search in DIR is (data, seed, trials, space); a tune started on that folder again with
+// the same record continues it, one with another record is refused (cli/output_guard.cpp, cli/cmd_tune.cpp).
+inline constexpr const char* kTuneRecordName = "tune.ini";
+// The share of the training set held out for selection when there is no --val.
+inline constexpr double kTuneValFraction = 0.2;
+
+struct TuneConfig {
+  DataSource source;             // --data TRAIN.h5 (the final model trains on all of it), --max-memory
+  std::string val;               // --val VAL.h5; empty: a stratified split of --data
+  std::string out;               // --out DIR
+  uint64_t seed = 1;             // draws the trials, their seeds and the split
+  Device device = Device::Cpu;
+  TuneOptions tune;
+  Verbosity talk;
+  Provenance provenance;
+};
+
+}  // namespace ragtrain
