@@ -168,8 +168,8 @@ RungResult run_trial(const Search& s, const TrialGroup& g, int64_t trial, int ru
     trainer.setup_shards();
     trainer.setup_backend();
     trainer.open_run_folder();
+    // No summarize(): its end-of-run lines are noise between the search's; metrics.jsonl has the run's record.
     const int code = trainer.run();
-    if (code == kExitOk) trainer.summarize();
     r.status = code == kExitOk ? TrialStatus::Done : TrialStatus::Failed;
   } catch (const RunAborted&) {
     r.status = trainer.stopped_nonfinite() ? TrialStatus::Diverged : TrialStatus::Failed;
@@ -208,7 +208,7 @@ std::map<int64_t, RungResult> finished_runs(const Search& s, const std::vector<i
 // The group leaders take the rung's jobs from the shared queue until it is empty (or the budget is spent); each
 // run's result file is written as it ends. Returns this leader's rows (empty on other ranks).
 std::string run_jobs(const Search& s, const TrialGroup& g, int rung, const std::vector<int64_t>& jobs,
-                     const Stopwatch& since_start, const Context& world) {
+                     const Stopwatch& since_start, const Context& world, RungResult best) {
   TrialQueue queue(world.world);
   std::string rows;
   Stopwatch rung_clock;
@@ -228,13 +228,17 @@ std::string run_jobs(const Search& s, const TrialGroup& g, int rung, const std::
     write_text_atomic(s.cfg.out + "/" + run_name(trial, rung) + ".csv", trials_csv_header(s.space) + row);
     rows += row;
     const int64_t finished = queue.finish() + 1;
+    // The best this leader knows of: the rungs before (from rank 0) and its own runs of this rung.
+    best = r.rung > best.rung || best.trial < 0 ? r : ranked({best, r}, s.classification).front();
     if (!s.cfg.talk.quiet) {
       const double eta = rung_clock.seconds() / static_cast<double>(finished) *
                          static_cast<double>(static_cast<int64_t>(jobs.size()) - finished);
-      std::printf("tune: rung %d/%d  trial %lld (%lld epochs, group %d)  %s  %s  %lld/%zu of the rung  ETA %s\n",
-                  rung + 1, s.rungs, static_cast<long long>(trial), static_cast<long long>(r.epochs), g.index(),
+      std::printf("tune: rung %d/%d  trial %lld (%s, group %d)  %s  %s  %lld/%zu of the rung  best so far: "
+                  "trial %lld, %s  ETA %s\n",
+                  rung + 1, s.rungs, static_cast<long long>(trial), count_of(r.epochs, "epoch").c_str(), g.index(),
                   figure_text(r, s.classification).c_str(), human_duration(r.seconds).c_str(),
-                  static_cast<long long>(finished), jobs.size(), human_duration(eta).c_str());
+                  static_cast<long long>(finished), jobs.size(), static_cast<long long>(best.trial),
+                  figure_text(best, s.classification).c_str(), human_duration(eta).c_str());
       std::fflush(stdout);
     }
   }
@@ -263,24 +267,34 @@ Outcome search(const Search& s, const TrialGroup& g, const Context& world) {
   Stopwatch since_start;
   for (int rung = 0; rung < s.rungs && !alive.empty(); ++rung) {
     std::map<int64_t, RungResult> done;
-    std::string todo;
+    std::string todo, best_row;
     collective_phase(world, [&] {
       if (!world.is_root()) return;
       done = finished_runs(s, alive, rung);
       for (int64_t t : alive)
         if (!done.count(t)) todo += std::to_string(t) + "\n";
+      // The best so far, for the leaders' progress lines: this rung's finished runs, else the rung before's.
+      std::vector<RungResult> known;
+      for (const auto& [t, r] : done) known.push_back(r);
+      if (known.empty() && !out.rungs.empty()) known = out.rungs.back();
+      if (!known.empty()) best_row = trials_csv_row(ranked(known, s.classification).front(), 0, Recipe{});
     });
+    RungResult best;
+    best.status = TrialStatus::Failed;
+    best.trial = -1;
+    parse_trials_csv_row(bcast_text(world.world, best_row), best);
     std::vector<int64_t> jobs;
     std::stringstream list(bcast_text(world.world, todo));
     for (std::string line; std::getline(list, line);) jobs.push_back(std::stoll(line));
     if (world.is_root() && !s.cfg.talk.quiet) {
-      std::printf("tune: rung %d/%d: %zu trials x %s, %zu to train (%zu finished before), %s of %s\n", rung + 1,
-                  s.rungs, alive.size(), rung == s.rungs - 1 ? "their epochs" : "a fraction of their epochs",
+      std::printf("tune: rung %d/%d: %s x %s, %zu to train (%zu finished before), %s of %s\n", rung + 1,
+                  s.rungs, count_of(static_cast<int64_t>(alive.size()), "trial").c_str(),
+                  rung == s.rungs - 1 ? "their epochs" : "a fraction of their epochs",
                   jobs.size(), done.size(), count_of(g.count(), "group").c_str(),
                   count_of(s.cfg.tune.ranks_per_trial, "rank").c_str());
       std::fflush(stdout);
     }
-    const std::string mine = run_jobs(s, g, rung, jobs, since_start, world);
+    const std::string mine = run_jobs(s, g, rung, jobs, since_start, world, best);
     const std::string rows = gather_text(world.world, mine);
     std::string next;
     collective_phase(world, [&] {
@@ -306,9 +320,9 @@ Outcome search(const Search& s, const TrialGroup& g, const Context& world) {
         for (int64_t t : promote(results, static_cast<int64_t>(alive.size()), kTuneEta, s.classification))
           next += std::to_string(t) + "\n";
       if (!s.cfg.talk.quiet && !results.empty()) {
-        const RungResult best = ranked(results, s.classification).front();
+        const RungResult top = ranked(results, s.classification).front();
         std::printf("tune: rung %d/%d done: best trial %lld, %s\n", rung + 1, s.rungs,
-                    static_cast<long long>(best.trial), figure_text(best, s.classification).c_str());
+                    static_cast<long long>(top.trial), figure_text(top, s.classification).c_str());
         std::fflush(stdout);
       }
     });
