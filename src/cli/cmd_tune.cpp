@@ -178,6 +178,7 @@ RungResult run_trial(const Search& s, const TrialGroup& g, int64_t trial, int ru
   r.val_loss = trainer.last_validation().loss();
   r.val_accuracy = trainer.last_validation().accuracy();
   if (r.status == TrialStatus::Done && !std::isfinite(r.val_loss)) r.status = TrialStatus::Diverged;
+  if (r.status != TrialStatus::Done) r.val_loss = r.val_accuracy = std::nan("");   // no figure, not a zero
   r.seconds = clock.seconds();
   return r;
 }
