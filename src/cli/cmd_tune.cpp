@@ -258,6 +258,7 @@ struct Outcome {
   std::vector<std::vector<RungResult>> rungs;   // rank 0: every rung's results
   int64_t runs_trained = 0;               // runs trained by this invocation (not read back)
   double train_seconds = 0;               // their summed wall time
+  double search_seconds = 0;              // wall time of the rungs (set-up and the final model aside)
 };
 
 // Every rung: the runs not finished before, trained from the queue; rank 0 merges, records and promotes.
@@ -331,6 +332,7 @@ Outcome search(const Search& s, const TrialGroup& g, const Context& world) {
     std::stringstream promoted(bcast_text(world.world, next));
     for (std::string line; std::getline(promoted, line);) alive.push_back(std::stoll(line));
   }
+  out.search_seconds = since_start.seconds();
   return out;
 }
 
@@ -462,7 +464,7 @@ void write_summary(const Search& s, const Outcome& o, const RungResult& best, co
   for (const auto& [n, v] : recipe.options) chosen[n] = v;
   chosen["epochs"] = best.epochs;
   chosen["seed"] = trial_seed(s.cfg.seed, best.trial);
-  const double minutes = wall / 60.0;
+  const double minutes = o.search_seconds / 60.0;
   Json j = {{"command", s.cfg.provenance.command_line},
             {"finished_at", utc_now()},
             {"data", s.cfg.source.data},
@@ -476,7 +478,9 @@ void write_summary(const Search& s, const Outcome& o, const RungResult& best, co
             {"rungs", rungs},
             {"runs_trained_now", o.runs_trained},
             {"run_seconds_sum", o.train_seconds},
+            {"search_seconds", o.search_seconds},
             {"wall_seconds", wall},
+            // The search's throughput: runs trained by this invocation over the rungs' wall time.
             {"runs_per_minute", minutes > 0 ? static_cast<double>(o.runs_trained) / minutes : 0.0},
             {"best", {{"trial", best.trial},
                       {"rung", best.rung},
