@@ -2,6 +2,7 @@
 // tune folder (tune.ini, runs/, trials.csv, best.ini, summary.json) and the final model trained with the best
 // recipe. The pure parts live in tune/: the space and the recipes, halving, the split, the rows.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -341,7 +342,9 @@ Outcome search(const Search& s, const TrialGroup& g, const Context& world) {
 // Every value of every dimension parsed as train would take it, before any training: `pool = avg` is refused now,
 // not in the middle of the search.
 void check_space(const Search& s) {
-  const std::string probe = s.cfg.out + "/runs/space-check.ini";
+  // A scratch file outside --out: the folder is not claimed before the space passed.
+  const std::string probe =
+      (fs::temp_directory_path() / ("ragtrain-space-check-" + std::to_string(::getpid()) + ".ini")).string();
   for (const Dimension& d : s.space.dims) {
     std::vector<std::string> values = d.choices;
     if (d.kind != Dimension::Kind::Choice) {
@@ -355,6 +358,7 @@ void check_space(const Search& s) {
       try {
         parse_run(probe, s.cfg.source.data, "", s.cfg.out + "/runs/space-check", s.cfg, true);
       } catch (const UserError& e) {
+        fs::remove(probe);
         throw UserError(RT_MSG("the search space (" << (s.cfg.tune.space.empty() ? "default" : s.cfg.tune.space)
                                                    << "): `" << d.name << " = " << v << "`: " << e.what()),
                         e.hint().empty() ? "every line of a space must be an option of `ragtrain train` with a value "
@@ -420,11 +424,19 @@ Search set_up(const Context& world, const TuneConfig& cfg) {
                                       << "divisors of " << world.size);
     s.space = cfg.tune.space.empty() ? default_space() : read_space(cfg.tune.space);
     s.rungs = rung_count(cfg.tune.trials, kTuneEta);
-    if (!world.is_root()) return;
-    claim_folder(s);
-    check_space(s);
   });
+  // The data and the space are checked before the folder is claimed: bad input leaves nothing behind.
   const MemoryBudget budget = MemoryBudget::of(cfg.source.max_memory, world.local_size);
+  collective_phase(world, [&] {
+    const DatasetInfo data = read_dataset_info(cfg.source.data, world.world, budget);
+    require_labels(data, "--data", "tuning");
+    if (!cfg.val.empty()) require_labels(read_dataset_info(cfg.val, world.world, budget), "--val", "ranking the trials");
+  });
+  collective_phase(world, [&] {
+    if (!world.is_root()) return;
+    check_space(s);
+    claim_folder(s);
+  });
   s.train_path = cfg.val.empty() ? cfg.out + "/split/train.h5" : cfg.source.data;
   s.val_path = cfg.val.empty() ? cfg.out + "/split/val.h5" : cfg.val;
   s.selection = cfg.val.empty() ? "a stratified " + std::to_string(static_cast<int>(100 * kTuneValFraction)) +
@@ -433,8 +445,9 @@ Search set_up(const Context& world, const TuneConfig& cfg) {
   collective_phase(world, [&] {
     if (world.is_root() && cfg.val.empty()) write_split(s, budget);
   });
-  const DatasetInfo info = read_dataset_info(s.train_path, world.world, budget);
-  s.classification = info.task == Task::Classification;
+  collective_phase(world, [&] {
+    s.classification = read_dataset_info(s.train_path, world.world, budget).task == Task::Classification;
+  });
   return s;
 }
 

@@ -213,7 +213,13 @@ TEST(TuneE2E, BadInputEndsEveryRankWithExitCode2) {
     EXPECT_EQ(r.rank_rcs, (std::vector<int>{2, 2})) << c.space;
     EXPECT_TRUE(contains(r.output, c.expect)) << c.space << r.output;
     EXPECT_TRUE(contains(r.output, "hint:")) << r.output;
+    EXPECT_FALSE(fs::exists(d / ("t" + std::to_string(k - 1)))) << c.space << ": bad input left a folder behind";
   }
+  // A data set that is not there: exit 2 on every rank, nothing written.
+  const Result missing = run(2, "tune --data " + (d / "nope.h5") + " --out " + (d / "m") + " --trials 2");
+  EXPECT_EQ(missing.rc, 2) << missing.output;
+  EXPECT_EQ(missing.rank_rcs, (std::vector<int>{2, 2}));
+  EXPECT_FALSE(fs::exists(d / "m"));
   // Another search in the same folder is refused: the folder holds the first one's records.
   const std::string space = write_file(d, "ok.ini", "hidden = 4\nepochs = 1\n");
   ASSERT_EQ(run(2, "tune --data " + data + " --out " + (d / "s") + " --space " + space + " --trials 2 --quiet").rc, 0);
