@@ -188,6 +188,38 @@ TEST(TuneSplit, SmallClassesKeepOneOnEachSideAndTooSmallSetsAreRefused) {
   EXPECT_THROW(stratified_split({0, 1, 2}, 3, 0.2, 1), UserError);   // every class a single sequence
 }
 
+TEST(TuneSplit, FoldsValidateEverySequenceOnceAndSpreadEachClass) {
+  std::vector<int32_t> labels;
+  for (int c = 0; c < 3; ++c)
+    for (int i = 0; i < 7 + 5 * c; ++i) labels.push_back(c);   // 7, 12, 17 sequences
+  const auto n = static_cast<int64_t>(labels.size());
+  const std::vector<SplitIndices> folds = stratified_folds(labels, n, 5, 3);
+  ASSERT_EQ(folds.size(), 5u);
+  std::vector<int> validated(static_cast<size_t>(n), 0);
+  for (const SplitIndices& f : folds) {
+    EXPECT_EQ(f.train.size() + f.val.size(), static_cast<size_t>(n));
+    EXPECT_TRUE(std::is_sorted(f.val.begin(), f.val.end()));
+    EXPECT_TRUE(std::is_sorted(f.train.begin(), f.train.end()));
+    EXPECT_GE(f.val.size(), 7u);   // 36 / 5: sizes differ by at most one
+    EXPECT_LE(f.val.size(), 8u);
+    std::map<int32_t, int> per_class;
+    for (int64_t i : f.val) {
+      ++validated[static_cast<size_t>(i)];
+      ++per_class[labels[static_cast<size_t>(i)]];
+    }
+    // Each class in each fold: its count / 5, rounded down or up.
+    EXPECT_GE(per_class[0], 1);
+    EXPECT_LE(per_class[0], 2);
+    EXPECT_GE(per_class[2], 3);
+    EXPECT_LE(per_class[2], 4);
+    for (int64_t i : f.val) EXPECT_FALSE(std::binary_search(f.train.begin(), f.train.end(), i));
+  }
+  for (int v : validated) EXPECT_EQ(v, 1);
+  EXPECT_EQ(stratified_folds(labels, n, 5, 3)[2].val, folds[2].val);   // pure
+  EXPECT_THROW(stratified_folds({0, 1}, 2, 3, 1), UserError);
+  EXPECT_EQ(stratified_folds({}, 10, 2, 1)[0].val.size(), 5u);   // regression
+}
+
 TEST(TuneSplit, SubsetCopiesTheChosenSequences) {
   RaggedData d;
   d.num_features = 2;

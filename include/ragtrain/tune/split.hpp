@@ -20,6 +20,12 @@ struct SplitIndices {
 // empty): the same over all `n` sequences. Throws UserError when no sequence would be left for validation.
 SplitIndices stratified_split(const std::vector<int32_t>& labels, int64_t n, double fraction, uint64_t seed);
 
+// Stratified k-fold cross-validation (k >= 2), for sets too small for one hold-out to rank trials: each class's
+// sequences, in a seeded shuffle, are dealt round-robin to the k folds (regression: all sequences); fold f's
+// `val` is its own sequences, its `train` every other fold's. Every sequence is validated exactly once. Throws
+// UserError when a fold would be empty (fewer sequences than folds).
+std::vector<SplitIndices> stratified_folds(const std::vector<int32_t>& labels, int64_t n, int k, uint64_t seed);
+
 // The sequences `indices` of `data` as a data set of their own (same task, classes and class names).
 RaggedData subset(const RaggedData& data, const std::vector<int64_t>& indices);
 
