@@ -107,7 +107,9 @@ class TrialGroup {
 struct Search {
   TuneConfig cfg;
   SearchSpace space;
-  std::string train_path, val_path;   // the trials' --data and --val
+  // The trials' --data and --val, one pair per fold: --data and --val; split/train.h5 and split/val.h5; or
+  // split/foldF/{train,val}.h5 with --folds F > 1.
+  std::vector<std::string> train_paths, val_paths;
   bool classification = true;
   int rungs = 1;
   std::string selection;              // how the validation set was chosen, for messages and summary.json
@@ -144,24 +146,15 @@ TrainConfig parse_run(const std::string& ini, const std::string& data, const std
   return train_config(parse_command_line(static_cast<int>(argv.size()), argv.data()).config);
 }
 
-// One training run of `trial` at `rung` on the group's ranks. A run that diverges or fails is a result too.
-RungResult run_trial(const Search& s, const TrialGroup& g, int64_t trial, int rung) {
-  const Recipe recipe = sample_recipe(s.space, s.cfg.seed, trial);
+// One training of a run's config file on one fold's data, into `folder`: status, epochs and last validation.
+RungResult train_fold(const Search& s, const TrialGroup& g, const std::string& ini, size_t fold,
+                      const std::string& folder) {
   RungResult r;
-  r.trial = trial;
-  r.rung = rung;
-  const std::string base = s.cfg.out + "/" + run_name(trial, rung);
-  const uint64_t seed = trial_seed(s.cfg.seed, trial);
-  Stopwatch clock;
   TrainConfig tc;
   collective_phase(g.ctx(), [&] {
-    r.epochs = rung_epochs(recipe_epochs(recipe), rung, s.rungs, kTuneEta);
-    if (g.leader()) {
-      fs::remove_all(base);   // a run a killed tune left half-done starts again from nothing
-      write_text_atomic(base + ".ini", run_ini(recipe, r.epochs, seed));
-    }
+    if (g.leader()) fs::remove_all(folder);   // a run a killed tune left half-done starts again from nothing
+    tc = parse_run(ini, s.train_paths[fold], s.val_paths[fold], folder, s.cfg, true);
   });
-  collective_phase(g.ctx(), [&] { tc = parse_run(base + ".ini", s.train_path, s.val_path, base, s.cfg, true); });
   Trainer trainer(g.ctx(), tc);
   try {
     trainer.setup_data();
@@ -179,6 +172,31 @@ RungResult run_trial(const Search& s, const TrialGroup& g, int64_t trial, int ru
   r.val_loss = trainer.last_validation().loss();
   r.val_accuracy = trainer.last_validation().accuracy();
   if (r.status == TrialStatus::Done && !std::isfinite(r.val_loss)) r.status = TrialStatus::Diverged;
+  return r;
+}
+
+// One training run of `trial` at `rung` on the group's ranks: once per fold (the figure is the mean over the
+// folds). A run that diverges or fails on any fold is a result too, without a figure.
+RungResult run_trial(const Search& s, const TrialGroup& g, int64_t trial, int rung) {
+  const Recipe recipe = sample_recipe(s.space, s.cfg.seed, trial);
+  RungResult r;
+  r.trial = trial;
+  r.rung = rung;
+  const std::string base = s.cfg.out + "/" + run_name(trial, rung);
+  Stopwatch clock;
+  collective_phase(g.ctx(), [&] {
+    r.epochs = rung_epochs(recipe_epochs(recipe), rung, s.rungs, kTuneEta);
+    if (g.leader()) write_text_atomic(base + ".ini", run_ini(recipe, r.epochs, trial_seed(s.cfg.seed, trial)));
+  });
+  const size_t folds = s.train_paths.size();
+  r.epochs_reached = r.epochs;
+  for (size_t f = 0; f < folds && r.status == TrialStatus::Done; ++f) {
+    const RungResult one = train_fold(s, g, base + ".ini", f, folds == 1 ? base : base + "-f" + std::to_string(f));
+    r.status = one.status;
+    r.epochs_reached = std::min(r.epochs_reached, one.epochs_reached);
+    r.val_loss += one.val_loss / static_cast<double>(folds);
+    r.val_accuracy += one.val_accuracy / static_cast<double>(folds);
+  }
   if (r.status != TrialStatus::Done) r.val_loss = r.val_accuracy = std::nan("");   // no figure, not a zero
   r.seconds = clock.seconds();
   return r;
@@ -379,7 +397,7 @@ void claim_folder(const Search& s) {
   rec << "# ragtrain tune: the search this folder holds; a tune with the same lines continues it\n"
       << "data = " << absolute(s.cfg.source.data) << "\nval = " << (s.cfg.val.empty() ? "split" : absolute(s.cfg.val))
       << "\nseed = " << s.cfg.seed << "\ntrials = " << s.cfg.tune.trials
-      << "\nranks-per-trial = " << s.cfg.tune.ranks_per_trial << "\ndevice = " << device_name(s.cfg.device)
+      << "\nfolds = " << s.train_paths.size() << "\nranks-per-trial = " << s.cfg.tune.ranks_per_trial << "\ndevice = " << device_name(s.cfg.device)
       << "\neta = " << kTuneEta << "\n[space]\n"
       << space_text(s.space);
   const std::string path = s.cfg.out + "/" + kTuneRecordName;
@@ -396,21 +414,39 @@ void claim_folder(const Search& s) {
   write_text_atomic(path, rec.str());
 }
 
-// Without --val: DIR/split/train.h5 and val.h5, a stratified hold-out of --data (rank 0, once per folder).
+// Without --val: DIR/split/train.h5 and val.h5, a stratified hold-out of --data, or with folds the k pairs
+// DIR/split/foldF/{train,val}.h5 (rank 0, once per folder).
 void write_split(const Search& s, const MemoryBudget& budget) {
-  const std::string dir = s.cfg.out + "/split";
-  if (fs::exists(dir + "/train.h5") && fs::exists(dir + "/val.h5")) return;
+  bool written = true;
+  for (size_t f = 0; f < s.train_paths.size(); ++f)
+    written = written && fs::exists(s.train_paths[f]) && fs::exists(s.val_paths[f]);
+  if (written) return;
   const DatasetInfo info = read_dataset_info(s.cfg.source.data, MPI_COMM_SELF, budget);
-  require_labels(info, "--data", "tuning");
   std::vector<int64_t> all(static_cast<size_t>(info.num_sequences));
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
   const RaggedData data = to_ragged(read_shard(info, all, MPI_COMM_SELF, budget), info.class_names,
                                     "ragtrain tune split of " + s.cfg.source.data);
-  const SplitIndices split = stratified_split(info.task == Task::Classification ? data.labels : std::vector<int32_t>{},
-                                              info.num_sequences, kTuneValFraction, s.cfg.seed);
-  fs::create_directories(dir);
-  write_dataset(dir + "/val.h5", subset(data, split.val));
-  write_dataset(dir + "/train.h5", subset(data, split.train));
+  const std::vector<int32_t> strata = info.task == Task::Classification ? data.labels : std::vector<int32_t>{};
+  const int k = static_cast<int>(s.train_paths.size());
+  const std::vector<SplitIndices> splits =
+      k == 1 ? std::vector<SplitIndices>{stratified_split(strata, info.num_sequences, kTuneValFraction, s.cfg.seed)}
+             : stratified_folds(strata, info.num_sequences, k, s.cfg.seed);
+  for (size_t f = 0; f < splits.size(); ++f) {
+    fs::create_directories(fs::path(s.val_paths[f]).parent_path());
+    write_dataset(s.val_paths[f], subset(data, splits[f].val));
+    write_dataset(s.train_paths[f], subset(data, splits[f].train));
+  }
+}
+
+// How many folds choose: 1 with --val; else --folds, or (0) 5 for a set under kTuneFoldsBelow sequences, where
+// one hold-out of 20% is too few sequences to rank trials by, and 1 above.
+int fold_count(const TuneConfig& cfg, int64_t sequences) {
+  USER_CHECK(cfg.val.empty() || cfg.tune.folds <= 1,
+             "--folds " << cfg.tune.folds << " splits --data, but --val " << cfg.val << " is the validation set",
+             "leave --folds out with --val, or leave --val out to cross-validate on --data");
+  if (!cfg.val.empty()) return 1;
+  if (cfg.tune.folds > 0) return static_cast<int>(cfg.tune.folds);
+  return sequences < kTuneFoldsBelow ? kTuneAutoFolds : 1;
 }
 
 Search set_up(const Context& world, const TuneConfig& cfg) {
@@ -427,26 +463,33 @@ Search set_up(const Context& world, const TuneConfig& cfg) {
   });
   // The data and the space are checked before the folder is claimed: bad input leaves nothing behind.
   const MemoryBudget budget = MemoryBudget::of(cfg.source.max_memory, world.local_size);
+  int folds = 1;
   collective_phase(world, [&] {
     const DatasetInfo data = read_dataset_info(cfg.source.data, world.world, budget);
     require_labels(data, "--data", "tuning");
     if (!cfg.val.empty()) require_labels(read_dataset_info(cfg.val, world.world, budget), "--val", "ranking the trials");
+    folds = fold_count(cfg, data.num_sequences);
   });
+  for (int f = 0; f < folds; ++f) {
+    const std::string dir = cfg.out + "/split" + (folds == 1 ? "" : "/fold" + std::to_string(f));
+    s.train_paths.push_back(cfg.val.empty() ? dir + "/train.h5" : cfg.source.data);
+    s.val_paths.push_back(cfg.val.empty() ? dir + "/val.h5" : cfg.val);
+  }
   collective_phase(world, [&] {
     if (!world.is_root()) return;
     check_space(s);
     claim_folder(s);
   });
-  s.train_path = cfg.val.empty() ? cfg.out + "/split/train.h5" : cfg.source.data;
-  s.val_path = cfg.val.empty() ? cfg.out + "/split/val.h5" : cfg.val;
-  s.selection = cfg.val.empty() ? "a stratified " + std::to_string(static_cast<int>(100 * kTuneValFraction)) +
-                                      "% of --data (split/val.h5)"
-                                : "--val " + cfg.val;
+  s.selection = !cfg.val.empty() ? "--val " + cfg.val
+                : folds == 1 ? "a stratified " + std::to_string(static_cast<int>(100 * kTuneValFraction)) +
+                                   "% of --data (split/val.h5)"
+                             : "stratified " + std::to_string(folds) + "-fold cross-validation on --data (the mean "
+                                   "over split/fold*/val.h5)";
   collective_phase(world, [&] {
     if (world.is_root() && cfg.val.empty()) write_split(s, budget);
   });
   collective_phase(world, [&] {
-    s.classification = read_dataset_info(s.train_path, world.world, budget).task == Task::Classification;
+    s.classification = read_dataset_info(s.train_paths[0], world.world, budget).task == Task::Classification;
   });
   return s;
 }

@@ -448,6 +448,10 @@ void add_tune_rows(TableBuilder& b, RunConfig& c) {
   b.add("trials-per-gpu", po::value(&c.tune.trials_per_gpu)->default_value(c.tune.trials_per_gpu),
       "with --device cuda: trial groups sharing one GPU (start that many more ranks per GPU); ignored on the CPU",
       tune);
+  b.add("folds", po::value(&c.tune.folds)->default_value(c.tune.folds),
+      "without --val: rank the trials by stratified k-fold cross-validation on --data (each run trains k times); 1: "
+      "one stratified 20% hold-out; 0: 5 folds below 200 sequences, else 1",
+      tune);
 }
 
 Table build_table(RunConfig& c) {
@@ -626,6 +630,7 @@ void validate(const RunConfig& c) {
     positive(c.tune.ranks_per_trial, "ranks-per-trial", help);
     positive(c.tune.trials_per_gpu, "trials-per-gpu", help);
     require(c.tune.budget_minutes >= 0, "budget-minutes", "must be >= 0 (0: no limit)", help);
+    require(c.tune.folds >= 0, "folds", "must be >= 0 (0: by the size of --data)", help);
     check_source(c.source, help);
   } else if (cmd == "eval" || cmd == "predict") {
     require(!c.checkpoint.empty(), "checkpoint", "is required", help);

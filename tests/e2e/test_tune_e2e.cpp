@@ -71,7 +71,7 @@ TEST(TuneE2E, TwoRanksWriteTheRecordsAndBestIniReproducesItsTrial) {
   const std::string data = gen(d, "train.h5", "--sequences 90 --classes 3 --seed 4");
   const std::string space = write_file(d, "space.ini", kSpace);
   const std::string out = d / "tune";
-  const Result r = run(2, "tune --data " + data + " --out " + out + " --space " + space + " --trials 6 --seed 9");
+  const Result r = run(2, "tune --data " + data + " --out " + out + " --space " + space + " --trials 6 --seed 9 --folds 1");
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_EQ(r.rank_rcs, (std::vector<int>{0, 0}));
   EXPECT_TRUE(contains(r.output, "best so far")) << r.output;
@@ -111,13 +111,13 @@ TEST(TuneE2E, TwoRanksWriteTheRecordsAndBestIniReproducesItsTrial) {
 
   // The same search on one rank (one group instead of two): the same trials, figures and decisions.
   const Result one = run(0, "tune --data " + data + " --out " + (d / "one") + " --space " + space +
-                                " --trials 6 --seed 9 --quiet");
+                                " --trials 6 --seed 9 --folds 1 --quiet");
   ASSERT_EQ(one.rc, 0) << one.output;
   EXPECT_EQ(without_times(d / "one/trials.csv"), without_times(out + "/trials.csv"));
   EXPECT_EQ(read_file(d / "one/best.ini"), read_file(out + "/best.ini"));
 
   // Run again on the finished folder: nothing is trained again, and the records stay.
-  const Result done = run(2, "tune --data " + data + " --out " + out + " --space " + space + " --trials 6 --seed 9");
+  const Result done = run(2, "tune --data " + data + " --out " + out + " --space " + space + " --trials 6 --seed 9 --folds 1");
   EXPECT_EQ(done.rc, 0) << done.output;
   EXPECT_TRUE(contains(done.output, "0 to train (6 finished before)")) << done.output;
 }
@@ -127,7 +127,7 @@ TEST(TuneE2E, ResumesWithTheRunsItFinishedAfterEveryRankWasKilled) {
   const std::string data = gen(d, "train.h5", "--sequences 150 --classes 3 --seed 5");
   const std::string space = write_file(d, "space.ini", "hidden = 8 | 16\nlr = 0.005 .. 0.05 log\nepochs = 40 | 60\n");
   const std::string out = d / "tune";
-  const std::string args = "tune --data " + data + " --out " + out + " --space " + space + " --trials 9 --seed 2 --quiet";
+  const std::string args = "tune --data " + data + " --out " + out + " --space " + space + " --trials 9 --seed 2 --folds 1 --quiet";
   // In the background, each rank recording its pid; killed hard (a node lost, a job preempted without warning)
   // once three runs of the first rung have their result files.
   fs::create_directories(d / "bg");
@@ -163,7 +163,7 @@ TEST(TuneE2E, ResumesWithTheRunsItFinishedAfterEveryRankWasKilled) {
   EXPECT_TRUE(contains(first_rung, std::to_string(std::min(finished, 9)) + " finished before")) << first_rung;
 
   const Result whole = run(2, "tune --data " + data + " --out " + (d / "whole") + " --space " + space +
-                                  " --trials 9 --seed 2 --quiet", 300);
+                                  " --trials 9 --seed 2 --folds 1 --quiet", 300);
   ASSERT_EQ(whole.rc, 0) << whole.output;
   EXPECT_EQ(without_times(out + "/trials.csv"), without_times(d / "whole/trials.csv"));
   EXPECT_EQ(read_file(out + "/best.ini"), read_file(d / "whole/best.ini"));
@@ -175,7 +175,7 @@ TEST(TuneE2E, ADivergingTrialIsRecordedAndTheSearchGoesOn) {
   // lr 1e30 without clipping overflows the regression loss in its first steps.
   const std::string space = write_file(d, "space.ini", "hidden = 4\nlr = 0.01 | 1e30\nclip = 0\nepochs = 3\n");
   const Result r = run(2, "tune --data " + data + " --out " + (d / "tune") + " --space " + space +
-                              " --trials 8 --seed 1 --quiet");
+                              " --trials 8 --seed 1 --folds 1 --quiet");
   ASSERT_EQ(r.rc, 0) << r.output;
   int diverged = 0, done = 0;
   for (const auto& row : csv_rows(d / "tune/trials.csv")) {
@@ -190,6 +190,40 @@ TEST(TuneE2E, ADivergingTrialIsRecordedAndTheSearchGoesOn) {
   EXPECT_GT(done, 0);
   EXPECT_TRUE(fs::exists(d / "tune/final/checkpoint.h5"));
   EXPECT_TRUE(contains(read_file(d / "tune/best.ini"), "lr = 0.01"));
+}
+
+TEST(TuneE2E, SmallSetsAreCrossValidatedAndTheFigureIsTheMeanOverFolds) {
+  const Scratch d;
+  const std::string data = gen(d, "train.h5", "--sequences 45 --classes 3 --seed 6");
+  const std::string space = write_file(d, "space.ini", "hidden = 4 | 8\nepochs = 3\n");
+  const std::string out = d / "tune";
+  // 45 sequences, --folds left at 0: five folds.
+  const Result r = run(2, "tune --data " + data + " --out " + out + " --space " + space + " --trials 2 --quiet");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  for (int f = 0; f < 5; ++f)
+    for (const char* file : {"train.h5", "val.h5"})
+      EXPECT_TRUE(fs::exists(out + "/split/fold" + std::to_string(f) + "/" + file)) << f << file;
+  EXPECT_TRUE(contains(read_json(out + "/summary.json")["selection"].get<std::string>(), "5-fold"));
+  // A row's figure is the mean of its five trainings' last validation.
+  const auto rows = csv_rows(out + "/trials.csv");
+  ASSERT_EQ(rows.size(), 3u);
+  const std::string run_dir = out + "/runs/t000" + rows[1][0] + "-r" + rows[1][1];
+  double loss = 0;
+  for (int f = 0; f < 5; ++f) {
+    double last = -1;
+    for (const auto& rec : read_jsonl(run_dir + "-f" + std::to_string(f) + "/metrics.jsonl"))
+      if (rec["event"] == "epoch") last = rec["val_loss"];
+    ASSERT_GE(last, 0) << f;
+    loss += last / 5;
+  }
+  EXPECT_NEAR(std::stod(rows[1][4]), loss, 1e-6 * loss);
+  // --folds with --val: refused, nothing written.
+  const std::string val = gen(d, "val.h5", "--sequences 20 --classes 3 --seed 7");
+  const Result both = run(2, "tune --data " + data + " --val " + val + " --out " + (d / "both") + " --folds 3 --space " +
+                                 space);
+  EXPECT_EQ(both.rc, 2) << both.output;
+  EXPECT_TRUE(contains(both.output, "--folds 3")) << both.output;
+  EXPECT_FALSE(fs::exists(d / "both"));
 }
 
 TEST(TuneE2E, BadInputEndsEveryRankWithExitCode2) {

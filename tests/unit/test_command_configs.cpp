@@ -79,7 +79,8 @@ TEST(CommandConfigs, EveryCommandRefusesTheOptionsItDoesNotList) {
 TEST(CommandConfigs, Tune) {
   const TuneConfig t = tune_config(parse({"tune", "--data", "a.h5", "--val", "v.h5", "--out", "d", "--space", "s.ini",
                                           "--trials", "9", "--budget-minutes", "2.5", "--ranks-per-trial", "2",
-                                          "--trials-per-gpu", "4", "--seed", "5", "--max-memory", "1G", "--quiet"})
+                                          "--trials-per-gpu", "4", "--seed", "5", "--max-memory", "1G", "--folds", "3",
+                                          "--quiet"})
                                          .config);
   EXPECT_EQ(t.source.data, "a.h5");
   EXPECT_EQ(t.source.max_memory, "1G");
@@ -90,6 +91,7 @@ TEST(CommandConfigs, Tune) {
   EXPECT_EQ(t.tune.budget_minutes, 2.5);
   EXPECT_EQ(t.tune.ranks_per_trial, 2);
   EXPECT_EQ(t.tune.trials_per_gpu, 4);
+  EXPECT_EQ(t.tune.folds, 3);
   EXPECT_EQ(t.seed, 5u);
   EXPECT_TRUE(t.talk.quiet);
   for (const auto& [args, option] : std::vector<std::pair<std::vector<std::string>, std::string>>{
@@ -98,7 +100,8 @@ TEST(CommandConfigs, Tune) {
            {{"tune", "--data", "a.h5", "--val", "a.h5", "--out", "d"}, "--val"},
            {{"tune", "--data", "a.h5", "--out", "d", "--trials", "0"}, "--trials"},
            {{"tune", "--data", "a.h5", "--out", "d", "--ranks-per-trial", "0"}, "--ranks-per-trial"},
-           {{"tune", "--data", "a.h5", "--out", "d", "--budget-minutes", "-1"}, "--budget-minutes"}})
+           {{"tune", "--data", "a.h5", "--out", "d", "--budget-minutes", "-1"}, "--budget-minutes"},
+           {{"tune", "--data", "a.h5", "--out", "d", "--folds", "-1"}, "--folds"}})
     EXPECT_NE(user_error_of(args).find(option), std::string::npos) << option << ": " << user_error_of(args);
 }
 
