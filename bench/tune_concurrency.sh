@@ -5,12 +5,12 @@
 # only the rungs' wall time changes; the table prints runs/min from each search's summary.json
 # (runs trained / search_seconds, the final model aside) and the speed-up over one group.
 # usage, from the repository root, after make:
-#   [DEVICE=cuda] [GROUPS="1 2 4"] [TRIALS=18] [OUT=runs/tune-concurrency] bench/tune_concurrency.sh
+#   [DEVICE=cuda] [TRIAL_GROUPS="1 2 4"] [TRIALS=18] [OUT=runs/tune-concurrency] bench/tune_concurrency.sh
 # The data: JapaneseVowels from inputs/ (270 sequences, 12 channels, lengths 7-26), converted into OUT.
 set -euo pipefail
 BIN=${BIN:-build/bin/ragtrain}
 DEVICE=${DEVICE:-cuda}
-GROUPS_LIST=${GROUPS:-1 2 4}
+GROUPS_LIST=${TRIAL_GROUPS:-1 2 4}
 TRIALS=${TRIALS:-18}
 OUT=${OUT:-runs/tune-concurrency}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
