@@ -151,10 +151,17 @@ RungResult train_fold(const Search& s, const TrialGroup& g, const std::string& i
                       const std::string& folder) {
   RungResult r;
   TrainConfig tc;
-  collective_phase(g.ctx(), [&] {
-    if (g.leader()) fs::remove_all(folder);   // a run a killed tune left half-done starts again from nothing
-    tc = parse_run(ini, s.train_paths[fold], s.val_paths[fold], folder, s.cfg, true);
-  });
+  // An error ends this run on the group's ranks (RunAborted), never the search: the other groups go on taking
+  // runs, and would wait for this one at the rung's end if it left.
+  try {
+    collective_phase(g.ctx(), [&] {
+      if (g.leader()) fs::remove_all(folder);   // a run a killed tune left half-done starts again from nothing
+      tc = parse_run(ini, s.train_paths[fold], s.val_paths[fold], folder, s.cfg, true);
+    });
+  } catch (const RunAborted&) {
+    r.status = TrialStatus::Failed;
+    return r;
+  }
   Trainer trainer(g.ctx(), tc);
   try {
     trainer.setup_data();
@@ -184,13 +191,17 @@ RungResult run_trial(const Search& s, const TrialGroup& g, int64_t trial, int ru
   r.rung = rung;
   const std::string base = s.cfg.out + "/" + run_name(trial, rung);
   Stopwatch clock;
-  collective_phase(g.ctx(), [&] {
-    r.epochs = rung_epochs(recipe_epochs(recipe), rung, s.rungs, kTuneEta);
-    if (g.leader()) write_text_atomic(base + ".ini", run_ini(recipe, r.epochs, trial_seed(s.cfg.seed, trial)));
-  });
+  try {
+    collective_phase(g.ctx(), [&] {
+      r.epochs = rung_epochs(recipe_epochs(recipe), rung, s.rungs, kTuneEta);
+      if (g.leader()) write_text_atomic(base + ".ini", run_ini(recipe, r.epochs, trial_seed(s.cfg.seed, trial)));
+    });
+  } catch (const RunAborted&) {   // e.g. a full disk: this run fails, the search goes on (see train_fold)
+    r.status = TrialStatus::Failed;
+  }
   const size_t folds = s.train_paths.size();
   r.epochs_reached = r.epochs;
-  for (size_t f = 0; f < folds && r.status == TrialStatus::Done; ++f) {
+  for (size_t f = 0; f < folds && r.status == TrialStatus::Done; ++f) {   // Done until a fold says otherwise
     const RungResult one = train_fold(s, g, base + ".ini", f, folds == 1 ? base : base + "-f" + std::to_string(f));
     r.status = one.status;
     r.epochs_reached = std::min(r.epochs_reached, one.epochs_reached);
