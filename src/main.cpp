@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
     if (cmd == "convert") return run_convert(ctx, convert_config(inv.config));
     if (cmd == "inspect") return run_inspect(ctx, inspect_config(inv.config));
     if (cmd == "train") return run_train(ctx, train_config(inv.config));
+    if (cmd == "tune") return run_tune(ctx, tune_config(inv.config));
     if (cmd == "eval") return run_eval(ctx, eval_config(inv.config));
     if (cmd == "predict") return run_predict(ctx, eval_config(inv.config));
     if (cmd == "bench") return run_bench(ctx, bench_config(inv.config));

@@ -154,6 +154,9 @@ const std::vector<CommandInfo>& command_infos() {
        {"data"}},
       {"train", "ragtrain train --data TRAIN.h5 [--val VAL.h5] --out DIR [options]",
        "train one LSTM + Linear model data-parallel over all ranks", {}},
+      {"tune", "ragtrain tune --data TRAIN.h5 [--val VAL.h5] --out DIR [--space SPACE.ini] [--trials N]",
+       "search train's options (successive halving, trials in parallel on groups of ranks), then train the best",
+       {}},
       {"eval", "ragtrain eval --checkpoint CKPT.h5 --data FILE.h5 [--out METRICS.json]",
        "loss, accuracy, per-class precision/recall/F1 and confusion matrix (or MSE/MAE per target) of a checkpoint",
        {}},
@@ -226,7 +229,7 @@ struct TableBuilder {
     add(name, v, help.count(command) ? help.at(command) : help.begin()->second, std::move(cmds));
   }
   po::value_semantic* sw(bool* field) { return new SwitchValue(field); }
-  const std::set<std::string> all = {"gen",     "convert", "inspect",  "train", "eval",
+  const std::set<std::string> all = {"gen",     "convert", "inspect",  "train", "tune", "eval",
                                      "predict", "bench",   "simulate", "plot",  "compare"};
   // Options of the model and the update that bench times as train runs them; the rest of the optimizer's knobs,
   // the schedule of the learning rate, validation and logging are train's alone (bench refuses them).
@@ -236,8 +239,8 @@ struct TableBuilder {
   const std::set<std::string> use_model = {"eval", "predict"};
   // Commands that print progress or detail besides their result (--quiet; inspect's result is its verdict), and
   // more of it (--verbose); simulate prints only its table.
-  const std::set<std::string> talk = {"gen",     "convert", "inspect", "train",
-                                      "eval",    "predict", "bench",   "plot",  "compare"};
+  const std::set<std::string> talk = {"gen",   "convert", "inspect", "train", "tune",
+                                      "eval",  "predict", "bench",   "plot",  "compare"};
   const std::set<std::string> talk_more = {"convert", "train", "eval", "predict"};
 };
 
@@ -256,31 +259,35 @@ void add_file_rows(TableBuilder& b, RunConfig& c) {
   b.add("force", b.sw(&c.force),
       "replace existing output files; never an input of the command, a checkpoint, or a data set by anything but "
       "a data set (doc/reliability.md)",
-      {"gen", "convert", "train", "eval", "predict", "bench", "simulate", "plot", "compare"});
+      {"gen", "convert", "train", "tune", "eval", "predict", "bench", "simulate", "plot", "compare"});
   b.add("data", po::value(&c.source.data)->value_name("FILE.h5"),
         PerCommand{{"inspect", "the data set (format v1) to validate and summarise"},
                    {"train", "the training set (format v1)"},
+                   {"tune", "the training set (format v1): the trials train on it, and --val or a split of it ranks them"},
                    {"eval", "the labelled data set (format v1) to evaluate the checkpoint on"},
                    {"predict", "the data set (format v1, labels not needed) to predict"},
                    {"bench", "time steps on this data set (format v1) instead of synthetic data"},
                    {"simulate", "simulate the lengths of this data set (format v1) instead of --lengths"}},
-        {"inspect", "train", "eval", "predict", "bench", "simulate"});
+        {"inspect", "train", "tune", "eval", "predict", "bench", "simulate"});
   b.add("val", po::value(&c.validation.data)->value_name("FILE.h5"),
-        "validation set, evaluated after every epoch (and every --val-every steps)", b.train_only);
-  const PerCommand out_name = {{"gen", "FILE.h5"},     {"train", "DIR"},          {"eval", "FILE.json"},
+        PerCommand{{"train", "validation set, evaluated after every epoch (and every --val-every steps)"},
+                   {"tune", "the set that ranks the trials (default: a stratified split of --data, --folds)"}},
+        {"train", "tune"});
+  const PerCommand out_name = {{"gen", "FILE.h5"},     {"train", "DIR"},          {"tune", "DIR"},  {"eval", "FILE.json"},
                                 {"predict", "FILE.csv"}, {"bench", "FILE.json"},    {"simulate", "FILE.json"},
                                 {"plot", "DIR"},         {"compare", "FILE.json|FILE.csv"}};
   b.add("out", po::value(&c.out)->value_name(out_name.count(b.command) ? out_name.at(b.command) : "PATH"),
         PerCommand{{"gen", "the data set to write (format v1)"},
                    {"train", "the run folder: metrics.jsonl, metrics.csv, summary.json, checkpoint.h5 (and step "
                              "checkpoints), best.h5 with --val, TensorBoard events"},
+                   {"tune", "the search's folder: trials.csv, best.ini, summary.json, final/ (the best recipe trained)"},
                    {"eval", "also write the metrics as JSON"},
                    {"predict", "the CSV file of per-sequence predictions"},
                    {"bench", "also write the result as JSON (provenance, validity flag)"},
                    {"simulate", "also write the result as JSON"},
                    {"plot", "the folder for the PNGs (default RUN_DIR/plots)"},
                    {"compare", "also write the table, as JSON or CSV by the file's extension"}},
-        {"gen", "train", "eval", "predict", "bench", "simulate", "plot", "compare"});
+        {"gen", "train", "tune", "eval", "predict", "bench", "simulate", "plot", "compare"});
   b.add("run", po::value(&c.run)->value_name("DIR"),
       "what to plot: a train --out folder, or a folder of bench --out JSON files (e.g. from jobs/scaling.sbatch)",
       {"plot"});
@@ -329,9 +336,10 @@ void add_data_and_model_rows(TableBuilder& b, RunConfig& c) {
   b.add("seed", po::value(&c.schedule.seed)->default_value(c.schedule.seed),
         PerCommand{{"gen", "random seed of the data"},
                    {"train", "random seed of the initial weights, the shuffling and the dropout masks"},
+                   {"tune", "random seed of the trials drawn, the split and each trial's own seed"},
                    {"bench", "random seed of the synthetic data, the initial weights and the shuffling"},
                    {"simulate", "random seed of the drawn lengths and the shuffling"}},
-        {"gen", "train", "bench", "simulate"});
+        {"gen", "train", "tune", "bench", "simulate"});
   b.add("steps", po::value(&c.timing.steps)->default_value(c.timing.steps), "timed training steps", {"bench"});
   b.add("warmup", po::value(&c.timing.warmup)->default_value(c.timing.warmup), "untimed steps before timing",
         {"bench"});
@@ -444,7 +452,7 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
       "step checkpoints (OUT/checkpoint-stepNNNNNNNNN.h5) to keep; OUT/checkpoint.h5 is always the newest", {"train"});
   b.add("device", po::value(&c.backend.device)->default_value(c.backend.device, device_name(c.backend.device)),
       "cpu, or with a CUDA build cuda | auto (CUDA: at most 1024 sequences per rank per step)",
-      {"train", "eval", "predict", "bench"});
+      {"train", "tune", "eval", "predict", "bench"});
   b.add("lstm", po::value(&c.backend.lstm)->default_value(c.backend.lstm, lstm_path_name(c.backend.lstm)),
       "CUDA backend's LSTM: cudnn | fused (ragtrain's kernels, no launch per timestep: 1 layer, one direction, "
       "H <= 128, any --pool, no --head-dropout; other "
@@ -454,7 +462,7 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
   b.add("max-memory", po::value(&c.source.max_memory)->default_value(c.source.max_memory)->value_name("SIZE"),
       "most memory one rank may allocate for its data, e.g. 512M, 8G (auto: physical memory / ranks on the "
       "node); sizes declared in a file are checked against it before anything is read",
-      {"inspect", "train", "eval", "predict"});
+      {"inspect", "train", "tune", "eval", "predict"});
   b.add("comm-timeout",
         po::value(&c.faults.comm_timeout)->default_value(c.faults.comm_timeout, short_number(c.faults.comm_timeout)),
         "seconds a rank waits for the others in a collective before it names the rank that stopped and ends the "
@@ -468,12 +476,39 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
         {"train"});
 }
 
+// tune's own options (doc/tune.md).
+void add_tune_rows(TableBuilder& b, RunConfig& c) {
+  const std::set<std::string> tune = {"tune"};
+  b.add("space", po::value(&c.tune.space)->value_name("SPACE.ini"),
+      "the options of train to search, one per line: `name = a | b | c`, `name = LO .. HI` or `name = LO .. HI "
+      "log` (default: normalize, pool, hidden, layers, bidirectional, dropout, lr, epochs; doc/tune.md)",
+      tune);
+  b.add("trials", po::value(&c.tune.trials)->default_value(c.tune.trials),
+      "trials drawn from the space; successive halving trains a third of them 3x longer per rung (27: 27, 9, 3)",
+      tune);
+  b.add("budget-minutes",
+        po::value(&c.tune.budget_minutes)->default_value(c.tune.budget_minutes, short_number(c.tune.budget_minutes)),
+        "start no training run after this many minutes; the best finished trial is kept (0: no limit)", tune);
+  b.add("ranks-per-trial", po::value(&c.tune.ranks_per_trial)->default_value(c.tune.ranks_per_trial),
+      "ranks that train one trial together (data-parallel); the ranks form size / this groups, each taking the "
+      "next trial from a shared queue",
+      tune);
+  b.add("trials-per-gpu", po::value(&c.tune.trials_per_gpu)->default_value(c.tune.trials_per_gpu),
+      "with --device cuda: trial groups sharing one GPU (start that many more ranks per GPU); ignored on the CPU",
+      tune);
+  b.add("folds", po::value(&c.tune.folds)->default_value(c.tune.folds),
+      "without --val: rank the trials by stratified k-fold cross-validation on --data (each run trains k times); 1: "
+      "one stratified 20% hold-out; 0: 5 folds below 200 sequences, else 1",
+      tune);
+}
+
 Table build_table(RunConfig& c, const std::string& command) {
   TableBuilder b;
   b.command = command;
   add_file_rows(b, c);
   add_data_and_model_rows(b, c);
   add_training_rows(b, c);
+  add_tune_rows(b, c);
   return b.t;
 }
 
@@ -634,6 +669,18 @@ void validate(const RunConfig& c) {
     check_source(c.source, help);
     check_backend(c.backend, c.schedule);
     check_trace(c.trace);
+  } else if (cmd == "tune") {
+    require(!c.source.data.empty(), "data", "is required", "usage: ragtrain tune --data TRAIN.h5 --out DIR");
+    require(!c.out.empty(), "out", "is required (the search's output folder)",
+            "usage: ragtrain tune --data TRAIN.h5 --out DIR");
+    require(c.validation.data.empty() || c.validation.data != c.source.data, "val", "is the same file as --data",
+            "rank the trials on held-out data, or leave --val out (tune then holds out part of --data)");
+    positive(c.tune.trials, "trials", help);
+    positive(c.tune.ranks_per_trial, "ranks-per-trial", help);
+    positive(c.tune.trials_per_gpu, "trials-per-gpu", help);
+    require(c.tune.budget_minutes >= 0, "budget-minutes", "must be >= 0 (0: no limit)", help);
+    require(c.tune.folds >= 0, "folds", "must be >= 0 (0: by the size of --data)", help);
+    check_source(c.source, help);
   } else if (cmd == "eval" || cmd == "predict") {
     require(!c.checkpoint.empty(), "checkpoint", "is required", help);
     require(!c.source.data.empty(), "data", "is required", help);
@@ -764,7 +811,7 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     const std::vector<std::string> near = closest_names(first, subcommands());
     throw UserError("unknown command '" + first + "'",
                     (near.empty() ? std::string() : "did you mean " + near.front() + "? ") +
-                        "commands: gen convert inspect train eval predict bench simulate plot compare; see "
+                        "commands: gen convert inspect train tune eval predict bench simulate plot compare; see "
                         "`ragtrain --help`");
   }
   cfg.command = cmd->name;
@@ -851,6 +898,12 @@ TrainConfig train_config(const RunConfig& c) {
   std::tie(t.normalize, t.validation, t.start, t.lr, t.faults, t.out, t.records) =
       std::tie(c.normalize, c.validation, c.start, c.lr, c.faults, c.out, c.records);
   return t;
+}
+
+TuneConfig tune_config(const RunConfig& c) {
+  RT_CHECK(c.command == "tune", "tune_config for " << c.command);
+  return TuneConfig{c.source, c.validation.data, c.out, c.schedule.seed, c.backend.device, c.tune, c.talk,
+                    c.provenance};
 }
 
 BenchConfig bench_config(const RunConfig& c) {

@@ -19,6 +19,7 @@
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/h5.hpp"
 #include "ragtrain/metrics/plots.hpp"
+#include "ragtrain/tune/tune_config.hpp"
 
 namespace ragtrain {
 
@@ -154,6 +155,8 @@ void check_folder(const Output& out, const std::vector<std::string>& names, cons
                                                                  : fs::path(c.start.resume).parent_path();
     resuming = same_file(from.empty() ? "." : from.string(), out.path);
   }
+  // A tune folder (it holds tune.ini) is continued by the same search: its records are the search's own.
+  if (c.command == "tune") resuming = fs::exists(fs::path(out.path) / kTuneRecordName, ec);
   // RUN/plots, plot's own folder when --out is left out, holds what an earlier `plot` drew: redrawing a live run
   // replaces those files (never a data set or checkpoint found there) without --force.
   const bool force = c.force || (c.command == "plot" && c.out.empty());
@@ -259,6 +262,11 @@ void check_outputs(const RunConfig& c) {
     add_input(inputs, "--val", c.validation.data);
     add_input(inputs, "--init-from", c.start.init_from);
     outputs.push_back({"--out", c.out, Writes::Folder, "run records"});
+  } else if (cmd == "tune") {
+    add_input(inputs, "--data", c.source.data);
+    add_input(inputs, "--val", c.validation.data);
+    add_input(inputs, "--space", c.tune.space);
+    outputs.push_back({"--out", c.out, Writes::Folder, "tune records"});
   } else if (cmd == "eval" || cmd == "predict") {
     add_input(inputs, "--checkpoint", c.checkpoint);
     add_input(inputs, "--data", c.source.data);
@@ -284,9 +292,11 @@ void check_outputs(const RunConfig& c) {
   for (const Output& out : outputs) {
     if (out.writes == Writes::Folder) {
       std::vector<std::string> names = cmd == "plot" ? plot_file_names()
-                                                     : std::vector<std::string>{kLatestCheckpointName, kBestCheckpointName,
-                                                                                "metrics.jsonl", "metrics.csv",
-                                                                                "summary.json"};
+                                       : cmd == "tune" ? std::vector<std::string>{kTuneRecordName, "trials.csv",
+                                                                                  "best.ini", "summary.json"}
+                                                       : std::vector<std::string>{kLatestCheckpointName,
+                                                                                  kBestCheckpointName, "metrics.jsonl",
+                                                                                  "metrics.csv", "summary.json"};
       if (cmd == "train" && c.records.write_order) names.push_back("order.csv");
       check_folder(out, names, inputs, c);
       continue;

@@ -316,6 +316,7 @@ void Trainer::handle_nonfinite(const StepTotals& tot) {
     records_.log.write(Json{{"event", "nonfinite"}, {"step", bad.step}, {"rank", bad.rank}, {"sequence", bad.sequence},
                             {"what", bad.what()}, {"action", stop ? "stop" : "skip"}});
   if (stop) {
+    stopped_nonfinite_ = true;
     progress_->finish();
     const bool have_good = saved_step_ >= 0;
     const std::string good = resuming_ && saved_step_ == plan_.step ? resume_path_

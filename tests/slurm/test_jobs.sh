@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The jobs/ scripts as users run them: jobs/run-mpirun.sh with a SIGTERM half-way, then jobs/train.sbatch and
-# jobs/scaling.sbatch submitted with sbatch to a real single-node Slurm that this script starts (munged,
+# The jobs/ scripts as users run them: jobs/run-mpirun.sh with a SIGTERM half-way, then jobs/train.sbatch,
+# jobs/scaling.sbatch and jobs/tune.sbatch submitted with sbatch to a real single-node Slurm that this script starts (munged,
 # slurmctld, slurmd; tests/slurm/cluster.sh) and stops again on every exit path. Preemption by
 # `scontrol requeue` and the time-limit warning (SIGUSR1 to the batch shell, as --signal=B:USR1@120 sends it)
 # must each end with the same final loss, bit for bit, as the uninterrupted run.
@@ -104,7 +104,7 @@ selected test_mpirun_default_device && test_mpirun_default_device
 
 # ---- Slurm -----------------------------------------------------------------------------------------------
 SLURM_ALL="test_sbatch_train test_sbatch_preempted test_sbatch_time_limit_warning test_sbatch_late_exit
-           test_sbatch_lock_held test_sbatch_scaling"
+           test_sbatch_lock_held test_sbatch_scaling test_sbatch_tune_preempted"
 SLURM_RUN=""
 for t in $SLURM_ALL; do selected "$t" && SLURM_RUN="$SLURM_RUN $t"; done
 SLURM_TESTS=$(echo $SLURM_RUN | wc -w)
@@ -278,6 +278,35 @@ test_sbatch_scaling() {
     fail "$name" "bench JSON lacks provenance"
   elif ! command -v gnuplot >/dev/null; then pass "$name (no gnuplot: table only)"
   elif [ "$(head -c 4 scaling/scaling.png | od -An -c | tr -d ' ')" != "211PNG" ]; then fail "$name" "scaling.png is not a PNG"
+  else pass "$name"; fi
+}
+
+# tune.sbatch: a search of a few seconds; trials.csv without its seconds column is what must not change.
+TUNE_ARGS="--trials 9 --seed 4 --quiet"
+printf 'hidden = 8 | 16\nlr = 0.005 .. 0.05 log\nepochs = 30 | 45\n' > tune-space.ini
+trials_of() { cut -d, -f1-6,8- "$1/trials.csv" 2>/dev/null; }
+
+test_sbatch_tune_preempted() {
+  local name="tune.sbatch: scontrol requeue mid-search -> requeued job continues with the finished runs, same trials.csv and best.ini"
+  local jid st
+  if ! mpirun -np 2 "$BIN" tune --data train.h5 --out tune-ref --space tune-space.ini $TUNE_ARGS >tune-ref.log 2>&1; then
+    fail "$name" "the reference tune failed"; tail -20 tune-ref.log; return
+  fi
+  jid=$(DATA=train.h5 OUT=tune-pre DEVICE=cpu RAGTRAIN=$BIN SPACE=tune-space.ini TRIALS=9 SEED=4 EXTRA_ARGS=--quiet \
+        sbatch --parsable --ntasks-per-node=2 --cpus-per-task=1 --time=10 -o "$TMP/tune-pre-%j.out" \
+        "$ROOT/jobs/tune.sbatch") || { fail "$name" "sbatch refused the script"; return; }
+  local deadline=$((SECONDS + 60 * SCALE))
+  while [ "$(ls tune-pre/runs/*.csv 2>/dev/null | wc -l)" -lt 3 ] && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.05; done
+  [ -e tune-pre/summary.json ] && { fail "$name" "the search ended before the requeue"; return; }
+  scontrol requeue "$jid"
+  release_requeued "$jid" || { fail "$name" "job $jid did not come back pending"; cat "$TMP"/tune-pre-*.out; scancel "$jid"; return; }
+  st=$(wait_job "$jid" 120)
+  if [ "$st" != COMPLETED ]; then fail "$name" "job $jid ended $st"; cat "$TMP"/tune-pre-*.out
+  elif [ "$(job_field "$jid" Restarts)" != 1 ]; then fail "$name" "Restarts=$(job_field "$jid" Restarts), expected 1"
+  elif ! grep -q "continuing the search" "$TMP"/tune-pre-*.out; then fail "$name" "the requeued job did not continue the search"
+  elif [ "$(trials_of tune-pre)" != "$(trials_of tune-ref)" ]; then
+    fail "$name" "trials.csv differs from the uninterrupted search"; diff <(trials_of tune-pre) <(trials_of tune-ref)
+  elif ! cmp -s tune-pre/best.ini tune-ref/best.ini; then fail "$name" "best.ini differs from the uninterrupted search"
   else pass "$name"; fi
 }
 

@@ -34,6 +34,7 @@ std::vector<std::string> minimal(const std::string& cmd) {
   if (cmd == "convert") return {"convert", "in.ts", "out.h5"};
   if (cmd == "inspect") return {"inspect", "f.h5"};
   if (cmd == "train") return {"train", "--data", "a.h5", "--out", "d"};
+  if (cmd == "tune") return {"tune", "--data", "a.h5", "--out", "d"};
   if (cmd == "eval" || cmd == "predict") return {cmd, "--checkpoint", "c.h5", "--data", "a.h5", "--out", "p.csv"};
   if (cmd == "plot") return {"plot", "run"};
   if (cmd == "compare") return {"compare", "run_a", "run_b"};
@@ -73,6 +74,35 @@ TEST(CommandConfigs, EveryCommandRefusesTheOptionsItDoesNotList) {
   for (const char* cmd : {"bench", "simulate"}) EXPECT_EQ(of[cmd].count("verbose"), 0u) << cmd;
   EXPECT_EQ(of["simulate"].count("quiet"), 0u);
   for (const char* cmd : {"gen", "inspect", "plot"}) EXPECT_EQ(of[cmd].count("verbose"), 0u) << cmd;
+}
+
+TEST(CommandConfigs, Tune) {
+  const TuneConfig t = tune_config(parse({"tune", "--data", "a.h5", "--val", "v.h5", "--out", "d", "--space", "s.ini",
+                                          "--trials", "9", "--budget-minutes", "2.5", "--ranks-per-trial", "2",
+                                          "--trials-per-gpu", "4", "--seed", "5", "--max-memory", "1G", "--folds", "3",
+                                          "--quiet"})
+                                         .config);
+  EXPECT_EQ(t.source.data, "a.h5");
+  EXPECT_EQ(t.source.max_memory, "1G");
+  EXPECT_EQ(t.val, "v.h5");
+  EXPECT_EQ(t.out, "d");
+  EXPECT_EQ(t.tune.space, "s.ini");
+  EXPECT_EQ(t.tune.trials, 9);
+  EXPECT_EQ(t.tune.budget_minutes, 2.5);
+  EXPECT_EQ(t.tune.ranks_per_trial, 2);
+  EXPECT_EQ(t.tune.trials_per_gpu, 4);
+  EXPECT_EQ(t.tune.folds, 3);
+  EXPECT_EQ(t.seed, 5u);
+  EXPECT_TRUE(t.talk.quiet);
+  for (const auto& [args, option] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"tune", "--out", "d"}, "--data"},
+           {{"tune", "--data", "a.h5"}, "--out"},
+           {{"tune", "--data", "a.h5", "--val", "a.h5", "--out", "d"}, "--val"},
+           {{"tune", "--data", "a.h5", "--out", "d", "--trials", "0"}, "--trials"},
+           {{"tune", "--data", "a.h5", "--out", "d", "--ranks-per-trial", "0"}, "--ranks-per-trial"},
+           {{"tune", "--data", "a.h5", "--out", "d", "--budget-minutes", "-1"}, "--budget-minutes"},
+           {{"tune", "--data", "a.h5", "--out", "d", "--folds", "-1"}, "--folds"}})
+    EXPECT_NE(user_error_of(args).find(option), std::string::npos) << option << ": " << user_error_of(args);
 }
 
 TEST(CommandConfigs, Gen) {

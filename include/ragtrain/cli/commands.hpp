@@ -11,6 +11,7 @@ int run_gen(const Context& ctx, const GenConfig& cfg);
 int run_convert(const Context& ctx, const ConvertConfig& cfg);
 int run_inspect(const Context& ctx, const InspectConfig& cfg);
 int run_train(const Context& ctx, const TrainConfig& cfg);
+int run_tune(const Context& ctx, const TuneConfig& cfg);
 int run_eval(const Context& ctx, const EvalConfig& cfg);
 int run_predict(const Context& ctx, const EvalConfig& cfg);
 int run_bench(const Context& ctx, const BenchConfig& cfg);

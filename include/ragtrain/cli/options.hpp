@@ -19,6 +19,7 @@
 #include "ragtrain/optim/optimizer.hpp"
 #include "ragtrain/schedule/schedule.hpp"
 #include "ragtrain/train/train_config.hpp"
+#include "ragtrain/tune/tune_config.hpp"
 
 namespace ragtrain {
 
@@ -63,7 +64,7 @@ struct SimulateOptions {
 // enums (a bad value is a UserError naming the option). A subcommand accepts only the options it uses (the table
 // says which); the groups it does not take keep the defaults below, which are the command line's.
 struct RunConfig {
-  std::string command;          // gen | convert | inspect | train | eval | predict | bench | simulate | plot | compare
+  std::string command;          // gen | convert | inspect | train | tune | eval | predict | bench | simulate | plot | compare
   std::string config_file;      // --config
   Provenance provenance;        // argv as typed; the effective configuration (filled in once validated)
   bool print_config = false;    // --print-config: print the effective configuration and exit 0
@@ -98,6 +99,7 @@ struct RunConfig {
   FaultOptions faults;
   BenchTiming timing;
   SimulateOptions simulate;
+  TuneOptions tune;
 };
 
 // `bench`: the Trainer's set-up and step, timed.
@@ -163,6 +165,7 @@ GenConfig gen_config(const RunConfig& c);
 ConvertConfig convert_config(const RunConfig& c);
 InspectConfig inspect_config(const RunConfig& c);
 TrainConfig train_config(const RunConfig& c);
+TuneConfig tune_config(const RunConfig& c);
 BenchConfig bench_config(const RunConfig& c);
 EvalConfig eval_config(const RunConfig& c);
 SimulateConfig simulate_config(const RunConfig& c);

@@ -73,6 +73,11 @@ class Trainer {
   Backend& backend() { return *backend_; }
   int64_t steps_per_epoch() const { return schedule_->steps_per_epoch(); }
 
+  // ---- what tune reads after run() (or after it stopped with RunAborted) ----
+  const EvalTotals& last_validation() const { return last_val_; }   // the last --val figures (zeros: none yet)
+  int64_t epochs_done() const { return schedule_ ? step_ / steps_per_epoch() : 0; }
+  bool stopped_nonfinite() const { return stopped_nonfinite_; }    // --on-nonfinite stop ended the run
+
  private:
   struct Records {              // rank 0's open files of the run folder
     RunRecords log;             // metrics.jsonl, metrics.csv, TensorBoard events; its clock starts with the run
@@ -162,6 +167,7 @@ class Trainer {
   int64_t saved_step_ = -1;
   std::string saved_path_;
   bool warned_skip_ = false;
+  bool stopped_nonfinite_ = false;
 };
 
 }  // namespace ragtrain

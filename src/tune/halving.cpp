@@ -1,0 +1,67 @@
+// Successive halving: rung sizes and epochs, ranking and promotion (pure functions of the results).
+#include "ragtrain/tune/halving.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ragtrain {
+
+const char* trial_status_name(TrialStatus s) {
+  switch (s) {
+    case TrialStatus::Done: return "done";
+    case TrialStatus::Diverged: return "diverged";
+    case TrialStatus::Failed: return "failed";
+  }
+  return "?";
+}
+
+bool parse_trial_status(const std::string& text, TrialStatus& s) {
+  for (TrialStatus t : {TrialStatus::Done, TrialStatus::Diverged, TrialStatus::Failed})
+    if (text == trial_status_name(t)) {
+      s = t;
+      return true;
+    }
+  return false;
+}
+
+int rung_count(int64_t trials, int eta) {
+  int rungs = 1;
+  for (int64_t n = trials; rungs < kMaxRungs && n / eta >= 1 && n > 1; n /= eta) ++rungs;
+  return rungs;
+}
+
+int64_t rung_epochs(int64_t epochs, int rung, int rungs, int eta) {
+  double e = static_cast<double>(epochs);
+  for (int r = rung; r < rungs - 1; ++r) e /= eta;
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(e - 1e-9)));
+}
+
+int64_t promoted_count(int64_t n, int eta) { return std::max<int64_t>(1, n / eta); }
+
+std::vector<RungResult> ranked(std::vector<RungResult> results, bool classification) {
+  std::sort(results.begin(), results.end(), [classification](const RungResult& a, const RungResult& b) {
+    const bool da = a.status == TrialStatus::Done, db = b.status == TrialStatus::Done;
+    if (da != db) return da;
+    if (da) {
+      if (classification && a.val_accuracy != b.val_accuracy) return a.val_accuracy > b.val_accuracy;
+      if (a.val_loss != b.val_loss) return a.val_loss < b.val_loss;
+    }
+    return a.trial < b.trial;
+  });
+  return results;
+}
+
+std::vector<int64_t> promote(const std::vector<RungResult>& results, int64_t n, int eta, bool classification) {
+  const int64_t keep = promoted_count(n, eta);
+  std::vector<int64_t> next;
+  for (const RungResult& r : ranked(results, classification)) {
+    if (static_cast<int64_t>(next.size()) == keep || r.status != TrialStatus::Done) break;
+    next.push_back(r.trial);
+  }
+  std::sort(next.begin(), next.end());
+  return next;
+}
+
+const char* figure_name(bool classification) { return classification ? "val_accuracy" : "val_loss"; }
+
+}  // namespace ragtrain
