@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <optional>
 
 #include "ragtrain/backend/backend.hpp"
 #include "ragtrain/backend/cpu_lstm.hpp"
@@ -15,8 +17,10 @@
 #include "ragtrain/cli/commands.hpp"
 #include "ragtrain/comm/gather.hpp"
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/core/memory.hpp"
 #include "ragtrain/core/output_file.hpp"
 #include "ragtrain/data/class_labels.hpp"
+#include "ragtrain/data/direct_read.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/names.hpp"
 #include "ragtrain/data/normalization.hpp"
@@ -35,15 +39,20 @@ struct Applied {
   std::string path;             // the checkpoint file (--checkpoint, or the one a run folder holds)
   Checkpoint ckpt;
   DatasetInfo info;
-  Shard shard;
-  std::vector<float> outputs;   // (shard.size(), outputs)
   std::vector<std::string> names;   // predict, rank 0: the data set's sequence names (empty: it has none)
   std::string backend;          // its name, for --verbose
+  int64_t sequences = 0, timesteps = 0;   // this rank's block
+  int64_t pieces = 0;           // the reads it took: 1 when the block fits --max-memory, more when it streams
+  int64_t piece_bytes = 0;      // streamed: the most one piece may hold
 };
 
-// Loads the checkpoint and this rank's block of the data, checks they fit, runs the model. `command` (eval)
+// Called with each piece of this rank's block in turn (consecutive sequences, in file order; the whole block when
+// it fits) and the model's outputs (piece size, outputs) for it.
+using PieceFn = std::function<void(const Shard& piece, const std::vector<float>& outputs)>;
+
+// Loads the checkpoint and the data set's description and checks that they fit each other. `command` (eval)
 // compares with the labels, so it needs them; predict takes a data set without labels too.
-Applied apply_checkpoint(const Context& ctx, const EvalConfig& cfg, const char* command) {
+Applied load_inputs(const Context& ctx, const EvalConfig& cfg, const char* command) {
   const bool needs_labels = std::string(command) == "eval";
   Applied a;
   collective_phase(ctx, [&] {
@@ -71,9 +80,76 @@ Applied apply_checkpoint(const Context& ctx, const EvalConfig& cfg, const char* 
     if (!needs_labels && ctx.is_root() && a.info.has_names)
       a.names = read_sequence_names(a.info, MemoryBudget::of(cfg.source.max_memory, ctx.local_size));
   });
+  return a;
+}
+
+// What a streamed rank holds besides its piece: the parameters twice (the checkpoint's, the backend's), the
+// outputs of its block, and for predict's rank 0 every rank's outputs and their probabilities (float + double).
+int64_t held_beside_pieces(const Context& ctx, const Applied& a, int64_t block, bool predict) {
+  const int64_t C = a.ckpt.shape.outputs;
+  int64_t bytes = 2 * 4 * static_cast<int64_t>(a.ckpt.params.size()) + 4 * C * block;
+  if (predict && ctx.is_root()) bytes += 12 * C * a.info.num_sequences;
+  return bytes;
+}
+
+// This rank's block read and run through `backend` in pieces of at most `a.piece_bytes` (consecutive sequences,
+// pread straight from the file, no HDF5): a block of any size within --max-memory. Collective (one agreement at
+// the end): a rank whose read fails (a truncated file) stops, and every rank throws its error.
+void stream_block(const Context& ctx, const std::vector<int64_t>& mine, const DirectSource& source,
+                  const Normalizer& normalizer, Backend& backend, Applied& a, const PieceFn& each) {
   collective_phase(ctx, [&] {
-    a.shard = read_shard(a.info, block_indices(a.info.num_sequences, ctx.size, ctx.rank), ctx.world,
-                         MemoryBudget::of(cfg.source.max_memory, ctx.local_size));
+    const int threads = reader_threads(MPI_COMM_SELF);
+    size_t at = 0;
+    while (at < mine.size()) {
+      std::vector<int64_t> piece;
+      int64_t bytes = 8;
+      while (at < mine.size() && bytes + shard_bytes(a.info, {mine[at]}) - 8 <= a.piece_bytes) {
+        bytes += shard_bytes(a.info, {mine[at]}) - 8;
+        piece.push_back(mine[at++]);
+      }
+      RT_CHECK(!piece.empty(), "sequence " << mine[at] << " does not fit a piece of " << a.piece_bytes << " bytes");
+      Shard shard = read_shard_direct(a.info, source, piece, threads);
+      normalizer.apply(shard, threads);
+      each(shard, backend.infer(shard));
+      ++a.pieces;
+    }
+  });
+}
+
+// Loads the checkpoint and this rank's block of the data and runs the model on it, handing each piece to `each`.
+// A block that fits --max-memory is read whole (one piece); one that does not, on any rank, streams on every rank.
+Applied apply_checkpoint(const Context& ctx, const EvalConfig& cfg, const char* command, const PieceFn& each) {
+  Applied a = load_inputs(ctx, cfg, command);
+  const MemoryBudget budget = MemoryBudget::of(cfg.source.max_memory, ctx.local_size);
+  const std::vector<int64_t> mine = block_indices(a.info.num_sequences, ctx.size, ctx.rank);
+  a.sequences = static_cast<int64_t>(mine.size());
+  for (int64_t g : mine) a.timesteps += a.info.length(g);
+  int fits = shard_bytes(a.info, mine) <= budget.bytes ? 1 : 0;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, ctx.world));
+  Shard shard;
+  std::optional<DirectSource> source;
+  collective_phase(ctx, [&] {
+    if (fits) {
+      shard = read_shard(a.info, mine, ctx.world, budget);
+      return;
+    }
+    source = probe_direct(a.info, ctx.world);
+    USER_CHECK(source, a.info.path << ": this rank's shard (" << a.sequences << " sequence(s), " << a.timesteps
+                                   << " timesteps) needs " << byte_string(static_cast<double>(shard_bytes(a.info, mine)))
+                                   << " but this rank may use " << byte_string(static_cast<double>(budget.bytes))
+                                   << " (--max-memory " << budget.max_memory << "), and it cannot be read in pieces: "
+                                   << "/features or /labels is chunked, compressed or not little-endian",
+               "rewrite it contiguous (`h5repack -l CONTI " << a.info.path << " OUT.h5`), raise --max-memory, or use "
+               "more ranks");
+    a.piece_bytes = budget.bytes - held_beside_pieces(ctx, a, a.sequences, std::string(command) == "predict");
+    int64_t largest = 0;
+    for (int64_t g : mine) largest = std::max(largest, shard_bytes(a.info, {g}));
+    USER_CHECK(largest <= a.piece_bytes,
+               "--data " << a.info.path << ": reading it in pieces needs room for its longest sequence ("
+                         << byte_string(static_cast<double>(largest)) << ") beside the model and the outputs ("
+                         << byte_string(static_cast<double>(budget.bytes - a.piece_bytes)) << "), but --max-memory is "
+                         << budget.max_memory,
+               "raise --max-memory, or use more ranks");
   });
   if (ctx.is_root() && a.path != cfg.checkpoint && !cfg.talk.quiet) {   // a run folder: say which of its models
     if (a.ckpt.best.step >= 0 && a.path.size() >= 7 && a.path.compare(a.path.size() - 7, 7, kBestCheckpointName) == 0)
@@ -86,8 +162,8 @@ Applied apply_checkpoint(const Context& ctx, const EvalConfig& cfg, const char* 
     std::fflush(stdout);
   }
   // The standardisation the model was trained with (none, the training set's statistics, or per series).
-  Normalizer{parse_normalization(a.ckpt.normalization), FeatureScaling{a.ckpt.feature_mean, a.ckpt.feature_std}}
-      .apply(a.shard);
+  const Normalizer normalizer{parse_normalization(a.ckpt.normalization),
+                              FeatureScaling{a.ckpt.feature_mean, a.ckpt.feature_std}};
   BackendOptions opts;
   opts.device = cfg.device;
   opts.comm = ctx.world;
@@ -95,17 +171,23 @@ Applied apply_checkpoint(const Context& ctx, const EvalConfig& cfg, const char* 
   std::unique_ptr<Backend> backend;
   collective_phase(ctx, [&] { backend = make_backend(a.ckpt.shape, opts); });
   backend->set_params(a.ckpt.params);
-  a.outputs = backend->infer(a.shard);
   a.backend = backend->name();
+  if (source) {
+    stream_block(ctx, mine, *source, normalizer, *backend, a, each);
+  } else {
+    normalizer.apply(shard);
+    each(shard, backend->infer(shard));
+    a.pieces = 1;
+  }
   return a;
 }
 
 // --verbose: the model and how the sequences were spread over the ranks (collective: every rank calls it).
 void describe(const Context& ctx, const EvalConfig& cfg, const Applied& a) {
   if (!cfg.talk.verbose) return;
-  const int64_t mine[2] = {a.shard.size(), a.shard.timesteps()};
-  std::vector<int64_t> all(ctx.is_root() ? 2 * static_cast<size_t>(ctx.size) : 0);
-  MPI_CHECK(MPI_Gather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, 0, ctx.world));
+  const int64_t mine[4] = {a.sequences, a.timesteps, a.pieces, a.piece_bytes};
+  std::vector<int64_t> all(ctx.is_root() ? 4 * static_cast<size_t>(ctx.size) : 0);
+  MPI_CHECK(MPI_Gather(mine, 4, MPI_INT64_T, all.data(), 4, MPI_INT64_T, 0, ctx.world));
   if (!ctx.is_root()) return;
   const ModelShape& m = a.ckpt.shape;
   std::printf("# model: %s, %s parameters, %s, normalisation %s, backend %s\n", ragtrain::describe(m).c_str(),
@@ -114,9 +196,14 @@ void describe(const Context& ctx, const EvalConfig& cfg, const Applied& a) {
               : a.ckpt.normalization == "series" ? "series (each sequence by its own)"
                                                  : "none",
               a.backend.c_str());
-  for (int r = 0; r < ctx.size; ++r)
-    std::printf("# rank %d: %lld sequences, %lld timesteps\n", r, static_cast<long long>(all[2 * static_cast<size_t>(r)]),
-                static_cast<long long>(all[2 * static_cast<size_t>(r) + 1]));
+  for (int r = 0; r < ctx.size; ++r) {
+    const int64_t* v = all.data() + 4 * static_cast<size_t>(r);
+    std::printf("# rank %d: %lld sequences, %lld timesteps", r, static_cast<long long>(v[0]), static_cast<long long>(v[1]));
+    if (v[3] > 0)   // streamed: the block did not fit --max-memory
+      std::printf(", read in %lld pieces of at most %s", static_cast<long long>(v[2]),
+                  byte_string(static_cast<double>(v[3])).c_str());
+    std::printf("\n");
+  }
 }
 
 // Sums an int64 array over the ranks in place, in pieces that fit MPI's int count.
@@ -129,47 +216,57 @@ void allreduce_sum(std::vector<int64_t>& v, MPI_Comm comm) {
 }  // namespace
 
 int run_eval(const Context& ctx, const EvalConfig& cfg) {
-  const Applied a = apply_checkpoint(ctx, cfg, "eval");
+  // Scored piece by piece in the block's order, so the sums are those of the whole block read at once.
+  EvalTotals local;
+  std::optional<ConfusionMatrix> confusion;
+  std::optional<TargetErrors> errors;
+  const Applied a = apply_checkpoint(ctx, cfg, "eval", [&](const Shard& piece, const std::vector<float>& outputs) {
+    const int64_t C = piece.num_outputs;
+    const bool classification = piece.task == Task::Classification;
+    if (!confusion) confusion.emplace(classification ? C : 1);
+    if (!errors) errors.emplace(classification ? 1 : C);
+    score_into(local, piece, outputs);
+    for (int64_t p = 0; p < piece.size(); ++p) {
+      const float* out = outputs.data() + p * C;
+      if (classification)
+        confusion->add(piece.labels[static_cast<size_t>(p)], argmax(out, C));
+      else
+        errors->add(out, piece.target(p));
+    }
+  });
   if (ctx.is_root() && !cfg.talk.quiet)   // --quiet: the result lines alone
     std::printf("# eval %s on %s (%lld sequences, %d rank%s)\n", a.path.c_str(), cfg.source.data.c_str(),
                 static_cast<long long>(a.info.num_sequences), ctx.size, ctx.size == 1 ? "" : "s");
   describe(ctx, cfg, a);
-  const EvalTotals t = allreduce(score(a.shard, a.outputs), ctx.world);
+  const EvalTotals t = allreduce(local, ctx.world);
   const int64_t C = a.ckpt.shape.outputs;
   const bool classification = a.info.task == Task::Classification;
+  if (!confusion) confusion.emplace(classification ? C : 1);   // a rank with no sequences
+  if (!errors) errors.emplace(classification ? 1 : C);
 
-  // Per-class counts and per-target sums of this rank's block, added over all ranks.
-  ConfusionMatrix confusion(classification ? C : 1);
-  TargetErrors errors(classification ? 1 : C);
-  for (int64_t p = 0; p < a.shard.size(); ++p) {
-    const float* out = a.outputs.data() + p * C;
-    if (classification)
-      confusion.add(a.shard.labels[static_cast<size_t>(p)], argmax(out, C));
-    else
-      errors.add(out, a.shard.target(p));
-  }
+  // Per-class counts and per-target sums of the blocks, added over all ranks.
   if (classification) {
-    allreduce_sum(confusion.counts(), ctx.world);
+    allreduce_sum(confusion->counts(), ctx.world);
   } else {
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, errors.sums().data(), static_cast<int>(errors.sums().size()), MPI_DOUBLE,
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, errors->sums().data(), static_cast<int>(errors->sums().size()), MPI_DOUBLE,
                             MPI_SUM, ctx.world));
   }
 
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
     if (classification) {
-      std::printf("loss %.6f\naccuracy %.4f (%lld/%lld)\n", t.loss(), confusion.accuracy(),
-                  static_cast<long long>(confusion.correct()), static_cast<long long>(confusion.total()));
-      if (!cfg.talk.quiet) std::printf("\n%s", format_classification_report(confusion, a.ckpt.class_names).c_str());
+      std::printf("loss %.6f\naccuracy %.4f (%lld/%lld)\n", t.loss(), confusion->accuracy(),
+                  static_cast<long long>(confusion->correct()), static_cast<long long>(confusion->total()));
+      if (!cfg.talk.quiet) std::printf("\n%s", format_classification_report(*confusion, a.ckpt.class_names).c_str());
     } else {
-      std::printf("mse %.6f\nmae %.6f\n", errors.mse(), errors.mae());
-      if (!cfg.talk.quiet) std::printf("\n%s", format_regression_report(errors).c_str());
+      std::printf("mse %.6f\nmae %.6f\n", errors->mse(), errors->mae());
+      if (!cfg.talk.quiet) std::printf("\n%s", format_regression_report(*errors).c_str());
     }
     if (!cfg.out.empty()) {
       Json j{{"checkpoint", a.path}, {"data", cfg.source.data},
              {"task", task_name(a.info.task)}, {"sequences", static_cast<int64_t>(t.count)},
              {"ranks", ctx.size},           {"loss", t.loss()}};
-      j.update(classification ? classification_json(confusion, a.ckpt.class_names) : regression_json(errors));
+      j.update(classification ? classification_json(*confusion, a.ckpt.class_names) : regression_json(*errors));
       write_json_atomic(cfg.out, j);
       if (!cfg.talk.quiet) std::printf("\nwrote %s\n", cfg.out.c_str());
     }
@@ -179,13 +276,16 @@ int run_eval(const Context& ctx, const EvalConfig& cfg) {
 }
 
 int run_predict(const Context& ctx, const EvalConfig& cfg) {
-  const Applied a = apply_checkpoint(ctx, cfg, "predict");
+  std::vector<float> outputs;   // (this rank's block, outputs), the pieces in order
+  const Applied a = apply_checkpoint(ctx, cfg, "predict", [&](const Shard&, const std::vector<float>& piece) {
+    outputs.insert(outputs.end(), piece.begin(), piece.end());
+  });
   describe(ctx, cfg, a);
   const int64_t C = a.ckpt.shape.outputs;
 
   // Blocks are contiguous and in rank order, so gathering in rank order gives the file's order. Counted in
   // int64_t: sequences x outputs passes 2^31 long before memory runs out.
-  const std::vector<float> all = gather_to_root(a.outputs, ctx.world);
+  const std::vector<float> all = gather_to_root(outputs, ctx.world);
 
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;

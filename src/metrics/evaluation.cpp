@@ -10,9 +10,14 @@
 namespace ragtrain {
 
 EvalTotals score(const Shard& shard, const std::vector<float>& outputs) {
+  EvalTotals t;
+  score_into(t, shard, outputs);
+  return t;
+}
+
+void score_into(EvalTotals& t, const Shard& shard, const std::vector<float>& outputs) {
   const int64_t C = shard.num_outputs;
   RT_CHECK(static_cast<int64_t>(outputs.size()) == shard.size() * C, "outputs do not match the shard");
-  EvalTotals t;
   std::vector<double> out(static_cast<size_t>(C)), d(static_cast<size_t>(C));
   for (int64_t p = 0; p < shard.size(); ++p) {
     for (int64_t j = 0; j < C; ++j) out[static_cast<size_t>(j)] = outputs[static_cast<size_t>(p * C + j)];
@@ -28,7 +33,6 @@ EvalTotals score(const Shard& shard, const std::vector<float>& outputs) {
     }
     t.count += 1;
   }
-  return t;
 }
 
 EvalTotals allreduce(const EvalTotals& local, MPI_Comm comm) {

@@ -3,6 +3,9 @@
 // (the reader wrote a file-order copy and scattered it, twice the shard at the peak, before).
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <regex>
 #include <string>
 
@@ -142,4 +145,73 @@ TEST(DataPath, FileTruncatedWhileStreamingStopsEveryRank) {
       << r.output;
   for (const auto& entry : std::filesystem::directory_iterator(d / "run"))
     if (entry.path().extension() == ".h5") EXPECT_NE(model_of(entry.path().string()).find("DATASET"), std::string::npos);
+}
+
+namespace {
+
+std::string text_of(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// eval's report without the lines that may differ between a resident and a streamed run: --verbose's per-rank
+// lines (they say how the block was read) and the name of the --out file.
+std::string report_of(const std::string& output) {
+  std::istringstream in(output);
+  std::string line, kept;
+  while (std::getline(in, line))
+    if (line.rfind("# rank ", 0) != 0 && line.rfind("wrote ", 0) != 0) kept += line + "\n";
+  return kept;
+}
+
+}  // namespace
+
+// eval and predict on a data set several times --max-memory: each rank reads and scores its block in pieces, and
+// the outputs are those of the resident run (predict's CSV to the byte, eval's report and JSON exactly), on 1 and 2
+// ranks, for classification and regression. Before, such a block was refused ("needs ... but this rank may use").
+TEST(DataPath, EvalAndPredictStreamABlockLargerThanTheBudget) {
+  Scratch d;
+  const std::string shape = " --sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3";   // ~180 KB
+  gen(d, "cls.h5", shape);
+  ASSERT_EQ(run(0, "gen --out " + d / "reg.h5" + " --task regression --outputs 2 --quiet" + shape).rc, 0);
+  for (const std::string task : {"cls", "reg"}) {
+    SCOPED_TRACE(task);
+    const std::string data = d / (task + ".h5"), model = d / (task + "run");
+    ASSERT_EQ(run(0, "train --data " + data + " --out " + model + " --epochs 1 --hidden 8 --quiet").rc, 0);
+    for (int np : {1, 2}) {
+      SCOPED_TRACE(np);
+      const std::string at = d / (task + std::to_string(np));
+      const std::string common = " --checkpoint " + model + " --data " + data + " --verbose";
+      const Result ea = run(np, "eval" + common + " --out " + at + "a.json");
+      const Result eb = run(np, "eval" + common + " --out " + at + "b.json --max-memory 30K");
+      ASSERT_EQ(ea.rc, 0) << ea.output;
+      ASSERT_EQ(eb.rc, 0) << eb.output;
+      EXPECT_FALSE(contains(ea.output, "pieces")) << ea.output;
+      EXPECT_TRUE(contains(eb.output, "pieces of at most")) << eb.output;   // it streamed
+      EXPECT_EQ(report_of(eb.output), report_of(ea.output));
+      EXPECT_EQ(text_of(at + "b.json"), text_of(at + "a.json"));
+      const Result pa = run(np, "predict" + common + " --out " + at + "a.csv");
+      const Result pb = run(np, "predict" + common + " --out " + at + "b.csv --max-memory 30K");
+      ASSERT_EQ(pa.rc, 0) << pa.output;
+      ASSERT_EQ(pb.rc, 0) << pb.output;
+      EXPECT_TRUE(contains(pb.output, "pieces of at most")) << pb.output;
+      const std::string want = text_of(at + "a.csv");
+      EXPECT_GT(want.size(), 400u * 10);
+      EXPECT_EQ(text_of(at + "b.csv"), want);
+    }
+  }
+}
+
+// Too small a budget for even the longest sequence beside the model and the outputs: exit 2 on every rank, with
+// what is needed and a hint.
+TEST(DataPath, EvalRefusesABudgetBelowOneSequence) {
+  Scratch d;
+  gen(d, "cls.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");
+  ASSERT_EQ(run(0, "train --data " + d / "cls.h5" + " --out " + d / "run" + " --epochs 1 --hidden 8 --quiet").rc, 0);
+  const Result r = run(2, "predict --checkpoint " + d / "run" + " --data " + d / "cls.h5" + " --out " + d / "p.csv" +
+                              " --max-memory 12K");
+  EXPECT_EQ(r.rc, 2) << r.output;
+  for (int rc : r.rank_rcs) EXPECT_EQ(rc, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "longest sequence") && contains(r.output, "hint:")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(d / "p.csv"));
 }

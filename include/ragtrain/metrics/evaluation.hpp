@@ -24,6 +24,9 @@ struct EvalTotals {
 
 // Scores `outputs` (n, C) of a shard against its labels/targets; local, no communication.
 EvalTotals score(const Shard& shard, const std::vector<float>& outputs);
+// The same added to `totals` sequence by sequence: a block scored in consecutive pieces gets the sums (to the bit)
+// of the block scored at once.
+void score_into(EvalTotals& totals, const Shard& shard, const std::vector<float>& outputs);
 
 // Sums totals over `comm` (collective).
 EvalTotals allreduce(const EvalTotals& local, MPI_Comm comm);
