@@ -44,6 +44,7 @@ struct Applied {
   int64_t sequences = 0, timesteps = 0;   // this rank's block
   int64_t pieces = 0;           // the reads it took: 1 when the block fits --max-memory, more when it streams
   int64_t piece_bytes = 0;      // streamed: the most one piece may hold
+  int threads = 1;              // streamed: the reader's threads (the node's cores shared among its ranks)
 };
 
 // Called with each piece of this rank's block in turn (consecutive sequences, in file order; the whole block when
@@ -98,7 +99,7 @@ int64_t held_beside_pieces(const Context& ctx, const Applied& a, int64_t block, 
 void stream_block(const Context& ctx, const std::vector<int64_t>& mine, const DirectSource& source,
                   const Normalizer& normalizer, Backend& backend, Applied& a, const PieceFn& each) {
   collective_phase(ctx, [&] {
-    const int threads = reader_threads(MPI_COMM_SELF);
+    const int threads = a.threads;
     size_t at = 0;
     while (at < mine.size()) {
       std::vector<int64_t> piece;
@@ -134,6 +135,7 @@ Applied apply_checkpoint(const Context& ctx, const EvalConfig& cfg, const char* 
       return;
     }
     source = probe_direct(a.info, ctx.world);
+    a.threads = reader_threads(ctx.world);
     USER_CHECK(source, a.info.path << ": this rank's shard (" << a.sequences << " sequence(s), " << a.timesteps
                                    << " timesteps) needs " << byte_string(static_cast<double>(shard_bytes(a.info, mine)))
                                    << " but this rank may use " << byte_string(static_cast<double>(budget.bytes))
