@@ -374,7 +374,8 @@ void add_data_and_model_rows(TableBuilder& b, RunConfig& c) {
       {"train"});
   b.add("trace", po::value(&c.trace)->value_name("FILE.json"),
       "write the timeline of every rank's phases (read, compute, all-reduce wait, update, log, validation, "
-      "checkpoint) as one Chrome trace-event file (ui.perfetto.dev, chrome://tracing); off by default",
+      "checkpoint; a streamed shard's window reads on a reader track) as one Chrome trace-event file "
+      "(ui.perfetto.dev, chrome://tracing); off by default",
       b.learn);
   b.add("layers", po::value(&c.model.layers)->default_value(c.model.layers), "LSTM layers", b.learn);
   b.add("hidden", po::value(&c.model.hidden)->default_value(c.model.hidden), "LSTM hidden size", b.learn);

@@ -21,7 +21,7 @@ constexpr PhaseInfo kPhases[] = {
     {"setup_data", "setup", 0xFF9E9E9E},  {"read_shard", "setup", 0xFF1E88E5},   {"setup_backend", "setup", 0xFF757575},
     {"read", "step", 0xFF64B5F6},         {"compute", "step", 0xFF43A047},       {"allreduce_wait", "step", 0xFFE53935},
     {"update", "step", 0xFF2E7D32},       {"log", "step", 0xFFFDD835},           {"validation", "step", 0xFF8E24AA},
-    {"checkpoint", "step", 0xFFFB8C00},   {"agree", "step", 0xFFEF9A9A},
+    {"checkpoint", "step", 0xFFFB8C00},   {"agree", "step", 0xFFEF9A9A},         {"window_read", "reader", 0xFF0D47A1},
 };
 static_assert(sizeof(kPhases) / sizeof(kPhases[0]) == static_cast<size_t>(Phase::Count), "one entry per Phase");
 }  // namespace
@@ -54,8 +54,9 @@ void Timeline::start(const Context& ctx) {
   origin_ = clock::now();
 }
 
-void Timeline::begin(Phase p, int64_t step) {
+namespace {
 #ifdef RAGTRAIN_WITH_CUDA
+void nvtx_push(void* domain, void* name, Phase p, int64_t step) {
   nvtxEventAttributes_t a{};
   a.version = NVTX_VERSION;
   a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
@@ -64,8 +65,15 @@ void Timeline::begin(Phase p, int64_t step) {
   a.payloadType = NVTX_PAYLOAD_TYPE_INT64;
   a.payload.llValue = step;
   a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
-  a.message.registered = static_cast<nvtxStringHandle_t>(nvtx_names_[static_cast<size_t>(p)]);
-  nvtxDomainRangePushEx(static_cast<nvtxDomainHandle_t>(nvtx_domain_), &a);
+  a.message.registered = static_cast<nvtxStringHandle_t>(name);
+  nvtxDomainRangePushEx(static_cast<nvtxDomainHandle_t>(domain), &a);
+}
+#endif
+}  // namespace
+
+void Timeline::begin(Phase p, int64_t step) {
+#ifdef RAGTRAIN_WITH_CUDA
+  nvtx_push(nvtx_domain_, nvtx_names_[static_cast<size_t>(p)], p, step);
 #endif
   if (record_) open_.push_back(Open{p, step, clock::now()});
 }
@@ -85,6 +93,41 @@ void Timeline::end() {
   }
   const auto us = [&](clock::time_point t) { return std::chrono::duration<double, std::micro>(t - origin_).count(); };
   events_.push_back(TraceEvent{o.phase, o.step, us(o.t0), us(t1) - us(o.t0)});
+}
+
+Timeline::clock::time_point Timeline::side_begin(Phase p, int64_t step) {
+#ifdef RAGTRAIN_WITH_CUDA
+  nvtx_push(nvtx_domain_, nvtx_names_[static_cast<size_t>(p)], p, step);   // NVTX ranges are per thread
+#else
+  (void)p;
+  (void)step;
+#endif
+  return record_ ? clock::now() : clock::time_point{};
+}
+
+void Timeline::side_end(Phase p, int64_t step, clock::time_point t0) {
+#ifdef RAGTRAIN_WITH_CUDA
+  nvtxDomainRangePop(static_cast<nvtxDomainHandle_t>(nvtx_domain_));
+#endif
+  if (!record_) return;
+  const clock::time_point t1 = clock::now();
+  const auto us = [&](clock::time_point t) { return std::chrono::duration<double, std::micro>(t - origin_).count(); };
+  const std::lock_guard<std::mutex> lock(side_mutex_);
+  if (side_events_.size() >= max_events_) {
+    ++side_dropped_;
+    return;
+  }
+  side_events_.push_back(TraceEvent{p, step, us(t0), us(t1) - us(t0)});
+}
+
+std::vector<TraceEvent> Timeline::side_events() const {
+  const std::lock_guard<std::mutex> lock(side_mutex_);
+  return side_events_;
+}
+
+int64_t Timeline::dropped() const {
+  const std::lock_guard<std::mutex> lock(side_mutex_);
+  return dropped_ + side_dropped_;
 }
 
 }  // namespace ragtrain

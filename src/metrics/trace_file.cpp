@@ -37,14 +37,16 @@ struct Gathered {
 };
 
 Gathered gather_events(const Context& ctx, const Timeline& t) {
+  const std::vector<TraceEvent> side = t.side_events();   // the reader thread's, copied under its lock
   std::vector<double> mine;
-  mine.reserve(t.events().size() * kFields);
-  for (const TraceEvent& e : t.events()) {
-    mine.push_back(static_cast<double>(static_cast<int>(e.phase)));
-    mine.push_back(static_cast<double>(e.step));
-    mine.push_back(e.begin_us);
-    mine.push_back(e.dur_us);
-  }
+  mine.reserve((t.events().size() + side.size()) * kFields);
+  for (const std::vector<TraceEvent>* events : {&t.events(), &side})
+    for (const TraceEvent& e : *events) {
+      mine.push_back(static_cast<double>(static_cast<int>(e.phase)));
+      mine.push_back(static_cast<double>(e.step));
+      mine.push_back(e.begin_us);
+      mine.push_back(e.dur_us);
+    }
   Gathered g;
   const bool root = ctx.is_root();
   const int n = static_cast<int>(mine.size());
@@ -66,6 +68,16 @@ Gathered gather_events(const Context& ctx, const Timeline& t) {
 }
 
 std::string json_text(const std::string& s) { return Json(s).dump(); }
+
+// The thread track of a phase: 0 the trainer's loop, 1 its background reader.
+int track_of(Phase p) { return std::strcmp(phase_category(p), "reader") == 0 ? 1 : 0; }
+
+bool has_reader_spans(const Gathered& g, int rank) {
+  const size_t at = static_cast<size_t>(g.displs[static_cast<size_t>(rank)]);
+  for (size_t i = at; i < at + static_cast<size_t>(g.counts[static_cast<size_t>(rank)]); i += kFields)
+    if (track_of(static_cast<Phase>(static_cast<int>(g.values[i]))) == 1) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -92,13 +104,17 @@ void write_chrome_trace(const Context& ctx, const Timeline& timeline, const std:
     USER_CHECK(f.good(), "cannot create '" << out.temp_path() << "' for --trace " << path << ": " << std::strerror(errno),
                "choose a writable location for --trace");
     f << "{\"displayTimeUnit\":\"ms\",\"otherData\":" << other.dump() << ",\n\"traceEvents\":[\n";
-    // Metadata first: each rank a named process track, sorted by rank.
+    // Metadata first: each rank a named process track, sorted by rank; its reader thread a track of its own
+    // (tid 1) where it has spans.
     for (int r = 0; r < ctx.size; ++r) {
       const std::string name = "rank " + std::to_string(r) + " (" + hosts[static_cast<size_t>(r)] + ")";
       f << (r ? ",\n" : "") << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << r << ",\"tid\":0,\"args\":{\"name\":"
         << json_text(name) << "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" << r
         << ",\"tid\":0,\"args\":{\"sort_index\":" << r << "}},\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << r
         << ",\"tid\":0,\"args\":{\"name\":\"trainer\"}}";
+      if (has_reader_spans(g, r))
+        f << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << r
+          << ",\"tid\":1,\"args\":{\"name\":\"reader\"}}";
     }
     char buf[256];
     for (int r = 0; r < ctx.size; ++r) {
@@ -106,9 +122,9 @@ void write_chrome_trace(const Context& ctx, const Timeline& timeline, const std:
       for (size_t i = at; i < at + static_cast<size_t>(g.counts[static_cast<size_t>(r)]); i += kFields) {
         const Phase p = static_cast<Phase>(static_cast<int>(g.values[i]));
         std::snprintf(buf, sizeof buf,
-                      ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,"
+                      ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
                       "\"args\":{\"step\":%lld}}",
-                      phase_name(p), phase_category(p), r, g.values[i + 2], g.values[i + 3],
+                      phase_name(p), phase_category(p), r, track_of(p), g.values[i + 2], g.values[i + 3],
                       static_cast<long long>(g.values[i + 1]));
         f << buf;
       }

@@ -26,7 +26,7 @@ std::vector<int64_t> window_sequences(const Schedule& schedule, int64_t rank, in
 
 ShardWindow::ShardWindow(const DatasetInfo& info, const DirectSource& source, const Schedule& schedule, int64_t rank,
                          int64_t steps, int64_t first_step, int64_t total_steps, const Normalizer& normalizer,
-                         int threads)
+                         int threads, Timeline* timeline)
     : info_(info),
       source_(source),
       schedule_(schedule),
@@ -34,7 +34,8 @@ ShardWindow::ShardWindow(const DatasetInfo& info, const DirectSource& source, co
       steps_(steps),
       total_steps_(total_steps),
       normalizer_(normalizer),
-      threads_(threads) {
+      threads_(threads),
+      timeline_(timeline) {
   RT_CHECK(steps_ >= 1, "a window of " << steps_ << " steps");
   start_read(first_step);
   advance(first_step);
@@ -54,8 +55,9 @@ void ShardWindow::start_read(int64_t begin) {
   next_error_ = nullptr;
   next_stats_ = ShardReadStats{};
   // The thread touches only next_, next_error_ and next_stats_ (and reads info_, source_, normalizer_, which stay
-  // fixed); the loop reads them only after join().
-  reader_ = std::thread([this, seqs = std::move(seqs)] {
+  // fixed); the loop reads them only after join(). Its span goes to the timeline's locked side track.
+  reader_ = std::thread([this, begin, seqs = std::move(seqs)] {
+    SideSpan span(timeline_, Phase::WindowRead, begin + 1);
     try {
       next_ = read_shard_direct(info_, source_, seqs, threads_, &next_stats_);
       normalizer_.apply(next_, threads_);

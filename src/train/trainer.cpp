@@ -226,7 +226,7 @@ void Trainer::setup_shards() {
   if (stream_) {   // the first window is read (and normalised) now, the second from here on in the background
     collective_phase(ctx_, [&] {
       window_ = std::make_unique<ShardWindow>(train_info_, *stream_, *schedule_, ctx_.rank, window_steps_, step_,
-                                              total_steps_, normalizer_, threads);
+                                              total_steps_, normalizer_, threads, &timeline_);
     });
   }
 

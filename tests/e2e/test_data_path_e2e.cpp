@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <vector>
+#include <algorithm>
 #include <sstream>
 #include <regex>
 #include <string>
@@ -214,4 +217,55 @@ TEST(DataPath, EvalRefusesABudgetBelowOneSequence) {
   for (int rc : r.rank_rcs) EXPECT_EQ(rc, 2) << r.output;
   EXPECT_TRUE(contains(r.output, "longest sequence") && contains(r.output, "hint:")) << r.output;
   EXPECT_FALSE(std::filesystem::exists(d / "p.csv"));
+}
+
+// --trace of a streamed run: every rank's reader thread has a track of its own ("reader", tid 1) holding one
+// window_read span per window it read (the first included, read before the loop), each starting at its window's
+// first step; the trainer's phases stay on tid 0. A resident run has no reader track.
+TEST(DataPath, TraceOfAStreamedRunHoldsTheReadersSpans) {
+  Scratch d;
+  gen(d, "train.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");
+  const std::string opts = " --epochs 2 --hidden 8 --batch-per-rank 3 --quiet --normalize none";
+  const Result a = run(2, "train --data " + d / "train.h5" + " --out " + d / "resident" + opts + " --trace " +
+                              d / "resident.json");
+  const Result b = run(2, "train --data " + d / "train.h5" + " --out " + d / "streamed" + opts +
+                              " --max-memory 40K --trace " + d / "streamed.json");
+  ASSERT_EQ(a.rc, 0) << a.output;
+  ASSERT_EQ(b.rc, 0) << b.output;
+  const int64_t w = read_json(d / "streamed/summary.json")["window_steps"].get<int64_t>();
+  ASSERT_GE(w, 1);
+  for (const std::string which : {"resident", "streamed"}) {
+    SCOPED_TRACE(which);
+    const auto t = read_json(d / (which + ".json"));
+    std::map<int, std::vector<int64_t>> starts;   // rank -> the first steps of its window reads
+    std::map<int, int64_t> steps;                 // rank -> compute spans
+    std::map<int, std::string> reader_track;
+    for (const auto& e : t["traceEvents"]) {
+      const int pid = e["pid"].get<int>();
+      if (e["ph"] == "M" && e["name"] == "thread_name" && e["tid"] == 1) reader_track[pid] = e["args"]["name"];
+      if (e["ph"] != "X") continue;
+      if (e["name"] == "window_read") {
+        EXPECT_EQ(e["tid"], 1) << e.dump();
+        EXPECT_EQ(e["cat"], "reader") << e.dump();
+        EXPECT_GE(e["dur"].get<double>(), 0.0);
+        starts[pid].push_back(e["args"]["step"].get<int64_t>());
+      } else {
+        EXPECT_EQ(e["tid"], 0) << e.dump();
+        if (e["name"] == "compute") ++steps[pid];
+      }
+    }
+    for (int rank : {0, 1}) {
+      ASSERT_GT(steps[rank], 0);
+      if (which == "resident") {
+        EXPECT_TRUE(starts[rank].empty()) << rank;
+        EXPECT_EQ(reader_track.count(rank), 0u) << rank;
+        continue;
+      }
+      EXPECT_EQ(reader_track[rank], "reader") << rank;
+      std::vector<int64_t> want;
+      for (int64_t s = 1; s <= steps[rank]; s += w) want.push_back(s);
+      std::sort(starts[rank].begin(), starts[rank].end());
+      EXPECT_EQ(starts[rank], want) << "rank " << rank << ", windows of " << w << " steps";
+    }
+  }
 }

@@ -190,6 +190,43 @@ TEST(Timeline, OffRecordsNothing) {
   EXPECT_FALSE(t.truncated());
 }
 
+// Background threads record their spans on the side track while the main thread records its phases: no event is
+// lost or torn, each thread's spans are where it put them, and the main thread's list holds only its own.
+TEST(Timeline, SideSpansFromOtherThreadsGoToTheirOwnTrack) {
+  Timeline t(true);
+  std::vector<std::thread> readers;
+  for (int k = 0; k < 4; ++k)
+    readers.emplace_back([&t, k] {
+      for (int i = 0; i < 500; ++i) SideSpan span(&t, Phase::WindowRead, 1000 * k + i);
+    });
+  for (int i = 0; i < 500; ++i) PhaseScope phase(&t, Phase::Compute, i + 1);
+  for (std::thread& r : readers) r.join();
+  ASSERT_EQ(t.events().size(), 500u);
+  for (const TraceEvent& e : t.events()) EXPECT_EQ(e.phase, Phase::Compute);
+  const std::vector<TraceEvent> side = t.side_events();
+  ASSERT_EQ(side.size(), 2000u);
+  std::vector<int> next(4, 0);   // each thread's spans in its own order
+  for (const TraceEvent& e : side) {
+    EXPECT_EQ(e.phase, Phase::WindowRead);
+    EXPECT_GE(e.dur_us, 0.0);
+    const auto k = static_cast<size_t>(e.step / 1000);
+    ASSERT_LT(k, 4u);
+    EXPECT_EQ(e.step % 1000, next[k]++);
+  }
+  EXPECT_FALSE(t.truncated());
+  EXPECT_STREQ(phase_name(Phase::WindowRead), "window_read");
+  EXPECT_STREQ(phase_category(Phase::WindowRead), "reader");
+
+  Timeline capped(true, 3);   // the side track has the same cap, and says what it left out
+  for (int i = 0; i < 5; ++i) SideSpan span(&capped, Phase::WindowRead, i + 1);
+  EXPECT_EQ(capped.side_events().size(), 3u);
+  EXPECT_EQ(capped.dropped(), 2);
+
+  Timeline off(false);   // without --trace: nothing kept
+  std::thread([&off] { SideSpan span(&off, Phase::WindowRead, 1); }).join();
+  EXPECT_TRUE(off.side_events().empty());
+}
+
 TEST(Compare, RowsShowTheOptionsThatDiffer) {
   auto run = [](const std::string& name, const std::string& config, double best_acc) {
     Json s{{"world_size", 2}, {"config", config}, {"best_epoch", 3}, {"best_val_loss", 0.5},

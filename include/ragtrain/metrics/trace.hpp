@@ -1,11 +1,13 @@
 // The timeline of a run: the Trainer's phases (set-up, and per step read, compute, all-reduce wait, update, log,
-// validation, checkpoint, agreement) as begin/end intervals on this rank's clock, kept in memory for
+// validation, checkpoint, agreement) as begin/end intervals on this rank's clock, and the spans of its background
+// threads (the streamed shard's window reads) on a track of their own, kept in memory for
 // `train --trace` / `bench --trace` (trace_file.hpp writes them), and in CUDA builds also as NVTX ranges of the
 // "ragtrain" domain, so Nsight Systems shows the same phases above the kernels.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "ragtrain/comm/context.hpp"
@@ -24,10 +26,11 @@ enum class Phase : int32_t {
   Validation,      // --val scored (every rank a block), sums all-reduced
   Checkpoint,      // checkpoint.h5 / best.h5 written by rank 0, the outcome agreed
   Agree,           // the step-boundary agreement on signals and timed checkpoints
+  WindowRead,      // the reader thread: a streamed shard's next window read (pread) and normalised
   Count
 };
 const char* phase_name(Phase p);       // "compute", "allreduce_wait", ...
-const char* phase_category(Phase p);   // "setup" or "step"
+const char* phase_category(Phase p);   // "setup", "step" or "reader" (another thread's track)
 
 // One interval, microseconds from the trace's origin on this rank. `step`: the 1-based global step it belongs
 // to (0: set-up). Plain numbers, so every rank's list gathers as doubles.
@@ -56,14 +59,21 @@ class Timeline {
   void begin(Phase p, int64_t step);
   void end();   // closes the innermost open phase
 
+  // A span of a background thread (not nested, never on the main thread's stack): safe from any thread, under a
+  // lock that the main thread's begin/end never take. side_begin returns the span's start (an NVTX range is pushed
+  // on the calling thread in CUDA builds); side_end closes it. Without --trace no clock is read and nothing kept.
+  using clock = std::chrono::steady_clock;
+  clock::time_point side_begin(Phase p, int64_t step);
+  void side_end(Phase p, int64_t step, clock::time_point t0);
+
   bool recording() const { return record_; }
-  const std::vector<TraceEvent>& events() const { return events_; }
-  bool truncated() const { return dropped_ > 0; }
-  int64_t dropped() const { return dropped_; }
+  const std::vector<TraceEvent>& events() const { return events_; }   // the main thread's
+  std::vector<TraceEvent> side_events() const;                        // a copy, taken under the lock
+  bool truncated() const { return dropped() > 0; }
+  int64_t dropped() const;   // intervals not recorded, both kinds
   int64_t first_dropped_step() const { return first_dropped_step_; }
 
  private:
-  using clock = std::chrono::steady_clock;
   struct Open {
     Phase phase;
     int64_t step;
@@ -75,6 +85,9 @@ class Timeline {
   std::vector<Open> open_;   // nested phases (a best.h5 write inside validation's wake)
   std::vector<TraceEvent> events_;
   int64_t dropped_ = 0, first_dropped_step_ = -1;
+  mutable std::mutex side_mutex_;   // guards side_events_ and side_dropped_
+  std::vector<TraceEvent> side_events_;
+  int64_t side_dropped_ = 0;
   void* nvtx_domain_ = nullptr;                     // nvtxDomainHandle_t (CUDA builds)
   std::vector<void*> nvtx_names_;                   // nvtxStringHandle_t per Phase
 };
@@ -94,6 +107,25 @@ class PhaseScope {
 
  private:
   Timeline* t_;
+};
+
+// A background thread's span as a scope (also when it throws). `timeline` may be null.
+class SideSpan {
+ public:
+  SideSpan(Timeline* timeline, Phase p, int64_t step) : t_(timeline), p_(p), step_(step) {
+    if (t_) t0_ = t_->side_begin(p, step);
+  }
+  ~SideSpan() {
+    if (t_) t_->side_end(p_, step_, t0_);
+  }
+  SideSpan(const SideSpan&) = delete;
+  SideSpan& operator=(const SideSpan&) = delete;
+
+ private:
+  Timeline* t_;
+  Phase p_;
+  int64_t step_;
+  Timeline::clock::time_point t0_{};
 };
 
 }  // namespace ragtrain

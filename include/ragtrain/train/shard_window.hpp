@@ -9,6 +9,7 @@
 
 #include "ragtrain/data/normalization.hpp"
 #include "ragtrain/data/shard.hpp"
+#include "ragtrain/metrics/trace.hpp"
 #include "ragtrain/schedule/schedule.hpp"
 
 namespace ragtrain {
@@ -22,9 +23,11 @@ class ShardWindow {
  public:
   // Windows of `steps` steps (the same on every rank, so that they change at the same step everywhere), the first
   // one beginning at `first_step` and read before this returns; the second starts reading at once. Each window is
-  // normalised with `normalizer` as it arrives.
+  // normalised with `normalizer` as it arrives. Each read is a WindowRead span of `timeline` (may be null; it
+  // must outlive the window), its step the window's first (1-based).
   ShardWindow(const DatasetInfo& info, const DirectSource& source, const Schedule& schedule, int64_t rank,
-              int64_t steps, int64_t first_step, int64_t total_steps, const Normalizer& normalizer, int threads);
+              int64_t steps, int64_t first_step, int64_t total_steps, const Normalizer& normalizer, int threads,
+              Timeline* timeline = nullptr);
   ~ShardWindow();   // waits for a read in flight
   ShardWindow(const ShardWindow&) = delete;
   ShardWindow& operator=(const ShardWindow&) = delete;
@@ -46,6 +49,7 @@ class ShardWindow {
   int64_t rank_, steps_, total_steps_;
   Normalizer normalizer_;
   int threads_;
+  Timeline* timeline_;
   Schedule::Epoch cache_;
   int64_t cache_epoch_ = -1;
   Shard current_, next_;
