@@ -237,8 +237,8 @@ $(BUILD)/bin/cudnn_floor: $(BUILD)/obj/bench/cudnn_floor.o $(LIB)
 # tests/build/test_build.sh builds this against MPI and parallel HDF5 reached only through a relocated prefix: the
 # translation units of the data path's parallel reads (MPI-IO open, header validation, collective hyperslab reads)
 # and a main that runs them on every rank; small, so that the suite stays fast without ccache.
-RELOC_SRCS := tests/build/reloc_probe.cpp src/data/format.cpp src/data/shard.cpp src/data/h5.cpp src/data/checks.cpp \
-              src/core/error.cpp src/core/memory.cpp
+RELOC_SRCS := tests/build/reloc_probe.cpp src/data/format.cpp src/data/shard.cpp src/data/direct_read.cpp \
+              src/data/parallel_blocks.cpp src/data/h5.cpp src/data/checks.cpp src/core/error.cpp src/core/memory.cpp
 $(BUILD)/bin/reloc_probe: $(RELOC_SRCS:%.cpp=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CXX) $(LDFLAGS) $^ $(HDF5_LIBS) $(MPI_LIBS) -o $@
@@ -273,11 +273,11 @@ FUZZ_DIR  := $(BUILD)/fuzz
 FUZZ_SAN  := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CXXFLAGS := -std=c++17 -O1 -g -Wall -Wextra $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 # Only what each target reaches: the .ts parser, the v1 validation with its HDF5 helpers, the NumPy readers.
-FUZZ_TS_SRCS := tests/fuzz/fuzz_ts.cpp src/data/ts_import.cpp src/data/missing.cpp src/data/checks.cpp src/core/error.cpp
+FUZZ_TS_SRCS := tests/fuzz/fuzz_ts.cpp src/data/ts_import.cpp src/data/names.cpp src/data/missing.cpp src/data/checks.cpp src/core/error.cpp
 FUZZ_H5_SRCS := tests/fuzz/fuzz_h5.cpp src/data/format.cpp src/data/h5.cpp src/data/checks.cpp src/core/error.cpp \
                 src/core/memory.cpp
 # The .npy parser and the .npz importer (minizip reads the archive).
-FUZZ_NPZ_SRCS := tests/fuzz/fuzz_npz.cpp src/data/npz_import.cpp src/data/npy.cpp src/data/missing.cpp src/data/checks.cpp \
+FUZZ_NPZ_SRCS := tests/fuzz/fuzz_npz.cpp src/data/npz_import.cpp src/data/names.cpp src/data/npy.cpp src/data/missing.cpp src/data/checks.cpp \
                  src/data/class_labels.cpp src/core/error.cpp
 FUZZ_BINS := $(FUZZ_DIR)/bin/fuzz_ts $(FUZZ_DIR)/bin/fuzz_h5 $(FUZZ_DIR)/bin/fuzz_npz
 
