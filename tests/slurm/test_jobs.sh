@@ -91,10 +91,11 @@ selected test_mpirun_sigterm && test_mpirun_sigterm
 
 test_mpirun_default_device() {
   local name="run-mpirun.sh: without DEVICE it trains where it runs (cpu without a GPU, cuda with one)" rc want=cpu
+  local np=NP=2   # on GPUs NP is left to the script: one rank per GPU (two ranks cannot share one GPU)
   if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -gt 0 ] && "$BIN" --version | grep -q '^backends:.*cuda'; then
-    want=cuda
+    want=cuda np=NP=
   fi
-  (unset DEVICE; DATA=train.h5 OUT=dev NP=2 RAGTRAIN=$BIN MPIRUN_ARGS=--oversubscribe \
+  (unset DEVICE; env DATA=train.h5 OUT=dev "$np" RAGTRAIN="$BIN" MPIRUN_ARGS=--oversubscribe \
     "$ROOT/jobs/run-mpirun.sh" --hidden 8 --epochs 1 --quiet >dev.log 2>&1); rc=$?
   if [ "$rc" -ne 0 ]; then fail "$name" "exited with $rc"; tail -5 dev.log
   elif ! grep -q "DEVICE=auto: $want" dev.log; then fail "$name" "expected DEVICE=auto: $want in the log"; tail -5 dev.log
