@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch CUDA-graph anchor for issue 14: ragtrain's model (nn.LSTM + nn.Linear, tools/torch_model.py),
+"""The PyTorch CUDA-graph anchor of the headline table: ragtrain's model (nn.LSTM + nn.Linear, tools/torch_model.py),
 cross-entropy, Adam(capturable=True), the WHOLE training step (forward, loss, backward, optimizer) captured in one
 CUDA graph per sequence length (batch one) or per padded length (--batch K > 1: the K sequences zero-padded at the
 end to the batch's longest, the head reading each sequence's own last step, which is exact because the LSTM is
