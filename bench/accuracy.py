@@ -289,8 +289,8 @@ def main():
                     help="start from ragtrain's defaults instead of inputs/<set>.ini (with --tag; for choosing defaults)")
     ap.add_argument("--tag", default="", help="name of this sweep in accuracy.json (default: the recipes as shipped)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build/bin/ragtrain"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/accuracy-2026-12-03"),
-                    help="accuracy.json and accuracy.log")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/cpu-2026-12-03"),
+                    help="accuracy.json and accuracy.log (default: the curated record the table of doc/accuracy.md is read from)")
     ap.add_argument("--work", default=os.path.join(ROOT, "runs/accuracy"),
                     help="converted files and run folders (git-ignored)")
     ap.add_argument("--jobs", type=int, default=1, help="runs at the same time")

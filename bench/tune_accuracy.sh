@@ -3,7 +3,7 @@
 # tuned recipe (best.ini) trained again on the whole training split for several seeds and scored on the test split,
 # by ragtrain (the recipe as tune trained it: its schedule, 1 rank per trial) and by PyTorch with the same options
 # (tools/torch_model.py through bench/accuracy.py). The rows go to OUT/accuracy.json (bench/accuracy.py's format,
-# tag "tuned-DATE"); the shipped recipes' rows are in bench/results/accuracy-2026-12-03/ to compare with.
+# tag "tuned-DATE"); the shipped recipes' rows are in bench/results/cpu-2026-12-03/ to compare with.
 # usage, from the repository root, after make:
 #   [SETS="plaid gesture-pebble-z1 ..."] [DEVICE=cuda] [NP=4] [SEEDS=1,2,3] [OUT=runs/tune-accuracy] bench/tune_accuracy.sh
 # NP ranks run the search (DEVICE=cuda: NP trial groups share one GPU, --trials-per-gpu NP).
