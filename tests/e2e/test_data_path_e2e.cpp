@@ -143,8 +143,10 @@ TEST(DataPath, FileTruncatedWhileStreamingStopsEveryRank) {
                               " --checkpoint-every 20 --quiet");
   EXPECT_EQ(r.rc, 2) << r.output;
   for (int rc : r.rank_rcs) EXPECT_EQ(rc, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, file) && contains(r.output, "/features") && contains(r.output, "sequence") &&
-              contains(r.output, "truncated") && contains(r.output, "hint:"))
+  // The window's rows may all lie before the cut while /labels (after /features in the file) is gone: the dataset
+  // named is the first one whose read failed.
+  EXPECT_TRUE(contains(r.output, file) && (contains(r.output, "/features") || contains(r.output, "/labels")) &&
+              contains(r.output, "sequence") && contains(r.output, "truncated") && contains(r.output, "hint:"))
       << r.output;
   for (const auto& entry : std::filesystem::directory_iterator(d / "run"))
     if (entry.path().extension() == ".h5") EXPECT_NE(model_of(entry.path().string()).find("DATASET"), std::string::npos);
