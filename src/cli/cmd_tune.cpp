@@ -113,7 +113,18 @@ struct Search {
   bool classification = true;
   int rungs = 1;
   std::string selection;              // how the validation set was chosen, for messages and summary.json
+  int64_t validated = 0;              // sequences the figure is measured on (all folds' together)
+  // The default space's trial 0: train's defaults for every searched option, so the search cannot end below
+  // them on validation (promoted through every rung). Empty with --space: a narrowed space may exclude them.
+  Recipe anchor;
 };
+
+int64_t anchor_trial(const Search& s) { return s.anchor.options.empty() ? -1 : 0; }
+
+// Trial t's recipe: the defaults for the anchor trial, else drawn from the space.
+Recipe trial_recipe(const Search& s, int64_t trial) {
+  return trial == anchor_trial(s) ? s.anchor : sample_recipe(s.space, s.cfg.seed, trial);
+}
 
 int64_t recipe_epochs(const Recipe& r) {
   const std::string e = r.get("epochs", std::to_string(ScheduleOptions{}.epochs));
@@ -185,7 +196,7 @@ RungResult train_fold(const Search& s, const TrialGroup& g, const std::string& i
 // One training run of `trial` at `rung` on the group's ranks: once per fold (the figure is the mean over the
 // folds). A run that diverges or fails on any fold is a result too, without a figure.
 RungResult run_trial(const Search& s, const TrialGroup& g, int64_t trial, int rung) {
-  const Recipe recipe = sample_recipe(s.space, s.cfg.seed, trial);
+  const Recipe recipe = trial_recipe(s, trial);
   RungResult r;
   r.trial = trial;
   r.rung = rung;
@@ -255,7 +266,7 @@ std::string run_jobs(const Search& s, const TrialGroup& g, int rung, const std::
     const int64_t trial = jobs[static_cast<size_t>(job)];
     const RungResult r = run_trial(s, g, trial, rung);
     if (!g.leader()) continue;
-    const std::string row = trials_csv_row(r, trial_seed(s.cfg.seed, trial), sample_recipe(s.space, s.cfg.seed, trial));
+    const std::string row = trials_csv_row(r, trial_seed(s.cfg.seed, trial), trial_recipe(s, trial));
     write_text_atomic(s.cfg.out + "/" + run_name(trial, rung) + ".csv", trials_csv_header(s.space) + row);
     rows += row;
     const int64_t finished = queue.finish() + 1;
@@ -279,7 +290,7 @@ std::string run_jobs(const Search& s, const TrialGroup& g, int rung, const std::
 // trials.csv: one row per trial, its last rung's run; rewritten whole (atomically) after every rung.
 void write_trials_csv(const Search& s, const std::map<int64_t, RungResult>& latest) {
   std::string text = trials_csv_header(s.space);
-  for (const auto& [t, r] : latest) text += trials_csv_row(r, trial_seed(s.cfg.seed, t), sample_recipe(s.space, s.cfg.seed, t));
+  for (const auto& [t, r] : latest) text += trials_csv_row(r, trial_seed(s.cfg.seed, t), trial_recipe(s, t));
   write_text_atomic(s.cfg.out + "/trials.csv", text);
 }
 
@@ -349,7 +360,8 @@ Outcome search(const Search& s, const TrialGroup& g, const Context& world) {
       out.rungs.push_back(results);
       const bool budget_left = s.cfg.tune.budget_minutes <= 0 || since_start.seconds() < 60 * s.cfg.tune.budget_minutes;
       if (rung + 1 < s.rungs && budget_left && done.size() == alive.size())
-        for (int64_t t : promote(results, static_cast<int64_t>(alive.size()), kTuneEta, s.classification))
+        for (int64_t t : promote(results, static_cast<int64_t>(alive.size()), kTuneEta, s.classification,
+                                     anchor_trial(s)))
           next += std::to_string(t) + "\n";
       if (!s.cfg.talk.quiet && !results.empty()) {
         const RungResult top = ranked(results, s.classification).front();
@@ -409,7 +421,7 @@ void claim_folder(const Search& s) {
       << "data = " << absolute(s.cfg.source.data) << "\nval = " << (s.cfg.val.empty() ? "split" : absolute(s.cfg.val))
       << "\nseed = " << s.cfg.seed << "\ntrials = " << s.cfg.tune.trials
       << "\nfolds = " << s.train_paths.size() << "\nranks-per-trial = " << s.cfg.tune.ranks_per_trial << "\ndevice = " << device_name(s.cfg.device)
-      << "\neta = " << kTuneEta << "\n[space]\n"
+      << "\neta = " << kTuneEta << "\ndefaults-trial = " << anchor_trial(s) << "\n[space]\n"
       << space_text(s.space);
   const std::string path = s.cfg.out + "/" + kTuneRecordName;
   fs::create_directories(s.cfg.out + "/runs");
@@ -460,6 +472,29 @@ int fold_count(const TuneConfig& cfg, int64_t sequences) {
   return sequences < kTuneFoldsBelow ? kTuneAutoFolds : 1;
 }
 
+// The anchor trial of the default space: each searched option at the value `train` takes without it, read from
+// train's own effective configuration (the option table's defaults, never a copy of them).
+Recipe defaults_recipe(const Search& s) {
+  const std::vector<std::string> args = {"ragtrain", "train", "--data", s.cfg.source.data, "--out",
+                                         s.cfg.out + "/runs/defaults-probe"};
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  const std::string effective = parse_command_line(static_cast<int>(argv.size()), argv.data()).config.provenance.effective;
+  std::map<std::string, std::string> value;
+  std::stringstream in(effective);
+  for (std::string line; std::getline(in, line);) {
+    const auto eq = line.find(" = ");
+    if (line.empty() || line[0] == '#' || eq == std::string::npos) continue;
+    value[line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  Recipe r;
+  for (const Dimension& d : s.space.dims) {
+    RT_CHECK(value.count(d.name), "train's effective configuration has no `" << d.name << "`");
+    r.options.emplace_back(d.name, value[d.name]);
+  }
+  return r;
+}
+
 Search set_up(const Context& world, const TuneConfig& cfg) {
   Search s;
   s.cfg = cfg;
@@ -471,6 +506,7 @@ Search set_up(const Context& world, const TuneConfig& cfg) {
                                       << "divisors of " << world.size);
     s.space = cfg.tune.space.empty() ? default_space() : read_space(cfg.tune.space);
     s.rungs = rung_count(cfg.tune.trials, kTuneEta);
+    if (cfg.tune.space.empty()) s.anchor = defaults_recipe(s);
   });
   // The data and the space are checked before the folder is claimed: bad input leaves nothing behind.
   const MemoryBudget budget = MemoryBudget::of(cfg.source.max_memory, world.local_size);
@@ -501,16 +537,34 @@ Search set_up(const Context& world, const TuneConfig& cfg) {
   });
   collective_phase(world, [&] {
     s.classification = read_dataset_info(s.train_paths[0], world.world, budget).task == Task::Classification;
+    for (const std::string& v : s.val_paths) s.validated += read_dataset_info(v, world.world, budget).num_sequences;
   });
   return s;
 }
 
 // ---- the result: best.ini, the final model, summary.json ----
 
+// What a run costs to train, from its config file as train parses it: epochs x layers x directions x hidden^2,
+// the LSTM's recurrent multiply-adds per time step over the run (the input's share aside). Ranks recipes by size
+// and length only; the choice among close figures needs no more.
+double run_cost(const Search& s, const RungResult& r) {
+  const std::string ini = s.cfg.out + "/" + run_name(r.trial, r.rung) + ".ini";
+  const TrainConfig tc = parse_run(ini, s.train_paths[0], "", s.cfg.out + "/runs/cost-probe", s.cfg, true);
+  const auto h = static_cast<double>(tc.model.hidden);
+  return static_cast<double>(tc.schedule.epochs) * static_cast<double>(tc.model.layers) *
+         (tc.model.bidirectional ? 2.0 : 1.0) * h * h;
+}
+
+// The run the search ends with: of the last rung with a finished run, the cheapest within the noise of its best
+// figure (choose_best; classification: one standard error or one sequence, accuracy_noise).
 RungResult best_result(const Search& s, const Outcome& o) {
   for (auto it = o.rungs.rbegin(); it != o.rungs.rend(); ++it) {
     const std::vector<RungResult> order = ranked(*it, s.classification);
-    if (!order.empty() && order.front().status == TrialStatus::Done) return order.front();
+    if (order.empty() || order.front().status != TrialStatus::Done) continue;
+    std::vector<double> cost;
+    for (const RungResult& r : *it) cost.push_back(r.status == TrialStatus::Done ? run_cost(s, r) : 0.0);
+    const double noise = s.classification ? accuracy_noise(order.front().val_accuracy, s.validated) : 0.0;
+    return choose_best(*it, cost, s.classification, noise);
   }
   throw UserError("no trial finished: every training run diverged or failed (trials.csv says how each ended)",
                   "narrow the space (e.g. a lower `lr` range) with --space, or check the data with `ragtrain inspect`");
@@ -526,7 +580,7 @@ void write_summary(const Search& s, const Outcome& o, const RungResult& best, co
     r["diverged_or_failed"] = static_cast<int64_t>(rung.size()) - done;
     rungs.push_back(r);
   }
-  const Recipe recipe = sample_recipe(s.space, s.cfg.seed, best.trial);
+  const Recipe recipe = trial_recipe(s, best.trial);
   Json chosen = Json::object();
   for (const auto& [n, v] : recipe.options) chosen[n] = v;
   chosen["epochs"] = best.epochs;
@@ -541,6 +595,8 @@ void write_summary(const Search& s, const Outcome& o, const RungResult& best, co
             {"groups", world.size / s.cfg.tune.ranks_per_trial},
             {"device", device_name(s.cfg.device)},
             {"trials", s.cfg.tune.trials},
+            {"defaults_trial", anchor_trial(s)},
+            {"validated_sequences", s.validated},
             {"eta", kTuneEta},
             {"rungs", rungs},
             {"runs_trained_now", o.runs_trained},

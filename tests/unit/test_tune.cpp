@@ -151,6 +151,48 @@ TEST(TuneHalving, DivergedAndFailedTrialsAreNeverPromoted) {
   EXPECT_TRUE(promote(none, 3, 3, true).empty());
 }
 
+TEST(TuneHalving, TheDefaultsTrialIsPromotedOverTheCount) {
+  std::vector<RungResult> rs;
+  for (int64_t t = 0; t < 9; ++t) rs.push_back(result(t, 0.1 * static_cast<double>(t), 1.0));   // trial 0 worst
+  EXPECT_EQ(promote(rs, 9, 3, true), (std::vector<int64_t>{6, 7, 8}));
+  EXPECT_EQ(promote(rs, 9, 3, true, 0), (std::vector<int64_t>{0, 6, 7, 8}));   // the three best, and the anchor
+  EXPECT_EQ(promote(rs, 9, 3, true, 7), (std::vector<int64_t>{6, 7, 8}));      // among the best: no extra
+  rs[0].status = TrialStatus::Diverged;
+  EXPECT_EQ(promote(rs, 9, 3, true, 0), (std::vector<int64_t>{6, 7, 8}));      // a diverged anchor stays out
+}
+
+TEST(TuneHalving, NoiseIsOneStandardErrorAndAtLeastOneSequence) {
+  EXPECT_DOUBLE_EQ(accuracy_noise(1.0, 50), 1.0 / 50);                          // no spread: one sequence
+  EXPECT_NEAR(accuracy_noise(0.9, 100), std::sqrt(0.9 * 0.1 / 100), 1e-12);   // 0.03 > 0.01
+  EXPECT_NEAR(accuracy_noise(0.96, 270), std::sqrt(0.96 * 0.04 / 270), 1e-12);
+  EXPECT_EQ(accuracy_noise(0.5, 0), 0.0);
+}
+
+TEST(TuneHalving, ChoosesTheCheapestRecipeWithinTheNoiseOfTheBest) {
+  // JapaneseVowels' last rung on a 54-sequence hold-out: 53, 52 and 52 right; the best was the largest model.
+  const std::vector<RungResult> rs = {result(3, 53.0 / 54, 0.20), result(8, 52.0 / 54, 0.15),
+                                      result(11, 52.0 / 54, 0.18), result(14, 0.99, 0.1, TrialStatus::Diverged)};
+  const std::vector<double> cost = {8.0, 1.0, 0.5, 0.1};   // the diverged one is cheapest but has no figure
+  // Without noise the best figure wins, whatever it costs (the rule before: ranked()).
+  EXPECT_EQ(choose_best(rs, cost, true, 0.0).trial, 3);
+  // Within one sequence (1/54) all three are the same figure: the cheapest wins.
+  EXPECT_EQ(choose_best(rs, cost, true, accuracy_noise(53.0 / 54, 54)).trial, 11);
+  // Of equal cost, the better figure (then the lower loss) wins.
+  EXPECT_EQ(choose_best(rs, {1.0, 1.0, 1.0, 1.0}, true, 1.0 / 54).trial, 3);
+  EXPECT_EQ(choose_best(rs, {9.0, 1.0, 1.0, 1.0}, true, 1.0 / 54).trial, 8);
+  // Two sequences behind is outside one sequence's noise.
+  const std::vector<RungResult> far = {result(3, 53.0 / 54, 0.2), result(11, 51.0 / 54, 0.1)};
+  EXPECT_EQ(choose_best(far, {8.0, 0.5}, true, 1.0 / 54).trial, 3);
+  // Regression: the loss within `noise` of the lowest.
+  const std::vector<RungResult> reg = {result(1, 0, 0.50), result(2, 0, 0.52), result(3, 0, 0.60)};
+  EXPECT_EQ(choose_best(reg, {5, 1, 0.1}, false, 0.0).trial, 1);
+  EXPECT_EQ(choose_best(reg, {5, 1, 0.1}, false, 0.03).trial, 2);
+  // The same results in another order choose the same run.
+  const std::vector<RungResult> back(rs.rbegin(), rs.rend());
+  const std::vector<double> back_cost(cost.rbegin(), cost.rend());
+  EXPECT_EQ(choose_best(back, back_cost, true, 1.0 / 54).trial, 11);
+}
+
 TEST(TuneSplit, StratifiedKeepsEveryClassInBothSidesAndIsPure) {
   std::vector<int32_t> labels;
   for (int c = 0; c < 4; ++c)

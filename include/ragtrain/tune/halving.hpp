@@ -46,8 +46,24 @@ int64_t promoted_count(int64_t n, int eta);
 std::vector<RungResult> ranked(std::vector<RungResult> results, bool classification);
 
 // The trials the next rung trains: the best promoted_count(n) of `results` that finished (status Done), in
-// trial order. `n` is the rung's size (trials run or skipped), not only those with a result.
-std::vector<int64_t> promote(const std::vector<RungResult>& results, int64_t n, int eta, bool classification);
+// trial order. `n` is the rung's size (trials run or skipped), not only those with a result. `anchor` (a trial
+// number, or -1 for none) is promoted too when it finished, over the count: the trial of train's defaults reaches
+// the last rung, so the search never ends on a recipe that validates below them for lack of epochs.
+std::vector<int64_t> promote(const std::vector<RungResult>& results, int64_t n, int eta, bool classification,
+                             int64_t anchor = -1);
+
+// How far apart two validation accuracies measured on `validated` sequences can be by chance: one standard error
+// of the best one, sqrt(a (1 - a) / n), and never below one sequence (1 / n) — a figure from 54 sequences moves
+// in steps of 0.019, so a trial one sequence ahead is not a better recipe.
+double accuracy_noise(double accuracy, int64_t validated);
+
+// The run a search ends with, from its last rung: among the finished runs whose figure is within `noise` of the
+// best one (classification: val_accuracy >= best - noise; regression: val_loss <= best + noise), the one of
+// least `cost` (cost[i] belongs to results[i]: the smaller or shorter model), then the better figure as
+// ranked(), then the lower trial number. Among recipes the validation set cannot tell apart, the cheaper one
+// generalises at least as well and trains faster. Throws when none finished (the caller says why).
+RungResult choose_best(const std::vector<RungResult>& results, const std::vector<double>& cost, bool classification,
+                       double noise);
 
 // The figure a trial is ranked by, as a word for tables: "val_accuracy" or "val_loss".
 const char* figure_name(bool classification);
