@@ -74,30 +74,6 @@ std::vector<SplitIndices> stratified_folds(const std::vector<int32_t>& labels, i
   return folds;
 }
 
-RaggedData subset(const RaggedData& data, const std::vector<int64_t>& indices) {
-  RaggedData out;
-  out.labeled = data.labeled;
-  out.task = data.task;
-  out.num_features = data.num_features;
-  out.num_outputs = data.num_outputs;
-  out.class_names = data.class_names;
-  out.source = data.source;
-  const auto F = static_cast<size_t>(data.num_features);
-  const auto K = static_cast<size_t>(data.num_outputs);
-  for (int64_t i : indices) {
-    const auto u = static_cast<size_t>(i);
-    const auto begin = static_cast<size_t>(data.offsets[u]) * F, end = static_cast<size_t>(data.offsets[u + 1]) * F;
-    out.features.insert(out.features.end(), data.features.begin() + static_cast<std::ptrdiff_t>(begin),
-                        data.features.begin() + static_cast<std::ptrdiff_t>(end));
-    out.offsets.push_back(out.offsets.back() + data.offsets[u + 1] - data.offsets[u]);
-    if (!data.labels.empty()) out.labels.push_back(data.labels[u]);
-    if (!data.targets.empty())
-      out.targets.insert(out.targets.end(), data.targets.begin() + static_cast<std::ptrdiff_t>(u * K),
-                         data.targets.begin() + static_cast<std::ptrdiff_t>((u + 1) * K));
-  }
-  return out;
-}
-
 RaggedData to_ragged(const Shard& shard, const std::vector<std::string>& class_names, const std::string& source) {
   RaggedData d;
   d.labeled = shard.labeled;

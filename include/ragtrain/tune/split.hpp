@@ -26,10 +26,8 @@ SplitIndices stratified_split(const std::vector<int32_t>& labels, int64_t n, dou
 // UserError when a fold would be empty (fewer sequences than folds).
 std::vector<SplitIndices> stratified_folds(const std::vector<int32_t>& labels, int64_t n, int k, uint64_t seed);
 
-// The sequences `indices` of `data` as a data set of their own (same task, classes and class names).
-RaggedData subset(const RaggedData& data, const std::vector<int64_t>& indices);
-
-// A Shard of a whole file (read with read_shard) as RaggedData, for subset and write_dataset.
+// A Shard of a whole file (read with read_shard) as RaggedData, for subset (data/ragged_data.hpp) and
+// write_dataset.
 RaggedData to_ragged(const Shard& shard, const std::vector<std::string>& class_names, const std::string& source);
 
 }  // namespace ragtrain
