@@ -461,15 +461,15 @@ void write_split(const Search& s, const MemoryBudget& budget) {
   }
 }
 
-// How many folds choose: 1 with --val; else --folds, or (0) 5 for a set under kTuneFoldsBelow sequences, where
-// one hold-out of 20% is too few sequences to rank trials by, and 1 above.
+// How many folds choose: 1 with --val; else --folds, or (0) 5 for a set under kTuneFoldsBelow sequences and 3
+// under kTuneFewFoldsBelow, where one hold-out of 20% is too few sequences to rank trials by, and 1 above.
 int fold_count(const TuneConfig& cfg, int64_t sequences) {
   USER_CHECK(cfg.val.empty() || cfg.tune.folds <= 1,
              "--folds " << cfg.tune.folds << " splits --data, but --val " << cfg.val << " is the validation set",
              "leave --folds out with --val, or leave --val out to cross-validate on --data");
   if (!cfg.val.empty()) return 1;
   if (cfg.tune.folds > 0) return static_cast<int>(cfg.tune.folds);
-  return sequences < kTuneFoldsBelow ? kTuneAutoFolds : 1;
+  return sequences < kTuneFoldsBelow ? kTuneAutoFolds : sequences < kTuneFewFoldsBelow ? kTuneFewFolds : 1;
 }
 
 // The anchor trial of the default space: each searched option at the value `train` takes without it, read from

@@ -499,7 +499,7 @@ void add_tune_rows(TableBuilder& b, RunConfig& c) {
       tune);
   b.add("folds", po::value(&c.tune.folds)->default_value(c.tune.folds),
       "without --val: rank the trials by stratified k-fold cross-validation on --data (each run trains k times); 1: "
-      "one stratified 20% hold-out; 0: 5 folds below 200 sequences, else 1",
+      "one stratified 20% hold-out; 0: 5 folds below 200 sequences, 3 below 1,000, else 1",
       tune);
 }
 

@@ -25,11 +25,14 @@ inline constexpr int kTuneEta = 3;
 // DIR/tune.ini: what the search in DIR is (data, seed, trials, space); a tune started on that folder again with
 // the same record continues it, one with another record is refused (cli/output_guard.cpp, cli/cmd_tune.cpp).
 inline constexpr const char* kTuneRecordName = "tune.ini";
-// --folds 0 (auto): sets of fewer sequences than this are cross-validated in kTuneAutoFolds folds. A hold-out of
-// 20 % of a few hundred sequences ranks recipes only to within a sequence or two (JapaneseVowels: 54 held out,
-// the last rung's three trials 53, 52 and 52 right); five folds rank them on every sequence.
-inline constexpr int64_t kTuneFoldsBelow = 1000;
+// --folds 0 (auto): sets of fewer than kTuneFoldsBelow sequences are cross-validated in kTuneAutoFolds folds,
+// sets of fewer than kTuneFewFoldsBelow in kTuneFewFolds. A hold-out of 20 % of a few hundred sequences ranks
+// recipes only to within a sequence or two (JapaneseVowels: 54 held out, the last rung's three trials 53, 52 and
+// 52 right); folds rank them on every sequence, at k times the cost (3 folds where 5 would cost too much).
+inline constexpr int64_t kTuneFoldsBelow = 200;
 inline constexpr int kTuneAutoFolds = 5;
+inline constexpr int64_t kTuneFewFoldsBelow = 1000;
+inline constexpr int kTuneFewFolds = 3;
 // The share of the training set held out for selection when there is no --val (one fold).
 inline constexpr double kTuneValFraction = 0.2;
 
