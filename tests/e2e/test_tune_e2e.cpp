@@ -1,12 +1,15 @@
 // `ragtrain tune` through the real binary on 2 ranks: the files it writes, best.ini reproducing its trial's
 // validation figure when trained again, the same trials.csv on 1 rank as on 2 (times aside), a resume after every
-// rank was killed, a diverging trial recorded without stopping the search, and bad input ending every rank with 2.
+// rank was killed, a diverging trial recorded without stopping the search, the default space's trial 0 (train's
+// defaults, kept to the last rung), and bad input ending every rank with 2.
 #include <signal.h>
 
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <thread>
 
 #include "e2e_util.hpp"
@@ -224,6 +227,30 @@ TEST(TuneE2E, SmallSetsAreCrossValidatedAndTheFigureIsTheMeanOverFolds) {
   EXPECT_EQ(both.rc, 2) << both.output;
   EXPECT_TRUE(contains(both.output, "--folds 3")) << both.output;
   EXPECT_FALSE(fs::exists(d / "both"));
+}
+
+TEST(TuneE2E, TheDefaultSpacesTrialZeroIsTrainsDefaultsAndReachesTheLastRung) {
+  const Scratch d;
+  const std::string data = gen(d, "train.h5", "--sequences 30 --classes 2 --seed 8");
+  const std::string out = d / "tune";
+  // The default space (no --space), one hold-out to keep it short: rungs of 3 and 1, trial 0 in both.
+  const Result r = run(2, "tune --data " + data + " --out " + out + " --trials 3 --folds 1 --quiet");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_EQ(read_json(out + "/summary.json")["defaults_trial"].get<int64_t>(), 0);
+  // train's defaults, as train itself prints them.
+  const Result defaults = run(1, "train --print-config --data " + data + " --out " + (d / "probe"));
+  ASSERT_EQ(defaults.rc, 0) << defaults.output;
+  std::map<std::string, std::string> value;
+  std::stringstream in(defaults.output);
+  for (std::string line; std::getline(in, line);) {
+    const auto eq = line.find(" = ");
+    if (eq != std::string::npos) value[line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  const auto rows = csv_rows(out + "/trials.csv");
+  ASSERT_EQ(rows.size(), 4u);
+  ASSERT_EQ(rows[1][0], "0");
+  EXPECT_EQ(rows[1][1], "1");   // promoted to the last rung whatever its figure
+  for (size_t c = 9; c < rows[0].size(); ++c) EXPECT_EQ(rows[1][c], value[rows[0][c]]) << rows[0][c];
 }
 
 TEST(TuneE2E, BadInputEndsEveryRankWithExitCode2) {
