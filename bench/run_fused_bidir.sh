@@ -24,7 +24,7 @@ if [ "$TESTS" = 1 ]; then
   filter+=':FusedAgreement.ClassificationClusterH100:FusedAgreement.ClassificationH50SeventySequences'
   filter+=':FusedPoolAgreement.*RegistersH50:FusedTraining.Sgd100StepsK1:FusedTraining.Sgd100StepsK24'
   filter+=':GpuModelOptions.*'
-  timeout 300 mpirun -np 1 "$BIN/gpu_tests" --gtest_filter="$filter" 2>&1 | tee "$OUT/tests.log" |
+  timeout 180 mpirun -np 1 "$BIN/gpu_tests" --gtest_filter="$filter" 2>&1 | tee "$OUT/tests.log" |
     grep -E '^\[ +(OK|FAILED|PASSED) |fused|Failure|error' | head -120
 fi
 
