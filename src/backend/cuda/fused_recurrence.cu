@@ -259,6 +259,19 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
   if (st.lead) publish_progress(st.progress, st.epoch, 0);
 }
 
+// Bidirectional: both blocks of the cluster get [forward ; reverse] in pool2 (direction d's unit j at d H + j): each
+// writes its half there and into the other block, and the cluster barrier orders those stores before either block's
+// head reads them (no block touches the other's shared memory after it).
+__device__ __forceinline__ void exchange_pooled(float* pool2, int d, int H, int j, bool write, float v) {
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  if (write) {
+    pool2[d * H + j] = v;
+    cluster.map_shared_rank(pool2, d ^ 1)[d * H + j] = v;
+  }
+  cluster.sync();
+}
+
 template <int HR>
 __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
@@ -385,17 +398,8 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   // reads any more: every thread passed the last step's barrier).
   const float* pooled = h_s + cur * HP;
   if (a.dirs == 2) {
-    // Both blocks get [forward ; reverse] (direction d's units at d H): each writes its half here and into the
-    // other block, and the cluster barrier orders those stores before either block's head reads them (and no block
-    // touches the other's shared memory after it).
-    namespace cg = cooperative_groups;
-    const cg::cluster_group cluster = cg::this_cluster();
-    if (valid && q == 0) {
-      const float v = a.pool == 0 ? h_s[cur * HP + j] : (a.pool == 1 ? acc.v / static_cast<float>(len) : acc.v);
-      pool2[d * H + j] = v;
-      cluster.map_shared_rank(pool2, d ^ 1)[d * H + j] = v;
-    }
-    cluster.sync();
+    const float v = a.pool == 0 ? h_s[cur * HP + j] : (a.pool == 1 ? acc.v / static_cast<float>(len) : acc.v);
+    exchange_pooled(pool2, d, H, j, valid && q == 0, v);
     pooled = pool2;
   } else if (a.pool != 0) {
     if (valid && q == 0) h_s[(cur ^ 1) * HP + j] = a.pool == 1 ? acc.v / static_cast<float>(len) : acc.v;
