@@ -33,9 +33,12 @@ __global__ void __launch_bounds__(256) sums_kernel(const __grid_constant__ Param
     const int i = (static_cast<int>(blockIdx.x) - d * a.sum_blocks) * 32 + lane;
     const bool in = i < n_all;
     const int G = 4 * a.H, n = in ? i / G : 0, m = in ? i - n * G : 0;   // column-major, as the partials
-    const int g_lo = slice * a.groups / kSumSlices, g_hi = in ? (slice + 1) * a.groups / kSumSlices : g_lo;
+    // Direction d's partials are d a.groups + 0 .. a.groups - 1. (As an offset of src instead, ptxas gave the kernel
+    // 80 registers, not 64: 3 blocks of 256 threads an SM instead of 4.)
+    const int g_lo = d * a.groups + slice * a.groups / kSumSlices;
+    const int g_hi = in ? d * a.groups + (slice + 1) * a.groups / kSumSlices : g_lo;
+    const float* src = a.wpart + static_cast<int64_t>(n) * a.wstride + m;
     const int64_t gstride = static_cast<int64_t>(NW) * a.wstride;
-    const float* src = a.wpart + d * a.groups * gstride + static_cast<int64_t>(n) * a.wstride + m;
     float s = 0.0f;
     for (int g0 = g_lo; g0 < g_hi; g0 += 32) {   // 32 loads in flight, then their sum in order
       float v[32];
