@@ -2,10 +2,10 @@
 // one long sequence), each alone and several per step with an empty slot, both tasks, both kernel variants
 // (one block for H <= 64: H = 19, 40, 50, 55, 64; a 4-block cluster above: H = 65, its smallest, 77, 96, 100, 128,
 // and 40 sequences of H = 128 in one step); 100 SGD and Adam steps against the CPU backend at K = 1 and K = 4 (H = 96
-// and 128: SGD); bidirectional at H <= 64 (both directions in a 2-block cluster: every pool, K = 1, 9, 20, 70, training,
-// reruns); bitwise-identical reruns; the fallback to cuDNN for models it does not cover; the per-timestep cycle
-// budget and the whole step at H = 50, K = 1 (printed for doc/performance.md and the A/B of builds); and, without a
-// GPU, the gate-block layout taken from the index map. Pooling over time (--pool mean, max) gets the same checks as
+// and 128: SGD); bidirectional at H <= 64 (both directions in a 2-block cluster: every pool, K = 1, 9, 20, 70,
+// training, reruns); bitwise-identical reruns; the fallback to cuDNN for models it does not cover; the per-timestep
+// cycle budget and the whole step at H = 50, K = 1 (printed for doc/performance.md and the A/B of builds); and,
+// without a GPU, the gate-block layout taken from the index map. Pooling over time (--pool mean, max) gets the same checks as
 // the last step: loss and gradients, 100 steps, reruns; max pooling's cases first check (without a GPU too) that
 // no unit's max is within float rounding of another step's value, where the GPU and the CPU may pick either step.
 // Tolerances are the cuDNN tests' (agreement.hpp): |gpu - ref| <= 1e-5 max|ref| of the tensor + 1e-5 |ref|.
@@ -104,6 +104,7 @@ void expect_grid_argmax_separated(const ModelShape& shape, const std::vector<int
 const ModelShape kMaxH50{36, 50, 1, 10, Task::Classification, false, Pool::Max};
 const ModelShape kMaxH19{5, 19, 1, 3, Task::Regression, false, Pool::Max};
 const ModelShape kMaxH100{36, 100, 1, 10, Task::Classification, false, Pool::Max};
+const ModelShape kMaxBidirH50{36, 50, 1, 10, Task::Classification, true, Pool::Max};
 
 }  // namespace
 
@@ -293,9 +294,8 @@ TEST(FusedBidirAgreement, MeanRegressionH55) {
 
 TEST(FusedBidirAgreement, MaxClassificationH50) {
   RT_SKIP_WITHOUT_GPU();
-  const ModelShape shape = bidir({36, 50, 1, 10, Task::Classification}, Pool::Max);
-  expect_grid_argmax_separated(shape, kMixed);
-  fused_grid(shape, kMixed);
+  expect_grid_argmax_separated(kMaxBidirH50, kMixed);
+  fused_grid(kMaxBidirH50, kMixed);
 }
 
 TEST(FusedBidirAgreement, ClassificationH50TwentySequences) {
@@ -512,7 +512,8 @@ TEST(FusedBidirTraining, Sgd100StepsK24) {
 // Without a GPU: the max-pooling cases' data has no near-tie (see min_argmax_gap), in the agreement grids and at
 // every step of the CPU side of the training runs, so a failure of the GPU cases above is the kernel's.
 TEST(FusedPoolData, MaxPoolCasesHaveNoNearTies) {
-  for (const ModelShape& shape : {kMaxH50, kMaxH19, kMaxH100}) expect_grid_argmax_separated(shape, kMixed);
+  for (const ModelShape& shape : {kMaxH50, kMaxH19, kMaxH100, kMaxBidirH50})
+    expect_grid_argmax_separated(shape, kMixed);
   for (const MaxTrainingCase& c : {kMaxSgdK1, kMaxAdamK1, kMaxSgdK4}) {
     const double gap = training_argmax_gap(c);
     std::printf("[ pool     ] max pool training, %s K=%d H%lld data seed %llu: smallest gap %.2e\n", c.optimizer,
