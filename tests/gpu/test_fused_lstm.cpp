@@ -1,14 +1,14 @@
-// The fused LSTM kernel (--lstm fused) against the CPU reference: loss and every gradient for lengths 1 to 130 (and
-// one long sequence), each alone and several per step with an empty slot, both tasks, both kernel variants
-// (one block for H <= 64: H = 19, 40, 50, 55, 64; a 4-block cluster above: H = 65, its smallest, 77, 96, 100, 128,
-// and 40 sequences of H = 128 in one step); 100 SGD and Adam steps against the CPU backend at K = 1 and K = 4 (H = 96
-// and 128: SGD); bidirectional at H <= 64 (both directions in a 2-block cluster: every pool, K = 1, 9, 20, 70,
-// training, reruns); bitwise-identical reruns; the fallback to cuDNN for models it does not cover; the per-timestep
-// cycle budget and the whole step at H = 50, K = 1 (printed for doc/performance.md and the A/B of builds); and,
-// without a GPU, the gate-block layout taken from the index map. Pooling over time (--pool mean, max) gets the same checks as
-// the last step: loss and gradients, 100 steps, reruns; max pooling's cases first check (without a GPU too) that
-// no unit's max is within float rounding of another step's value, where the GPU and the CPU may pick either step.
-// Tolerances are the cuDNN tests' (agreement.hpp): |gpu - ref| <= 1e-5 max|ref| of the tensor + 1e-5 |ref|.
+// The fused LSTM kernel (--lstm fused) against the CPU reference: loss and every gradient for lengths 1 to 130 (and one
+// long sequence), each alone and several per step with an empty slot, both tasks, both kernel variants (one block for H
+// <= 64: H = 19, 40, 50, 55, 64; a 4-block cluster above: H = 65, its smallest, 77, 96, 100, 128, and 40 sequences of H
+// = 128 in one step); 100 SGD and Adam steps against the CPU backend at K = 1 and K = 4 (H = 96 and 128: SGD);
+// bidirectional at H <= 64 (both directions in a 2-block cluster: every pool, K = 1, 9, 20, 70, training, reruns);
+// bitwise-identical reruns; the fallback to cuDNN for models it does not cover; the per-timestep cycle budget and the
+// whole step at H = 50, K = 1 (printed for doc/performance.md and the A/B of builds); and, without a GPU, the
+// gate-block layout taken from the index map. Pooling over time (--pool mean, max) gets the same checks as the last
+// step: loss and gradients, 100 steps, reruns; max pooling's cases first check (without a GPU too) that no unit's max
+// is within float rounding of another step's value, where the GPU and the CPU may pick either step. Tolerances are the
+// cuDNN tests' (agreement.hpp): |gpu - ref| <= 1e-5 max|ref| of the tensor + 1e-5 |ref|.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
