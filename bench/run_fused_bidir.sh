@@ -35,7 +35,8 @@ fi
 run() {   # name K steps lstm extra...   (RAGTRAIN: the binary, $BIN/ragtrain by default)
   local name=$1 K=$2 steps=$3 lstm=$4
   shift 4
-  timeout 120 mpirun -np 1 "${RAGTRAIN:-$BIN/ragtrain}" bench --device cuda --lstm "$lstm" --pool last --hidden 50 "${DATA[@]}" \
+  timeout 120 mpirun -np 1 "${RAGTRAIN:-$BIN/ragtrain}" bench --device cuda --lstm "$lstm" --pool last --hidden 50 \
+    "${DATA[@]}" \
     --optimizer adam --lr 1e-3 --batch-per-rank "$K" --schedule balanced --steps "$steps" --warmup 100 \
     --out "$WORK/$name.json" "$@" 2>&1 | tee -a "$LOG" | grep -oE '^  cuda .*|LSTM (fused|cuDNN).*|rror.*' | cut -c1-200
 }
