@@ -14,14 +14,18 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch_model  # noqa: E402
 
 
-def bench_arguments(doc, steps, warmup, warmup_help, layers=True):
-    """The options of both scripts, parsed: the data file, the model (--layers where the script has it), K, Adam's
-    rate, the timed and the untimed steps (their defaults are the script's), the seed and the JSON file to write."""
+def bench_arguments(doc, steps, warmup, warmup_help, layers=True, bidirectional=False):
+    """The options of both scripts, parsed: the data file, the model (--layers and --bidirectional where the script
+    has them), K, Adam's rate, the timed and the untimed steps (their defaults are the script's), the seed and the
+    JSON file to write."""
     ap = argparse.ArgumentParser(description=doc)
     ap.add_argument("--data", required=True, help="format v1 file (ragtrain gen)")
     ap.add_argument("--hidden", type=int, default=50)
     if layers:
         ap.add_argument("--layers", type=int, default=1)
+    if bidirectional:
+        ap.add_argument("--bidirectional", action="store_true", help="nn.LSTM(bidirectional=True); the head reads h_n "
+                        "of both directions (ragtrain's --pool last)")
     ap.add_argument("--batch", type=int, default=1, help="sequences per step (K)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--steps", type=int, default=steps, help="timed steps")
@@ -47,10 +51,11 @@ def load_on_device(path, dev):
                            features=seqs[0].shape[1], classes=classes)
 
 
-def model_and_adam(data, hidden, layers, lr, seed, dev, capturable=False):
+def model_and_adam(data, hidden, layers, lr, seed, dev, capturable=False, bidirectional=False):
     """ragtrain's model (last-step pooling, no dropout) for `data` on `dev`, seeded, and Adam over its parameters."""
     torch.manual_seed(seed)
-    model = torch_model.RaggedLSTMClassifier(data.features, hidden, layers, data.classes, pool="last").to(dev)
+    model = torch_model.RaggedLSTMClassifier(data.features, hidden, layers, data.classes, bidirectional=bidirectional,
+                                             pool="last").to(dev)
     return model, torch.optim.Adam(model.parameters(), lr=lr, capturable=capturable)
 
 

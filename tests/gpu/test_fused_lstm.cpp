@@ -1,13 +1,14 @@
-// The fused LSTM kernel (--lstm fused) against the CPU reference: loss and every gradient for lengths 1 to 130 (and
-// one long sequence), each alone and several per step with an empty slot, both tasks, both kernel variants
-// (one block for H <= 64: H = 19, 40, 50, 55, 64; a 4-block cluster above: H = 65, its smallest, 77, 96, 100, 128,
-// and 40 sequences of H = 128 in one step); 100 SGD and Adam steps against the CPU backend at K = 1 and K = 4 (H = 96
-// and 128: SGD); bitwise-identical reruns; the fallback to cuDNN for models it does not cover; the per-timestep cycle
-// budget and the whole step at H = 50, K = 1 (printed for doc/performance.md and the A/B of builds); and, without a
-// GPU, the gate-block layout taken from the index map. Pooling over time (--pool mean, max) gets the same checks as
-// the last step: loss and gradients, 100 steps, reruns; max pooling's cases first check (without a GPU too) that
-// no unit's max is within float rounding of another step's value, where the GPU and the CPU may pick either step.
-// Tolerances are the cuDNN tests' (agreement.hpp): |gpu - ref| <= 1e-5 max|ref| of the tensor + 1e-5 |ref|.
+// The fused LSTM kernel (--lstm fused) against the CPU reference: loss and every gradient for lengths 1 to 130 (and one
+// long sequence), each alone and several per step with an empty slot, both tasks, both kernel variants (one block for H
+// <= 64: H = 19, 40, 50, 55, 64; a 4-block cluster above: H = 65, its smallest, 77, 96, 100, 128, and 40 sequences of H
+// = 128 in one step); 100 SGD and Adam steps against the CPU backend at K = 1 and K = 4 (H = 96 and 128: SGD);
+// bidirectional at H <= 64 (both directions in a 2-block cluster: every pool, K = 1, 9, 20, 70, training, reruns);
+// bitwise-identical reruns; the fallback to cuDNN for models it does not cover; the per-timestep cycle budget and the
+// whole step at H = 50, K = 1 (printed for doc/performance.md and the A/B of builds); and, without a GPU, the
+// gate-block layout taken from the index map. Pooling over time (--pool mean, max) gets the same checks as the last
+// step: loss and gradients, 100 steps, reruns; max pooling's cases first check (without a GPU too) that no unit's max
+// is within float rounding of another step's value, where the GPU and the CPU may pick either step. Tolerances are the
+// cuDNN tests' (agreement.hpp): |gpu - ref| <= 1e-5 max|ref| of the tensor + 1e-5 |ref|.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -40,7 +41,9 @@ void fused_grid(const ModelShape& shape, const std::vector<int64_t>& lengths) {
   GridPair g = grid_pair(shape, lengths, fused_tuning());
   ASSERT_TRUE(g.gpu->fused_active()) << g.gpu->describe();
   const std::string base = RT_MSG("fused " << (shape.task == Task::Classification ? "cls" : "reg") << " F"
-                                           << shape.input_size << " H" << shape.hidden << " C" << shape.outputs);
+                                           << shape.input_size << " H" << shape.hidden << " C" << shape.outputs
+                                           << (shape.bidirectional ? " bidirectional" : "") << " "
+                                           << pool_name(shape.pool) << " pool");
   check_grid(g, ParamLayout(shape), base, 1, kGradAtolScale);
 }
 
@@ -59,7 +62,7 @@ double min_argmax_gap(const ModelShape& shape, const std::vector<float>& params,
                       const std::vector<int64_t>& positions) {
   const ParamLayout layout(shape);
   const std::vector<double> p(params.begin(), params.end());
-  const int64_t H = shape.hidden;
+  const int64_t H = shape.head_input();   // the pooled units: both directions' when bidirectional
   LstmCache<double> cache;
   double gap = INFINITY;
   for (int64_t pos : positions) {
@@ -101,6 +104,7 @@ void expect_grid_argmax_separated(const ModelShape& shape, const std::vector<int
 const ModelShape kMaxH50{36, 50, 1, 10, Task::Classification, false, Pool::Max};
 const ModelShape kMaxH19{5, 19, 1, 3, Task::Regression, false, Pool::Max};
 const ModelShape kMaxH100{36, 100, 1, 10, Task::Classification, false, Pool::Max};
+const ModelShape kMaxBidirH50{36, 50, 1, 10, Task::Classification, true, Pool::Max};
 
 }  // namespace
 
@@ -178,7 +182,8 @@ void many_sequences(const ModelShape& shape, int64_t n) {
   for (int64_t p = 0; p < shard.size(); ++p) all.push_back(p);
   check_batch(gpu, *cpu, layout, params, shard, all,
               RT_MSG("fused " << (shape.task == Task::Classification ? "cls" : "reg") << " F" << shape.input_size
-                              << " H" << shape.hidden << " K=" << n + 1),
+                              << " H" << shape.hidden << (shape.bidirectional ? " bidirectional " : " ")
+                              << pool_name(shape.pool) << " pool K=" << n + 1),
               kGradAtolScale);
 }
 
@@ -250,6 +255,57 @@ TEST(FusedPoolAgreement, MaxClassificationClusterH100) {
   RT_SKIP_WITHOUT_GPU();
   expect_grid_argmax_separated(kMaxH100, kMixed);
   fused_grid(kMaxH100, kMixed);
+}
+
+// Bidirectional (H <= 64: a cluster of 2 blocks a sequence, one per direction): loss and every gradient of both
+// directions and of the 2 H-wide head, every pool, lengths 1 .. 130 alone and together (one step of 9 with an empty
+// slot: the streaming weight gradients, the sums over groups), and 20 sequences a step (the split weight-gradient GEMM,
+// the device slot table).
+ModelShape bidir(ModelShape s, Pool pool = Pool::Last) {
+  s.bidirectional = true;
+  s.pool = pool;
+  return s;
+}
+
+TEST(FusedBidirAgreement, ClassificationH50) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(bidir({36, 50, 1, 10, Task::Classification}), kMixed);
+}
+
+TEST(FusedBidirAgreement, RegressionH19) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(bidir({5, 19, 1, 3, Task::Regression}), kMixed);
+}
+
+TEST(FusedBidirAgreement, ClassificationH64F70LongSequence) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(bidir({70, 64, 1, 5, Task::Classification}), {1, 130, 700});
+}
+
+TEST(FusedBidirAgreement, MeanClassificationH50) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(bidir({36, 50, 1, 10, Task::Classification}, Pool::Mean), kMixed);
+}
+
+TEST(FusedBidirAgreement, MeanRegressionH55) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(bidir({12, 55, 1, 3, Task::Regression}, Pool::Mean), kMixed);
+}
+
+TEST(FusedBidirAgreement, MaxClassificationH50) {
+  RT_SKIP_WITHOUT_GPU();
+  expect_grid_argmax_separated(kMaxBidirH50, kMixed);
+  fused_grid(kMaxBidirH50, kMixed);
+}
+
+TEST(FusedBidirAgreement, ClassificationH50TwentySequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences(bidir({36, 50, 1, 10, Task::Classification}), 20);
+}
+
+TEST(FusedBidirAgreement, MeanRegressionH19SeventySequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences(bidir({5, 19, 1, 3, Task::Regression}, Pool::Mean), 70);
 }
 
 namespace {
@@ -438,10 +494,26 @@ TEST(FusedPoolTraining, MaxSgd100StepsK4RegressionH19) {
   compare_max_training(kMaxSgdK4);
 }
 
+TEST(FusedBidirTraining, Sgd100StepsK1) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_training(bidir({36, 50, 1, 10, Task::Classification}), "sgd", 0.05f, 1);
+}
+
+TEST(FusedBidirTraining, MeanAdam100StepsK4) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_training(bidir({36, 50, 1, 10, Task::Classification}, Pool::Mean), "adam", 3e-3f, 4);
+}
+
+TEST(FusedBidirTraining, Sgd100StepsK24) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_training(bidir({36, 50, 1, 10, Task::Classification}), "sgd", 0.05f, 24);
+}
+
 // Without a GPU: the max-pooling cases' data has no near-tie (see min_argmax_gap), in the agreement grids and at
 // every step of the CPU side of the training runs, so a failure of the GPU cases above is the kernel's.
 TEST(FusedPoolData, MaxPoolCasesHaveNoNearTies) {
-  for (const ModelShape& shape : {kMaxH50, kMaxH19, kMaxH100}) expect_grid_argmax_separated(shape, kMixed);
+  for (const ModelShape& shape : {kMaxH50, kMaxH19, kMaxH100, kMaxBidirH50})
+    expect_grid_argmax_separated(shape, kMixed);
   for (const MaxTrainingCase& c : {kMaxSgdK1, kMaxAdamK1, kMaxSgdK4}) {
     const double gap = training_argmax_gap(c);
     std::printf("[ pool     ] max pool training, %s K=%d H%lld data seed %llu: smallest gap %.2e\n", c.optimizer,
@@ -562,10 +634,29 @@ TEST(FusedDeterminism, BitwiseIdenticalRerunsManySequences) {
   }
 }
 
+// Bidirectional: both directions' clusters, K = 1, 9 (streaming) and 24 (split GEMM), each pool.
+TEST(FusedDeterminism, BitwiseIdenticalRerunsBidirectional) {
+  RT_SKIP_WITHOUT_GPU();
+  for (Pool pool : {Pool::Last, Pool::Mean, Pool::Max}) {
+    const ModelShape shape = bidir({36, 50, 1, 10, Task::Classification}, pool);
+    const Shard shard = make_shard(shape, {130, 1, 64, 97, 5, 120, 2, 77}, 3);
+    expect_identical_reruns(shape, shard, 9, {{0}, {0, 1, 2, 3, 4, 5, 6, 7, -1}}, 9,
+                            RT_MSG("bidirectional " << pool_name(pool) << " pool"));
+    std::vector<int64_t> lengths, batch;
+    for (int64_t i = 0; i < 24; ++i) {
+      lengths.push_back(1 + (i * 53) % 130);
+      batch.push_back(i);
+    }
+    expect_identical_reruns(shape, make_shard(shape, lengths, 5), 24, {batch, batch}, 11,
+                            RT_MSG("bidirectional " << pool_name(pool) << " pool, 24 sequences"));
+  }
+}
+
 TEST(FusedFallback, UncoveredModelsUseCudnn) {
   RT_SKIP_WITHOUT_GPU();
   for (const ModelShape& shape : {ModelShape{36, 50, 2, 10, Task::Classification},
-                                  ModelShape{36, 256, 1, 10, Task::Classification}}) {
+                                  ModelShape{36, 256, 1, 10, Task::Classification},
+                                  ModelShape{36, 100, 1, 10, Task::Classification, true}}) {
     CudaBackend gpu(shape, options("cuda", "adam"), fused_tuning());
     EXPECT_FALSE(gpu.fused_active());
     EXPECT_NE(gpu.describe().find("fused kernel not used"), std::string::npos) << gpu.describe();
@@ -708,7 +799,28 @@ TEST(FusedLayout, GateBlocksFromTheIndexMap) {
   for (Pool pool : {Pool::Mean, Pool::Max})
     EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 50, 1, 2, Task::Classification, false, pool}), "")
         << pool_name(pool);
+  // Bidirectional: both directions' gate blocks (the reverse's after the forward's in PyTorch's order), the head's
+  // input 2 H wide; H > 64 not covered.
   ModelShape bi = shape;
   bi.bidirectional = true;
+  EXPECT_EQ(fused_lstm_unsupported(bi), "");
+  const ParamLayout bl(bi);
+  std::vector<int64_t> bindex(static_cast<size_t>(bl.total()));
+  for (int64_t i = 0; i < bl.total(); ++i) bindex[static_cast<size_t>(i)] = i + shift;
+  const FusedLayoutResult both = fused_layout_from_index(bi, bindex, 300, 400);
+  ASSERT_TRUE(both.ok) << both.why;
+  for (int q = 0; q < 4; ++q) {
+    EXPECT_EQ(both.layout.w_ih[q], bl.w_ih(0, 0).offset + shift + q * 4 * 3);
+    EXPECT_EQ(both.reverse.w_ih[q], bl.w_ih(0, 1).offset + shift + q * 4 * 3);
+    EXPECT_EQ(both.reverse.w_hh[q], bl.w_hh(0, 1).offset + shift + q * 4 * 4);
+    EXPECT_EQ(both.reverse.b_ih[q], bl.b_ih(0, 1).offset + shift + q * 4);
+    EXPECT_EQ(both.reverse.b_hh[q], bl.b_hh(0, 1).offset + shift + q * 4);
+  }
+  EXPECT_NE(both.layout.w_ih[0], both.reverse.w_ih[0]);
+  EXPECT_EQ(both.layout.fc_b, 300 + 2 * 2 * 4);   // fc.weight is (C, 2 H)
+  EXPECT_EQ(both.reverse.fc_b, both.layout.fc_b);
+  bi.hidden = 64;
+  EXPECT_EQ(fused_lstm_unsupported(bi), "");
+  bi.hidden = 65;
   EXPECT_NE(fused_lstm_unsupported(bi), "");
 }

@@ -18,7 +18,8 @@ void CudaBackend::set_up_fused() {
   if (why.empty() && dropout_.head > 0) why = "dropout before the head (the fused kernel has none)";
   if (why.empty()) {
     const FusedLayoutResult r = fused_layout_from_index(shape_, dev_index_, W_, N_);
-    if (r.ok) fused_lstm_ = std::make_unique<FusedLstm>(shape_, r.layout, N_ + kFusedExtras, gpu_.device);
+    if (r.ok)
+      fused_lstm_ = std::make_unique<FusedLstm>(shape_, r.layout, N_ + kFusedExtras, gpu_.device, r.reverse);
     why = r.why;
   }
   lstm_note_ = why.empty() ? "" : "fused kernel not used: " + why;

@@ -63,6 +63,9 @@ __device__ __forceinline__ bool progress_reached(const unsigned long long* word,
   return static_cast<uint32_t>(val >> 32) == epoch && static_cast<int>(static_cast<uint32_t>(val)) <= v;
 }
 
+// Direction d's gate blocks (0 forward, 1 reverse).
+__device__ __forceinline__ const FusedLayout& lay_of(const Args& a, int d) { return d ? a.lay1 : a.lay; }
+
 __device__ __forceinline__ GatherSlot slot_of(const Params& p, int b) {
   return p.a.B <= kInline ? p.slot[b] : p.a.slots[b];
 }

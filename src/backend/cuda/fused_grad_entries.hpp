@@ -4,23 +4,25 @@
 
 #include <cstdint>
 
+#include "fused_device.hpp"
 #include "fused_kernels.hpp"
 
 namespace ragtrain {
 namespace {
 
-// The fused-buffer entries of gradient element (m, n): dW_ih (n < F), dW_hh (n < F + H), else both biases (second
-// entry, else -1).
-__device__ __forceinline__ void wg_entries(const Args& a, int m, int n, int64_t* e1, int64_t* e2) {
+// The fused-buffer entries of direction d's gradient element (m, n): dW_ih (n < F), dW_hh (n < F + H), else both
+// biases (second entry, else -1).
+__device__ __forceinline__ void wg_entries(const Args& a, int d, int m, int n, int64_t* e1, int64_t* e2) {
   const int j = m >> 2, q = m & 3;
+  const FusedLayout& lay = lay_of(a, d);
   *e2 = -1;
   if (n < a.F) {
-    *e1 = a.lay.w_ih[q] + static_cast<int64_t>(j) * a.F + n;
+    *e1 = lay.w_ih[q] + static_cast<int64_t>(j) * a.F + n;
   } else if (n < a.F + a.H) {
-    *e1 = a.lay.w_hh[q] + static_cast<int64_t>(j) * a.H + (n - a.F);
+    *e1 = lay.w_hh[q] + static_cast<int64_t>(j) * a.H + (n - a.F);
   } else {
-    *e1 = a.lay.b_ih[q] + j;
-    *e2 = a.lay.b_hh[q] + j;
+    *e1 = lay.b_ih[q] + j;
+    *e2 = lay.b_hh[q] + j;
   }
 }
 
@@ -34,12 +36,12 @@ struct WgOld {
   float o1[U], o2[U];
 };
 template <int U>
-__device__ __forceinline__ void wg_load(const Args& a, const int (&m)[U], const int (&n)[U], const bool (&ok)[U],
-                                        WgOld<U>& w) {
+__device__ __forceinline__ void wg_load(const Args& a, int d, const int (&m)[U], const int (&n)[U],
+                                        const bool (&ok)[U], WgOld<U>& w) {
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     w.e1[u] = w.e2[u] = -1;
-    if (ok[u]) wg_entries(a, m[u], n[u], &w.e1[u], &w.e2[u]);
+    if (ok[u]) wg_entries(a, d, m[u], n[u], &w.e1[u], &w.e2[u]);
     w.o1[u] = w.e1[u] >= 0 ? a.grads[w.e1[u]] : 0.0f;
     w.o2[u] = w.e2[u] >= 0 ? a.grads[w.e2[u]] : 0.0f;
   }
@@ -53,10 +55,10 @@ __device__ __forceinline__ void wg_store(const Args& a, const WgOld<U>& w, const
   }
 }
 template <int U>
-__device__ __forceinline__ void wg_add(const Args& a, const int (&m)[U], const int (&n)[U], const bool (&ok)[U],
-                                       const float (&v)[U]) {
+__device__ __forceinline__ void wg_add(const Args& a, int d, const int (&m)[U], const int (&n)[U],
+                                       const bool (&ok)[U], const float (&v)[U]) {
   WgOld<U> w;
-  wg_load(a, m, n, ok, w);
+  wg_load(a, d, m, n, ok, w);
   wg_store(a, w, v);
 }
 

@@ -32,7 +32,7 @@ __device__ __forceinline__ void emit_batch(const Args& a, int seq, const float (
 
 // The fused-buffer (or partials) entry of the head's value i: fc.weight (i < C H), fc.bias, then loss, count, correct.
 __device__ __forceinline__ int64_t head_entry(const Args& a, int i) {
-  const int CH = a.C * a.H;
+  const int CH = a.C * a.hin;
   return i < CH ? a.lay.fc_w + i : (i < CH + a.C ? a.lay.fc_b + (i - CH) : a.lay.extras + (i - CH - a.C));
 }
 
@@ -51,7 +51,7 @@ __device__ __forceinline__ int64_t head_entry(const Args& a, int i) {
 __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, const float* fc_s,
                      int pos, int label) {
   const int tid = static_cast<int>(threadIdx.x);
-  const int H = a.H, C = a.C, lane = tid % 32;
+  const int H = a.hin, C = a.C, lane = tid % 32;   // H: the head's input width
   if (tid < 32) {
     const float* fcw = fc_s ? fc_s : a.params + a.lay.fc_w;
     const float* fcb = fc_s ? fc_s + C * H : a.params + a.lay.fc_b;
@@ -123,7 +123,7 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
 __device__ void head_emit(const Args& a, const float* hl, const float* lg_s, const float* misc, int seq,
                           const float* old_s) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
-  const int H = a.H, C = a.C, lim = C * H + C + 3;
+  const int H = a.hin, C = a.C, lim = C * H + C + 3;   // H: the head's input width
   auto value = [&](int i) {
     if (i < C * H) return lg_s[i / H] * hl[i % H];
     if (i < C * H + C) return lg_s[i - C * H];

@@ -22,6 +22,7 @@ namespace {
 constexpr int kInline = 16;     // slots passed in the kernel parameters (larger batches: a device table)
 constexpr int kTables = 3;      // device slot tables used in turn (FusedLstm::run)
 constexpr int kMaxH = 128;
+constexpr int kMaxBidirH = 64;  // bidirectional: the one-block kernel, a cluster of 2 blocks (one per direction)
 constexpr int kProjT = 64;      // input projection: timesteps per block at most
 constexpr unsigned kFull = 0xffffffffu;
 // Streaming weight gradients pays off while the GEMM's blocks find SMs of their own beside the recurrence's: on the
@@ -67,6 +68,11 @@ struct Args {
   bool classification = true;
   int32_t pool = 0;               // the head's input: 0 the last step's h, 1 the mean over the steps, 2 the max
   FusedLayout lay;
+  // Bidirectional (dirs = 2): the reverse direction's gate blocks. Direction d of slot b has its own scratch
+  // (index b * dirs + d, in its processing order: direction 1's row s is timestep len - 1 - s) and progress words.
+  FusedLayout lay1;
+  int32_t dirs = 1;
+  int32_t hin = 0;                // the head's input width: dirs * H
   float* scratch = nullptr;
   int64_t per_seq = 0;
   int32_t t_cap = 0;
@@ -75,7 +81,7 @@ struct Args {
   int32_t groups = 1;             // weight-gradient partial sums: sequence groups, or the split GEMM's parts (1:
                                   // added straight into the fused buffer)
   float* grads = nullptr;         // the fused buffer
-  float* wpart = nullptr;         // groups > 1: (groups, F + H + 1, wstride) partial sums, column-major
+  float* wpart = nullptr;         // groups > 1: (dirs, groups, F + H + 1, wstride) partial sums, column-major
   int32_t wstride = 0;            // a column's floats: 4H rounded up to 8
   int32_t sg_wm = 0, sg_wn = 0;   // split_grad_kernel: its block tile in warps (32 x 32 outputs each)
   int32_t sum_blocks = 0;         // sums_kernel: blocks of the weight-gradient sums (the head's sums after them)

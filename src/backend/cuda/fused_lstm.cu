@@ -52,8 +52,10 @@ int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
 std::string fused_lstm_unsupported(const ModelShape& shape) {
   if (shape.layers != 1) return RT_MSG(shape.layers << " layers (the fused kernel runs one)");
-  if (shape.bidirectional) return "a bidirectional LSTM (the fused kernel runs one direction)";
   if (shape.hidden > kMaxH) return RT_MSG("H=" << shape.hidden << " (the fused kernel runs H <= " << kMaxH << ")");
+  if (shape.bidirectional && shape.hidden > kMaxBidirH)
+    return RT_MSG("a bidirectional LSTM of H=" << shape.hidden << " (the fused kernel runs it up to H = " << kMaxBidirH
+                                               << ")");
   if (shape.hidden < 1 || shape.input_size < 1 || shape.outputs < 1) return "an empty model";
   return "";
 }
@@ -72,24 +74,28 @@ FusedLayoutResult fused_layout_from_index(const ModelShape& shape, const std::ve
     *out = base;
     return true;
   };
-  for (int q = 0; q < 4; ++q) {
-    if (!gate_block(pl.w_ih(0), shape.input_size, q, &res.layout.w_ih[q]) ||
-        !gate_block(pl.w_hh(0), H, q, &res.layout.w_hh[q]) || !gate_block(pl.b_ih(0), 1, q, &res.layout.b_ih[q]) ||
-        !gate_block(pl.b_hh(0), 1, q, &res.layout.b_hh[q])) {
-      res.why = "cuDNN's weight space stores a gate block non-contiguously";
-      return res;
+  for (int64_t d = 0; d < shape.directions(); ++d) {
+    FusedLayout& lay = d == 0 ? res.layout : res.reverse;
+    for (int q = 0; q < 4; ++q) {
+      if (!gate_block(pl.w_ih(0, d), shape.input_size, q, &lay.w_ih[q]) ||
+          !gate_block(pl.w_hh(0, d), H, q, &lay.w_hh[q]) || !gate_block(pl.b_ih(0, d), 1, q, &lay.b_ih[q]) ||
+          !gate_block(pl.b_hh(0, d), 1, q, &lay.b_hh[q])) {
+        res.why = "cuDNN's weight space stores a gate block non-contiguously";
+        return res;
+      }
     }
+    lay.fc_w = head_offset;
+    lay.fc_b = head_offset + shape.outputs * shape.head_input();
+    lay.extras = extras_offset;
   }
-  res.layout.fc_w = head_offset;
-  res.layout.fc_b = head_offset + shape.outputs * H;
-  res.layout.extras = extras_offset;
   res.ok = true;
   return res;
 }
 
-FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t n_grad, int device)
-    : shape_(shape), layout_(layout), n_grad_(n_grad), stride_((n_grad + 31) / 32 * 32),
-      copy_stream_(Stream::create()) {
+FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t n_grad, int device,
+                     const FusedLayout& reverse)
+    : shape_(shape), layout_(layout), reverse_(reverse), dirs_(shape.bidirectional ? 2 : 1), n_grad_(n_grad),
+      stride_((n_grad + 31) / 32 * 32), copy_stream_(Stream::create()) {
   const std::string why = fused_lstm_unsupported(shape);
   RT_CHECK(why.empty(), "fused LSTM: " << why);
   const int H = static_cast<int>(shape.hidden), F = static_cast<int>(shape.input_size), G = 4 * H;
@@ -101,12 +107,14 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   int optin = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   // The head's parameters go to shared memory when small: at the last step the head then waits on no global load.
-  const int64_t C = shape.outputs;
-  fc_smem_ = C * (H + 1) <= 8192 ? static_cast<int32_t>((C * (H + 1) + 3) / 4 * 4) : 0;
+  const int64_t C = shape.outputs, HI = shape.head_input();
+  fc_smem_ = C * (HI + 1) <= 8192 ? static_cast<int32_t>((C * (HI + 1) + 3) / 4 * 4) : 0;
   // (The one-block kernel's prologue stages W_hh after these, threads x (hr_ + 1) floats, and with a small head the
-  // fused buffer's values of its gradients after that.)
-  const int64_t staged = threads_ * (hr_ + 1) + (fc_smem_ ? (C * (H + 1) + 3 + 3) / 4 * 4 : 0);
-  const int64_t fixed = (hr_ > 0 ? 2 * HP_ + 8 * HP_ + HP_ + 4 + staged : kClSmemFixed) + Cp_ + fc_smem_;
+  // fused buffer's values of its gradients after that. Bidirectional: d loss / d pooled h of both directions, and
+  // both pooled vectors.)
+  const int64_t staged = threads_ * (hr_ + 1) + (fc_smem_ ? (C * (HI + 1) + 3 + 3) / 4 * 4 : 0);
+  const int64_t one_block = 2 * HP_ + 8 * HP_ + dirs_ * HP_ + 4 + (dirs_ == 2 ? 2 * HP_ : 0) + staged;
+  const int64_t fixed = (hr_ > 0 ? one_block : kClSmemFixed) + Cp_ + fc_smem_;
   RT_CHECK(fixed * static_cast<int64_t>(sizeof(float)) <= optin, "fused LSTM: the head exceeds shared memory");
   fc_ = std::min(round_up(F, 8), 64);   // input projection: features per shared-memory chunk
   smem_bytes_ = static_cast<size_t>(fixed) * sizeof(float);
@@ -157,9 +165,11 @@ const void* FusedLstm::kernel() const {
 
 // One sequence: its sums go straight into the fused buffer. Up to kStreamMaxB: up to kMaxGroups groups of
 // consecutive slots (weight_grad_kernel), whose sums a second pass adds in group order. More: the split GEMM's parts
-// of the `timesteps` of all sequences, at least 16 timesteps a part, at most sg_parts_.
+// of the `timesteps` of all sequences, at least 16 timesteps a part, at most sg_parts_ over all directions.
 int FusedLstm::weight_grad_groups(int64_t B, int64_t timesteps) const {
-  if (B > kStreamMaxB) return static_cast<int>(std::clamp<int64_t>((timesteps + 15) / 16, 1, sg_parts_));
+  // (Bidirectional: each direction's parts, so the two together still fill the SMs about twice.)
+  if (B > kStreamMaxB)
+    return static_cast<int>(std::clamp<int64_t>((timesteps + 15) / 16, 1, std::max(1, sg_parts_ / dirs_)));
   return static_cast<int>(B == 1 ? 1 : std::min<int64_t>(B, kMaxGroups));
 }
 
@@ -177,8 +187,8 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   cap_B_ = std::max(cap_B_, B);
   cap_T_ = std::max(cap_T_, T);
   const int64_t H = shape_.hidden, F = shape_.input_size;
-  scratch_.resize_discard(static_cast<size_t>(cap_B_ * per_seq()));
-  progress_.resize_discard(static_cast<size_t>(cap_B_ * kCl));
+  scratch_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * per_seq()));
+  progress_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * kCl));
   // Epoch 0 is never a run's: a word not yet written this run never reads as progress.
   CUDA_CHECK(cudaMemset(progress_.get(), 0, progress_.size() * sizeof(unsigned long long)));
   if (cap_B_ > 1) {
@@ -186,7 +196,7 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
     CUDA_CHECK(cudaMemset(partials_.get(), 0, partials_.size() * sizeof(float)));   // entries never written stay 0
     const int64_t parts =
         std::max<int64_t>(std::min<int64_t>(cap_B_, kMaxGroups), cap_B_ > kStreamMaxB ? sg_parts_ : 1);
-    wpart_.resize_discard(static_cast<size_t>(parts * (F + H + 1) * wstride_));
+    wpart_.resize_discard(static_cast<size_t>(dirs_ * parts * (F + H + 1) * wstride_));
   }
 }
 
@@ -221,6 +231,9 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.classification = shape_.task == Task::Classification;
   a.pool = shape_.pool == Pool::Last ? 0 : (shape_.pool == Pool::Mean ? 1 : 2);
   a.lay = layout_;
+  a.lay1 = reverse_;
+  a.dirs = dirs_;
+  a.hin = static_cast<int32_t>(shape_.head_input());
   a.scratch = scratch_.get();
   a.per_seq = per_seq();
   a.t_cap = static_cast<int32_t>(cap_T_);
@@ -280,14 +293,24 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   cudaLaunchAttribute pdl[1] = {};
   pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  auto launch = [&](const void* fn, dim3 grid, int threads, size_t smem) {
+  // (cluster > 1: the bidirectional recurrence, a cluster of its two directions' blocks.)
+  auto launch = [&](const void* fn, dim3 grid, int threads, size_t smem, unsigned cluster = 1) {
+    cudaLaunchAttribute attrs[2] = {};
+    int n = 0;
+    if (!record_) attrs[n++] = pdl[0];
+    if (cluster > 1) {
+      attrs[n].id = cudaLaunchAttributeClusterDimension;
+      attrs[n].val.clusterDim.x = cluster;
+      attrs[n].val.clusterDim.y = 1;
+      attrs[n++].val.clusterDim.z = 1;
+    }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = dim3(static_cast<unsigned>(threads));
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
-    cfg.attrs = pdl;
-    cfg.numAttrs = record_ ? 0 : 1;
+    cfg.attrs = attrs;
+    cfg.numAttrs = static_cast<unsigned>(n);
     CUDA_CHECK(cudaLaunchKernelExC(&cfg, fn, args));
   };
   mark(0);
@@ -295,25 +318,28 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   // its time chunks.
   const int64_t proj_x = (T + a.tc - 1) / a.tc;
   a.pack_rows = hr_ > 0 ? 0 : static_cast<int32_t>((kPack + proj_x - 1) / proj_x);
+  const unsigned ud = static_cast<unsigned>(dirs_);
   launch(fused_projection_kernel(),
-         dim3(static_cast<unsigned>(proj_x), ub + static_cast<unsigned>(a.pack_rows)), threads_, proj_smem_bytes_);
+         dim3(static_cast<unsigned>(proj_x), ub + static_cast<unsigned>(a.pack_rows), ud), threads_, proj_smem_bytes_);
   mark(1);
-  launch(kernel(), dim3(hr_ > 0 ? ub : ub * kCl), rec_threads_, smem_bytes_);   // cluster: kCl blocks a sequence
+  // The cluster variant: kCl blocks a sequence; bidirectional, a cluster of the 2 directions' blocks.
+  launch(kernel(), dim3(hr_ > 0 ? ub * ud : ub * kCl), rec_threads_, smem_bytes_, ud);
   mark(2);
   const int G = static_cast<int>(4 * H), NW = static_cast<int>(F + H + 1);
   if (B > kStreamMaxB)
     launch(fused_split_grad_kernel(),
-           dim3(static_cast<unsigned>(a.groups), static_cast<unsigned>(sg_mtiles_), static_cast<unsigned>(sg_ntiles_)),
+           dim3(static_cast<unsigned>(a.groups) * ud, static_cast<unsigned>(sg_mtiles_),
+                static_cast<unsigned>(sg_ntiles_)),
            32 * sg_wm_ * sg_wn_, split_smem_bytes(B));
   else
     launch(fused_weight_grad_kernel(),
            dim3(static_cast<unsigned>((G + kWgM - 1) / kWgM), static_cast<unsigned>((NW + kWgN - 1) / kWgN),
-                static_cast<unsigned>(a.groups)),
+                static_cast<unsigned>(a.groups) * ud),
            kWgThreads, 0);
   mark(3);
   if (B > 1) {   // (then groups > 1 too) the sums over groups and over sequences
     const int head_blocks = static_cast<int>(((a.n_grad - a.head_lo) * 32 + 255) / 256);
-    launch(fused_sums_kernel(), dim3(static_cast<unsigned>(a.sum_blocks + head_blocks)), 256, 0);
+    launch(fused_sums_kernel(), dim3(static_cast<unsigned>(a.sum_blocks * dirs_ + head_blocks)), 256, 0);
   }
   mark(4);
 }
@@ -371,8 +397,9 @@ std::string FusedLstm::describe() const {
   if (hr_ == 0)
     return RT_MSG("fused kernel (recurrent weights in the registers of a " << kCl << "-block cluster per sequence, "
                                                                           << rec_threads_ << " threads a block)");
-  return RT_MSG("fused kernel (recurrent weights in registers, " << rec_threads_ << " threads, "
-                                                                  << (smem_bytes_ + 1023) / 1024 << " KiB shared)");
+  return RT_MSG("fused kernel (" << (dirs_ == 2 ? "bidirectional, a 2-block cluster per sequence, " : "")
+                                  << "recurrent weights in registers, " << rec_threads_ << " threads, "
+                                  << (smem_bytes_ + 1023) / 1024 << " KiB shared)");
 }
 
 }  // namespace ragtrain

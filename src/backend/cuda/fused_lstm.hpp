@@ -1,4 +1,5 @@
-// The fused LSTM training step of a 1-layer unidirectional LSTM (H <= 128, --pool last, mean or max), three kernels
+// The fused LSTM training step of a 1-layer LSTM (unidirectional H <= 128, bidirectional H <= 64; --pool last, mean or
+// max), three kernels
 // per step with no launch or grid-wide barrier per timestep: the input projection of every timestep (many blocks, all
 // SMs), the recurrence kernel (one thread block per sequence for H <= 64, a cluster of 4 blocks on 4 SMs above:
 // forward recurrence with the pooling over time, the Linear head and loss, backward recurrence), and the weight
@@ -29,7 +30,8 @@ struct FusedLayout {
   int64_t fc_w = 0, fc_b = 0, extras = 0;
 };
 
-// Why the fused kernel cannot run this model (empty when it can): more than one layer, bidirectional, H > 128, ...
+// Why the fused kernel cannot run this model (empty when it can): more than one layer, H > 128, bidirectional with
+// H > 64, ...
 std::string fused_lstm_unsupported(const ModelShape& shape);
 
 // The layout above from the backend's PyTorch -> device index map, or an empty optional-like result (ok = false)
@@ -38,6 +40,7 @@ struct FusedLayoutResult {
   bool ok = false;
   std::string why;
   FusedLayout layout;
+  FusedLayout reverse;   // bidirectional: the reverse direction's gate blocks (the head's fields as layout's)
 };
 FusedLayoutResult fused_layout_from_index(const ModelShape& shape, const std::vector<int64_t>& dev_index,
                                           int64_t head_offset, int64_t extras_offset);
@@ -53,7 +56,9 @@ struct FusedCycles {
 class FusedLstm {
  public:
   // n_grad: floats of the fused buffer (device parameters + the 3 extras). Sets the kernels' shared-memory limit.
-  FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t n_grad, int device);
+  // reverse: the reverse direction's gate blocks (read only when the shape is bidirectional).
+  FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t n_grad, int device,
+            const FusedLayout& reverse = FusedLayout{});
 
   // One training step's forward and backward for `slots` (1..kMaxGatherSlots sequences of the shard in `features`,
   // labels or targets indexed by slot.pos): ADDS the summed gradients, loss, count and correct into `grads`.
@@ -81,7 +86,8 @@ class FusedLstm {
   size_t split_smem_bytes(int64_t B) const;   // split_grad_kernel's dynamic shared memory for B sequences
 
   ModelShape shape_;
-  FusedLayout layout_;
+  FusedLayout layout_, reverse_;
+  int dirs_ = 1;                   // directions: a bidirectional step runs both at once (a 2-block cluster each)
   int64_t n_grad_ = 0, stride_ = 0;
   int hr_ = 0;                     // H <= 64: padded to 32, 48, 52, 56 or 64 (the one-block kernel's template argument);
                                    // 0: the cluster variant (64 < H <= 128)
@@ -94,13 +100,13 @@ class FusedLstm {
   DeviceBuffer<float> packed_;     // W_hh in the order of the cluster kernel's registers (fused_projection.cu)
   DeviceBuffer<unsigned long long> pack_flags_;   // (32) the pack blocks' epoch flags
   int64_t cap_B_ = 0, cap_T_ = 0;
-  DeviceBuffer<float> scratch_;    // (cap_B, per sequence) gates, cell states, tanh(c), h
+  DeviceBuffer<float> scratch_;    // (cap_B, dirs, per sequence) gates, cell states, tanh(c), h
   DeviceBuffer<float> partials_;   // (cap_B, stride) per-sequence head gradients and loss when B > 1
-  DeviceBuffer<float> wpart_;      // (groups, F + H + 1, wstride_) weight-gradient partial sums when B > 1
+  DeviceBuffer<float> wpart_;      // (dirs, groups, F + H + 1, wstride_) weight-gradient partial sums when B > 1
   int32_t wstride_ = 0;            // a column of them: 4H rounded up to 8
   int sg_wm_ = 0, sg_wn_ = 0;      // the split weight-gradient GEMM (B > 16): its block tile in warps,
   int sg_mtiles_ = 0, sg_ntiles_ = 0, sg_parts_ = 0;   // its tiles, and its parts of the timesteps at most
-  DeviceBuffer<unsigned long long> progress_;   // (cap_B, 4) the backward's progress words per sequence
+  DeviceBuffer<unsigned long long> progress_;   // (cap_B, dirs, 4) the backward's progress words per sequence
   uint32_t epoch_ = 0;             // runs so far: tags the progress words of this run
   // More than 16 sequences (kInline): the slot table, copied on its own stream into one of three device tables in
   // turn (run explains why three).

@@ -89,7 +89,7 @@ __device__ void pack_w_hh(const Args& a, int pi) {
 // the warps. (Loaded straight into registers, a warp's 32 rows cost 32 sectors a load: ncu timed the kernel at 9 us at
 // H = 128; one division per element here cost as much again.)
 template <int U>
-__device__ __forceinline__ void stage_w_ih(const Args& a, float* ws, int kp, int f0, int nf) {
+__device__ __forceinline__ void stage_w_ih(const Args& a, const FusedLayout& lay, float* ws, int kp, int f0, int nf) {
   const int H = a.H, F = a.F, lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int nw = static_cast<int>(blockDim.x) >> 5, kpad = (nf + 7) & ~7;
   for (int j0 = warp; j0 < H; j0 += U * nw) {
@@ -101,7 +101,7 @@ __device__ __forceinline__ void stage_w_ih(const Args& a, float* ws, int kp, int
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           const int jj = j0 + u * nw, k = lane + 32 * c;
-          v[u][g][c] = (jj < H && k < nf) ? a.params[a.lay.w_ih[g] + static_cast<int64_t>(jj) * F + f0 + k] : 0.0f;
+          v[u][g][c] = (jj < H && k < nf) ? a.params[lay.w_ih[g] + static_cast<int64_t>(jj) * F + f0 + k] : 0.0f;
         }
 #pragma unroll
     for (int u = 0; u < U; ++u)
@@ -115,8 +115,10 @@ __device__ __forceinline__ void stage_w_ih(const Args& a, float* ws, int kp, int
   }
 }
 
-// Phase 1, one block per (sequence, chunk of a.tc <= kProjT timesteps): gbuf[t][r] = b_ih + b_hh + W_ih[row] x_t;
-// sequence b in row b + a.pack_rows of the grid, the kPack pack blocks (pack_w_hh) first, in the rows before.
+// Phase 1, one block per (sequence, chunk of a.tc <= kProjT timesteps, direction): gbuf[t][r] = b_ih + b_hh +
+// W_ih[row] x_t; sequence b in row b + a.pack_rows of the grid, the kPack pack blocks (pack_w_hh) first, in the rows
+// before; direction blockIdx.z (bidirectional: direction 1 stores timestep t at row len - 1 - t of its scratch, the
+// order its recurrence reads).
 // A GEMM on the tensor cores (3 x tf32, as split_grad_kernel): timesteps x features times features x gate rows, warp
 // w the rows r in [32 w, 32 w + 32) (4 mma tiles of 8) for all the chunk's timesteps (up to 4 tiles of 16), the sums
 // over features in registers across feature chunks of a.fc <= 64. Each chunk of W_ih and of the inputs is staged in
@@ -140,7 +142,8 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
     if (pi < kPack) pack_w_hh(a, pi);
     return;
   }
-  const int b = static_cast<int>(blockIdx.y) - a.pack_rows;
+  const int b = static_cast<int>(blockIdx.y) - a.pack_rows, d = static_cast<int>(blockIdx.z);
+  const FusedLayout& lay = lay_of(a, d);
   const GatherSlot slot = slot_of(p, b);
   const int t_begin = static_cast<int>(blockIdx.x) * a.tc;
   if (t_begin >= slot.length) return;   // the whole block: no barrier is left waiting
@@ -171,7 +174,7 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int r = r0 + 8 * ni + e, j = r >> 2, q = r & 3;
-      bias[ni][e] = r < G ? a.params[a.lay.b_ih[q] + j] + a.params[a.lay.b_hh[q] + j] : 0.0f;
+      bias[ni][e] = r < G ? a.params[lay.b_ih[q] + j] + a.params[lay.b_hh[q] + j] : 0.0f;
     }
   float acc[4][4][4];   // (timestep tile, row tile, fragment)
 #pragma unroll
@@ -180,13 +183,13 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
     for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;
-  stage_w_ih<8>(a, ws, kp, 0, min(a.fc, F));   // 8 units in flight while the sums below hold no registers
+  stage_w_ih<8>(a, lay, ws, kp, 0, min(a.fc, F));   // 8 units in flight while the sums below hold no registers
   for (int f0 = 0; f0 < F; f0 += a.fc) {
     const int nf = min(a.fc, F - f0);
     if (f0 > 0) {   // F > 64: the next chunk, fewer loads in flight beside the sums
       __syncthreads();   // xs and ws are free
       stage_x(f0, nf);
-      stage_w_ih<2>(a, ws, kp, f0, nf);
+      stage_w_ih<2>(a, lay, ws, kp, f0, nf);
     }
     __syncthreads();
     const float* const Xl = xs + g * kp + t4;                // A[tt][k] = xs[tt][k]
@@ -216,8 +219,10 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
       }
     }
   }
-  // Rows r, r + 1 of timestep tt as one 8-byte store (G is even).
-  float* const gb = a.scratch + static_cast<int64_t>(b) * a.per_seq + static_cast<int64_t>(t_begin) * G;
+  // Rows r, r + 1 of timestep tt as one 8-byte store (G is even). Direction 1: row len - 1 - t, walking down.
+  float* const gb = a.scratch + static_cast<int64_t>(b * a.dirs + d) * a.per_seq +
+                    static_cast<int64_t>(d ? slot.length - 1 - t_begin : t_begin) * G;
+  const int tstep = d ? -G : G;
 #pragma unroll
   for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
@@ -226,7 +231,7 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
       for (int h = 0; h < 2; ++h) {
         const int tt = 16 * mi + g + 8 * h, r = r0 + 8 * ni;
         if (tt < n && r < G)
-          *reinterpret_cast<float2*>(gb + tt * G + r) =
+          *reinterpret_cast<float2*>(gb + tt * tstep + r) =
               make_float2(bias[ni][0] + acc[mi][ni][2 * h], bias[ni][1] + acc[mi][ni][2 * h + 1]);
       }
 }

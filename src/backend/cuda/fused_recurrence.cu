@@ -1,6 +1,13 @@
-// Phases 2-4 of the fused LSTM step (fused_lstm.cu) for H <= 64, one thread block per sequence with W_hh in
-// registers: the forward recurrence with the pooling, the head and loss (fused_head.hpp), the backward recurrence
-// (publishing its progress for the streaming weight gradients), then the head's gradients.
+// Phases 2-4 of the fused LSTM step (fused_lstm.cu) for H <= 64, one thread block per sequence and direction with
+// W_hh in registers: the forward recurrence with the pooling, the head and loss (fused_head.hpp), the backward
+// recurrence (publishing its progress for the streaming weight gradients), then the head's gradients.
+// Bidirectional, a sequence runs on a cluster of 2 blocks, block d direction d with the same code: direction 1's
+// projection is stored in its processing order (timestep len - 1 - s at row s), so its recurrences walk rows as the
+// forward's do. The pooled vectors meet through distributed shared memory before the head ([forward ; reverse], as
+// PyTorch's output), each block runs the head for its half of d loss / d pooled h, and block 0 emits the head's
+// gradients.
+#include <cooperative_groups.h>
+
 #include "fused_chunks.hpp"
 #include "fused_device.hpp"
 #include "fused_head.hpp"
@@ -14,7 +21,7 @@ namespace {
 struct Step {
   float* h_s;        // (2, HP)
   float* dg_s;       // (2, 4, HP)
-  const float* dh_s; // (HP) d loss / d pooled h
+  const float* dh_s; // (HP) d loss / d pooled h of this direction's units
   int H, G, HP, len, j, q, quad, pool;
   bool valid;
   float* g_r;        // this thread's gate column of gbuf
@@ -24,6 +31,7 @@ struct Step {
   unsigned long long* progress;   // this sequence's progress word (Args::progress)
   uint32_t epoch;
   bool lead;                      // thread 0 of a streaming run: publishes the progress
+  bool rev;                       // direction 1: max pooling's ties go to the last step processed (the first timestep)
 };
 
 // The recurrences' matrix-vector products read their vector from shared memory, and there the cost is the number of
@@ -144,7 +152,7 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
       // Pooling: a compare or an add beside the chain (nothing downstream in this step waits for it).
       if (st.pool == 1) {
         acc.v += h;
-      } else if (st.pool == 2 && (t == 0 || h > acc.v)) {   // ties: the first step
+      } else if (st.pool == 2 && (t == 0 || h > acc.v || (st.rev && h == acc.v))) {   // ties: the first timestep
         acc.v = h;
         acc.at = t;
       }
@@ -251,6 +259,19 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
   if (st.lead) publish_progress(st.progress, st.epoch, 0);
 }
 
+// Bidirectional: both blocks of the cluster get [forward ; reverse] in pool2 (direction d's unit j at d H + j): each
+// writes its half there and into the other block, and the cluster barrier orders those stores before either block's
+// head reads them (no block touches the other's shared memory after it).
+__device__ __forceinline__ void exchange_pooled(float* pool2, int d, int H, int j, bool write, float v) {
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  if (write) {
+    pool2[d * H + j] = v;
+    cluster.map_shared_rank(pool2, d ^ 1)[d * H + j] = v;
+  }
+  cluster.sync();
+}
+
 template <int HR>
 __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
@@ -259,13 +280,17 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   float* h_s = reinterpret_cast<float*>(smem4);   // (2, HP) h, double-buffered
   float* dg_s = h_s + 2 * HP;    // (2, 4, HP) d gates, gate-major, double-buffered
   float* lg_s = dg_s + 8 * HP;   // (Cp) logits, then d loss / d logits
-  float* dh_s = lg_s + a.Cp;     // (HP) d loss / d pooled h
-  float* misc = dh_s + HP;       // (4)
-  float* fc_s = misc + 4;        // (fc_smem) the head's weight, then its bias
+  float* dh_s = lg_s + a.Cp;     // (dirs HP) d loss / d pooled h (both directions': hin)
+  float* misc = dh_s + a.dirs * HP;   // (4)
+  float* pool2 = misc + 4;       // (bidirectional: 2 HP) the pooled vectors of both directions, hin contiguous
+  float* fc_s = pool2 + (a.dirs == 2 ? 2 * HP : 0);   // (fc_smem) the head's weight, then its bias
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, nt = static_cast<int>(blockDim.x);
   const int r = tid, j = r >> 2, q = r & 3, quad = lane & ~3;
   const bool valid = r < G;
-  const GatherSlot slot = slot_of(p, static_cast<int>(blockIdx.x));
+  // Block b dirs + d: direction d of slot b (a cluster of the two when bidirectional); its scratch and progress
+  // words are indexed by blockIdx.x.
+  const int d = a.dirs == 2 ? static_cast<int>(blockIdx.x) & 1 : 0, b = static_cast<int>(blockIdx.x) / a.dirs;
+  const GatherSlot slot = slot_of(p, b);
   const int len = slot.length;
   const int label = a.classification ? a.labels[slot.pos] : 0;   // for the head, loaded long before
   // This sequence's scratch (int offsets: t_cap * 4H fits easily).
@@ -297,7 +322,7 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
     const float inv_h = 1.0f / static_cast<float>(H);   // (e + 0.5) / H is >= 1 / (2 H) from an integer: exact floor
 #pragma unroll 1
     for (int g = 0; g < 4; ++g) {
-      const float* src = a.params + a.lay.w_hh[g] + static_cast<int64_t>(j0) * H;
+      const float* src = a.params + lay_of(a, d).w_hh[g] + static_cast<int64_t>(j0) * H;
 #pragma unroll
       for (int u = 0; u < HR / 4; ++u) {   // 32 lanes x HR / 4 = 8 HR >= 8 H floats
         const int e = lane + 32 * u, row = static_cast<int>((static_cast<float>(e) + 0.5f) * inv_h);
@@ -305,16 +330,16 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
       }
     }
     if (old_s)
-      for (int i = tid; i < a.C * H + a.C + 3; i += nt) cp_async4(old_s + i, a.out + head_entry(a, i), true);
+      for (int i = tid; i < a.C * a.hin + a.C + 3; i += nt) cp_async4(old_s + i, a.out + head_entry(a, i), true);
     for (int i = tid; i < 10 * HP; i += nt) h_s[i] = 0.0f;   // h_s and dg_s, padding included
     // The head's parameters too: at the last step the head then waits on no global load (4 in flight per thread).
-    const int nfc = a.fc_smem ? a.C * H + a.C : 0;
+    const int CH = a.C * a.hin, nfc = a.fc_smem ? CH + a.C : 0;
     for (int i0 = tid; i0 < nfc; i0 += 4 * nt) {
       float v[4];
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const int i = i0 + u * nt;
-        v[u] = i < nfc ? a.params[i < a.C * H ? a.lay.fc_w + i : a.lay.fc_b + (i - a.C * H)] : 0.0f;
+        v[u] = i < nfc ? a.params[i < CH ? a.lay.fc_w + i : a.lay.fc_b + (i - CH)] : 0.0f;
       }
 #pragma unroll
       for (int u = 0; u < 4; ++u)
@@ -346,9 +371,9 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   // What lane q saves each forward step, branch-free: h (q = 1), c (q = 2), tanh(c) (q = 3); q = 0 the activations.
   float* const save_j = (q <= 1 ? hbuf : (q == 2 ? cbuf : tcbuf)) + j;
 
-  const Step st{h_s,   dg_s,  dh_s,   H,    G,    HP,   len,
+  const Step st{h_s,   dg_s,  dh_s + d * H,   H,    G,    HP,   len,
                 j,     q,     quad,   a.pool, valid, g_r, c_j,
-                tc_j,  save_j, a.progress + blockIdx.x * kCl, a.epoch, tid == 0 && a.stream};
+                tc_j,  save_j, a.progress + blockIdx.x * kCl, a.epoch, tid == 0 && a.stream, d == 1};
   PoolAcc acc;
   const int cur = forward_recurrence<HR>(st, wf, acc);
   float wb[HR];   // the backward's weights from the staged W_hh (untouched since the prologue)
@@ -372,7 +397,11 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   // The head's input: h_{len-1} as it is, or the pooled vector in the other half of h_s (h_{len-2}, which nothing
   // reads any more: every thread passed the last step's barrier).
   const float* pooled = h_s + cur * HP;
-  if (a.pool != 0) {
+  if (a.dirs == 2) {
+    const float v = a.pool == 0 ? h_s[cur * HP + j] : (a.pool == 1 ? acc.v / static_cast<float>(len) : acc.v);
+    exchange_pooled(pool2, d, H, j, valid && q == 0, v);
+    pooled = pool2;
+  } else if (a.pool != 0) {
     if (valid && q == 0) h_s[(cur ^ 1) * HP + j] = a.pool == 1 ? acc.v / static_cast<float>(len) : acc.v;
     __syncthreads();
     pooled = h_s + (cur ^ 1) * HP;
@@ -384,7 +413,8 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
 
   backward_recurrence<HR>(st, wb, acc.at);
   mark(a, 4);
-  head_emit(a, pooled, lg_s, misc, static_cast<int>(blockIdx.x), old_s);   // the backward left h_s, lg_s, misc alone
+  // The backward left pool2, h_s, lg_s, misc alone. Bidirectional: block 0 has the whole head input and emits.
+  if (d == 0) head_emit(a, pooled, lg_s, misc, b, old_s);
 }
 
 }  // namespace

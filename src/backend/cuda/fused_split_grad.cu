@@ -89,7 +89,9 @@ __device__ void split_map(const SplitSmem& sm, int B, int i_lo, int i_hi, int c,
 // multiples of 4), z = [x, h_{t-1}, 1] element by element. (A thread per element, stepping by whole rows plus a
 // remainder, recomputed each element's slot and source: ncu counted 10.4 M instructions for the kernel at K = 128,
 // H = 50, 10.0 M this way; the step 144.8 -> 143.7 us, builds alternating on the H200.)
-__device__ void split_stage(const Args& a, const SplitSmem& sm, int buf, int m0, int n0, int BM, int BN) {
+// Direction d's (bidirectional: its d gates and h in its processing order, step t of direction 1 reading x at
+// timestep len - 1 - t).
+__device__ void split_stage(const Args& a, const SplitSmem& sm, int d, int buf, int m0, int n0, int BM, int BN) {
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int nw = static_cast<int>(blockDim.x) >> 5, H = a.H, F = a.F, G = 4 * H;
   const int* const mb = sm.mb + buf * kSgC;
@@ -99,14 +101,16 @@ __device__ void split_stage(const Args& a, const SplitSmem& sm, int buf, int m0,
   const float* const hb = a.scratch + static_cast<int64_t>(a.t_cap) * (G + 2 * H);   // + b * per_seq: h_t at t * H
   for (int l = warp; l < kSgC; l += nw) {
     const int b = mb[l], t = mt[l];   // the same in the whole warp
-    const float* const drow = a.scratch + static_cast<int64_t>(b < 0 ? 0 : b) * a.per_seq + static_cast<int64_t>(t) * G;
+    const int64_t sb = b < 0 ? 0 : b * a.dirs + d;   // the scratch of (slot b, direction d)
+    const float* const drow = a.scratch + sb * a.per_seq + static_cast<int64_t>(t) * G;
     for (int e = lane; e < BM / 4; e += 32) {
       const int m = m0 + 4 * e;
       const bool ok = b >= 0 && m < G;
       cp_async16(A + l * sm.pa + 4 * e, ok ? drow + m : a.params, ok);
     }
-    const float* const xrow = a.features + (b < 0 ? 0 : sm.rows[b] + t) * F;
-    const float* const hrow = hb + static_cast<int64_t>(b < 0 ? 0 : b) * a.per_seq + static_cast<int64_t>(t - 1) * H;
+    const int tx = b < 0 ? 0 : (d ? sm.pre[b + 1] - sm.pre[b] - 1 - t : t);
+    const float* const xrow = a.features + (b < 0 ? 0 : sm.rows[b] + tx) * F;
+    const float* const hrow = hb + sb * a.per_seq + static_cast<int64_t>(t - 1) * H;
     for (int e = lane; e < BN; e += 32) {
       const int n = n0 + e;
       const bool x = n < F, h = !x && n < F + H && t > 0, one = n == F + H;   // h_{-1} = 0
@@ -168,7 +172,9 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
   sm.mb = sm.pre + B + 1;
   sm.mt = sm.mb + 2 * kSgC;
   const int64_t total = split_prefix(p, sm);
-  const int parts = static_cast<int>(gridDim.x), part = static_cast<int>(blockIdx.x);
+  // x = d parts + part: direction d's part of the timesteps.
+  const int parts = static_cast<int>(gridDim.x) / a.dirs, d = static_cast<int>(blockIdx.x) / parts;
+  const int part = static_cast<int>(blockIdx.x) - d * parts;
   const int i_lo = static_cast<int>(total * part / parts), i_hi = static_cast<int>(total * (part + 1) / parts);
   const int chunks = (i_hi - i_lo + kSgC - 1) / kSgC;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -190,11 +196,11 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
   split_map(sm, B, i_lo, i_hi, 0, 0);
   split_map(sm, B, i_lo, i_hi, 1, 1);
   __syncthreads();
-  if (chunks > 0) split_stage(a, sm, 0, m0, n0, BM, BN);
+  if (chunks > 0) split_stage(a, sm, d, 0, m0, n0, BM, BN);
   for (int c = 0; c < chunks; ++c) {
     const int buf = c & 1;
     if (c + 1 < chunks) {   // the other buffers were last read before the previous chunk's closing barrier
-      split_stage(a, sm, buf ^ 1, m0, n0, BM, BN);
+      split_stage(a, sm, d, buf ^ 1, m0, n0, BM, BN);
       asm volatile("cp.async.wait_group 1;" ::: "memory");
     } else {
       asm volatile("cp.async.wait_group 0;" ::: "memory");
@@ -209,7 +215,7 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
   if (!computes) return;
   // Part `part`'s partial sums, column-major (columns of a.wstride >= G floats): a store instruction writes 4
   // columns' runs of 8 adjacent rows.
-  float* const out = a.wpart + static_cast<int64_t>(part) * NW * a.wstride;
+  float* const out = a.wpart + static_cast<int64_t>(blockIdx.x) * NW * a.wstride;
 #pragma unroll
   for (int mi = 0; mi < 2; ++mi)
 #pragma unroll

@@ -8,10 +8,11 @@ namespace ragtrain {
 namespace {
 
 // B > 1, both sums into the fused buffer in one launch (launched early, programmatic dependent launch):
-//  - blocks [0, a.sum_blocks): each weight-gradient entry += its sum over the a.groups partial sums, in order: 32
-//    entries a block, lane l of warp w summing slice w of entry l's partials (one 128-byte line a load, every load
-//    of a slice in flight at once), then warp 0 the 8 slices in order (a thread per entry over 132 partials waited
-//    one memory latency per 32; 8 slices of an entry in adjacent lanes took 9 us at K = 128, 8 lines a load);
+//  - blocks [0, a.dirs a.sum_blocks), a.sum_blocks a direction: each weight-gradient entry += its sum over the
+//    a.groups partial sums of its direction, in order: 32 entries a block, lane l of warp w summing slice w of entry
+//    l's partials (one 128-byte line a load, every load of a slice in flight at once), then warp 0 the 8 slices in
+//    order (a thread per entry over 132 partials waited one memory latency per 32; 8 slices of an entry in
+//    adjacent lanes took 9 us at K = 128, 8 lines a load);
 //  - the blocks after: the head's gradients and the extras, entries [a.head_lo, a.n_grad), += the sum over the
 //    sequences of the partials. A warp per entry, lane l summing b = l, l + 32, ... in order, then the lanes in a
 //    fixed butterfly: every load of a warp in flight at once (summing b in order in one thread waited one memory
@@ -23,15 +24,19 @@ __global__ void __launch_bounds__(256) sums_kernel(const __grid_constant__ Param
   asm volatile("griddepcontrol.wait;" ::: "memory");   // the weight-gradient kernel (and so the recurrence) ended
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-  if (static_cast<int>(blockIdx.x) < a.sum_blocks) {
+  if (static_cast<int>(blockIdx.x) < a.sum_blocks * a.dirs) {   // direction d's a.sum_blocks, d = 0 first
     static_assert(kSumSlices * 32 == 256, "a warp per slice");
     __shared__ float slice_sum[kSumSlices][32];
     const int NW = a.F + a.H + 1, n_all = 4 * a.H * NW;
     const int lane = static_cast<int>(threadIdx.x) & 31, slice = static_cast<int>(threadIdx.x) >> 5;
-    const int i = static_cast<int>(blockIdx.x) * 32 + lane;
+    const int d = static_cast<int>(blockIdx.x) / a.sum_blocks;
+    const int i = (static_cast<int>(blockIdx.x) - d * a.sum_blocks) * 32 + lane;
     const bool in = i < n_all;
     const int G = 4 * a.H, n = in ? i / G : 0, m = in ? i - n * G : 0;   // column-major, as the partials
-    const int g_lo = slice * a.groups / kSumSlices, g_hi = in ? (slice + 1) * a.groups / kSumSlices : g_lo;
+    // Direction d's partials are d a.groups + 0 .. a.groups - 1. (As an offset of src instead, ptxas gave the kernel
+    // 80 registers, not 64: 3 blocks of 256 threads an SM instead of 4.)
+    const int g_lo = d * a.groups + slice * a.groups / kSumSlices;
+    const int g_hi = in ? d * a.groups + (slice + 1) * a.groups / kSumSlices : g_lo;
     const float* src = a.wpart + static_cast<int64_t>(n) * a.wstride + m;
     const int64_t gstride = static_cast<int64_t>(NW) * a.wstride;
     float s = 0.0f;
@@ -50,12 +55,13 @@ __global__ void __launch_bounds__(256) sums_kernel(const __grid_constant__ Param
     const int mm[1] = {m}, nn[1] = {n};
     const bool ok[1] = {true};
     const float sv[1] = {s};
-    wg_add(a, mm, nn, ok, sv);
+    wg_add(a, d, mm, nn, ok, sv);
     return;
   }
   const int lane = static_cast<int>(threadIdx.x) & 31, B = a.B;
   const int64_t i =
-      a.head_lo + (static_cast<int64_t>(static_cast<int>(blockIdx.x) - a.sum_blocks) * blockDim.x + threadIdx.x) / 32;
+      a.head_lo +
+      (static_cast<int64_t>(static_cast<int>(blockIdx.x) - a.sum_blocks * a.dirs) * blockDim.x + threadIdx.x) / 32;
   if (i >= a.n_grad) return;   // the whole warp
   float s = 0.0f;
   for (int b0 = lane; b0 < B; b0 += 8 * 32) {

@@ -21,7 +21,9 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
   const int tid = static_cast<int>(threadIdx.x), tx = tid & 7, ty = tid >> 3;
   const int H = a.H, F = a.F, G = 4 * H, NW = F + H + 1;
   const int m0 = static_cast<int>(blockIdx.x) * kWgM, n0 = static_cast<int>(blockIdx.y) * kWgN;
-  const int g = static_cast<int>(blockIdx.z);
+  // z = d groups + g: direction d's group g (bidirectional: direction 1's d gates and h are in its processing
+  // order, step s reading x at timestep len - 1 - s).
+  const int d = static_cast<int>(blockIdx.z) / a.groups, g = static_cast<int>(blockIdx.z) - d * a.groups;
   const int b_lo = g * a.B / a.groups, b_hi = (g + 1) * a.B / a.groups;   // >= 1 sequence: groups <= B
   // What this thread stages: d gates of row lm for timesteps lt + 4 i, and z column lc for timesteps zt + 8 i.
   constexpr int kA = kWgL * kWgM / kWgThreads, kZ = kWgL * kWgN / kWgThreads;
@@ -43,7 +45,8 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
   auto ready = [&](int b, int t0) {
     if (!a.stream) return;
     for (int w = 0; w < a.words; ++w)
-      while (!progress_reached(a.progress + static_cast<int64_t>(b) * kCl + w, a.epoch, t0)) __nanosleep(64);
+      while (!progress_reached(a.progress + static_cast<int64_t>(b * a.dirs + d) * kCl + w, a.epoch, t0))
+        __nanosleep(64);
   };
   // This thread's outputs, and (one sequence: added into the fused buffer) their old values, loaded now: only this
   // thread writes them in this step, and the update that zeroed them has ended (this grid starts after the
@@ -57,17 +60,18 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
     ok[u] = mm[u] < G && nn[u] < NW;
   }
   WgOld<8> old;
-  if (a.groups == 1) wg_load(a, mm, nn, ok, old);
+  if (a.groups == 1) wg_load(a, d, mm, nn, ok, old);
   auto top = [&](int b) { return wg_chunk_floor(gs[b - b_lo].length - 1); };
   auto end = [&](int b, int t0) { return min(gs[b - b_lo].length, t0 == 0 ? kWgLast : t0 + kWgL); };   // wg_chunk_end
   float va[kA], vz[kZ];
   auto load = [&](int b, int t0) {
     const GatherSlot slot = gs[b - b_lo];
     const int t_end = end(b, t0);
-    const float* gcol = a.scratch + static_cast<int64_t>(b) * a.per_seq + lm;
-    const float* hcol = a.scratch + static_cast<int64_t>(b) * a.per_seq + static_cast<int64_t>(a.t_cap) * (G + 2 * H) +
-                        max(lc - F, 0);   // h_t at hcol[t * H]
+    const float* gcol = a.scratch + static_cast<int64_t>(b * a.dirs + d) * a.per_seq + lm;
+    const float* hcol = a.scratch + static_cast<int64_t>(b * a.dirs + d) * a.per_seq +
+                        static_cast<int64_t>(a.t_cap) * (G + 2 * H) + max(lc - F, 0);   // h_t at hcol[t * H]
     const float* xcol = a.features + slot.row * F + min(lc, F - 1);
+    const int xlast = d ? slot.length - 1 : 0;   // step t's timestep: |xlast - t|
 #pragma unroll
     for (int i = 0; i < kA; ++i) {
       const int t = t0 + lt + i * (kWgThreads / kWgM);
@@ -77,7 +81,7 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
     for (int i = 0; i < kZ; ++i) {
       const int t = t0 + zt + i * (kWgThreads / kWgN);
       const bool in = t < t_end;
-      if (zkind == 0) vz[i] = in ? xcol[static_cast<int64_t>(t) * F] : 0.0f;
+      if (zkind == 0) vz[i] = in ? xcol[static_cast<int64_t>(abs(xlast - t)) * F] : 0.0f;
       else if (zkind == 1) vz[i] = (in && t > 0) ? hcol[static_cast<int64_t>(t - 1) * H] : 0.0f;
       else vz[i] = (in && zkind == 2) ? 1.0f : 0.0f;
     }
@@ -127,7 +131,7 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
   } else {
 #pragma unroll
     for (int u = 0; u < 8; ++u)
-      if (ok[u]) a.wpart[(static_cast<int64_t>(g) * NW + nn[u]) * a.wstride + mm[u]] = v[u];
+      if (ok[u]) a.wpart[(static_cast<int64_t>(blockIdx.z) * NW + nn[u]) * a.wstride + mm[u]] = v[u];
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Streaming, this grid may otherwise end before the recurrence kernel (whose head gradients and totals the next
