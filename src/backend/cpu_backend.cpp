@@ -118,6 +118,11 @@ std::optional<Device> parse_device(const std::string& name) {
   return std::nullopt;
 }
 
+// A backend without device memory of its own (device_memory() is nullopt) is never asked for a device window.
+void Backend::open_device_window(const DeviceWindowSize&) { RT_CHECK(false, name() << " backend has no device window"); }
+void Backend::stage_window(const Shard&, int) { RT_CHECK(false, name() << " backend has no device window"); }
+void Backend::use_window(const Shard&, int) { RT_CHECK(false, name() << " backend has no device window"); }
+
 std::unique_ptr<Backend> make_backend(const ModelShape& shape, const BackendOptions& opts) {
 #ifdef RAGTRAIN_WITH_CUDA
   if (opts.device != Device::Cpu) {
