@@ -75,7 +75,9 @@ Trainer::Trainer(const Context& ctx, const TrainConfig& cfg, CommWatchdog* watch
   timeline_.start(ctx_);   // --trace: every rank's time zero after one barrier
 }
 
-Trainer::~Trainer() = default;
+// The window's reader thread may be staging a window into the backend's device memory: it is joined (the window
+// goes) before the backend, which the member order alone would destroy first.
+Trainer::~Trainer() { window_.reset(); }
 
 void Trainer::setup_data() {
   PhaseScope phase(&timeline_, Phase::SetupData, 0);
