@@ -20,7 +20,20 @@ check() {   # NAME, then a command that succeeds when the check holds
   local name=$1; shift
   if "$@"; then echo "ok      $name"; pass=$((pass + 1)); else echo "FAILED  $name"; fail=$((fail + 1)); fi
 }
-model() { h5dump -g /params -g /optimizer -g /normalization "$1" 2>&1 | grep -v '^HDF5'; }
+# A checkpoint's model: parameters, optimizer state, normalisation — every value (h5dump, or h5py where it is absent).
+model() {
+  if command -v h5dump > /dev/null; then
+    h5dump -g /params -g /optimizer -g /normalization "$1" 2>&1 | grep -v '^HDF5'
+  else
+    "$PY" -c "import h5py,sys,hashlib
+f=h5py.File(sys.argv[1],'r'); h=hashlib.sha256()
+def add(name, obj):
+    if isinstance(obj, h5py.Dataset): h.update(name.encode()); h.update(obj[()].tobytes())
+for g in ('params','optimizer','normalization'):
+    if g in f: f[g].visititems(add)
+print(h.hexdigest())" "$1"
+  fi
+}
 same_model() { [ -f "$1" ] && [ -f "$2" ] && [ "$(model "$1")" == "$(model "$2")" ]; }
 placement() {   # RUN PLACEMENT: summary.json says where the shard was held, and device windows have steps
   "$PY" -c "import json,sys; s=json.load(open(sys.argv[1]+'/summary.json')); p=sys.argv[2];
