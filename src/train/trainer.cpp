@@ -317,6 +317,7 @@ void Trainer::open_window() {
     size.timesteps = placement_.steps * K * max_length;
     size.min_length = min_length;
     size.max_length = max_length;
+    size.copy_threads = reader_threads_for_window();
     collective_phase(ctx_, [&] { backend_->open_device_window(size); });
   }
   // The first window is read (from the file, normalised; or copied out of the resident shard) now, the second

@@ -44,6 +44,7 @@ void train_both_ways(LstmPath lstm) {
   size.timesteps = W * K * 40;
   size.min_length = *std::min_element(lengths.begin(), lengths.end());
   size.max_length = *std::max_element(lengths.begin(), lengths.end());
+  size.copy_threads = 4;
   windowed.open_device_window(size);
 
   auto window_of = [&](int64_t begin) {

@@ -67,6 +67,7 @@ class Backend {
     int64_t sequences = 0;       // at most this many sequences in one window
     int64_t timesteps = 0;       // and this many rows of features
     int64_t min_length = 1, max_length = 1;   // over the whole shard: the shapes validated once, at the open
+    int copy_threads = 1;        // host threads that fill the pinned staging (the window reader's)
   };
   virtual std::optional<DeviceMemory> device_memory() const { return std::nullopt; }
   virtual void open_device_window(const DeviceWindowSize& size);

@@ -195,7 +195,7 @@ std::optional<Backend::DeviceMemory> CudaBackend::device_memory() const {
 void CudaBackend::open_device_window(const DeviceWindowSize& size) {
   RT_CHECK(!have_shard_, "open_device_window after set_train_shard");
   window_ = std::make_unique<DeviceWindow>(gpu_.device, shape_.input_size, shape_.outputs, shape_.task,
-                                           size.sequences, size.timesteps);
+                                           size.sequences, size.timesteps, size.copy_threads);
   validate_lengths(size.min_length, size.max_length);
 }
 

@@ -3,14 +3,17 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "ragtrain/core/error.hpp"
 
 namespace ragtrain {
 
 DeviceWindow::DeviceWindow(int device, int64_t features, int64_t outputs, Task task, int64_t sequences,
-                           int64_t timesteps)
+                           int64_t timesteps, int copy_threads)
     : device_(device),
+      copy_threads_(std::max(1, copy_threads)),
       F_(features),
       C_(outputs),
       task_(task),
@@ -40,10 +43,22 @@ void DeviceWindow::copy_in(void* dst, const void* src, size_t bytes) {
   for (size_t at = 0; at < bytes; at += kChunk, ++chunks_) {
     const size_t b = chunks_ % 2, n = std::min(kChunk, bytes - at);
     CUDA_CHECK(cudaEventSynchronize(chunk_done_[b].get()));   // that chunk's previous copy has left it
-    std::memcpy(staging_[b].get(), static_cast<const char*>(src) + at, n);
+    host_copy(staging_[b].get(), static_cast<const char*>(src) + at, n);
     CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + at, staging_[b].get(), n, cudaMemcpyHostToDevice, copy_.get()));
     CUDA_CHECK(cudaEventRecord(chunk_done_[b].get(), copy_.get()));
   }
+}
+
+void DeviceWindow::host_copy(char* dst, const char* src, size_t n) const {
+  const size_t parts = std::min<size_t>(static_cast<size_t>(copy_threads_), std::max<size_t>(1, n >> 20));
+  const size_t per = (n + parts - 1) / parts;
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < parts; ++t) {
+    const size_t at = t * per;
+    if (at < n) pool.emplace_back([=] { std::memcpy(dst + at, src + at, std::min(per, n - at)); });
+  }
+  std::memcpy(dst, src, std::min(per, n));
+  for (std::thread& th : pool) th.join();
 }
 
 void DeviceWindow::stage(const Shard& w, int slot) {

@@ -22,7 +22,8 @@ class DeviceWindow {
   // Both slots allocated now, for windows of at most `sequences` sequences and `timesteps` rows, so no allocation
   // (and no implicit device synchronisation) happens while training. `device`: the CUDA ordinal the reader thread
   // selects before its first call.
-  DeviceWindow(int device, int64_t features, int64_t outputs, Task task, int64_t sequences, int64_t timesteps);
+  DeviceWindow(int device, int64_t features, int64_t outputs, Task task, int64_t sequences, int64_t timesteps,
+               int copy_threads);
   DeviceWindow(const DeviceWindow&) = delete;
   DeviceWindow& operator=(const DeviceWindow&) = delete;
 
@@ -45,16 +46,21 @@ class DeviceWindow {
   };
   // Copies `bytes` from pageable host memory to `dst` through the two pinned chunks.
   void copy_in(void* dst, const void* src, size_t bytes);
+  // memcpy on `copy_threads_` threads: one thread's copy into pinned memory (~6-10 GB/s) is slower than the
+  // copy engine, and than what training at K = 128 reads.
+  void host_copy(char* dst, const char* src, size_t n) const;
 
   int device_;
+  int copy_threads_;
   int64_t F_, C_;
   Task task_;
   int64_t sequences_, timesteps_;
   Stream copy_;
   Slot slots_[2];
-  // Pinned staging: the host fills one chunk while the copy engine drains the other. 16 MiB each: large enough that
-  // a copy's fixed cost is small, small enough to keep the pinned (unswappable) memory negligible.
-  static constexpr size_t kChunk = size_t{16} << 20;
+  // Pinned staging: the host fills one chunk while the copy engine drains the other. 64 MiB each: large enough that
+  // a copy's (and the fill threads') fixed cost is small, small enough to keep the pinned (unswappable) memory
+  // negligible.
+  static constexpr size_t kChunk = size_t{64} << 20;
   PinnedBuffer<char> staging_[2];
   Event chunk_done_[2];
   uint64_t chunks_ = 0;
