@@ -8,7 +8,8 @@
 #     device    it fits --max-memory but is FACTOR x --max-device-memory: host-resident, device windows (CUDA);
 #     host      it is FACTOR x --max-memory: host windows read from the file (and, CUDA, copied to the device).
 #   SEQUENCES (200000: ~2.7 GB at F=36, lengths 60..130), KS ("1 128"), FACTOR (4), OUT (runs/data_path),
-#   WORK (/tmp/ragtrain-data-path), NP (1 rank).
+#   WORK (/tmp/ragtrain-data-path), NP (1 rank). On CPUs the device case needs RAGTRAIN_CPU_DEVICE_MEMORY (the CPU
+#   reference of the device window).
 set -uo pipefail
 BIN=${BIN:-build/bin}
 DEVICE=${DEVICE:-cuda}
@@ -48,7 +49,7 @@ for case in $CASES; do
     esac
     budget="$host/$device"
     launch "$BIN/ragtrain" train --data "$data" --out "$run" --device "$DEVICE" --epochs 1 --batch-per-rank "$k" \
-      --max-memory "$host" $([ "$DEVICE" != cpu ] && echo --max-device-memory "$device") --log-every 100000 \
+      --max-memory "$host" --max-device-memory "$device" --log-every 100000 \
       --quiet > "$run.log" 2>&1
     rc=$?
     rows+=("$case $k $budget $rc $run")
