@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# The data path (issue 34): for --max-memory 1x and 4x below the shard and K = 1 and 128, one epoch of `train` on
-# a generated set in the page cache — load rate, time to the first step, io wait, epoch time, peak RSS — as a table
-# and data_path.json.
+# The data path (issue 34): one epoch of `train` on a generated set in the page cache, for each way a rank can hold
+# its shard and K = 1 and 128 — load rate, time to the first step, io wait, epoch time, peak RSS — as a table and
+# data_path.json.
 # usage, from the repository root:   BIN=build/bin DEVICE=cuda bench/data_path.sh
-#   SEQUENCES (200000: ~2.7 GB at F=36, lengths 60..130), KS ("1 128"), FACTORS ("1 4": the shard is FACTOR x
-#   --max-memory; 1 = the shard fits), OUT (runs/data_path), WORK (/tmp/ragtrain-data-path), NP (1 rank).
-# A factor > 1 streams (CPU backend); the CUDA backend does not stream yet, so with DEVICE=cuda such a run is refused
-# (exit 2) and the row says so.
+#   CASES (cuda: "resident device host"; cpu: "resident host"):
+#     resident  the shard fits every budget: read once, copied to the device once;
+#     device    it fits --max-memory but is FACTOR x --max-device-memory: host-resident, device windows (CUDA);
+#     host      it is FACTOR x --max-memory: host windows read from the file (and, CUDA, copied to the device).
+#   SEQUENCES (200000: ~2.7 GB at F=36, lengths 60..130), KS ("1 128"), FACTOR (4), OUT (runs/data_path),
+#   WORK (/tmp/ragtrain-data-path), NP (1 rank). On CPUs the device case needs RAGTRAIN_CPU_DEVICE_MEMORY (the CPU
+#   reference of the device window).
 set -uo pipefail
 BIN=${BIN:-build/bin}
 DEVICE=${DEVICE:-cuda}
 SEQUENCES=${SEQUENCES:-200000}
 KS=${KS:-1 128}
-FACTORS=${FACTORS:-1 4}
+FACTOR=${FACTOR:-4}
+if [ "$DEVICE" = cpu ]; then CASES=${CASES:-resident host}; else CASES=${CASES:-resident device host}; fi
 NP=${NP:-1}
 OUT=${OUT:-runs/data_path}
 WORK=${WORK:-/tmp/ragtrain-data-path}
@@ -32,16 +36,23 @@ shard_mib=$(( bytes / NP / 1048576 + 1 ))
 launch() { if [ "$NP" -gt 1 ]; then mpirun -np "$NP" --oversubscribe "$@"; else "$@"; fi; }
 
 rows=()
-for factor in $FACTORS; do
+for case in $CASES; do
   for k in $KS; do
-    run=$WORK/run_f${factor}_k${k}
+    run=$WORK/run_${case}_k${k}
     rm -rf "$run"
-    # factor 1: a budget generous enough for the shard and the step; factor F: the shard is F times the budget.
-    budget=$(( factor == 1 ? 4 * shard_mib + 1024 : shard_mib / factor ))M
+    # Generous: room for the shard and the step. Otherwise the shard is FACTOR times the budget.
+    host=$(( 4 * shard_mib + 1024 ))M
+    device=auto
+    case $case in
+      host) host=$(( shard_mib / FACTOR ))M ;;
+      device) device=$(( shard_mib / FACTOR ))M ;;
+    esac
+    budget="$host/$device"
     launch "$BIN/ragtrain" train --data "$data" --out "$run" --device "$DEVICE" --epochs 1 --batch-per-rank "$k" \
-      --max-memory "$budget" --log-every 100000 --quiet > "$run.log" 2>&1
+      --max-memory "$host" --max-device-memory "$device" --log-every 100000 \
+      --quiet > "$run.log" 2>&1
     rc=$?
-    rows+=("$factor $k $budget $rc $run")
+    rows+=("$case $k $budget $rc $run")
   done
 done
 
@@ -50,12 +61,14 @@ import json, os, sys
 out, file_bytes, rows = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 results = []
 print("# data path: one epoch of train, file %.2f GB in the page cache" % (file_bytes / 1e9))
-print("# %6s %4s %9s %10s %10s %9s %9s %10s  %s" % ("shard", "K", "budget", "load", "1st_step", "io_wait", "epoch",
-                                                   "max_rss", "status"))
-print("# %6s %4s %9s %10s %10s %9s %9s %10s" % ("/budg", "", "", "(GB/s)", "(s)", "(s)", "(s)", "(GB)"))
+print("# %-8s %4s %15s %10s %10s %9s %9s %10s %7s  %s" % ("case", "K", "host/device", "load", "1st_step", "io_wait",
+                                                        "epoch", "max_rss", "window", "status"))
+print("# %-8s %4s %15s %10s %10s %9s %9s %10s %7s" % ("", "", "budget", "(GB/s)", "(s)", "(s)", "(s)", "(GB)",
+                                                   "(steps)"))
 for row in rows:
-    factor, k, budget, rc, run = row.split(" ")
-    r = {"factor": int(factor), "K": int(k), "max_memory": budget, "exit_code": int(rc)}
+    case, k, budget, rc, run = row.split(" ")
+    r = {"case": case, "K": int(k), "max_memory": budget.split("/")[0], "max_device_memory": budget.split("/")[1],
+         "exit_code": int(rc)}
     summary = os.path.join(run, "summary.json")
     if rc == "0" and os.path.exists(summary):
         s = json.load(open(summary))
@@ -66,16 +79,17 @@ for row in rows:
                 epoch_s = rec["seconds"]
         r.update({k2: s.get(k2) for k2 in ("read_bytes", "read_s", "read_bytes_per_second", "read_path",
                                            "reader_threads", "time_to_first_step_s", "io_wait_s", "max_rss_bytes",
-                                           "wall_seconds")})
+                                           "wall_seconds", "shard_placement", "window_steps", "device_window_steps")})
         r["epoch_s"] = epoch_s
-        print("  %6s %4s %9s %10.2f %10.2f %9.3f %9.2f %10.2f  ok (%s, %s threads)" % (
-            factor, k, budget, s["read_bytes_per_second"] / 1e9, s["time_to_first_step_s"], s["io_wait_s"],
-            epoch_s or float("nan"), s["max_rss_bytes"] / 1e9, s["read_path"], s["reader_threads"]))
+        print("  %-8s %4s %15s %10.2f %10.2f %9.3f %9.2f %10.2f %7d  ok (%s, %s, %s threads)" % (
+            case, k, budget, s["read_bytes_per_second"] / 1e9, s["time_to_first_step_s"], s["io_wait_s"],
+            epoch_s or float("nan"), s["max_rss_bytes"] / 1e9, s.get("window_steps", 0), s.get("shard_placement"),
+            s["read_path"], s["reader_threads"]))
     else:
         log = open(run + ".log").read().strip().splitlines()
         r["message"] = log[0] if log else ""
-        print("  %6s %4s %9s %10s %10s %9s %9s %10s  exit %s: %s" % (factor, k, budget, "-", "-", "-", "-", "-", rc,
-                                                                    r["message"][:100]))
+        print("  %-8s %4s %15s %10s %10s %9s %9s %10s %7s  exit %s: %s" % (case, k, budget, "-", "-", "-", "-", "-",
+                                                                         "-", rc, r["message"][:100]))
     results.append(r)
 json.dump({"file_bytes": file_bytes, "runs": results}, open(os.path.join(out, "data_path.json"), "w"), indent=1)
 print("# wrote %s" % os.path.join(out, "data_path.json"))

@@ -62,6 +62,7 @@ Test hooks (for the test suite only; never set them in a real run):
 | variable | meaning |
 |---|---|
 | `RAGTRAIN_TEST_SETUP_PAUSE=SECONDS` | `train`'s set-up stands still that long (at most 60 s) before the data read, as a large read would, so a test can signal it there (src/cli/cmd_train.cpp, tests/e2e/test_signals_e2e.cpp) |
+| `RAGTRAIN_CPU_DEVICE_MEMORY=SIZE` | the CPU backend says it has a device of SIZE and keeps the device windows in two slots of its own (`--max-device-memory`; the CPU reference of the CUDA device window: src/backend/cpu_backend.cpp, tests/e2e/test_data_path_e2e.cpp) |
 | `RAGTRAIN_TEST_CHECKPOINT_PAUSE=STEP:write` or `STEP:link` | the writer of the step STEP checkpoint pauses (at most 60 s) half-way through the temporary file, or between the step file and the switch of `checkpoint.h5`, so a test can kill it there (src/checkpoint/checkpoint.cpp, tests/e2e/test_checkpoint_e2e.cpp) |
 
 HEAD

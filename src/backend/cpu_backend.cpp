@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "ragtrain/comm/gradient_comm.hpp"
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/core/memory.hpp"
 
 #ifdef RAGTRAIN_WITH_CUDA
 #include "cuda/cuda_backend_factory.hpp"
@@ -18,7 +20,38 @@ CpuBackend::CpuBackend(const ModelShape& shape, const BackendOptions& opts)
       params_(static_cast<size_t>(layout_.total()), 0.0f),
       fused_(static_cast<size_t>(layout_.total() + kFusedExtras), 0.0),
       seq_grad_(static_cast<size_t>(layout_.total())), mean_grad_(static_cast<size_t>(layout_.total())),
-      d_out_(static_cast<size_t>(shape.outputs)) {}
+      d_out_(static_cast<size_t>(shape.outputs)) {
+  if (const char* e = std::getenv("RAGTRAIN_CPU_DEVICE_MEMORY")) {
+    device_bytes_ = parse_size(e);
+    USER_CHECK(device_bytes_ > 0, "RAGTRAIN_CPU_DEVICE_MEMORY='" << e << "' is not a size",
+               "set it to a size such as 1G, or unset it");
+  }
+}
+
+std::optional<Backend::DeviceMemory> CpuBackend::device_memory() const {
+  if (device_bytes_ < 0) return std::nullopt;
+  return DeviceMemory{device_bytes_, device_bytes_};
+}
+
+void CpuBackend::stage_window(const Shard& window, int slot) {
+  RT_CHECK(device_bytes_ >= 0 && (slot == 0 || slot == 1), "stage_window without an emulated device, slot " << slot);
+  Shard& s = slots_[slot];
+  s.labeled = window.labeled;
+  s.task = window.task;
+  s.num_features = window.num_features;
+  s.num_outputs = window.num_outputs;
+  s.indices = window.indices;
+  s.offsets = window.offsets;
+  s.features.assign(window.features.begin(), window.features.end());
+  s.labels = window.labels;
+  s.targets = window.targets;
+}
+
+void CpuBackend::use_window(const Shard& window, int slot) {
+  RT_CHECK(device_bytes_ >= 0 && (slot == 0 || slot == 1), "use_window without an emulated device, slot " << slot);
+  RT_CHECK(slots_[slot].indices == window.indices, "window used from slot " << slot << " is not the one staged there");
+  shard_ = &slots_[slot];
+}
 
 void CpuBackend::set_params(const std::vector<float>& params) {
   RT_CHECK(static_cast<int64_t>(params.size()) == layout_.total(), "parameter count mismatch");
@@ -117,6 +150,11 @@ std::optional<Device> parse_device(const std::string& name) {
     if (name == device_name(d)) return d;
   return std::nullopt;
 }
+
+// A backend without device memory of its own (device_memory() is nullopt) is never asked for a device window.
+void Backend::open_device_window(const DeviceWindowSize&) { RT_CHECK(false, name() << " backend has no device window"); }
+void Backend::stage_window(const Shard&, int) { RT_CHECK(false, name() << " backend has no device window"); }
+void Backend::use_window(const Shard&, int) { RT_CHECK(false, name() << " backend has no device window"); }
 
 std::unique_ptr<Backend> make_backend(const ModelShape& shape, const BackendOptions& opts) {
 #ifdef RAGTRAIN_WITH_CUDA

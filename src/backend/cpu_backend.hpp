@@ -16,6 +16,14 @@ class CpuBackend final : public Backend {
   OptimizerState optimizer_state() const override { return opt_.state(); }
   void set_optimizer_state(const OptimizerState& state) override { opt_.set_state(state); }
   void set_train_shard(const Shard& shard) override { shard_ = &shard; }
+  // The device window's CPU reference (tests, and the CPU half of its checks): with RAGTRAIN_CPU_DEVICE_MEMORY=SIZE
+  // in the environment this backend says it has a device of SIZE, and keeps the windows staged into its two slots
+  // as copies of its own, so the trainer's device-window path runs, bitwise checked, where no GPU is. Unset: no
+  // device (the windows, if any, are the host's).
+  std::optional<DeviceMemory> device_memory() const override;
+  void open_device_window(const DeviceWindowSize&) override {}
+  void stage_window(const Shard& window, int slot) override;   // the reader thread: writes that slot only
+  void use_window(const Shard& window, int slot) override;
   void forward_backward(const std::vector<int64_t>& positions) override;
   void allreduce() override;
   StepTotals update(float lr) override;
@@ -30,6 +38,8 @@ class CpuBackend final : public Backend {
   uint64_t seed_;
   Optimizer opt_;
   const Shard* shard_ = nullptr;
+  int64_t device_bytes_ = -1;   // RAGTRAIN_CPU_DEVICE_MEMORY, -1: unset
+  Shard slots_[2];              // the emulated device's windows
   std::vector<float> params_;   // (P) PyTorch layout
   // (P + kFusedExtras) gradient sums, loss sum, count, correct — in double: each sequence's float gradient is
   // added whole, so the sums of the same sequences agree to double rounding whatever the order (P ranks x 1

@@ -464,6 +464,12 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
       "most memory one rank may allocate for its data, e.g. 512M, 8G (auto: physical memory / ranks on the "
       "node); sizes declared in a file are checked against it before anything is read",
       {"inspect", "train", "tune", "eval", "predict"});
+  b.add("max-device-memory",
+        po::value(&c.backend.max_device_memory)->default_value(c.backend.max_device_memory)->value_name("SIZE"),
+        "CUDA: most GPU memory one rank's training shard may take, e.g. 2G (auto: what the GPU has free once the "
+        "model is set up, less 1/16 of the GPU); a shard over it is held as windows of a few steps' sequences, the "
+        "next copied while the current trains: the same model",
+        {"train"});
   b.add("comm-timeout",
         po::value(&c.faults.comm_timeout)->default_value(c.faults.comm_timeout, short_number(c.faults.comm_timeout)),
         "seconds a rank waits for the others in a collective before it names the rank that stopped and ends the "
@@ -604,6 +610,8 @@ void check_schedule(const ScheduleOptions& s, const std::string& help) {
 
 // The CUDA backend's limit, before any work (with auto, the backend itself refuses it if a GPU is chosen).
 void check_backend(const BackendChoice& b, const ScheduleOptions& s) {
+  require(b.max_device_memory == "auto" || parse_size(b.max_device_memory) > 0, "max-device-memory",
+          "must be auto or a size such as 512M or 8G, got '" + b.max_device_memory + "'", "e.g. --max-device-memory 2G");
   if (b.device != Device::Cuda) return;
   require(s.batch_per_rank <= kMaxCudaBatchPerRank, "batch-per-rank",
           "is " + std::to_string(s.batch_per_rank) + "; the CUDA backend takes at most " +
@@ -719,7 +727,8 @@ void validate(const RunConfig& c) {
 const std::set<std::string>& record_keeping_options() {
   static const std::set<std::string> names = {
       "quiet",    "verbose",          "force",     "out",   "resume",       "log-every",  "checkpoint-every",
-      "checkpoint-minutes", "signal-check-every", "keep", "comm-timeout", "trace", "write-order", "max-memory"};
+      "checkpoint-minutes", "signal-check-every", "keep", "comm-timeout", "trace", "write-order", "max-memory",
+      "max-device-memory"};
   return names;
 }
 

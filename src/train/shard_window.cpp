@@ -24,9 +24,47 @@ std::vector<int64_t> window_sequences(const Schedule& schedule, int64_t rank, in
   return seqs;
 }
 
+Shard copy_sequences(const Shard& from, const std::vector<int64_t>& seqs, int threads) {
+  Shard w;
+  w.labeled = from.labeled;
+  w.task = from.task;
+  w.num_features = from.num_features;
+  w.num_outputs = from.num_outputs;
+  w.indices = seqs;
+  w.offsets.assign(1, 0);
+  std::vector<int64_t> at(seqs.size());   // each sequence's position in `from`
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const auto it = std::lower_bound(from.indices.begin(), from.indices.end(), seqs[i]);
+    RT_CHECK(it != from.indices.end() && *it == seqs[i], "sequence " << seqs[i] << " is not in the resident shard");
+    at[i] = it - from.indices.begin();
+    w.offsets.push_back(w.offsets.back() + from.length(at[i]));
+  }
+  const size_t F = static_cast<size_t>(from.num_features), C = static_cast<size_t>(from.num_outputs);
+  w.features.resize(static_cast<size_t>(w.offsets.back()) * F);
+  if (from.labeled && from.task == Task::Classification) w.labels.resize(seqs.size());
+  if (from.labeled && from.task == Task::Regression) w.targets.resize(seqs.size() * C);
+  // The copy is memory bandwidth: the reader threads take interleaved sequences (the result does not depend on
+  // how many there are).
+  auto part = [&](size_t t, size_t n) {
+    for (size_t i = t; i < seqs.size(); i += n) {
+      const auto p = static_cast<size_t>(at[i]);
+      std::copy_n(from.x(at[i]), static_cast<size_t>(from.length(at[i])) * F,
+                  w.features.data() + static_cast<size_t>(w.offsets[i]) * F);
+      if (!w.labels.empty()) w.labels[i] = from.labels[p];
+      if (!w.targets.empty()) std::copy_n(from.target(at[i]), C, w.targets.data() + i * C);
+    }
+  };
+  const size_t n = static_cast<size_t>(std::max(1, threads));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < n; ++t) pool.emplace_back(part, t, n);
+  part(0, n);
+  for (auto& th : pool) th.join();
+  return w;
+}
+
 ShardWindow::ShardWindow(const DatasetInfo& info, const DirectSource& source, const Schedule& schedule, int64_t rank,
                          int64_t steps, int64_t first_step, int64_t total_steps, const Normalizer& normalizer,
-                         int threads, Timeline* timeline)
+                         int threads, Timeline* timeline, const Shard* resident, Backend* device)
     : info_(info),
       source_(source),
       schedule_(schedule),
@@ -35,7 +73,9 @@ ShardWindow::ShardWindow(const DatasetInfo& info, const DirectSource& source, co
       total_steps_(total_steps),
       normalizer_(normalizer),
       threads_(threads),
-      timeline_(timeline) {
+      timeline_(timeline),
+      resident_(resident),
+      device_(device) {
   RT_CHECK(steps_ >= 1, "a window of " << steps_ << " steps");
   start_read(first_step);
   advance(first_step);
@@ -56,11 +96,20 @@ void ShardWindow::start_read(int64_t begin) {
   next_stats_ = ShardReadStats{};
   // The thread touches only next_, next_error_ and next_stats_ (and reads info_, source_, normalizer_, which stay
   // fixed); the loop reads them only after join(). Its span goes to the timeline's locked side track.
-  reader_ = std::thread([this, begin, seqs = std::move(seqs)] {
+  const int slot = static_cast<int>(windows_read_++ % 2);
+  reader_ = std::thread([this, begin, slot, seqs = std::move(seqs)] {
     SideSpan span(timeline_, Phase::WindowRead, begin + 1);
     try {
-      next_ = read_shard_direct(info_, source_, seqs, threads_, &next_stats_);
-      normalizer_.apply(next_, threads_);
+      if (resident_) {
+        next_ = copy_sequences(*resident_, seqs, threads_);
+      } else {
+        next_ = read_shard_direct(info_, source_, seqs, threads_, &next_stats_);
+        normalizer_.apply(next_, threads_);
+      }
+      if (device_) {
+        device_->stage_window(next_, slot);
+        next_.features = BulkVector<float>();   // on the device now; the host keeps what the index needs
+      }
     } catch (...) {
       next_error_ = std::current_exception();
     }
@@ -80,6 +129,7 @@ void ShardWindow::advance(int64_t step) {
   stats_.check_s += next_stats_.check_s;
   stats_.direct = true;
   stats_.threads = threads_;
+  if (device_) device_->use_window(current_, static_cast<int>((windows_read_ - 1) % 2));
   start_read(end_);
 }
 

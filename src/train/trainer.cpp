@@ -16,6 +16,7 @@
 #include "ragtrain/data/direct_read.hpp"
 #include "ragtrain/metrics/provenance.hpp"
 #include "ragtrain/metrics/units.hpp"
+#include "ragtrain/train/window_plan.hpp"
 
 namespace ragtrain {
 
@@ -35,6 +36,12 @@ void check_compatible(const DatasetInfo& train, const DatasetInfo& val) {
              "the attribute num_classes must agree between training and validation files");
   require_same_class_names(val.class_names, "validation file '" + val.path + "'", train.class_names,
                            "the training file '" + train.path + "'");
+}
+
+// Bytes the device copy of a resident shard takes: features, labels or targets, global indices.
+int64_t device_shard_bytes(const Shard& s) {
+  return static_cast<int64_t>(s.features.size() * sizeof(float) + s.labels.size() * sizeof(int32_t) +
+                              s.targets.size() * sizeof(float) + s.indices.size() * sizeof(int64_t));
 }
 
 uint32_t lengths_crc32(const std::vector<int64_t>& lengths) {
@@ -68,7 +75,9 @@ Trainer::Trainer(const Context& ctx, const TrainConfig& cfg, CommWatchdog* watch
   timeline_.start(ctx_);   // --trace: every rank's time zero after one barrier
 }
 
-Trainer::~Trainer() = default;
+// The window's reader thread may be staging a window into the backend's device memory: it is joined (the window
+// goes) before the backend, which the member order alone would destroy first.
+Trainer::~Trainer() { window_.reset(); }
 
 void Trainer::setup_data() {
   PhaseScope phase(&timeline_, Phase::SetupData, 0);
@@ -223,14 +232,6 @@ void Trainer::setup_shards() {
                                     : compute_scaling(train_, ctx_.world, threads);
   normalizer_.apply(train_, threads);
   if (!cfg_.validation.data.empty()) normalizer_.apply(val_, threads);   // no --val: no validation shard to scale
-  if (stream_) {   // the first window is read (and normalised) now, the second from here on in the background
-    collective_phase(ctx_, [&] {
-      window_ = std::make_unique<ShardWindow>(train_info_, *stream_, *schedule_, ctx_.rank, window_steps_, step_,
-                                              total_steps_, normalizer_, threads, &timeline_);
-    });
-  }
-
-  index_ = std::make_unique<ShardIndex>(stream_ ? window_->shard() : train_);
   positions_.assign(static_cast<size_t>(cfg_.schedule.batch_per_rank), -1);
 }
 
@@ -269,7 +270,75 @@ void Trainer::setup_backend() {
   } else {
     backend_->set_params(init_params(ParamLayout(shape_), cfg_.schedule.seed));
   }
-  backend_->set_train_shard(window_ ? window_->shard() : train_);
+  open_window();
+}
+
+// Where the shard lives for the run, once the backend says what memory its device has left: resident on the host
+// and the device; resident on the host with a device window (the shard does not fit the device's budget); or
+// host windows read from the file, each also copied to the device (it does not fit the host's). One W for every
+// rank, from the smaller of the two budgets, so windows change at the same step everywhere.
+void Trainer::open_window() {
+  const int64_t max_length = *std::max_element(lengths_.begin(), lengths_.end());
+  const int64_t min_length = *std::min_element(lengths_.begin(), lengths_.end());
+  const int64_t K = cfg_.schedule.batch_per_rank;
+  const int64_t step_bytes = window_step_bytes(K, max_length, train_info_.num_features, label_bytes());
+  const std::optional<Backend::DeviceMemory> mem = backend_->device_memory();
+  ShardFit fit;
+  fit.host_fits = !stream_;
+  fit.host_steps = window_steps_;
+  if (mem) {
+    const std::string& opt = cfg_.backend.max_device_memory;
+    device_budget_ = device_shard_budget(opt == "auto" ? -1 : parse_size(opt), mem->free, mem->total);
+    int64_t agreed[2] = {stream_ || device_shard_bytes(train_) > device_budget_ ? 0 : 1,
+                         window_steps_in(device_budget_, step_bytes)};
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, agreed, 2, MPI_INT64_T, MPI_MIN, ctx_.world));
+    fit.device_fits = agreed[0] != 0;
+    fit.device_steps = agreed[1];
+  }
+  placement_ = plan_window(fit);
+  if (placement_.placement == ShardPlacement::Resident) {
+    backend_->set_train_shard(train_);
+    index_ = std::make_unique<ShardIndex>(train_);
+    return;
+  }
+  collective_phase(ctx_, [&] {
+    USER_CHECK(placement_.steps >= 1,
+               "--data " << train_info_.path << ": a window of this rank's shard on the device needs room for two "
+                         "steps' sequences (" << byte_string(2.0 * static_cast<double>(step_bytes)) << "), but the "
+                         "device may use " << byte_string(static_cast<double>(std::max<int64_t>(0, device_budget_)))
+                         << " for it (--max-device-memory " << cfg_.backend.max_device_memory << ")",
+               "raise --max-device-memory (auto: the GPU's free memory less a margin), lower --batch-per-rank or "
+               "--hidden, or use more ranks");
+  });
+  window_steps_ = placement_.steps;
+  if (placement_.on_device) {
+    Backend::DeviceWindowSize size;
+    size.sequences = placement_.steps * K;
+    size.timesteps = placement_.steps * K * max_length;
+    size.min_length = min_length;
+    size.max_length = max_length;
+    size.copy_threads = reader_threads_for_window();
+    collective_phase(ctx_, [&] { backend_->open_device_window(size); });
+  }
+  // The first window is read (from the file, normalised; or copied out of the resident shard) now, the second
+  // from here on in the background.
+  const Normalizer as_read = stream_ ? normalizer_ : Normalizer{};
+  collective_phase(ctx_, [&] {
+    window_ = std::make_unique<ShardWindow>(train_info_, stream_ ? *stream_ : DirectSource{}, *schedule_, ctx_.rank,
+                                            window_steps_, step_, total_steps_, as_read, reader_threads_for_window(),
+                                            &timeline_, stream_ ? nullptr : &train_,
+                                            placement_.on_device ? backend_.get() : nullptr);
+  });
+  if (!window_->on_device()) backend_->set_train_shard(window_->shard());
+  index_ = std::make_unique<ShardIndex>(window_->shard());
+}
+
+int64_t Trainer::label_bytes() const {
+  return train_info_.task == Task::Classification ? 4 : 4 * train_info_.num_outputs;
+}
+
+int Trainer::reader_threads_for_window() const {
+  return read_stats_.threads > 0 ? read_stats_.threads : reader_threads(ctx_.world);
 }
 
 // The shard does not fit --max-memory: the file must be readable without HDF5 (the reader thread may not call
@@ -277,19 +346,17 @@ void Trainer::setup_backend() {
 // fit beside the model and a step's activations.
 void Trainer::setup_window(const std::vector<int64_t>& mine) {
   const int64_t max_length = *std::max_element(lengths_.begin(), lengths_.end());
-  const int64_t label_bytes = train_info_.task == Task::Classification ? 4 : 4 * train_info_.num_outputs;
-  const int64_t step_bytes = cfg_.schedule.batch_per_rank * (max_length * train_info_.num_features * 4 + label_bytes + 24);
+  const int64_t step_bytes =
+      window_step_bytes(cfg_.schedule.batch_per_rank, max_length, train_info_.num_features, label_bytes());
   const auto model_bytes = static_cast<int64_t>(training_bytes(shape_, cfg_.schedule.batch_per_rank, max_length));
   const int64_t window_bytes = (budget_.bytes - model_bytes) / 2;
-  int64_t steps = std::max<int64_t>(0, window_bytes / step_bytes);
+  int64_t steps = window_steps_in(budget_.bytes - model_bytes, step_bytes);
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &steps, 1, MPI_INT64_T, MPI_MIN, ctx_.world));
   collective_phase(ctx_, [&] {
-    USER_CHECK(cfg_.backend.device == Device::Cpu,
-               "--data " << train_info_.path << ": this rank's shard (" << byte_string(static_cast<double>(shard_bytes(train_info_, mine)))
-                         << ") does not fit --max-memory " << budget_.max_memory << ", and streaming it is implemented for the CPU backend only",
-               "raise --max-memory, use more ranks, or --device cpu (the CUDA device window is not written yet)");
     USER_CHECK(steps >= 1,
-               "--data " << train_info_.path << ": streaming this shard needs room for two steps' sequences ("
+               "--data " << train_info_.path << ": this rank's shard ("
+                         << byte_string(static_cast<double>(shard_bytes(train_info_, mine)))
+                         << ") does not fit --max-memory, and streaming it needs room for two steps' sequences ("
                          << byte_string(2.0 * static_cast<double>(step_bytes)) << ") beside the model ("
                          << byte_string(static_cast<double>(model_bytes)) << "), but --max-memory is " << budget_.max_memory,
                "raise --max-memory, or lower --batch-per-rank");

@@ -34,8 +34,8 @@ StepTotals Trainer::step(RankCounters& counters) {
     if (window_ && !window_->covers(step_)) {
       // Every rank reaches the same window boundary at the same step: one agreement on the reads' outcome, so a
       // truncated or unreadable file stops every rank together (exit 2), with the last checkpoint untouched.
-      collective_phase(ctx_, [&] { window_->advance(step_); });
-      backend_->set_train_shard(window_->shard());
+      collective_phase(ctx_, [&] { window_->advance(step_); });   // with a device window, the switch is in there
+      if (!window_->on_device()) backend_->set_train_shard(window_->shard());
       index_ = std::make_unique<ShardIndex>(window_->shard());
     }
     if (records_.order_csv.is_open()) {

@@ -54,7 +54,7 @@ void Trainer::print_best_and_last() const {
 // slowest rank's read, the time to the first step, the largest rank's resident memory.
 Json Trainer::data_record() const {
   ShardReadStats reads = read_stats_;
-  if (window_) {   // a streamed shard: the reader thread's reads too (overlapping the steps)
+  if (window_ && stream_) {   // a streamed shard: the reader thread's reads too (overlapping the steps)
     reads.bytes += window_->stats().bytes;
     reads.read_s += window_->stats().read_s;
     reads.check_s += window_->stats().check_s;
@@ -70,8 +70,11 @@ Json Trainer::data_record() const {
               {"read_bytes_per_second", most[0] > 0 ? static_cast<double>(bytes) / most[0] : 0.0},
               {"read_path", reads.direct ? "pread" : cfg_.synthetic ? "synthetic" : "hdf5"},
               {"reader_threads", reads.threads},
-              {"streamed", window_ != nullptr},
+              {"streamed", stream_.has_value()},
               {"window_steps", window_steps_},
+              {"shard_placement", shard_placement_name(placement_.placement)},
+              {"device_window_steps", placement_.on_device ? placement_.steps : int64_t{0}},
+              {"device_shard_budget_bytes", device_budget_},
               {"time_to_first_step_s", most[1]},
               {"max_rss_bytes", static_cast<int64_t>(most[2])}};
 }

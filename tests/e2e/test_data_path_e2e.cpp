@@ -126,6 +126,70 @@ TEST(DataPath, StreamedShardTrainsTheSameModelAsResident) {
   }
 }
 
+// The device window's trainer path on the CPU reference (RAGTRAIN_CPU_DEVICE_MEMORY: the CPU backend says it has a
+// device and keeps the staged windows in two slots of its own): a shard over --max-device-memory held as device
+// windows (resident on the host), one over --max-memory as host windows each staged to the device, and both budgets
+// small (W from the smaller), train the resident run's model to the bit, on 1 and 2 ranks, and resumed from a step
+// checkpoint in the middle of a windowed epoch.
+TEST(DataPath, DeviceWindowsTrainTheSameModelAsResident) {
+  Scratch d;
+  gen(d, "train.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");   // ~170 KB
+  const std::string opts = " --epochs 2 --hidden 8 --batch-per-rank 3 --quiet";
+  struct EnvGuard {
+    EnvGuard() { ::setenv("RAGTRAIN_CPU_DEVICE_MEMORY", "1G", 1); }
+    ~EnvGuard() { ::unsetenv("RAGTRAIN_CPU_DEVICE_MEMORY"); }
+  };
+  for (int np : {1, 2}) {
+    SCOPED_TRACE(np);
+    const std::string n = std::to_string(np), resident = d / ("resident" + n);
+    const Result a = run(np, "train --data " + d / "train.h5" + " --out " + resident + opts);
+    ASSERT_EQ(a.rc, 0) << a.output;
+    const std::string want = model_of(resident + "/checkpoint.h5");
+    ASSERT_NE(want.find("DATASET"), std::string::npos) << want;
+    EXPECT_EQ(read_json(resident + "/summary.json")["shard_placement"], "resident");
+    const EnvGuard device;
+    const std::map<std::string, std::string> cases = {
+        {"device", " --max-device-memory 40K --checkpoint-every 50"},
+        {"host", " --max-memory 60K"},
+        {"both", " --max-memory 60K --max-device-memory 8K"}};
+    std::map<std::string, int64_t> w;
+    for (const auto& [name, extra] : cases) {
+      SCOPED_TRACE(name);
+      const std::string out = d / (name + n);
+      const Result r = run(np, "train --data " + d / "train.h5" + " --out " + out + opts + extra);
+      ASSERT_EQ(r.rc, 0) << r.output;
+      const auto s = read_json(out + "/summary.json");
+      EXPECT_EQ(s["shard_placement"], name == "device" ? "device_window" : "host_window");
+      EXPECT_EQ(s["streamed"].get<bool>(), name != "device");
+      w[name] = s["device_window_steps"].get<int64_t>();
+      EXPECT_GE(w[name], 1);
+      EXPECT_EQ(s["window_steps"].get<int64_t>(), w[name]);
+      EXPECT_EQ(model_of(out + "/checkpoint.h5"), want);
+    }
+    EXPECT_LT(w["both"], w["host"]) << "the device's smaller budget bounds W";
+    // Resumed in the middle of the second epoch (134 or 67 steps an epoch), still in device windows.
+    const std::string middle = np == 1 ? "/checkpoint-step000000250.h5" : "/checkpoint-step000000100.h5";
+    const Result c = run(np, "train --data " + d / "train.h5" + " --out " + d / ("resumed" + n) + opts +
+                                 " --max-device-memory 40K --resume " + d / ("device" + n) + middle);
+    ASSERT_EQ(c.rc, 0) << c.output;
+    EXPECT_EQ(model_of(d / ("resumed" + n) + "/checkpoint.h5"), want);
+  }
+}
+
+// A device budget that cannot hold two steps' sequences is refused on every rank with exit 2 and a hint.
+TEST(DataPath, DeviceBudgetBelowTwoStepsIsRefused) {
+  Scratch d;
+  gen(d, "train.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");
+  ::setenv("RAGTRAIN_CPU_DEVICE_MEMORY", "1G", 1);
+  const Result r = run(2, "train --data " + d / "train.h5" + " --out " + d / "run --epochs 1 --hidden 8 --quiet"
+                          " --batch-per-rank 3 --max-device-memory 1K");
+  ::unsetenv("RAGTRAIN_CPU_DEVICE_MEMORY");
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_NE(r.output.find("--max-device-memory 1K"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("hint:"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(d / "run/checkpoint.h5"));
+}
+
 // The file truncated while a streamed run reads it: every rank stops with exit 2 naming the file and a sequence,
 // and the checkpoints already written still read.
 TEST(DataPath, FileTruncatedWhileStreamingStopsEveryRank) {

@@ -53,6 +53,27 @@ class Backend {
   // The rank's training shard; kept (on the device for GPUs) for the whole run.
   virtual void set_train_shard(const Shard& shard) = 0;
 
+  // The device window (doc/hpc.md, "The device window"), for a backend whose training data lives in device memory
+  // of its own. device_memory: what the device has, after the backend's set-up (nullopt: the host's memory is the
+  // device's, and the device-window calls below are never made). open_device_window sizes two slots for windows of
+  // at most `size`. stage_window runs on the window's reader thread as soon as a window is read: it queues the copy
+  // of `window` into `slot` and returns; `window` may be freed then. use_window runs on the loop's thread when the
+  // loop reaches that window, after its stage_window returned: from then on the step's positions are `window`'s,
+  // read from `slot`. Window k goes to slot k % 2; a slot is staged again only after the other one was used.
+  struct DeviceMemory {
+    int64_t free = 0, total = 0;   // bytes
+  };
+  struct DeviceWindowSize {
+    int64_t sequences = 0;       // at most this many sequences in one window
+    int64_t timesteps = 0;       // and this many rows of features
+    int64_t min_length = 1, max_length = 1;   // over the whole shard: the shapes validated once, at the open
+    int copy_threads = 1;        // host threads that fill the pinned staging (the window reader's)
+  };
+  virtual std::optional<DeviceMemory> device_memory() const { return std::nullopt; }
+  virtual void open_device_window(const DeviceWindowSize& size);
+  virtual void stage_window(const Shard& window, int slot);
+  virtual void use_window(const Shard& window, int slot);
+
   // The global step (0-based) the next forward_backward calls belong to. With dropout the masks are keyed by it
   // and by each sequence's global index (Shard::indices), so they do not depend on the rank count; without
   // dropout it changes nothing.

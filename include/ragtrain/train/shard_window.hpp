@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "ragtrain/backend/backend.hpp"
 #include "ragtrain/data/normalization.hpp"
 #include "ragtrain/data/shard.hpp"
 #include "ragtrain/metrics/trace.hpp"
@@ -19,24 +20,34 @@ namespace ragtrain {
 std::vector<int64_t> window_sequences(const Schedule& schedule, int64_t rank, int64_t begin, int64_t end,
                                       Schedule::Epoch& cache, int64_t& cache_epoch);
 
+// The rank's sequences `seqs` (sorted global indices) copied out of `from`, whose indices are sorted too (a shard
+// read in file order): a window of a resident shard. Values are copied as they are (already checked and scaled).
+Shard copy_sequences(const Shard& from, const std::vector<int64_t>& seqs, int threads);
+
 class ShardWindow {
  public:
   // Windows of `steps` steps (the same on every rank, so that they change at the same step everywhere), the first
-  // one beginning at `first_step` and read before this returns; the second starts reading at once. Each window is
-  // normalised with `normalizer` as it arrives. Each read is a WindowRead span of `timeline` (may be null; it
-  // must outlive the window), its step the window's first (1-based).
+  // one beginning at `first_step` and read before this returns; the second starts reading at once. A window comes
+  // from the file (`info` at `source`'s addresses, normalised with `normalizer` as it arrives) or, when `resident`
+  // is not null, is copied out of that resident host shard (already normalised). With a `device` (a backend with
+  // memory of its own) each window is staged to the device on the reader thread as soon as it is read, and used from
+  // there when it becomes current; its features are then dropped on the host. Each read is a WindowRead span of
+  // `timeline` (may be null; it must outlive the window), its step the window's first (1-based).
   ShardWindow(const DatasetInfo& info, const DirectSource& source, const Schedule& schedule, int64_t rank,
               int64_t steps, int64_t first_step, int64_t total_steps, const Normalizer& normalizer, int threads,
-              Timeline* timeline = nullptr);
+              Timeline* timeline = nullptr, const Shard* resident = nullptr, Backend* device = nullptr);
   ~ShardWindow();   // waits for a read in flight
   ShardWindow(const ShardWindow&) = delete;
   ShardWindow& operator=(const ShardWindow&) = delete;
 
   bool covers(int64_t step) const { return step >= begin_ && step < end_; }
+  bool on_device() const { return device_ != nullptr; }   // advance() hands each window to the device itself
   const Shard& shard() const { return current_; }
   const ShardReadStats& stats() const { return stats_; }
   // Makes the window holding `step` (the next window's first step) current: waits for its read, rethrows the
-  // reader's error (a truncated or unreadable file: UserError naming it and the sequence), starts the next read.
+  // reader's error (a truncated or unreadable file: UserError naming it and the sequence), makes it the device's
+  // current window (with a device), then starts the next read: that order lets the next read's copy reuse the
+  // slot this window leaves, after the work queued on it.
   void advance(int64_t step);
 
  private:
@@ -50,6 +61,9 @@ class ShardWindow {
   Normalizer normalizer_;
   int threads_;
   Timeline* timeline_;
+  const Shard* resident_;
+  Backend* device_;
+  int64_t windows_read_ = 0;   // windows started: window k goes to device slot k % 2
   Schedule::Epoch cache_;
   int64_t cache_epoch_ = -1;
   Shard current_, next_;

@@ -48,6 +48,7 @@ struct ScheduleOptions {
 struct BackendChoice {
   Device device = Device::Cpu;
   LstmPath lstm = LstmPath::Auto;   // cudnn | fused | auto
+  std::string max_device_memory = "auto";   // CUDA: most device memory for the training shard; auto: free less a margin
 };
 
 // --init-from, --resume: where a run's weights come from (neither: a random initialisation from --seed).

@@ -26,6 +26,7 @@
 #include "ragtrain/train/shard_window.hpp"
 #include "ragtrain/train/step.hpp"
 #include "ragtrain/train/train_config.hpp"
+#include "ragtrain/train/window_plan.hpp"
 
 namespace ragtrain {
 
@@ -117,11 +118,17 @@ class Trainer {
   int64_t total_steps_ = 0;
   ModelShape shape_;
   Shard train_, val_;
-  // A training shard over --max-memory streams (CPU backend): where the file's values lie, the window and its size.
+  // A training shard over --max-memory streams: where the file's values lie, the window and its size. One over
+  // the device's budget (CUDA) is held in device windows (placement_, doc/hpc.md "The device window").
   std::optional<DirectSource> stream_;
   std::unique_ptr<ShardWindow> window_;
   int64_t window_steps_ = 0, window_bytes_ = 0;
+  WindowPlan placement_;
+  int64_t device_budget_ = -1;   // bytes the device copy of the shard may take; -1: no device of its own
   void setup_window(const std::vector<int64_t>& mine);
+  void open_window();                     // setup_backend's last phase: the shard to the backend, whole or windowed
+  int64_t label_bytes() const;            // one sequence's label or targets
+  int reader_threads_for_window() const;
   FeatureScaling streamed_scaling(const std::vector<int64_t>& mine);
   ShardReadStats read_stats_;   // this rank's reads of --data and --val
   double first_step_s_ = -1;    // wall time from the Trainer's start to the end of this invocation's first step

@@ -16,6 +16,7 @@
 #include "batch_gather.hpp"
 #include "cuda_raii.hpp"
 #include "cudnn_lstm.hpp"
+#include "device_window.hpp"
 #include "fused_lstm.hpp"
 #include "gpu_binding.hpp"
 #include "nccl_comm.hpp"
@@ -57,6 +58,10 @@ class CudaBackend final : public Backend {
   OptimizerState optimizer_state() const override;   // downloads the moments (waits for the GPU)
   void set_optimizer_state(const OptimizerState& state) override;   // uploads them at once
   void set_train_shard(const Shard& shard) override;
+  std::optional<DeviceMemory> device_memory() const override;
+  void open_device_window(const DeviceWindowSize& size) override;
+  void stage_window(const Shard& window, int slot) override;   // the reader thread: touches window_ only
+  void use_window(const Shard& window, int slot) override;
   void forward_backward(const std::vector<int64_t>& positions) override;
   void prepare_next(const std::vector<int64_t>& positions) override;
   void allreduce() override;
@@ -105,6 +110,7 @@ class CudaBackend final : public Backend {
   void choose_algorithm(const CudaTuning& tuning);
   void set_up_fused();
   void choose_lstm_path(int64_t K);
+  void validate_lengths(int64_t lo, int64_t hi);   // the step shapes of a shard with these lengths
   void build_index();
   void switch_algorithm(cudnnRNNAlgo_t algo);
   void fall_back(const std::exception& why);
@@ -156,11 +162,13 @@ class CudaBackend final : public Backend {
   bool opt_pdl_ = true;            // the optimizer's launch may be programmatic-dependent (until refused once)
   bool fused_clean_ = true;               // the update leaves the fused buffer zeroed
 
-  // The training shard on the device (copied once).
+  // The training shard on the device: resident (copied once), or the current window's slot of window_.
   DeviceBuffer<float> features_;          // (timesteps, F)
   DeviceBuffer<int32_t> labels_;          // (n) classification
   DeviceBuffer<float> targets_;           // (n, C) regression
   DeviceBuffer<int64_t> indices_;         // (n) global sequence indices (dropout keys)
+  std::unique_ptr<DeviceWindow> window_;  // open_device_window: two slots of windows instead of the buffers above
+  DeviceWindow::View shard_;              // where the step reads the current shard or window
   std::vector<int64_t> offsets_;          // (n + 1) host copy: row offsets of each sequence
   bool have_shard_ = false;
   int64_t shard_min_len_ = 0, shard_max_len_ = 0;

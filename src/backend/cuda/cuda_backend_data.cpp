@@ -146,6 +146,7 @@ void CudaBackend::set_train_shard(const Shard& shard) {
                                   << task_name(shard.task) << ") does not match the model (F=" << shape_.input_size
                                   << ", outputs " << shape_.outputs << ", " << task_name(shape_.task) << ")",
              "use data and model options that agree");
+  RT_CHECK(!window_, "set_train_shard after open_device_window");
   const cudaStream_t s = compute_.get();
   upload(features_, shard.features.data(), shard.features.size(), s);
   if (shard.task == Task::Classification) {
@@ -156,6 +157,10 @@ void CudaBackend::set_train_shard(const Shard& shard) {
     upload(targets_, shard.targets.data(), shard.targets.size(), s);
   }
   upload(indices_, shard.indices.data(), shard.indices.size(), s);
+  shard_.features = features_.get();
+  shard_.labels = labels_.get();
+  shard_.targets = targets_.get();
+  shard_.indices = indices_.get();
   offsets_ = shard.offsets;
   have_shard_ = true;
   drop_ahead();   // other sequences now
@@ -165,6 +170,10 @@ void CudaBackend::set_train_shard(const Shard& shard) {
     lo = std::min(lo, shard.length(p));
     hi = std::max(hi, shard.length(p));
   }
+  validate_lengths(lo, hi);
+}
+
+void CudaBackend::validate_lengths(int64_t lo, int64_t hi) {
   RT_CHECK(lo >= 1, "a sequence of length 0 in the training shard");
   RT_CHECK(hi <= INT32_MAX, "a sequence of " << hi << " timesteps");
   shard_min_len_ = lo;
@@ -173,6 +182,37 @@ void CudaBackend::set_train_shard(const Shard& shard) {
   if (lo != hi) shapes.push_back({1, lo});
   if (batch_ > 1) shapes.push_back({batch_, hi});
   validate(shapes);
+}
+
+std::optional<Backend::DeviceMemory> CudaBackend::device_memory() const {
+  size_t free = 0, total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return DeviceMemory{static_cast<int64_t>(free), static_cast<int64_t>(total)};
+}
+
+// The step reads the window's slot instead of a resident copy; the shapes are validated once, for the lengths of
+// the whole shard, so a window switch costs no dry run.
+void CudaBackend::open_device_window(const DeviceWindowSize& size) {
+  RT_CHECK(!have_shard_, "open_device_window after set_train_shard");
+  window_ = std::make_unique<DeviceWindow>(gpu_.device, shape_.input_size, shape_.outputs, shape_.task,
+                                           size.sequences, size.timesteps, size.copy_threads);
+  validate_lengths(size.min_length, size.max_length);
+}
+
+void CudaBackend::stage_window(const Shard& window, int slot) {
+  RT_CHECK(window_, "stage_window before open_device_window");
+  if (window.task == Task::Classification)   // what set_train_shard checks, on the reader's thread
+    for (int32_t l : window.labels)
+      RT_CHECK(l >= 0 && l < shape_.outputs, "label " << l << " outside [0, " << shape_.outputs << ")");
+  window_->stage(window, slot);
+}
+
+void CudaBackend::use_window(const Shard& window, int slot) {
+  RT_CHECK(window_, "use_window before open_device_window");
+  drop_ahead();   // other sequences now (the trainer launches nothing ahead across a switch)
+  shard_ = window_->use(slot, compute_.get());
+  offsets_ = window.offsets;
+  have_shard_ = true;
 }
 
 std::vector<float> CudaBackend::infer(const Shard& shard) {

@@ -19,14 +19,14 @@ GatherArgs CudaBackend::gather_args(const CudnnLstm::Batch& b) const {
   const bool cls = shape_.task == Task::Classification;
   GatherArgs a;
   a.x = lstm_->x_staging();
-  a.features = features_.get();
+  a.features = shard_.features;
   a.dy = lstm_->dy();
   a.cudnn_lengths = lstm_->device_lengths();
   a.lengths = slot_lengths_.get();
   a.label = cls ? label_slot_.get() : nullptr;
-  a.labels = cls ? labels_.get() : nullptr;
+  a.labels = cls ? shard_.labels : nullptr;
   a.target = cls ? nullptr : target_slot_.get();
-  a.targets = cls ? nullptr : targets_.get();
+  a.targets = cls ? nullptr : shard_.targets;
   a.B = static_cast<int32_t>(b.B);
   a.T = static_cast<int32_t>(b.T);
   a.F = static_cast<int32_t>(shape_.input_size);
@@ -34,7 +34,7 @@ GatherArgs CudaBackend::gather_args(const CudnnLstm::Batch& b) const {
   a.C = static_cast<int32_t>(shape_.outputs);
   a.ragged = lstm_->layout() == BatchLayout::Ragged;
   a.seq = seq_slot_.get();
-  a.indices = indices_.get();
+  a.indices = shard_.indices;
   a.step_out = step_dev_.get();
   a.step = global_step_;
   return a;
@@ -195,7 +195,7 @@ void CudaBackend::forward_backward(const std::vector<int64_t>& positions) {
   fused_clean_ = false;
   if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.fb_start.get(), s));
   if (!slots_.empty() && use_fused_)
-    fused_lstm_->run(slots_, features_.get(), labels_.get(), targets_.get(), params_.get(), fused_.get(), s);
+    fused_lstm_->run(slots_, shard_.features, shard_.labels, shard_.targets, params_.get(), fused_.get(), s);
   else if (!slots_.empty())
     run_batch(T);
   if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.fb_end.get(), s));
@@ -221,7 +221,7 @@ void CudaBackend::launch_ahead() {
   }
   begin_events(ev, step_ + 1);
   if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.fb_start.get(), s));
-  fused_lstm_->run(next_slots_, features_.get(), labels_.get(), targets_.get(), params_.get(), fused_.get(), s);
+  fused_lstm_->run(next_slots_, shard_.features, shard_.labels, shard_.targets, params_.get(), fused_.get(), s);
   ahead_slots_.swap(next_slots_);
   ahead_ = true;
   fused_clean_ = false;
