@@ -14,6 +14,7 @@
 #include "ragtrain/core/output_file.hpp"
 #include "ragtrain/data/class_labels.hpp"
 #include "ragtrain/data/direct_read.hpp"
+#include "ragtrain/train/shard_load.hpp"
 #include "ragtrain/metrics/provenance.hpp"
 #include "ragtrain/metrics/units.hpp"
 
@@ -68,7 +69,8 @@ Trainer::Trainer(const Context& ctx, const TrainConfig& cfg, CommWatchdog* watch
   timeline_.start(ctx_);   // --trace: every rank's time zero after one barrier
 }
 
-Trainer::~Trainer() = default;
+// The background read first: it may scale the shard with normalizer_, which is destroyed before load_ would be.
+Trainer::~Trainer() { load_.reset(); }
 
 void Trainer::setup_data() {
   PhaseScope phase(&timeline_, Phase::SetupData, 0);
@@ -198,13 +200,26 @@ void Trainer::setup_shards() {
   // everywhere, with one agreement each.
   int fits = cfg_.synthetic || shard_bytes(train_info_, mine) <= budget_.bytes ? 1 : 0;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, ctx_.world));
+  // Standardisation uses training statistics only, over every rank's shard, so validation stays held out. A
+  // resumed run keeps the statistics the model was trained with.
+  normalizer_ = Normalizer{cfg_.normalize, {}};
+  if (normalizer_.mode == Normalization::Feature && resuming_)
+    normalizer_.scaling = FeatureScaling{from_.feature_mean, from_.feature_std};
   if (cfg_.synthetic) {
     train_ = make_shard(synthetic_, mine);
   } else {
-    if (fits)
-      collective_phase(ctx_, [&] { train_ = read_shard(train_info_, mine, ctx_.world, budget_, &read_stats_); });
-    else
+    if (fits) {
+      // A file the reader can pread is read on a background thread while setup_backend runs (finish_shards
+      // joins it); any other through HDF5, collectively, here.
+      std::optional<DirectSource> src;
+      collective_phase(ctx_, [&] { src = probe_direct(train_info_, ctx_.world); });
+      if (src)
+        start_load(*src, mine);
+      else
+        collective_phase(ctx_, [&] { train_ = read_shard(train_info_, mine, ctx_.world, budget_, &read_stats_); });
+    } else {
       setup_window(mine);
+    }
     if (!cfg_.validation.data.empty())
       collective_phase(ctx_, [&] {
         val_ = read_shard(val_info_, block_indices(val_info_.num_sequences, ctx_.size, ctx_.rank), ctx_.world, budget_,
@@ -212,16 +227,46 @@ void Trainer::setup_shards() {
       });
   }
   run_.io_s += io.seconds();
-  // Standardisation uses training statistics only, over every rank's shard, so validation stays held out. A
-  // resumed run keeps the statistics the model was trained with.
-  // The reader's threads compute and apply them; the result does not depend on how many there are.
+  if (!load_) finish_shards(mine);
+}
+
+void Trainer::start_load(const DirectSource& src, const std::vector<int64_t>& mine) {
+  read_stats_.threads = reader_threads(ctx_.world);
+  ShardLoadPlan plan;
+  const bool feature = normalizer_.mode == Normalization::Feature;
+  plan.moments = feature && !resuming_;
+  // Statistics known before the read (a resumed run's, or none needed): the thread scales the shard too.
+  if (!plan.moments) plan.apply = &normalizer_;
+  load_ = std::make_unique<ShardLoad>(train_info_, src, mine, read_stats_.threads, plan, &timeline_);
+}
+
+// The shards' statistics and scaling once their values are in memory; for a shard read in the background, after
+// waiting for it. The reader's threads compute and apply them; the result does not depend on how many there are.
+void Trainer::finish_shards(const std::vector<int64_t>& mine) {
+  PhaseScope phase(&timeline_, Phase::ReadShard, 0);
+  Stopwatch io;
+  std::optional<FeatureMoments> moments;
+  bool scaled = false;
+  if (load_) {
+    collective_phase(ctx_, [&] {
+      ShardLoad::Result r = load_->take();
+      train_ = std::move(r.shard);
+      moments = std::move(r.moments);
+      scaled = !moments;
+      read_stats_.bytes += r.stats.bytes;
+      read_stats_.read_s += r.stats.read_s;
+      read_stats_.check_s += r.stats.check_s;
+      read_stats_.direct = true;
+      shard_wait_s_ = r.wait_s;
+    });
+    load_.reset();
+  }
   const int threads = read_stats_.threads;
-  normalizer_ = Normalizer{cfg_.normalize, {}};
-  if (normalizer_.mode == Normalization::Feature)
-    normalizer_.scaling = resuming_  ? FeatureScaling{from_.feature_mean, from_.feature_std}
-                          : stream_ ? streamed_scaling(mine)
+  if (normalizer_.mode == Normalization::Feature && !resuming_)
+    normalizer_.scaling = stream_  ? streamed_scaling(mine)
+                          : moments ? scaling_across_ranks(*moments, train_info_.num_features, ctx_.world)
                                     : compute_scaling(train_, ctx_.world, threads);
-  normalizer_.apply(train_, threads);
+  if (!scaled) normalizer_.apply(train_, threads);
   if (!cfg_.validation.data.empty()) normalizer_.apply(val_, threads);   // no --val: no validation shard to scale
   if (stream_) {   // the first window is read (and normalised) now, the second from here on in the background
     collective_phase(ctx_, [&] {
@@ -232,9 +277,18 @@ void Trainer::setup_shards() {
 
   index_ = std::make_unique<ShardIndex>(stream_ ? window_->shard() : train_);
   positions_.assign(static_cast<size_t>(cfg_.schedule.batch_per_rank), -1);
+  run_.io_s += io.seconds();
 }
 
 void Trainer::setup_backend() {
+  build_backend();
+  if (load_) finish_shards({});   // the shard read beside build_backend: wait for it (a resident shard, not streamed)
+  backend_->set_train_shard(window_ ? window_->shard() : train_);
+}
+
+// The backend and its parameters; runs while a resident shard is read in the background, so it must not touch
+// train_ or normalizer_.
+void Trainer::build_backend() {
   PhaseScope phase(&timeline_, Phase::SetupBackend, 0);
   BackendOptions opts;
   opts.device = cfg_.backend.device;
@@ -269,7 +323,6 @@ void Trainer::setup_backend() {
   } else {
     backend_->set_params(init_params(ParamLayout(shape_), cfg_.schedule.seed));
   }
-  backend_->set_train_shard(window_ ? window_->shard() : train_);
 }
 
 // The shard does not fit --max-memory: the file must be readable without HDF5 (the reader thread may not call

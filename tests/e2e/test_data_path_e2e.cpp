@@ -223,7 +223,9 @@ TEST(DataPath, EvalRefusesABudgetBelowOneSequence) {
 
 // --trace of a streamed run: every rank's reader thread has a track of its own ("reader", tid 1) holding one
 // window_read span per window it read (the first included, read before the loop), each starting at its window's
-// first step; the trainer's phases stay on tid 0. A resident run has no reader track.
+// first step; the trainer's phases stay on tid 0. A resident run's reader track holds one shard_load span, the
+// shard read in the background: it starts before the backend's set-up (setup_backend, tid 0) ends, so the two
+// overlap; the streamed run has none.
 TEST(DataPath, TraceOfAStreamedRunHoldsTheReadersSpans) {
   Scratch d;
   gen(d, "train.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");
@@ -242,27 +244,37 @@ TEST(DataPath, TraceOfAStreamedRunHoldsTheReadersSpans) {
     std::map<int, std::vector<int64_t>> starts;   // rank -> the first steps of its window reads
     std::map<int, int64_t> steps;                 // rank -> compute spans
     std::map<int, std::string> reader_track;
+    std::map<int, std::vector<double>> loads;     // rank -> the start of its shard_load spans (us)
+    std::map<int, double> backend_end;            // rank -> the end of setup_backend (us)
     for (const auto& e : t["traceEvents"]) {
       const int pid = e["pid"].get<int>();
       if (e["ph"] == "M" && e["name"] == "thread_name" && e["tid"] == 1) reader_track[pid] = e["args"]["name"];
       if (e["ph"] != "X") continue;
-      if (e["name"] == "window_read") {
+      if (e["name"] == "window_read" || e["name"] == "shard_load") {
         EXPECT_EQ(e["tid"], 1) << e.dump();
         EXPECT_EQ(e["cat"], "reader") << e.dump();
         EXPECT_GE(e["dur"].get<double>(), 0.0);
-        starts[pid].push_back(e["args"]["step"].get<int64_t>());
+        if (e["name"] == "shard_load")
+          loads[pid].push_back(e["ts"].get<double>());
+        else
+          starts[pid].push_back(e["args"]["step"].get<int64_t>());
       } else {
         EXPECT_EQ(e["tid"], 0) << e.dump();
         if (e["name"] == "compute") ++steps[pid];
+        if (e["name"] == "setup_backend") backend_end[pid] = e["ts"].get<double>() + e["dur"].get<double>();
       }
     }
     for (int rank : {0, 1}) {
       ASSERT_GT(steps[rank], 0);
       if (which == "resident") {
         EXPECT_TRUE(starts[rank].empty()) << rank;
-        EXPECT_EQ(reader_track.count(rank), 0u) << rank;
+        EXPECT_EQ(reader_track[rank], "reader") << rank;
+        ASSERT_EQ(loads[rank].size(), 1u) << rank;
+        ASSERT_GT(backend_end.count(rank), 0u) << rank;
+        EXPECT_LT(loads[rank][0], backend_end[rank]) << "rank " << rank << ": the read began after the backend was set up";
         continue;
       }
+      EXPECT_TRUE(loads[rank].empty()) << rank;
       EXPECT_EQ(reader_track[rank], "reader") << rank;
       std::vector<int64_t> want;
       for (int64_t s = 1; s <= steps[rank]; s += w) want.push_back(s);

@@ -30,6 +30,7 @@
 namespace ragtrain {
 
 class CommWatchdog;
+class ShardLoad;
 
 class Trainer {
  public:
@@ -45,9 +46,11 @@ class Trainer {
   // --resume: reads the checkpoint and checks that it continues this run; refuses step checkpoints in --out that
   // are newer than the start. Returns false when the checkpoint is already at the last step (nothing to train).
   bool setup_resume();
-  // Each rank reads its own training sequences and its block of --val; --normalize standardises both.
+  // Each rank reads its own training sequences and its block of --val; --normalize standardises both. A resident
+  // shard in a file the reader can pread is only started here: it is read while setup_backend runs.
   void setup_shards();
-  // The backend, built whole for (shape, K), and its parameters: the checkpoint's, --init-from's, or the seed's.
+  // The backend, built whole for (shape, K), and its parameters: the checkpoint's, --init-from's, or the seed's;
+  // then the training shard (waited for if it was read in the background, scaled) handed to it.
   void setup_backend();
   // train: --out with metrics.jsonl (a "resume" record when continuing) and --write-order's order.csv.
   void open_run_folder();
@@ -123,6 +126,13 @@ class Trainer {
   int64_t window_steps_ = 0, window_bytes_ = 0;
   void setup_window(const std::vector<int64_t>& mine);
   FeatureScaling streamed_scaling(const std::vector<int64_t>& mine);
+  // A resident shard the reader can pread is read on a background thread (ShardLoad) while the backend is built;
+  // finish_shards waits for it, then computes and applies the statistics (`mine`: a streamed shard's sequences).
+  std::unique_ptr<ShardLoad> load_;
+  double shard_wait_s_ = 0;   // how long finish_shards waited for the background read (the part not overlapped)
+  void start_load(const DirectSource& src, const std::vector<int64_t>& mine);
+  void finish_shards(const std::vector<int64_t>& mine);
+  void build_backend();
   ShardReadStats read_stats_;   // this rank's reads of --data and --val
   double first_step_s_ = -1;    // wall time from the Trainer's start to the end of this invocation's first step
   std::unique_ptr<ShardIndex> index_;
