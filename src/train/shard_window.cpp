@@ -26,7 +26,7 @@ std::vector<int64_t> window_sequences(const Schedule& schedule, int64_t rank, in
 
 ShardWindow::ShardWindow(const DatasetInfo& info, const DirectSource& source, const Schedule& schedule, int64_t rank,
                          int64_t steps, int64_t first_step, int64_t total_steps, const Normalizer& normalizer,
-                         int threads, Timeline* timeline)
+                         int threads, Timeline* timeline, int64_t measure_until)
     : info_(info),
       source_(source),
       schedule_(schedule),
@@ -35,8 +35,11 @@ ShardWindow::ShardWindow(const DatasetInfo& info, const DirectSource& source, co
       total_steps_(total_steps),
       normalizer_(normalizer),
       threads_(threads),
-      timeline_(timeline) {
+      timeline_(timeline),
+      measure_until_(measure_until) {
   RT_CHECK(steps_ >= 1, "a window of " << steps_ << " steps");
+  measured_.mean.assign(static_cast<size_t>(info_.num_features), 0.0);
+  measured_.m2.assign(static_cast<size_t>(info_.num_features), 0.0);
   start_read(first_step);
   advance(first_step);
 }
@@ -52,14 +55,22 @@ void ShardWindow::start_read(int64_t begin) {
   if (begin >= total_steps_) return;   // past the last step: nothing to read
   const int64_t end = std::min(total_steps_, begin + steps_);
   std::vector<int64_t> seqs = window_sequences(schedule_, rank_, begin, end, cache_, cache_epoch_);
+  std::vector<int64_t> measure;   // sorted: a subset of seqs
+  if (begin < measure_until_)
+    measure = window_sequences(schedule_, rank_, begin, std::min(end, measure_until_), cache_, cache_epoch_);
   next_error_ = nullptr;
   next_stats_ = ShardReadStats{};
+  next_moments_ = FeatureMoments{};
   // The thread touches only next_, next_error_ and next_stats_ (and reads info_, source_, normalizer_, which stay
   // fixed); the loop reads them only after join(). Its span goes to the timeline's locked side track.
-  reader_ = std::thread([this, begin, seqs = std::move(seqs)] {
+  reader_ = std::thread([this, begin, seqs = std::move(seqs), measure = std::move(measure)] {
     SideSpan span(timeline_, Phase::WindowRead, begin + 1);
     try {
       next_ = read_shard_direct(info_, source_, seqs, threads_, &next_stats_);
+      for (int64_t g : measure) {   // next_ holds seqs in order
+        const auto p = std::lower_bound(next_.indices.begin(), next_.indices.end(), g) - next_.indices.begin();
+        next_moments_.merge(FeatureMoments::of_rows(next_.x(p), next_.length(p), next_.num_features));
+      }
       normalizer_.apply(next_, threads_);
     } catch (...) {
       next_error_ = std::current_exception();
@@ -80,6 +91,7 @@ void ShardWindow::advance(int64_t step) {
   stats_.check_s += next_stats_.check_s;
   stats_.direct = true;
   stats_.threads = threads_;
+  measured_.merge(next_moments_);
   start_read(end_);
 }
 

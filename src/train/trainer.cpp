@@ -14,9 +14,10 @@
 #include "ragtrain/core/output_file.hpp"
 #include "ragtrain/data/class_labels.hpp"
 #include "ragtrain/data/direct_read.hpp"
-#include "ragtrain/train/shard_load.hpp"
+#include "ragtrain/data/stored_statistics.hpp"
 #include "ragtrain/metrics/provenance.hpp"
 #include "ragtrain/metrics/units.hpp"
+#include "ragtrain/train/shard_load.hpp"
 
 namespace ragtrain {
 
@@ -202,9 +203,15 @@ void Trainer::setup_shards() {
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, ctx_.world));
   // Standardisation uses training statistics only, over every rank's shard, so validation stays held out. A
   // resumed run keeps the statistics the model was trained with.
+  // Statistics stored in the file (written by gen, convert, tune's splits) scale the data before it is read; they
+  // are checked against it as it arrives.
   normalizer_ = Normalizer{cfg_.normalize, {}};
-  if (normalizer_.mode == Normalization::Feature && resuming_)
+  if (normalizer_.mode == Normalization::Feature && resuming_) {
     normalizer_.scaling = FeatureScaling{from_.feature_mean, from_.feature_std};
+  } else if (normalizer_.mode == Normalization::Feature && train_info_.statistics) {
+    stored_ = from_stored(*train_info_.statistics);
+    normalizer_.scaling = scaling_of(*stored_, train_info_.num_features);
+  }
   if (cfg_.synthetic) {
     train_ = make_shard(synthetic_, mine);
   } else {
@@ -233,10 +240,8 @@ void Trainer::setup_shards() {
 void Trainer::start_load(const DirectSource& src, const std::vector<int64_t>& mine) {
   read_stats_.threads = reader_threads(ctx_.world);
   ShardLoadPlan plan;
-  const bool feature = normalizer_.mode == Normalization::Feature;
-  plan.moments = feature && !resuming_;
-  // Statistics known before the read (a resumed run's, or none needed): the thread scales the shard too.
-  if (!plan.moments) plan.apply = &normalizer_;
+  plan.moments = normalizer_.mode == Normalization::Feature && !resuming_;   // to compute or to check statistics
+  if (scaling_known()) plan.apply = &normalizer_;   // then the thread scales the shard too
   load_ = std::make_unique<ShardLoad>(train_info_, src, mine, read_stats_.threads, plan, &timeline_);
 }
 
@@ -246,13 +251,12 @@ void Trainer::finish_shards(const std::vector<int64_t>& mine) {
   PhaseScope phase(&timeline_, Phase::ReadShard, 0);
   Stopwatch io;
   std::optional<FeatureMoments> moments;
-  bool scaled = false;
+  const bool scaled = load_ && scaling_known();
   if (load_) {
     collective_phase(ctx_, [&] {
       ShardLoad::Result r = load_->take();
       train_ = std::move(r.shard);
       moments = std::move(r.moments);
-      scaled = !moments;
       read_stats_.bytes += r.stats.bytes;
       read_stats_.read_s += r.stats.read_s;
       read_stats_.check_s += r.stats.check_s;
@@ -262,7 +266,9 @@ void Trainer::finish_shards(const std::vector<int64_t>& mine) {
     load_.reset();
   }
   const int threads = read_stats_.threads;
-  if (normalizer_.mode == Normalization::Feature && !resuming_)
+  if (stored_ && !stream_)   // a streamed shard is checked as its first epoch is read (check_first_epoch)
+    check_stored_statistics(moments ? *moments : FeatureMoments::of(train_, threads));
+  else if (normalizer_.mode == Normalization::Feature && !resuming_ && !stored_)
     normalizer_.scaling = stream_  ? streamed_scaling(mine)
                           : moments ? scaling_across_ranks(*moments, train_info_.num_features, ctx_.world)
                                     : compute_scaling(train_, ctx_.world, threads);
@@ -270,8 +276,10 @@ void Trainer::finish_shards(const std::vector<int64_t>& mine) {
   if (!cfg_.validation.data.empty()) normalizer_.apply(val_, threads);   // no --val: no validation shard to scale
   if (stream_) {   // the first window is read (and normalised) now, the second from here on in the background
     collective_phase(ctx_, [&] {
+      // With stored statistics, a run from the start measures its first epoch to check them.
+      const int64_t measure_until = stored_ && step_ == 0 ? steps_per_epoch() : 0;
       window_ = std::make_unique<ShardWindow>(train_info_, *stream_, *schedule_, ctx_.rank, window_steps_, step_,
-                                              total_steps_, normalizer_, threads, &timeline_);
+                                              total_steps_, normalizer_, threads, &timeline_, measure_until);
     });
   }
 
@@ -376,6 +384,26 @@ FeatureScaling Trainer::streamed_scaling(const std::vector<int64_t>& mine) {
     }
   });
   return scaling_across_ranks(moments.finish(), train_info_.num_features, ctx_.world);
+}
+
+// The statistics stored in the file against this rank's moments of the data as read, all ranks' merged:
+// collective, the same verdict on every rank. A file edited after its statistics were written stops the run
+// rather than training on wrong numbers.
+void Trainer::check_stored_statistics(const FeatureMoments& mine) {
+  const FeatureMoments data = moments_across_ranks(mine, train_info_.num_features, ctx_.world);
+  collective_phase(ctx_, [&] {
+    const std::optional<std::string> differ = statistics_differ(*stored_, data);
+    USER_CHECK(!differ, "--data " << train_info_.path << ": the feature statistics stored in the file (/statistics) "
+                                  "do not match its data: " << *differ << " (the file was changed after they were written)",
+               "refresh them with `ragtrain inspect " << train_info_.path << " --write-statistics`, or delete them "
+               "(h5py: del f['statistics']) to have train compute them");
+  });
+}
+
+// A streamed run with stored statistics, after the last step of its first epoch: every sequence of the shard has
+// been read once, and measured raw by the window's reader.
+void Trainer::check_first_epoch() {
+  if (window_ && stored_ && !resuming_ && step_ == steps_per_epoch()) check_stored_statistics(window_->measured());
 }
 
 void Trainer::open_run_folder() {

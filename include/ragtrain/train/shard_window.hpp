@@ -24,10 +24,12 @@ class ShardWindow {
   // Windows of `steps` steps (the same on every rank, so that they change at the same step everywhere), the first
   // one beginning at `first_step` and read before this returns; the second starts reading at once. Each window is
   // normalised with `normalizer` as it arrives. Each read is a WindowRead span of `timeline` (may be null; it
-  // must outlive the window), its step the window's first (1-based).
+  // must outlive the window), its step the window's first (1-based). The sequences of the steps before
+  // `measure_until` have their feature moments taken as read, before scaling (measured(): a run that scales with
+  // a file's stored statistics checks them against its first epoch).
   ShardWindow(const DatasetInfo& info, const DirectSource& source, const Schedule& schedule, int64_t rank,
               int64_t steps, int64_t first_step, int64_t total_steps, const Normalizer& normalizer, int threads,
-              Timeline* timeline = nullptr);
+              Timeline* timeline = nullptr, int64_t measure_until = 0);
   ~ShardWindow();   // waits for a read in flight
   ShardWindow(const ShardWindow&) = delete;
   ShardWindow& operator=(const ShardWindow&) = delete;
@@ -35,6 +37,10 @@ class ShardWindow {
   bool covers(int64_t step) const { return step >= begin_ && step < end_; }
   const Shard& shard() const { return current_; }
   const ShardReadStats& stats() const { return stats_; }
+  // The moments of the raw features of the sequences of steps [first_step, measure_until) in the windows made
+  // current so far (each sequence once per step it belongs to; in window order, so equal to a whole shard's up to
+  // rounding only).
+  const FeatureMoments& measured() const { return measured_; }
   // Makes the window holding `step` (the next window's first step) current: waits for its read, rethrows the
   // reader's error (a truncated or unreadable file: UserError naming it and the sequence), starts the next read.
   void advance(int64_t step);
@@ -56,6 +62,8 @@ class ShardWindow {
   int64_t begin_ = 0, end_ = 0, next_begin_ = -1;
   std::exception_ptr next_error_;
   ShardReadStats stats_, next_stats_;
+  int64_t measure_until_;
+  FeatureMoments measured_, next_moments_;
   std::thread reader_;
 };
 

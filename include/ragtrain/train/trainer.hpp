@@ -133,6 +133,13 @@ class Trainer {
   void start_load(const DirectSource& src, const std::vector<int64_t>& mine);
   void finish_shards(const std::vector<int64_t>& mine);
   void build_backend();
+  // --normalize feature with statistics stored in the file (/statistics): their moments, used from the start and
+  // checked against the data as it is read (a resident shard at set-up, a streamed one after its first epoch).
+  std::optional<FeatureMoments> stored_;
+  // The scaling is known before the data is read: nothing to compute (none, series, a checkpoint's or stored).
+  bool scaling_known() const { return normalizer_.mode != Normalization::Feature || resuming_ || stored_; }
+  void check_stored_statistics(const FeatureMoments& mine);
+  void check_first_epoch();
   ShardReadStats read_stats_;   // this rank's reads of --data and --val
   double first_step_s_ = -1;    // wall time from the Trainer's start to the end of this invocation's first step
   std::unique_ptr<ShardIndex> index_;
