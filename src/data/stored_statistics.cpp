@@ -100,12 +100,29 @@ FeatureMoments from_stored(const StoredStatistics& stored) {
 
 void write_statistics(hid_t file, const StoredStatistics& stats) { write_group(file, kStatisticsGroup, stats); }
 
-void store_statistics(const std::string& path, const StoredStatistics& stats) {
-  H5QuietErrors quiet;
+namespace {
+
+H5Handle open_for_writing(const std::string& path) {
   H5Handle file = h5_file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
   USER_CHECK(file, path << ": could not open the file for writing its statistics",
-             "check that the file is writable and that no run has it open; if the file system lacks file locking, "
+             "check that it is an HDF5 file you may write (`ragtrain inspect " + path + "`) and that no run has it open; if the file system lacks file locking, "
              "set HDF5_USE_FILE_LOCKING=FALSE");
+  return file;
+}
+
+}  // namespace
+
+void remove_statistics(const std::string& path) {
+  H5QuietErrors quiet;
+  H5Handle file = open_for_writing(path);
+  if (H5Lexists(file.get(), kStatisticsGroup, H5P_DEFAULT) > 0)
+    H5_CHECK(H5Ldelete(file.get(), kStatisticsGroup, H5P_DEFAULT));
+  USER_CHECK(file.close() >= 0, path << ": removing the statistics failed", "check free space on the file system");
+}
+
+void store_statistics(const std::string& path, const StoredStatistics& stats) {
+  H5QuietErrors quiet;
+  H5Handle file = open_for_writing(path);
   if (H5Lexists(file.get(), kPartialGroup, H5P_DEFAULT) > 0) H5_CHECK(H5Ldelete(file.get(), kPartialGroup, H5P_DEFAULT));
   write_group(file.get(), kPartialGroup, stats);
   if (H5Lexists(file.get(), kStatisticsGroup, H5P_DEFAULT) > 0)

@@ -190,7 +190,7 @@ bool Trainer::setup_resume() {
 }
 
 void Trainer::setup_shards() {
-  PhaseScope phase(&timeline_, Phase::ReadShard, 0);
+  std::optional<PhaseScope> phase(std::in_place, &timeline_, Phase::ReadShard, 0);
   Stopwatch io;
   // In file order: neighbours in the file are neighbours in the shard, so they are read as one request. The
   // shard's order is only where each sequence lies (ShardIndex maps the schedule's indices to it), so it changes
@@ -234,6 +234,7 @@ void Trainer::setup_shards() {
       });
   }
   run_.io_s += io.seconds();
+  phase.reset();   // finish_shards is a read_shard span of its own
   if (!load_) finish_shards(mine);
 }
 

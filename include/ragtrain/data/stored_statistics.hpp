@@ -29,5 +29,7 @@ void write_statistics(hid_t file, const StoredStatistics& stats);
 // Adds or replaces /statistics of the file at `path` (serial, in place: the data is not rewritten). The new group
 // is written under another name and then renamed, so a failure leaves the old group or none, never half of one.
 void store_statistics(const std::string& path, const StoredStatistics& stats);
+// Removes /statistics of the file at `path`, if it has one (serial, in place).
+void remove_statistics(const std::string& path);
 
 }  // namespace ragtrain
