@@ -24,6 +24,7 @@ constexpr int64_t kBlockValues = int64_t{1} << 24;
 // (MPI_COMM_SELF), so inspect accepts exactly what a training run accepts.
 DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budget) {
   const DatasetInfo info = read_dataset_info(path, MPI_COMM_SELF, budget);
+  if (info.statistics_error) throw *info.statistics_error;
   // A block is read whole and scattered (twice its size at the peak, see read_shard): keep it within the
   // budget, so inspect checks a file of any size in bounded memory. One sequence larger than that fails there.
   const int64_t block_values = std::max<int64_t>(1, std::min(kBlockValues, budget.bytes / 16));

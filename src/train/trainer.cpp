@@ -208,6 +208,8 @@ void Trainer::setup_shards() {
   normalizer_ = Normalizer{cfg_.normalize, {}};
   if (normalizer_.mode == Normalization::Feature && resuming_) {
     normalizer_.scaling = FeatureScaling{from_.feature_mean, from_.feature_std};
+  } else if (normalizer_.mode == Normalization::Feature && train_info_.statistics_error) {
+    collective_phase(ctx_, [&] { throw *train_info_.statistics_error; });   // the same file: every rank throws
   } else if (normalizer_.mode == Normalization::Feature && train_info_.statistics) {
     stored_ = from_stored(*train_info_.statistics);
     normalizer_.scaling = scaling_of(*stored_, train_info_.num_features);

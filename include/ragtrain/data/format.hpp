@@ -40,6 +40,9 @@ struct DatasetInfo {
   std::vector<std::string> class_names;  // optional attribute; empty when absent
   bool has_names = false;        // /names: N strings naming the sequences (read them with read_sequence_names)
   std::optional<StoredStatistics> statistics;   // /statistics, checked for shape and rows (not yet against the data)
+  // /statistics present but unusable (read_statistics' UserError): thrown by those that would use them (train
+  // --normalize feature, inspect), not by eval or predict, which take the checkpoint's.
+  std::optional<UserError> statistics_error;
 
   int64_t length(int64_t i) const { return offsets[static_cast<size_t>(i + 1)] - offsets[static_cast<size_t>(i)]; }
   std::vector<int64_t> lengths() const;
