@@ -5,6 +5,9 @@
 # usage, from the repository root:   BIN=build/bin DEVICE=cuda bench/data_path.sh
 #   SEQUENCES (200000: ~2.7 GB at F=36, lengths 60..130), KS ("1 128"), FACTORS ("1 4": the shard is FACTOR x
 #   --max-memory; 1 = the shard fits), OUT (runs/data_path), WORK (/tmp/ragtrain-data-path), NP (1 rank).
+# "wait" is shard_wait_s: how long the trainer waited for the background read once the backend was set up. The
+# generated file carries its feature statistics (/statistics); a file made by an older gen does not (WORK is reused:
+# delete WORK/data.h5 to compare), and "statistics" then says computed.
 # A factor > 1 streams (CPU backend); the CUDA backend does not stream yet, so with DEVICE=cuda such a run is refused
 # (exit 2) and the row says so.
 set -uo pipefail
@@ -50,9 +53,9 @@ import json, os, sys
 out, file_bytes, rows = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 results = []
 print("# data path: one epoch of train, file %.2f GB in the page cache" % (file_bytes / 1e9))
-print("# %6s %4s %9s %10s %10s %9s %9s %10s  %s" % ("shard", "K", "budget", "load", "1st_step", "io_wait", "epoch",
-                                                   "max_rss", "status"))
-print("# %6s %4s %9s %10s %10s %9s %9s %10s" % ("/budg", "", "", "(GB/s)", "(s)", "(s)", "(s)", "(GB)"))
+print("# %6s %4s %9s %10s %10s %9s %9s %9s %10s  %s" % ("shard", "K", "budget", "load", "1st_step", "wait", "io_wait",
+                                                         "epoch", "max_rss", "status"))
+print("# %6s %4s %9s %10s %10s %9s %9s %9s %10s" % ("/budg", "", "", "(GB/s)", "(s)", "(s)", "(s)", "(s)", "(GB)"))
 for row in rows:
     factor, k, budget, rc, run = row.split(" ")
     r = {"factor": int(factor), "K": int(k), "max_memory": budget, "exit_code": int(rc)}
@@ -65,17 +68,18 @@ for row in rows:
             if rec.get("event") == "epoch":
                 epoch_s = rec["seconds"]
         r.update({k2: s.get(k2) for k2 in ("read_bytes", "read_s", "read_bytes_per_second", "read_path",
-                                           "reader_threads", "time_to_first_step_s", "io_wait_s", "max_rss_bytes",
-                                           "wall_seconds")})
+                                           "reader_threads", "time_to_first_step_s", "shard_wait_s", "feature_statistics",
+                                           "io_wait_s", "max_rss_bytes", "wall_seconds")})
         r["epoch_s"] = epoch_s
-        print("  %6s %4s %9s %10.2f %10.2f %9.3f %9.2f %10.2f  ok (%s, %s threads)" % (
-            factor, k, budget, s["read_bytes_per_second"] / 1e9, s["time_to_first_step_s"], s["io_wait_s"],
-            epoch_s or float("nan"), s["max_rss_bytes"] / 1e9, s["read_path"], s["reader_threads"]))
+        print("  %6s %4s %9s %10.2f %10.2f %9.3f %9.3f %9.2f %10.2f  ok (%s, %s threads, statistics %s)" % (
+            factor, k, budget, s["read_bytes_per_second"] / 1e9, s["time_to_first_step_s"], s.get("shard_wait_s", 0),
+            s["io_wait_s"], epoch_s or float("nan"), s["max_rss_bytes"] / 1e9, s["read_path"], s["reader_threads"],
+            s.get("feature_statistics", "?")))
     else:
         log = open(run + ".log").read().strip().splitlines()
         r["message"] = log[0] if log else ""
-        print("  %6s %4s %9s %10s %10s %9s %9s %10s  exit %s: %s" % (factor, k, budget, "-", "-", "-", "-", "-", rc,
-                                                                    r["message"][:100]))
+        print("  %6s %4s %9s %10s %10s %9s %9s %9s %10s  exit %s: %s" % (factor, k, budget, "-", "-", "-", "-", "-", "-",
+                                                                         rc, r["message"][:100]))
     results.append(r)
 json.dump({"file_bytes": file_bytes, "runs": results}, open(os.path.join(out, "data_path.json"), "w"), indent=1)
 print("# wrote %s" % os.path.join(out, "data_path.json"))
