@@ -202,9 +202,8 @@ void Trainer::setup_shards() {
   int fits = cfg_.synthetic || shard_bytes(train_info_, mine) <= budget_.bytes ? 1 : 0;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, ctx_.world));
   // Standardisation uses training statistics only, over every rank's shard, so validation stays held out. A
-  // resumed run keeps the statistics the model was trained with.
-  // Statistics stored in the file (written by gen, convert, tune's splits) scale the data before it is read; they
-  // are checked against it as it arrives.
+  // resumed run keeps the statistics the model was trained with; statistics stored in the file (by gen, convert,
+  // tune's splits) are known before the data is read, and checked against it as it arrives.
   normalizer_ = Normalizer{cfg_.normalize, {}};
   if (normalizer_.mode == Normalization::Feature && resuming_) {
     normalizer_.scaling = FeatureScaling{from_.feature_mean, from_.feature_std};
