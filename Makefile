@@ -237,7 +237,7 @@ $(BUILD)/bin/cudnn_floor: $(BUILD)/obj/bench/cudnn_floor.o $(LIB)
 # tests/build/test_build.sh builds this against MPI and parallel HDF5 reached only through a relocated prefix: the
 # translation units of the data path's parallel reads (MPI-IO open, header validation, collective hyperslab reads)
 # and a main that runs them on every rank; small, so that the suite stays fast without ccache.
-RELOC_SRCS := tests/build/reloc_probe.cpp src/data/format.cpp src/data/shard.cpp src/data/direct_read.cpp \
+RELOC_SRCS := tests/build/reloc_probe.cpp src/data/format.cpp src/data/stored_statistics.cpp src/data/shard.cpp src/data/direct_read.cpp \
               src/data/parallel_blocks.cpp src/data/h5.cpp src/data/checks.cpp src/core/error.cpp src/core/memory.cpp
 $(BUILD)/bin/reloc_probe: $(RELOC_SRCS:%.cpp=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)

@@ -10,6 +10,9 @@
 #   SEQUENCES (200000: ~2.7 GB at F=36, lengths 60..130), KS ("1 128"), FACTOR (4), OUT (runs/data_path),
 #   WORK (/tmp/ragtrain-data-path), NP (1 rank). On CPUs the device case needs RAGTRAIN_CPU_DEVICE_MEMORY (the CPU
 #   reference of the device window).
+# "wait" is shard_wait_s: how long the trainer waited for the background read of a resident shard once the backend
+# was set up. The generated file carries its feature statistics (/statistics); a file made by an older gen does not
+# (WORK is reused: delete WORK/data.h5 to compare), and "statistics" then says computed.
 set -uo pipefail
 BIN=${BIN:-build/bin}
 DEVICE=${DEVICE:-cuda}
@@ -61,10 +64,10 @@ import json, os, sys
 out, file_bytes, rows = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 results = []
 print("# data path: one epoch of train, file %.2f GB in the page cache" % (file_bytes / 1e9))
-print("# %-8s %4s %15s %10s %10s %9s %9s %10s %7s  %s" % ("case", "K", "host/device", "load", "1st_step", "io_wait",
-                                                        "epoch", "max_rss", "window", "status"))
-print("# %-8s %4s %15s %10s %10s %9s %9s %10s %7s" % ("", "", "budget", "(GB/s)", "(s)", "(s)", "(s)", "(GB)",
-                                                   "(steps)"))
+print("# %-8s %4s %15s %10s %10s %9s %9s %9s %10s %7s  %s" % ("case", "K", "host/device", "load", "1st_step", "wait",
+                                                              "io_wait", "epoch", "max_rss", "window", "status"))
+print("# %-8s %4s %15s %10s %10s %9s %9s %9s %10s %7s" % ("", "", "budget", "(GB/s)", "(s)", "(s)", "(s)", "(s)", "(GB)",
+                                                       "(steps)"))
 for row in rows:
     case, k, budget, rc, run = row.split(" ")
     r = {"case": case, "K": int(k), "max_memory": budget.split("/")[0], "max_device_memory": budget.split("/")[1],
@@ -78,18 +81,19 @@ for row in rows:
             if rec.get("event") == "epoch":
                 epoch_s = rec["seconds"]
         r.update({k2: s.get(k2) for k2 in ("read_bytes", "read_s", "read_bytes_per_second", "read_path",
-                                           "reader_threads", "time_to_first_step_s", "io_wait_s", "max_rss_bytes",
-                                           "wall_seconds", "shard_placement", "window_steps", "device_window_steps")})
+                                           "reader_threads", "time_to_first_step_s", "shard_wait_s", "feature_statistics",
+                                           "io_wait_s", "max_rss_bytes", "wall_seconds", "shard_placement", "window_steps",
+                                           "device_window_steps")})
         r["epoch_s"] = epoch_s
-        print("  %-8s %4s %15s %10.2f %10.2f %9.3f %9.2f %10.2f %7d  ok (%s, %s, %s threads)" % (
-            case, k, budget, s["read_bytes_per_second"] / 1e9, s["time_to_first_step_s"], s["io_wait_s"],
-            epoch_s or float("nan"), s["max_rss_bytes"] / 1e9, s.get("window_steps", 0), s.get("shard_placement"),
-            s["read_path"], s["reader_threads"]))
+        print("  %-8s %4s %15s %10.2f %10.2f %9.3f %9.3f %9.2f %10.2f %7d  ok (%s, %s, %s threads, statistics %s)" % (
+            case, k, budget, s["read_bytes_per_second"] / 1e9, s["time_to_first_step_s"], s.get("shard_wait_s", 0),
+            s["io_wait_s"], epoch_s or float("nan"), s["max_rss_bytes"] / 1e9, s.get("window_steps", 0),
+            s.get("shard_placement"), s["read_path"], s["reader_threads"], s.get("feature_statistics", "?")))
     else:
         log = open(run + ".log").read().strip().splitlines()
         r["message"] = log[0] if log else ""
-        print("  %-8s %4s %15s %10s %10s %9s %9s %10s %7s  exit %s: %s" % (case, k, budget, "-", "-", "-", "-", "-",
-                                                                         "-", rc, r["message"][:100]))
+        print("  %-8s %4s %15s %10s %10s %9s %9s %9s %10s %7s  exit %s: %s" % (case, k, budget, "-", "-", "-", "-", "-",
+                                                                              "-", "-", rc, r["message"][:100]))
     results.append(r)
 json.dump({"file_bytes": file_bytes, "runs": results}, open(os.path.join(out, "data_path.json"), "w"), indent=1)
 print("# wrote %s" % os.path.join(out, "data_path.json"))

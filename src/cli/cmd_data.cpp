@@ -10,6 +10,7 @@
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/importers.hpp"
 #include "ragtrain/data/inspect.hpp"
+#include "ragtrain/data/stored_statistics.hpp"
 #include "ragtrain/data/synthetic.hpp"
 
 namespace ragtrain {
@@ -172,9 +173,20 @@ int run_convert(const Context& ctx, const ConvertConfig& cfg) {
 int run_inspect(const Context& ctx, const InspectConfig& cfg) {
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
-    const DatasetReport report =
-        inspect_dataset(cfg.source.data, MemoryBudget::of(cfg.source.max_memory, ctx.local_size));
+    const std::string& path = cfg.source.data;
+    // Statistics that would not even open (another row count, a damaged group) go first: the file is then checked
+    // as one without them, and they are written anew from what it holds.
+    if (cfg.write_statistics) remove_statistics(path);
+    DatasetReport report = inspect_dataset(path, MemoryBudget::of(cfg.source.max_memory, ctx.local_size));
+    if (cfg.write_statistics) {
+      store_statistics(path, to_stored(report.moments, report.total_timesteps));
+      report.stored = to_stored(report.moments, report.total_timesteps);
+      report.stale.reset();
+    }
     if (!cfg.talk.quiet) print_report(report, std::cout);
+    USER_CHECK(!report.stale, path << ": the feature statistics stored in the file (/statistics) do not match its data: "
+                                   << *report.stale << " (the file was changed after they were written)",
+               "rewrite them with `ragtrain inspect " << path << " --write-statistics`");
     std::cout << "valid: yes\n";
     std::cout.flush();
   });

@@ -260,6 +260,11 @@ void add_file_rows(TableBuilder& b, RunConfig& c) {
       "replace existing output files; never an input of the command, a checkpoint, or a data set by anything but "
       "a data set (doc/reliability.md)",
       {"gen", "convert", "train", "tune", "eval", "predict", "bench", "simulate", "plot", "compare"});
+  b.add("write-statistics", b.sw(&c.write_statistics),
+      "after checking every value, (re)write the file's feature statistics (/statistics: what train's --normalize "
+      "feature uses instead of a pass over the data) from its data, in place; for files written by other tools or "
+      "edited after ragtrain wrote them",
+      {"inspect"});
   b.add("data", po::value(&c.source.data)->value_name("FILE.h5"),
         PerCommand{{"inspect", "the data set (format v1) to validate and summarise"},
                    {"train", "the training set (format v1)"},
@@ -946,7 +951,7 @@ ConvertConfig convert_config(const RunConfig& c) {
 
 InspectConfig inspect_config(const RunConfig& c) {
   RT_CHECK(c.command == "inspect", "inspect_config for " << c.command);
-  return InspectConfig{c.source, c.talk};
+  return InspectConfig{c.source, c.write_statistics, c.talk};
 }
 
 SimulateConfig simulate_config(const RunConfig& c) {

@@ -14,7 +14,10 @@
 namespace ragtrain {
 
 MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
-  MPI_Init(argc, argv);
+  // Reader threads (ShardLoad, ShardWindow) run beside the main thread but never call MPI: FUNNELED is the
+  // level that allows it.
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 }
 

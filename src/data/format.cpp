@@ -1,5 +1,6 @@
 // read_dataset_info: the collective open of a format v1 file and the validation of its header and offsets.
 #include "ragtrain/data/format.hpp"
+#include "ragtrain/data/stored_statistics.hpp"
 
 #include <unistd.h>
 
@@ -357,6 +358,11 @@ DatasetInfo validate(hid_t file, const std::string& path, const MemoryBudget& bu
              path << ": dataset /offsets could not be read", "the file may be truncated or damaged; " << inspect_hint(path));
   check_offsets(path, info.offsets, static_cast<int64_t>(features.dims[0]));
   info.total_timesteps = info.offsets.back();
+  try {
+    info.statistics = read_statistics(file, path, info.total_timesteps, info.num_features);
+  } catch (const UserError& e) {
+    info.statistics_error = e;
+  }
   return info;
 }
 

@@ -9,6 +9,7 @@
 #include "ragtrain/data/inspect.hpp"
 #include "ragtrain/data/names.hpp"
 #include "ragtrain/data/shard.hpp"
+#include "ragtrain/data/stored_statistics.hpp"
 
 namespace ragtrain {
 
@@ -23,6 +24,7 @@ constexpr int64_t kBlockValues = int64_t{1} << 24;
 // (MPI_COMM_SELF), so inspect accepts exactly what a training run accepts.
 DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budget) {
   const DatasetInfo info = read_dataset_info(path, MPI_COMM_SELF, budget);
+  if (info.statistics_error) throw *info.statistics_error;
   // A block is read whole and scattered (twice its size at the peak, see read_shard): keep it within the
   // budget, so inspect checks a file of any size in bounded memory. One sequence larger than that fails there.
   const int64_t block_values = std::max<int64_t>(1, std::min(kBlockValues, budget.bytes / 16));
@@ -43,6 +45,8 @@ DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budge
     r.last_name = names.back();
   }
 
+  // The blocks are consecutive sequences in file order: their moments, streamed, are the whole file's to the bit.
+  MomentStream moments(info.num_features);
   std::vector<int64_t> block;
   for (int64_t i = 0; i < info.num_sequences;) {
     block.clear();
@@ -53,7 +57,11 @@ DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budge
     } while (i < info.num_sequences && values + info.length(i) * info.num_features <= block_values);
     const Shard shard = read_shard(info, block, MPI_COMM_SELF, budget);
     for (int32_t label : shard.labels) ++r.class_counts[label];
+    moments.add(shard);
   }
+  r.moments = moments.finish();
+  r.stored = info.statistics;
+  if (r.stored) r.stale = statistics_differ(from_stored(*r.stored), r.moments);
   return r;
 }
 
@@ -82,6 +90,11 @@ void print_report(const DatasetReport& r, std::ostream& out) {
   if (r.has_names)   // the first and the last, as predict's name column will start and end
     out << "names            " << r.first_name
         << (r.num_sequences == 1 ? "" : (r.num_sequences == 2 ? ", " : " .. ") + r.last_name) << "\n";
+  out << "statistics       "
+      << (!r.stored ? "not stored (train computes them; --write-statistics stores them)"
+          : r.stale ? "stored, stale: " + *r.stale
+                    : std::string("stored, they match the data"))
+      << "\n";
   out << "timesteps        " << r.total_timesteps << "\n"
       << "length           min " << min_len << "  median " << median << "  max " << max_len << "  mean "
       << std::fixed << std::setprecision(2) << mean << "\n";

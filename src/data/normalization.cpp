@@ -51,12 +51,14 @@ FeatureMoments block_moments(const float* x, int64_t F, int64_t begin, int64_t e
 }  // namespace
 
 FeatureMoments FeatureMoments::of(const Shard& shard, int threads) {
-  const int64_t F = shard.num_features, rows = shard.timesteps();
+  return of_rows(shard.features.data(), shard.timesteps(), shard.num_features, threads);
+}
+
+FeatureMoments FeatureMoments::of_rows(const float* x, int64_t rows, int64_t F, int threads) {
   const int64_t blocks = (rows + kMomentRows - 1) / kMomentRows;
   std::vector<FeatureMoments> parts(static_cast<size_t>(blocks));
   parallel_blocks(blocks, threads, [&](int64_t b) {
-    parts[static_cast<size_t>(b)] =
-        block_moments(shard.features.data(), F, b * kMomentRows, std::min(rows, (b + 1) * kMomentRows));
+    parts[static_cast<size_t>(b)] = block_moments(x, F, b * kMomentRows, std::min(rows, (b + 1) * kMomentRows));
   });
   FeatureMoments m;
   m.mean.assign(static_cast<size_t>(F), 0.0);
@@ -119,6 +121,10 @@ FeatureScaling compute_scaling(const Shard& shard, MPI_Comm comm, int threads) {
 }
 
 FeatureScaling scaling_across_ranks(const FeatureMoments& mine, int64_t F, MPI_Comm comm) {
+  return scaling_of(moments_across_ranks(mine, F, comm), F);
+}
+
+FeatureMoments moments_across_ranks(const FeatureMoments& mine, int64_t F, MPI_Comm comm) {
   // (count | mean (F) | m2 (F)) per rank. Every rank must pass the same F: the files were checked to agree.
   std::vector<double> packed(static_cast<size_t>(2 * F + 1));
   packed[0] = mine.count;
@@ -138,6 +144,10 @@ FeatureScaling scaling_across_ranks(const FeatureMoments& mine, int64_t F, MPI_C
     part.m2.assign(p + 1 + F, p + 1 + 2 * F);
     total.merge(part);
   }
+  return total;
+}
+
+FeatureScaling scaling_of(const FeatureMoments& total, int64_t F) {
   RT_CHECK(total.count > 0, "no timesteps to compute feature statistics from");
   FeatureScaling s;
   s.mean.resize(static_cast<size_t>(F));
@@ -148,6 +158,20 @@ FeatureScaling scaling_across_ranks(const FeatureMoments& mine, int64_t F, MPI_C
     s.std[f] = static_cast<float>(guarded_std(mean, std::sqrt(total.m2[f] / total.count)));
   }
   return s;
+}
+
+std::optional<std::string> statistics_differ(const FeatureMoments& stored, const FeatureMoments& data) {
+  if (stored.count != data.count)
+    return RT_MSG("they cover " << static_cast<int64_t>(stored.count) << " timesteps, the data has "
+                                << static_cast<int64_t>(data.count));
+  for (size_t f = 0; f < stored.mean.size() && f < data.mean.size(); ++f) {
+    const double std_s = std::sqrt(stored.m2[f] / stored.count), std_d = std::sqrt(data.m2[f] / data.count);
+    const double scale = kStatisticsTolerance * (std_s + std::fabs(stored.mean[f]));
+    if (std::fabs(data.mean[f] - stored.mean[f]) > scale || std::fabs(std_d - std_s) > scale)
+      return RT_MSG("feature " << f << " has mean " << stored.mean[f] << " and std " << std_s
+                               << " there, but mean " << data.mean[f] << " and std " << std_d << " in the data");
+  }
+  return std::nullopt;
 }
 
 void apply_scaling(const FeatureScaling& s, Shard& shard, int threads) {

@@ -1,11 +1,14 @@
-// write_dataset: a whole data set written as format v1 by one process, atomically (temp file, fsync, rename).
+// write_dataset: a whole data set written as format v1 by one process, atomically (temp file, fsync, rename),
+// with its feature statistics (/statistics).
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
+#include <thread>
 
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/core/output_file.hpp"
@@ -14,6 +17,7 @@
 #include "ragtrain/data/h5.hpp"
 #include "ragtrain/data/names.hpp"
 #include "ragtrain/data/ragged_data.hpp"
+#include "ragtrain/data/stored_statistics.hpp"
 
 namespace ragtrain {
 
@@ -106,6 +110,12 @@ void write_dataset(const std::string& path, const RaggedData& data) {
                 data.features.data());
     write_array(f, "/offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, {n + 1}, data.offsets.data());
     if (!data.names.empty()) write_sequence_names(f, data.names);
+    // The training statistics, so that train need not read the whole set before its first step (the moments
+    // of the whole /features, as a one-rank run computes them).
+    const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
+    write_statistics(f, to_stored(FeatureMoments::of_rows(data.features.data(), data.offsets.back(),
+                                                          data.num_features, threads),
+                                  data.offsets.back()));
     if (data.labeled && data.task == Task::Classification)
       write_array(f, "/labels", H5T_STD_I32LE, H5T_NATIVE_INT32, {n}, data.labels.data());
     else if (data.labeled)

@@ -22,6 +22,7 @@ constexpr PhaseInfo kPhases[] = {
     {"read", "step", 0xFF64B5F6},         {"compute", "step", 0xFF43A047},       {"allreduce_wait", "step", 0xFFE53935},
     {"update", "step", 0xFF2E7D32},       {"log", "step", 0xFFFDD835},           {"validation", "step", 0xFF8E24AA},
     {"checkpoint", "step", 0xFFFB8C00},   {"agree", "step", 0xFFEF9A9A},         {"window_read", "reader", 0xFF0D47A1},
+    {"shard_load", "reader", 0xFF1565C0},
 };
 static_assert(sizeof(kPhases) / sizeof(kPhases[0]) == static_cast<size_t>(Phase::Count), "one entry per Phase");
 }  // namespace

@@ -64,7 +64,8 @@ Shard copy_sequences(const Shard& from, const std::vector<int64_t>& seqs, int th
 
 ShardWindow::ShardWindow(const DatasetInfo& info, const DirectSource& source, const Schedule& schedule, int64_t rank,
                          int64_t steps, int64_t first_step, int64_t total_steps, const Normalizer& normalizer,
-                         int threads, Timeline* timeline, const Shard* resident, Backend* device)
+                         int threads, Timeline* timeline, int64_t measure_until, const Shard* resident,
+                         Backend* device)
     : info_(info),
       source_(source),
       schedule_(schedule),
@@ -75,8 +76,11 @@ ShardWindow::ShardWindow(const DatasetInfo& info, const DirectSource& source, co
       threads_(threads),
       timeline_(timeline),
       resident_(resident),
-      device_(device) {
+      device_(device),
+      measure_until_(measure_until) {
   RT_CHECK(steps_ >= 1, "a window of " << steps_ << " steps");
+  measured_.mean.assign(static_cast<size_t>(info_.num_features), 0.0);
+  measured_.m2.assign(static_cast<size_t>(info_.num_features), 0.0);
   start_read(first_step);
   advance(first_step);
 }
@@ -92,18 +96,26 @@ void ShardWindow::start_read(int64_t begin) {
   if (begin >= total_steps_) return;   // past the last step: nothing to read
   const int64_t end = std::min(total_steps_, begin + steps_);
   std::vector<int64_t> seqs = window_sequences(schedule_, rank_, begin, end, cache_, cache_epoch_);
+  std::vector<int64_t> measure;   // sorted: a subset of seqs
+  if (begin < measure_until_)
+    measure = window_sequences(schedule_, rank_, begin, std::min(end, measure_until_), cache_, cache_epoch_);
   next_error_ = nullptr;
   next_stats_ = ShardReadStats{};
+  next_moments_ = FeatureMoments{};
   // The thread touches only next_, next_error_ and next_stats_ (and reads info_, source_, normalizer_, which stay
   // fixed); the loop reads them only after join(). Its span goes to the timeline's locked side track.
   const int slot = static_cast<int>(windows_read_++ % 2);
-  reader_ = std::thread([this, begin, slot, seqs = std::move(seqs)] {
+  reader_ = std::thread([this, begin, slot, seqs = std::move(seqs), measure = std::move(measure)] {
     SideSpan span(timeline_, Phase::WindowRead, begin + 1);
     try {
       if (resident_) {
         next_ = copy_sequences(*resident_, seqs, threads_);
       } else {
         next_ = read_shard_direct(info_, source_, seqs, threads_, &next_stats_);
+        for (int64_t g : measure) {   // next_ holds seqs in order
+          const auto p = std::lower_bound(next_.indices.begin(), next_.indices.end(), g) - next_.indices.begin();
+          next_moments_.merge(FeatureMoments::of_rows(next_.x(p), next_.length(p), next_.num_features));
+        }
         normalizer_.apply(next_, threads_);
       }
       if (device_) {
@@ -129,6 +141,7 @@ void ShardWindow::advance(int64_t step) {
   stats_.check_s += next_stats_.check_s;
   stats_.direct = true;
   stats_.threads = threads_;
+  measured_.merge(next_moments_);
   if (device_) device_->use_window(current_, static_cast<int>((windows_read_ - 1) % 2));
   start_read(end_);
 }

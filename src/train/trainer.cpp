@@ -14,9 +14,11 @@
 #include "ragtrain/core/output_file.hpp"
 #include "ragtrain/data/class_labels.hpp"
 #include "ragtrain/data/direct_read.hpp"
+#include "ragtrain/data/stored_statistics.hpp"
 #include "ragtrain/metrics/provenance.hpp"
 #include "ragtrain/metrics/units.hpp"
 #include "ragtrain/train/window_plan.hpp"
+#include "ragtrain/train/shard_load.hpp"
 
 namespace ragtrain {
 
@@ -75,9 +77,13 @@ Trainer::Trainer(const Context& ctx, const TrainConfig& cfg, CommWatchdog* watch
   timeline_.start(ctx_);   // --trace: every rank's time zero after one barrier
 }
 
-// The window's reader thread may be staging a window into the backend's device memory: it is joined (the window
+// The background read first (it may scale the shard with normalizer_, which is destroyed before load_ would be);
+// the window's reader thread may be staging a window into the backend's device memory: it is joined (the window
 // goes) before the backend, which the member order alone would destroy first.
-Trainer::~Trainer() { window_.reset(); }
+Trainer::~Trainer() {
+  load_.reset();
+  window_.reset();
+}
 
 void Trainer::setup_data() {
   PhaseScope phase(&timeline_, Phase::SetupData, 0);
@@ -196,7 +202,7 @@ bool Trainer::setup_resume() {
 }
 
 void Trainer::setup_shards() {
-  PhaseScope phase(&timeline_, Phase::ReadShard, 0);
+  std::optional<PhaseScope> phase(std::in_place, &timeline_, Phase::ReadShard, 0);
   Stopwatch io;
   // In file order: neighbours in the file are neighbours in the shard, so they are read as one request. The
   // shard's order is only where each sequence lies (ShardIndex maps the schedule's indices to it), so it changes
@@ -207,13 +213,33 @@ void Trainer::setup_shards() {
   // everywhere, with one agreement each.
   int fits = cfg_.synthetic || shard_bytes(train_info_, mine) <= budget_.bytes ? 1 : 0;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, ctx_.world));
+  // Standardisation uses training statistics only, over every rank's shard, so validation stays held out. A
+  // resumed run keeps the statistics the model was trained with; statistics stored in the file (by gen, convert,
+  // tune's splits) are known before the data is read, and checked against it as it arrives.
+  normalizer_ = Normalizer{cfg_.normalize, {}};
+  if (normalizer_.mode == Normalization::Feature && resuming_) {
+    normalizer_.scaling = FeatureScaling{from_.feature_mean, from_.feature_std};
+  } else if (normalizer_.mode == Normalization::Feature && train_info_.statistics_error) {
+    collective_phase(ctx_, [&] { throw *train_info_.statistics_error; });   // the same file: every rank throws
+  } else if (normalizer_.mode == Normalization::Feature && train_info_.statistics) {
+    stored_ = from_stored(*train_info_.statistics);
+    normalizer_.scaling = scaling_of(*stored_, train_info_.num_features);
+  }
   if (cfg_.synthetic) {
     train_ = make_shard(synthetic_, mine);
   } else {
-    if (fits)
-      collective_phase(ctx_, [&] { train_ = read_shard(train_info_, mine, ctx_.world, budget_, &read_stats_); });
-    else
+    if (fits) {
+      // A file the reader can pread is read on a background thread while setup_backend runs (finish_shards
+      // joins it); any other through HDF5, collectively, here.
+      std::optional<DirectSource> src;
+      collective_phase(ctx_, [&] { src = probe_direct(train_info_, ctx_.world); });
+      if (src)
+        start_load(*src, mine);
+      else
+        collective_phase(ctx_, [&] { train_ = read_shard(train_info_, mine, ctx_.world, budget_, &read_stats_); });
+    } else {
       setup_window(mine);
+    }
     if (!cfg_.validation.data.empty())
       collective_phase(ctx_, [&] {
         val_ = read_shard(val_info_, block_indices(val_info_.num_sequences, ctx_.size, ctx_.rank), ctx_.world, budget_,
@@ -221,21 +247,60 @@ void Trainer::setup_shards() {
       });
   }
   run_.io_s += io.seconds();
-  // Standardisation uses training statistics only, over every rank's shard, so validation stays held out. A
-  // resumed run keeps the statistics the model was trained with.
-  // The reader's threads compute and apply them; the result does not depend on how many there are.
+  phase.reset();   // finish_shards is a read_shard span of its own
+  if (!load_) finish_shards(mine);
+}
+
+void Trainer::start_load(const DirectSource& src, const std::vector<int64_t>& mine) {
+  read_stats_.threads = reader_threads(ctx_.world);
+  ShardLoadPlan plan;
+  plan.moments = normalizer_.mode == Normalization::Feature && !resuming_;   // to compute or to check statistics
+  if (scaling_known()) plan.apply = &normalizer_;   // then the thread scales the shard too
+  load_ = std::make_unique<ShardLoad>(train_info_, src, mine, read_stats_.threads, plan, &timeline_);
+}
+
+// The shards' statistics and scaling once their values are in memory; for a shard read in the background, after
+// waiting for it. The reader's threads compute and apply them; the result does not depend on how many there are.
+void Trainer::finish_shards(const std::vector<int64_t>& mine) {
+  PhaseScope phase(&timeline_, Phase::ReadShard, 0);
+  Stopwatch io;
+  std::optional<FeatureMoments> moments;
+  const bool scaled = load_ && scaling_known();
+  if (load_) {
+    collective_phase(ctx_, [&] {
+      ShardLoad::Result r = load_->take();
+      train_ = std::move(r.shard);
+      moments = std::move(r.moments);
+      read_stats_.bytes += r.stats.bytes;
+      read_stats_.read_s += r.stats.read_s;
+      read_stats_.check_s += r.stats.check_s;
+      read_stats_.direct = true;
+      shard_wait_s_ = r.wait_s;
+    });
+    load_.reset();
+  }
   const int threads = read_stats_.threads;
-  normalizer_ = Normalizer{cfg_.normalize, {}};
-  if (normalizer_.mode == Normalization::Feature)
-    normalizer_.scaling = resuming_  ? FeatureScaling{from_.feature_mean, from_.feature_std}
-                          : stream_ ? streamed_scaling(mine)
+  if (stored_ && !stream_)   // a streamed shard is checked as its first epoch is read (check_first_epoch)
+    check_stored_statistics(moments ? *moments : FeatureMoments::of(train_, threads));
+  else if (normalizer_.mode == Normalization::Feature && !resuming_ && !stored_)
+    normalizer_.scaling = stream_  ? streamed_scaling(mine)
+                          : moments ? scaling_across_ranks(*moments, train_info_.num_features, ctx_.world)
                                     : compute_scaling(train_, ctx_.world, threads);
-  normalizer_.apply(train_, threads);
+  if (!scaled) normalizer_.apply(train_, threads);
   if (!cfg_.validation.data.empty()) normalizer_.apply(val_, threads);   // no --val: no validation shard to scale
   positions_.assign(static_cast<size_t>(cfg_.schedule.batch_per_rank), -1);
+  run_.io_s += io.seconds();
 }
 
 void Trainer::setup_backend() {
+  build_backend();
+  if (load_) finish_shards({});   // the shard read beside build_backend: wait for it (a resident shard, not streamed)
+  open_window();
+}
+
+// The backend and its parameters; runs while a resident shard is read in the background, so it must not touch
+// train_ or normalizer_.
+void Trainer::build_backend() {
   PhaseScope phase(&timeline_, Phase::SetupBackend, 0);
   BackendOptions opts;
   opts.device = cfg_.backend.device;
@@ -270,7 +335,6 @@ void Trainer::setup_backend() {
   } else {
     backend_->set_params(init_params(ParamLayout(shape_), cfg_.schedule.seed));
   }
-  open_window();
 }
 
 // Where the shard lives for the run, once the backend says what memory its device has left: resident on the host
@@ -323,10 +387,12 @@ void Trainer::open_window() {
   // The first window is read (from the file, normalised; or copied out of the resident shard) now, the second
   // from here on in the background.
   const Normalizer as_read = stream_ ? normalizer_ : Normalizer{};
+  // With stored statistics, a streamed run from the start measures its first epoch to check them.
+  const int64_t measure_until = stream_ && stored_ && step_ == 0 ? steps_per_epoch() : 0;
   collective_phase(ctx_, [&] {
     window_ = std::make_unique<ShardWindow>(train_info_, stream_ ? *stream_ : DirectSource{}, *schedule_, ctx_.rank,
                                             window_steps_, step_, total_steps_, as_read, reader_threads_for_window(),
-                                            &timeline_, stream_ ? nullptr : &train_,
+                                            &timeline_, measure_until, stream_ ? nullptr : &train_,
                                             placement_.on_device ? backend_.get() : nullptr);
   });
   if (!window_->on_device()) backend_->set_train_shard(window_->shard());
@@ -390,6 +456,26 @@ FeatureScaling Trainer::streamed_scaling(const std::vector<int64_t>& mine) {
     }
   });
   return scaling_across_ranks(moments.finish(), train_info_.num_features, ctx_.world);
+}
+
+// The statistics stored in the file against this rank's moments of the data as read, all ranks' merged:
+// collective, the same verdict on every rank. A file edited after its statistics were written stops the run
+// rather than training on wrong numbers.
+void Trainer::check_stored_statistics(const FeatureMoments& mine) {
+  const FeatureMoments data = moments_across_ranks(mine, train_info_.num_features, ctx_.world);
+  collective_phase(ctx_, [&] {
+    const std::optional<std::string> differ = statistics_differ(*stored_, data);
+    USER_CHECK(!differ, "--data " << train_info_.path << ": the feature statistics stored in the file (/statistics) "
+                                  "do not match its data: " << *differ << " (the file was changed after they were written)",
+               "refresh them with `ragtrain inspect " << train_info_.path << " --write-statistics`, or delete them "
+               "(h5py: del f['statistics']) to have train compute them");
+  });
+}
+
+// A streamed run with stored statistics, after the last step of its first epoch: every sequence of the shard has
+// been read once, and measured raw by the window's reader.
+void Trainer::check_first_epoch() {
+  if (window_ && stored_ && !resuming_ && step_ == steps_per_epoch()) check_stored_statistics(window_->measured());
 }
 
 void Trainer::open_run_folder() {

@@ -108,6 +108,7 @@ int Trainer::run() {
       acc_.run_imbalance_sum += imbalance;
     }
     acc_.interval_steps += 1;
+    check_first_epoch();   // stored statistics against a streamed shard's first epoch, before its records
 
     const bool last_of_epoch = s + 1 == steps_per_epoch();
     if (step_ % cfg_.records.log_every == 0 || last_of_epoch) log_interval(tot, lr);

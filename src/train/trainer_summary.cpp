@@ -60,9 +60,15 @@ Json Trainer::data_record() const {
     reads.check_s += window_->stats().check_s;
     reads.direct = true;
   }
-  double mine[3] = {reads.read_s + reads.check_s, first_step_s_, static_cast<double>(peak_rss_bytes())};
-  double most[3] = {0, 0, 0};
-  MPI_CHECK(MPI_Reduce(mine, most, 3, MPI_DOUBLE, MPI_MAX, 0, ctx_.world));
+  double mine[4] = {reads.read_s + reads.check_s, first_step_s_, static_cast<double>(peak_rss_bytes()), shard_wait_s_};
+  double most[4] = {0, 0, 0, 0};
+  MPI_CHECK(MPI_Reduce(mine, most, 4, MPI_DOUBLE, MPI_MAX, 0, ctx_.world));
+  // Where --normalize feature's statistics came from: the checkpoint resumed from, the file's /statistics, or a
+  // pass over the training shards.
+  const char* statistics = normalizer_.mode != Normalization::Feature ? "none"
+                           : resuming_                                ? "checkpoint"
+                           : stored_                                  ? "stored"
+                                                                      : "computed";
   int64_t bytes = 0;
   MPI_CHECK(MPI_Reduce(&reads.bytes, &bytes, 1, MPI_INT64_T, MPI_SUM, 0, ctx_.world));
   return Json{{"read_bytes", bytes},
@@ -76,6 +82,8 @@ Json Trainer::data_record() const {
               {"device_window_steps", placement_.on_device ? placement_.steps : int64_t{0}},
               {"device_shard_budget_bytes", device_budget_},
               {"time_to_first_step_s", most[1]},
+              {"shard_wait_s", most[3]},
+              {"feature_statistics", statistics},
               {"max_rss_bytes", static_cast<int64_t>(most[2])}};
 }
 

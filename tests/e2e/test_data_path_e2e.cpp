@@ -1,6 +1,8 @@
 // The data path's record (issue 34): summary.json says how many bytes the ranks read, how fast, how long until the
 // first step, how long the loop waited for data and the largest rank's peak memory; a rank holds its shard once
 // (the reader wrote a file-order copy and scattered it, twice the shard at the peak, before).
+#include <hdf5.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -48,6 +50,8 @@ TEST(DataPath, SummaryRecordsTheRead) {
   EXPECT_GT(s["time_to_first_step_s"].get<double>(), s["read_s"].get<double>());   // the first step follows the read
   EXPECT_LT(s["time_to_first_step_s"].get<double>(), s["wall_seconds"].get<double>());
   EXPECT_GE(s["io_wait_s"].get<double>(), 0.0);
+  EXPECT_GE(s["shard_wait_s"].get<double>(), 0.0);   // the part of the background read setup_backend did not hide
+  EXPECT_EQ(s["feature_statistics"], "stored");      // gen wrote them into the file
   EXPECT_GT(s["max_rss_bytes"].get<int64_t>(), int64_t{1} << 20);
   int step_records = 0;
   for (const auto& rec : read_jsonl(d / "run/metrics.jsonl"))
@@ -112,7 +116,9 @@ TEST(DataPath, StreamedShardTrainsTheSameModelAsResident) {
     EXPECT_FALSE(sa["streamed"].get<bool>());
     EXPECT_TRUE(sb["streamed"].get<bool>()) << "the shard should not fit 40K";
     EXPECT_GE(sb["window_steps"].get<int64_t>(), 1);
-    EXPECT_GT(sb["read_bytes"].get<int64_t>(), 2 * sa["read_bytes"].get<int64_t>());   // the stats pass + 2 epochs
+    // Two epochs, each sequence once per epoch: no statistics pass, the file (gen's) has them.
+    EXPECT_EQ(sb["read_bytes"].get<int64_t>(), 2 * sa["read_bytes"].get<int64_t>());
+    EXPECT_EQ(sb["feature_statistics"], "stored");
     const std::string want = model_of(resident + "/checkpoint.h5");
     ASSERT_NE(want.find("DATASET"), std::string::npos) << want;
     EXPECT_EQ(model_of(streamed + "/checkpoint.h5"), want);
@@ -287,7 +293,10 @@ TEST(DataPath, EvalRefusesABudgetBelowOneSequence) {
 
 // --trace of a streamed run: every rank's reader thread has a track of its own ("reader", tid 1) holding one
 // window_read span per window it read (the first included, read before the loop), each starting at its window's
-// first step; the trainer's phases stay on tid 0. A resident run has no reader track.
+// first step; the trainer's phases stay on tid 0. A resident run's reader track holds one shard_load span, the
+// shard read in the background: the trainer's read_shard spans are two, the read started (setup_shards) and the
+// read waited for and scaled (finish_shards), setup_backend runs between them, and shard_load lies within them, so
+// the read and the backend's set-up overlap as far as their durations allow; the streamed run has none.
 TEST(DataPath, TraceOfAStreamedRunHoldsTheReadersSpans) {
   Scratch d;
   gen(d, "train.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");
@@ -306,27 +315,43 @@ TEST(DataPath, TraceOfAStreamedRunHoldsTheReadersSpans) {
     std::map<int, std::vector<int64_t>> starts;   // rank -> the first steps of its window reads
     std::map<int, int64_t> steps;                 // rank -> compute spans
     std::map<int, std::string> reader_track;
+    std::map<int, std::vector<double>> loads;     // rank -> the start of its shard_load spans (us)
+    std::map<int, std::vector<std::pair<double, double>>> spans;   // rank -> [begin, end) of read_shard, setup_backend
     for (const auto& e : t["traceEvents"]) {
       const int pid = e["pid"].get<int>();
       if (e["ph"] == "M" && e["name"] == "thread_name" && e["tid"] == 1) reader_track[pid] = e["args"]["name"];
       if (e["ph"] != "X") continue;
-      if (e["name"] == "window_read") {
+      if (e["name"] == "window_read" || e["name"] == "shard_load") {
         EXPECT_EQ(e["tid"], 1) << e.dump();
         EXPECT_EQ(e["cat"], "reader") << e.dump();
         EXPECT_GE(e["dur"].get<double>(), 0.0);
-        starts[pid].push_back(e["args"]["step"].get<int64_t>());
+        if (e["name"] == "shard_load")
+          loads[pid].push_back(e["ts"].get<double>()), loads[pid].push_back(e["ts"].get<double>() + e["dur"].get<double>());
+        else
+          starts[pid].push_back(e["args"]["step"].get<int64_t>());
       } else {
         EXPECT_EQ(e["tid"], 0) << e.dump();
         if (e["name"] == "compute") ++steps[pid];
+        if (e["name"] == "read_shard" || e["name"] == "setup_backend")
+          spans[pid].push_back({e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()});
       }
     }
     for (int rank : {0, 1}) {
       ASSERT_GT(steps[rank], 0);
       if (which == "resident") {
         EXPECT_TRUE(starts[rank].empty()) << rank;
-        EXPECT_EQ(reader_track.count(rank), 0u) << rank;
+        EXPECT_EQ(reader_track[rank], "reader") << rank;
+        ASSERT_EQ(loads[rank].size(), 2u) << rank;   // one span: begin, end
+        std::vector<std::pair<double, double>>& v = spans[rank];   // read_shard, setup_backend, read_shard
+        std::sort(v.begin(), v.end());
+        ASSERT_EQ(v.size(), 3u) << rank;
+        EXPECT_LE(v[0].second, v[1].first) << rank;
+        EXPECT_LE(v[1].second, v[2].first) << rank;
+        EXPECT_GE(loads[rank][0], v[0].first) << "rank " << rank << ": the read began before setup_shards";
+        EXPECT_LE(loads[rank][1], v[2].second) << "rank " << rank << ": the read ended after it was waited for";
         continue;
       }
+      EXPECT_TRUE(loads[rank].empty()) << rank;
       EXPECT_EQ(reader_track[rank], "reader") << rank;
       std::vector<int64_t> want;
       for (int64_t s = 1; s <= steps[rank]; s += w) want.push_back(s);
@@ -334,4 +359,114 @@ TEST(DataPath, TraceOfAStreamedRunHoldsTheReadersSpans) {
       EXPECT_EQ(starts[rank], want) << "rank " << rank << ", windows of " << w << " steps";
     }
   }
+}
+
+namespace {
+
+// Opens a file read-write and lets `edit` change it.
+template <class F>
+void edit_file(const std::string& path, F&& edit) {
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << path;
+  edit(f);
+  H5Fclose(f);
+}
+
+void drop_statistics(const std::string& path) {
+  edit_file(path, [](hid_t f) { ASSERT_GE(H5Ldelete(f, "/statistics", H5P_DEFAULT), 0); });
+}
+
+// Feature `f` of rows [0, rows) of /features set to `value`: an edit made after the statistics were written.
+void overwrite_feature(const std::string& path, hsize_t f, hsize_t rows, float value) {
+  edit_file(path, [&](hid_t file) {
+    const hid_t ds = H5Dopen2(file, "/features", H5P_DEFAULT);
+    const hid_t space = H5Dget_space(ds);
+    const hsize_t start[2] = {0, f}, count[2] = {rows, 1};
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    const std::vector<float> v(rows, value);
+    const hid_t mem = H5Screate_simple(1, &rows, nullptr);
+    EXPECT_GE(H5Dwrite(ds, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, v.data()), 0);
+    H5Sclose(mem);
+    H5Sclose(space);
+    H5Dclose(ds);
+  });
+}
+
+std::string statistics_of(const std::string& path) {
+  const std::string cmd = "h5dump -g /statistics " + path + " 2>&1 | grep -v '^HDF5'";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+}  // namespace
+
+// The statistics gen stores in the file scale the data before it is read: the same model to the bit as a run that
+// computes them (the file without them), resident and streamed. On one rank the stored ones are what the run would
+// compute; on two, every run with them (resident, streamed) trains the same model and keeps the one-rank statistics.
+// `inspect --write-statistics` puts back exactly what gen wrote.
+TEST(DataPath, StoredStatisticsTrainTheSameModel) {
+  Scratch d;
+  gen(d, "with.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");
+  const std::string with = d / "with.h5", without = d / "without.h5";
+  std::filesystem::copy_file(with, without);
+  drop_statistics(without);
+  const std::string opts = " --epochs 2 --hidden 8 --batch-per-rank 3 --quiet";
+  auto train = [&](int np, const std::string& data, const std::string& out, const std::string& extra) {
+    const Result r = run(np, "train --data " + data + " --out " + d / out + opts + extra);
+    EXPECT_EQ(r.rc, 0) << r.output;
+    return model_of(d / out + "/checkpoint.h5");
+  };
+  const std::string want = train(1, without, "computed1", "");
+  ASSERT_NE(want.find("DATASET"), std::string::npos) << want;
+  EXPECT_EQ(read_json(d / "computed1/summary.json")["feature_statistics"], "computed");
+  EXPECT_EQ(train(1, with, "stored1", ""), want);
+  EXPECT_EQ(read_json(d / "stored1/summary.json")["feature_statistics"], "stored");
+  EXPECT_EQ(train(1, with, "streamed1", " --max-memory 40K"), want);
+  EXPECT_TRUE(read_json(d / "streamed1/summary.json")["streamed"].get<bool>());
+  const std::string two = train(2, with, "stored2", "");
+  EXPECT_EQ(train(2, with, "streamed2", " --max-memory 40K"), two);
+  const auto norm = [&](const std::string& run_dir) {
+    const std::string m = model_of(d / run_dir + "/checkpoint.h5");
+    return m.substr(m.find("GROUP \"/normalization\""));
+  };
+  EXPECT_EQ(norm("stored2"), norm("computed1"));
+  // Rewritten from the data by inspect: the same group, bit for bit.
+  const Result r = run(0, "inspect " + without + " --write-statistics --quiet");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_EQ(statistics_of(without), statistics_of(with));
+}
+
+// A file whose features changed after its statistics were written: a resident run stops at set-up, a streamed one
+// after its first epoch, every rank with exit 2, naming the file, the feature and the way out; inspect reports it
+// (exit 2) and --write-statistics repairs it.
+TEST(DataPath, StaleStoredStatisticsStopEveryRank) {
+  Scratch d;
+  gen(d, "train.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");
+  const std::string file = d / "train.h5";
+  overwrite_feature(file, 2, 500, 40.0f);
+  const std::string opts = " --epochs 3 --hidden 8 --batch-per-rank 3 --quiet";
+  for (const std::string extra : {"", " --max-memory 40K"}) {
+    SCOPED_TRACE(extra);
+    const std::string out = d / (extra.empty() ? "resident" : "streamed");
+    const Result r = run(2, "train --data " + file + " --out " + out + opts + extra);
+    EXPECT_EQ(r.rc, 2) << r.output;
+    for (int rc : r.rank_rcs) EXPECT_EQ(rc, 2) << r.output;
+    EXPECT_TRUE(contains(r.output, file) && contains(r.output, "/statistics") && contains(r.output, "feature 2") &&
+                contains(r.output, "hint:") && contains(r.output, "--write-statistics"))
+        << r.output;
+    // Resident: stopped before the run folder was made; streamed: after the first epoch, before the second.
+    if (extra.empty()) EXPECT_FALSE(std::filesystem::exists(out + "/metrics.jsonl"));
+    else EXPECT_FALSE(contains(text_of(out + "/metrics.jsonl"), "\"epoch\":2"));
+  }
+  const Result stale = run(0, "inspect " + file);
+  EXPECT_EQ(stale.rc, 2) << stale.output;
+  EXPECT_TRUE(contains(stale.output, "stale") && contains(stale.output, "--write-statistics")) << stale.output;
+  ASSERT_EQ(run(0, "inspect " + file + " --write-statistics --quiet").rc, 0);
+  const Result ok = run(2, "train --data " + file + " --out " + d / "repaired" + opts);
+  EXPECT_EQ(ok.rc, 0) << ok.output;
 }

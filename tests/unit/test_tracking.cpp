@@ -216,6 +216,8 @@ TEST(Timeline, SideSpansFromOtherThreadsGoToTheirOwnTrack) {
   EXPECT_FALSE(t.truncated());
   EXPECT_STREQ(phase_name(Phase::WindowRead), "window_read");
   EXPECT_STREQ(phase_category(Phase::WindowRead), "reader");
+  EXPECT_STREQ(phase_name(Phase::ShardLoad), "shard_load");
+  EXPECT_STREQ(phase_category(Phase::ShardLoad), "reader");
 
   Timeline capped(true, 3);   // the side track has the same cap, and says what it left out
   for (int i = 0; i < 5; ++i) SideSpan span(&capped, Phase::WindowRead, i + 1);

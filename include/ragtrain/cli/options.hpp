@@ -69,6 +69,7 @@ struct RunConfig {
   Provenance provenance;        // argv as typed; the effective configuration (filled in once validated)
   bool print_config = false;    // --print-config: print the effective configuration and exit 0
   bool force = false;           // --force: outputs may replace existing files (never inputs, data sets, checkpoints)
+  bool write_statistics = false;   // inspect --write-statistics
   Verbosity talk;               // --quiet, --verbose (more detail: files read by convert, per-rank counts in eval)
 
   // Files: what each command reads and writes.
@@ -135,6 +136,7 @@ struct ConvertConfig {
 // `inspect`: one data file validated and summarised.
 struct InspectConfig {
   DataSource source;
+  bool write_statistics = false;   // --write-statistics: (re)write the file's /statistics from its data
   Verbosity talk;               // quiet: the verdict alone, without the summary
 };
 

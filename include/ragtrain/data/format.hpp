@@ -16,6 +16,16 @@ namespace ragtrain {
 inline constexpr const char* kFormatName = "ragtrain-ragged";   // root attribute "format"
 inline constexpr int64_t kFormatVersion = 1;                     // root attribute "version"
 
+// The optional /statistics group (doc/data-format.md, "Stored feature statistics"): every feature's moments over
+// all `rows` timesteps of /features, computed as FeatureMoments::of_rows does (blocks of `block_rows` rows, two
+// passes in double, merged in order), so that a run which uses them scales its data to the same bits as one that
+// computes them from a one-rank shard.
+struct StoredStatistics {
+  int64_t rows = 0;            // attribute rows: offsets[N] when written
+  std::vector<double> mean;    // (F) dataset feature_mean
+  std::vector<double> m2;      // (F) dataset feature_m2: sum of squared deviations from the mean
+};
+
 // What a v1 file declares, after validation of attributes, dataset names, dtypes, shapes and offsets.
 // Feature values and labels are validated by whoever reads them (read_shard, inspect_dataset).
 struct DatasetInfo {
@@ -29,6 +39,10 @@ struct DatasetInfo {
   std::vector<int64_t> offsets;  // (N + 1); sequence i is rows offsets[i] .. offsets[i+1]-1 of /features
   std::vector<std::string> class_names;  // optional attribute; empty when absent
   bool has_names = false;        // /names: N strings naming the sequences (read them with read_sequence_names)
+  std::optional<StoredStatistics> statistics;   // /statistics, checked for shape and rows (not yet against the data)
+  // /statistics present but unusable (read_statistics' UserError): thrown by those that would use them (train
+  // --normalize feature, inspect), not by eval or predict, which take the checkpoint's.
+  std::optional<UserError> statistics_error;
 
   int64_t length(int64_t i) const { return offsets[static_cast<size_t>(i + 1)] - offsets[static_cast<size_t>(i)]; }
   std::vector<int64_t> lengths() const;

@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <ostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ragtrain/data/format.hpp"
+#include "ragtrain/data/normalization.hpp"
 
 namespace ragtrain {
 
@@ -24,6 +26,9 @@ struct DatasetReport {
   std::vector<std::string> class_names;    // optional
   bool has_names = false;                  // /names, all checked; the first and last for the summary
   std::string first_name, last_name;
+  FeatureMoments moments;                  // of every feature over all rows, as a one-rank train computes them
+  std::optional<StoredStatistics> stored;  // /statistics, when the file has it
+  std::optional<std::string> stale;        // how `stored` differs from `moments` (statistics_differ), if it does
 };
 
 // Serial; throws UserError when invalid. Reads the values in blocks that fit `budget` (--max-memory).

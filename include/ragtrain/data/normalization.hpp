@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,8 @@ struct FeatureMoments {
   // spread), the blocks merged in order. The blocks are fixed by the shard alone, so `threads` (which compute
   // them) changes nothing in the result.
   static FeatureMoments of(const Shard& shard, int threads = 1);
+  // The same over `rows` rows of x (rows, F): a whole file's /features, for the statistics a writer stores.
+  static FeatureMoments of_rows(const float* x, int64_t rows, int64_t num_features, int threads = 1);
   // Chan et al.'s pairwise update: the moments of the union of two disjoint sets of timesteps.
   void merge(const FeatureMoments& other);
 };
@@ -70,6 +73,20 @@ struct FeatureScaling {
 FeatureScaling compute_scaling(const Shard& shard, MPI_Comm comm, int threads = 1);
 // The same from this rank's moments (a streamed shard's, from MomentStream); collective.
 FeatureScaling scaling_across_ranks(const FeatureMoments& mine, int64_t num_features, MPI_Comm comm);
+// Every rank's moments merged in rank order (collective): the moments of the whole training set.
+FeatureMoments moments_across_ranks(const FeatureMoments& mine, int64_t num_features, MPI_Comm comm);
+// The scaling from the moments of the whole training set: the float mean and the guarded population std. One
+// rank's moments of the whole file in file order give the same bits as FeatureMoments::of_rows of /features.
+FeatureScaling scaling_of(const FeatureMoments& total, int64_t num_features);
+
+// Statistics stored in a data file (doc/data-format.md, "Stored feature statistics") are checked against the data
+// as it is read, up to rounding: the moments of a set depend on how its rows were split into blocks and ranks by
+// about 1e-15 of the scale, and a change that moves a mean or a std by less than this fraction of (std + |mean|)
+// changes the scaled features by less than float rounding would.
+inline constexpr double kStatisticsTolerance = 1e-6;
+// Where `stored` and `data` (the moments of the same rows) disagree beyond kStatisticsTolerance: the count, or the
+// first feature's mean or std, as a sentence; nullopt when they agree.
+std::optional<std::string> statistics_differ(const FeatureMoments& stored, const FeatureMoments& data);
 
 // x <- (x - mean) / std for every timestep of the shard. No-op for an empty scaling.
 void apply_scaling(const FeatureScaling& scaling, Shard& shard, int threads = 1);

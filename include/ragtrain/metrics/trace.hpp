@@ -27,6 +27,8 @@ enum class Phase : int32_t {
   Checkpoint,      // checkpoint.h5 / best.h5 written by rank 0, the outcome agreed
   Agree,           // the step-boundary agreement on signals and timed checkpoints
   WindowRead,      // the reader thread: a streamed shard's next window read (pread) and normalised
+  ShardLoad,       // the reader thread: a resident shard read (pread), checked, its moments computed, while the
+                   // main thread sets up the backend
   Count
 };
 const char* phase_name(Phase p);       // "compute", "allreduce_wait", ...

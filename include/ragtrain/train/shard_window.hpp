@@ -32,10 +32,13 @@ class ShardWindow {
   // is not null, is copied out of that resident host shard (already normalised). With a `device` (a backend with
   // memory of its own) each window is staged to the device on the reader thread as soon as it is read, and used from
   // there when it becomes current; its features are then dropped on the host. Each read is a WindowRead span of
-  // `timeline` (may be null; it must outlive the window), its step the window's first (1-based).
+  // `timeline` (may be null; it must outlive the window), its step the window's first (1-based). The sequences of
+  // the steps before `measure_until` (windows read from the file) have their feature moments taken as read, before
+  // scaling (measured(): a run that scales with a file's stored statistics checks them against its first epoch).
   ShardWindow(const DatasetInfo& info, const DirectSource& source, const Schedule& schedule, int64_t rank,
               int64_t steps, int64_t first_step, int64_t total_steps, const Normalizer& normalizer, int threads,
-              Timeline* timeline = nullptr, const Shard* resident = nullptr, Backend* device = nullptr);
+              Timeline* timeline = nullptr, int64_t measure_until = 0, const Shard* resident = nullptr,
+              Backend* device = nullptr);
   ~ShardWindow();   // waits for a read in flight
   ShardWindow(const ShardWindow&) = delete;
   ShardWindow& operator=(const ShardWindow&) = delete;
@@ -44,6 +47,10 @@ class ShardWindow {
   bool on_device() const { return device_ != nullptr; }   // advance() hands each window to the device itself
   const Shard& shard() const { return current_; }
   const ShardReadStats& stats() const { return stats_; }
+  // The moments of the raw features of the sequences of steps [first_step, measure_until) in the windows made
+  // current so far (each sequence once per step it belongs to; in window order, so equal to a whole shard's up to
+  // rounding only).
+  const FeatureMoments& measured() const { return measured_; }
   // Makes the window holding `step` (the next window's first step) current: waits for its read, rethrows the
   // reader's error (a truncated or unreadable file: UserError naming it and the sequence), makes it the device's
   // current window (with a device), then starts the next read: that order lets the next read's copy reuse the
@@ -70,6 +77,8 @@ class ShardWindow {
   int64_t begin_ = 0, end_ = 0, next_begin_ = -1;
   std::exception_ptr next_error_;
   ShardReadStats stats_, next_stats_;
+  int64_t measure_until_;
+  FeatureMoments measured_, next_moments_;
   std::thread reader_;
 };
 

@@ -31,6 +31,7 @@
 namespace ragtrain {
 
 class CommWatchdog;
+class ShardLoad;
 
 class Trainer {
  public:
@@ -46,9 +47,11 @@ class Trainer {
   // --resume: reads the checkpoint and checks that it continues this run; refuses step checkpoints in --out that
   // are newer than the start. Returns false when the checkpoint is already at the last step (nothing to train).
   bool setup_resume();
-  // Each rank reads its own training sequences and its block of --val; --normalize standardises both.
+  // Each rank reads its own training sequences and its block of --val; --normalize standardises both. A resident
+  // shard in a file the reader can pread is only started here: it is read while setup_backend runs.
   void setup_shards();
-  // The backend, built whole for (shape, K), and its parameters: the checkpoint's, --init-from's, or the seed's.
+  // The backend, built whole for (shape, K), and its parameters: the checkpoint's, --init-from's, or the seed's;
+  // then the training shard (waited for if it was read in the background, scaled) handed to it.
   void setup_backend();
   // train: --out with metrics.jsonl (a "resume" record when continuing) and --write-order's order.csv.
   void open_run_folder();
@@ -130,6 +133,20 @@ class Trainer {
   int64_t label_bytes() const;            // one sequence's label or targets
   int reader_threads_for_window() const;
   FeatureScaling streamed_scaling(const std::vector<int64_t>& mine);
+  // A resident shard the reader can pread is read on a background thread (ShardLoad) while the backend is built;
+  // finish_shards waits for it, then computes and applies the statistics (`mine`: a streamed shard's sequences).
+  std::unique_ptr<ShardLoad> load_;
+  double shard_wait_s_ = 0;   // how long finish_shards waited for the background read (the part not overlapped)
+  void start_load(const DirectSource& src, const std::vector<int64_t>& mine);
+  void finish_shards(const std::vector<int64_t>& mine);
+  void build_backend();
+  // --normalize feature with statistics stored in the file (/statistics): their moments, used from the start and
+  // checked against the data as it is read (a resident shard at set-up, a streamed one after its first epoch).
+  std::optional<FeatureMoments> stored_;
+  // The scaling is known before the data is read: nothing to compute (none, series, a checkpoint's or stored).
+  bool scaling_known() const { return normalizer_.mode != Normalization::Feature || resuming_ || stored_; }
+  void check_stored_statistics(const FeatureMoments& mine);
+  void check_first_epoch();
   ShardReadStats read_stats_;   // this rank's reads of --data and --val
   double first_step_s_ = -1;    // wall time from the Trainer's start to the end of this invocation's first step
   std::unique_ptr<ShardIndex> index_;
