@@ -181,7 +181,7 @@ TEST(WindowPlan, DeviceWindowsOfAResidentShardHoldEachStepsSequences) {
       const Shard resident = make_shard(d, mine);
       RecordingDevice device;
       DatasetInfo info;
-      ShardWindow window(info, DirectSource{}, schedule, rank, W, first, total, Normalizer{}, 2, nullptr, &resident,
+      ShardWindow window(info, DirectSource{}, schedule, rank, W, first, total, Normalizer{}, 2, nullptr, 0, &resident,
                          &device);
       EXPECT_TRUE(window.on_device());
       std::vector<int64_t> positions(static_cast<size_t>(K));
