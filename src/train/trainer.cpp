@@ -474,8 +474,10 @@ void Trainer::check_stored_statistics(const FeatureMoments& mine) {
 
 // A streamed run with stored statistics, after the last step of its first epoch: every sequence of the shard has
 // been read once, and measured raw by the window's reader.
+// Only windows read from the file measure their data: a device window copied out of a resident shard was checked
+// with the whole shard at set-up.
 void Trainer::check_first_epoch() {
-  if (window_ && stored_ && !resuming_ && step_ == steps_per_epoch()) check_stored_statistics(window_->measured());
+  if (stream_ && stored_ && !resuming_ && step_ == steps_per_epoch()) check_stored_statistics(window_->measured());
 }
 
 void Trainer::open_run_folder() {
