@@ -275,7 +275,7 @@ FUZZ_CXXFLAGS := -std=c++17 -O1 -g -Wall -Wextra $(FUZZ_SAN) -fsanitize=fuzzer-n
 # Only what each target reaches: the .ts parser, the v1 validation with its HDF5 helpers, the NumPy readers.
 FUZZ_TS_SRCS := tests/fuzz/fuzz_ts.cpp src/data/ts_import.cpp src/data/names.cpp src/data/missing.cpp src/data/checks.cpp src/core/error.cpp
 FUZZ_H5_SRCS := tests/fuzz/fuzz_h5.cpp src/data/format.cpp src/data/h5.cpp src/data/checks.cpp src/core/error.cpp \
-                src/core/memory.cpp
+                src/core/memory.cpp src/data/stored_statistics.cpp
 # The .npy parser and the .npz importer (minizip reads the archive).
 FUZZ_NPZ_SRCS := tests/fuzz/fuzz_npz.cpp src/data/npz_import.cpp src/data/names.cpp src/data/npy.cpp src/data/missing.cpp src/data/checks.cpp \
                  src/data/class_labels.cpp src/core/error.cpp
