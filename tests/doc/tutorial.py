@@ -33,6 +33,8 @@ VARYING = [
     (re.compile(r"events\.out\.tfevents\.\S*"), "events.out.tfevents.~"),
     (re.compile(r"[\d.]+ (?:[kM] )?(seq/s|step/s)"), r"~ \1"),
     (re.compile(r"ETA [\d.]+ ?(?:ms|s|min|h)"), "ETA ~"),
+    # the progress line names the loop's wait for data once it reaches 1% of an interval: a matter of machine load
+    (re.compile(r"\s+io wait \d+%"), ""),
     (re.compile(r"\((?:[\d.]+ ?(?:ms|s|min))\)$"), "(~)"),
     # the result table's row: ranks, epochs, steps, losses and accuracy are compared; seq/s, timesteps/s, wall_s not
     (re.compile(r"^(#\s+(?:cpu|cuda)\s+(?:\S+\s+){5}\S+)\s+\S+\s+\S+\s+\S+$"), r"\1 ~ ~ ~"),
