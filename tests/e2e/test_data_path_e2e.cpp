@@ -470,3 +470,103 @@ TEST(DataPath, StaleStoredStatisticsStopEveryRank) {
   const Result ok = run(2, "train --data " + file + " --out " + d / "repaired" + opts);
   EXPECT_EQ(ok.rc, 0) << ok.output;
 }
+
+namespace {
+
+// A test hook of the trainer set for one scope (the ranks mpirun starts inherit it).
+struct EnvSet {
+  std::string name;
+  EnvSet(std::string n, const std::string& value) : name(std::move(n)) { ::setenv(name.c_str(), value.c_str(), 1); }
+  ~EnvSet() { ::unsetenv(name.c_str()); }
+  EnvSet(const EnvSet&) = delete;
+  EnvSet& operator=(const EnvSet&) = delete;
+};
+
+// Where a run that started streamed became resident must be a window boundary counted from where it started
+// (`first`), or the last step (the load was still running at the end: the switch came before the final checkpoint).
+void expect_switch_at_boundary(int64_t resident_from, int64_t first, int64_t w, int64_t total) {
+  EXPECT_GT(resident_from, first);
+  EXPECT_LE(resident_from, total);
+  EXPECT_TRUE(resident_from == total || (resident_from - first) % w == 0) << resident_from;
+}
+
+}  // namespace
+
+// Start streamed, become resident (doc/hpc.md "Where the first step stands"): a shard that fits, with stored
+// statistics, trains its first steps on windows read from the file (RAGTRAIN_TEST_WINDOW_STEPS: W small enough that
+// a small set's first window is not its whole shard) while the whole shard is read, then switches to it at a window
+// boundary on every rank together; the model is the plain resident run's to the bit, on 1 and 2 ranks, K = 1 and 4,
+// when the load finishes late (RAGTRAIN_TEST_LOAD_DELAY_MS: several windows pass first) and resumed mid-epoch.
+TEST(DataPath, ResidentShardStartsStreamedAndTrainsTheSameModel) {
+  Scratch d;
+  gen(d, "train.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");   // ~170 KB
+  for (int np : {1, 2})
+    for (int k : {1, 4}) {
+      const std::string tag = std::to_string(np) + "_" + std::to_string(k);
+      SCOPED_TRACE(tag);
+      const std::string opts = " --epochs 2 --hidden 8 --quiet --batch-per-rank " + std::to_string(k);
+      const std::string resident = d / ("resident" + tag);
+      const Result a = run(np, "train --data " + d / "train.h5" + " --out " + resident + opts);
+      ASSERT_EQ(a.rc, 0) << a.output;
+      const auto sa = read_json(resident + "/summary.json");
+      EXPECT_FALSE(sa["started_streamed"].get<bool>());
+      EXPECT_EQ(sa["resident_from_step"].get<int64_t>(), 0);
+      const int64_t total = sa["steps"].get<int64_t>(), spe = total / 2;
+      const std::string want = model_of(resident + "/checkpoint.h5");
+      ASSERT_NE(want.find("DATASET"), std::string::npos) << want;
+
+      const EnvSet w("RAGTRAIN_TEST_WINDOW_STEPS", "5");
+      const std::string early = d / ("early" + tag);
+      const Result b = run(np, "train --data " + d / "train.h5" + " --out " + early + opts +
+                                   " --checkpoint-every " + std::to_string(spe / 2));
+      ASSERT_EQ(b.rc, 0) << b.output;
+      const auto sb = read_json(early + "/summary.json");
+      EXPECT_TRUE(sb["started_streamed"].get<bool>());
+      EXPECT_FALSE(sb["streamed"].get<bool>());
+      EXPECT_EQ(sb["shard_placement"], "resident");
+      EXPECT_EQ(sb["window_steps"].get<int64_t>(), 5);
+      EXPECT_EQ(sb["feature_statistics"], "stored");
+      // The windows' reads come on top of the shard's.
+      EXPECT_GT(sb["read_bytes"].get<int64_t>(), sa["read_bytes"].get<int64_t>());
+      expect_switch_at_boundary(sb["resident_from_step"].get<int64_t>(), 0, 5, total);
+      EXPECT_EQ(model_of(early + "/checkpoint.h5"), want);
+
+      {   // the load finishes long after the first windows: they go on until it has, then the switch
+        const EnvSet late("RAGTRAIN_TEST_LOAD_DELAY_MS", "400");
+        const std::string out = d / ("late" + tag);
+        const Result c = run(np, "train --data " + d / "train.h5" + " --out " + out + opts);
+        ASSERT_EQ(c.rc, 0) << c.output;
+        const auto sc = read_json(out + "/summary.json");
+        EXPECT_TRUE(sc["started_streamed"].get<bool>());
+        expect_switch_at_boundary(sc["resident_from_step"].get<int64_t>(), 5, 5, total);
+        EXPECT_EQ(model_of(out + "/checkpoint.h5"), want);
+      }
+
+      // Resumed in the middle of the second epoch: starts streamed again, from the checkpoint's step.
+      char name[64];
+      std::snprintf(name, sizeof name, "/checkpoint-step%09lld.h5", static_cast<long long>(3 * (spe / 2)));
+      ASSERT_TRUE(std::filesystem::exists(early + name)) << early + name;
+      const std::string resumed = d / ("resumed" + tag);
+      const Result r = run(np, "train --data " + d / "train.h5" + " --out " + resumed + opts + " --resume " + early + name);
+      ASSERT_EQ(r.rc, 0) << r.output;
+      const auto sr = read_json(resumed + "/summary.json");
+      EXPECT_TRUE(sr["started_streamed"].get<bool>());
+      expect_switch_at_boundary(sr["resident_from_step"].get<int64_t>(), 3 * (spe / 2), 5, total);
+      EXPECT_EQ(model_of(resumed + "/checkpoint.h5"), want);
+    }
+}
+
+// Where the scaling needs the data (--normalize feature, no statistics in the file) the first step waits for the
+// whole shard, as before: nothing starts streamed.
+TEST(DataPath, ComputedStatisticsKeepTheResidentStart) {
+  Scratch d;
+  gen(d, "train.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");
+  drop_statistics(d / "train.h5");
+  const EnvSet w("RAGTRAIN_TEST_WINDOW_STEPS", "5");
+  const Result r = run(2, "train --data " + d / "train.h5" + " --out " + d / "run --epochs 1 --hidden 8 --quiet");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const auto s = read_json(d / "run/summary.json");
+  EXPECT_EQ(s["feature_statistics"], "computed");
+  EXPECT_FALSE(s["started_streamed"].get<bool>());
+  EXPECT_EQ(s["resident_from_step"].get<int64_t>(), 0);
+}
