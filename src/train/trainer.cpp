@@ -308,13 +308,11 @@ void Trainer::finish_validation() {
 
 void Trainer::setup_backend() {
   build_backend();
-  // A backend with device memory of its own keeps the shard's device buffers once set (its CUDA graphs point into
-  // them) and has no way back from device windows to a resident shard: it waits for the whole shard, as before.
-  if (early_ && backend_->device_memory()) early_.reset();
   if (early_) {
     finish_validation();
-    open_early_window();
-    return;
+    if (open_early_window()) return;
+    early_.reset();
+    window_steps_ = 0;
   }
   if (load_) finish_shards({});   // the shard read beside build_backend: wait for it (a resident shard, not streamed)
   open_window();
@@ -339,20 +337,50 @@ void Trainer::plan_early(const DirectSource& src, const std::vector<int64_t>& mi
   if (steps < 1) return;
   early_ = src;
   window_steps_ = steps;
+  early_shard_bytes_ = shard_bytes(train_info_, mine);
 }
 
 // The first window is read now (its sequences only: a step's worth of data, not the shard), the next ones ahead
-// by the window's reader, beside the whole shard's read.
-void Trainer::open_early_window() {
+// by the window's reader, beside the whole shard's read. A backend with device memory of its own trains from
+// device windows meanwhile (its shard buffers, once set, stay: captured graphs point into them); W is then bounded
+// by the device's budget too, and where the device cannot hold the whole shard the run goes on in device windows,
+// copied out of the resident shard once it has arrived (as open_window's device window).
+bool Trainer::open_early_window() {
+  const int64_t max_length = *std::max_element(lengths_.begin(), lengths_.end());
+  const int64_t step_bytes =
+      window_step_bytes(cfg_.schedule.batch_per_rank, max_length, train_info_.num_features, label_bytes());
+  placement_ = WindowPlan{ShardPlacement::HostWindow, window_steps_, false};
+  if (const std::optional<Backend::DeviceMemory> mem = backend_->device_memory()) {
+    const std::string& opt = cfg_.backend.max_device_memory;
+    device_budget_ = device_shard_budget(opt == "auto" ? -1 : parse_size(opt), mem->free, mem->total);
+    int64_t agreed[2] = {early_shard_bytes_ <= device_budget_ ? 1 : 0, window_steps_in(device_budget_, step_bytes)};
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, agreed, 2, MPI_INT64_T, MPI_MIN, ctx_.world));
+    if (agreed[1] < 1) return false;   // open_window says why, after the whole shard
+    window_steps_ = std::min(window_steps_, agreed[1]);
+    placement_ = WindowPlan{agreed[0] ? ShardPlacement::HostWindow : ShardPlacement::DeviceWindow, window_steps_, true};
+    open_device_slots();
+  }
   started_streamed_ = true;
   resident_from_step_ = -1;
-  placement_ = WindowPlan{ShardPlacement::HostWindow, window_steps_, false};
   collective_phase(ctx_, [&] {
     window_ = std::make_unique<ShardWindow>(train_info_, *early_, *schedule_, ctx_.rank, window_steps_, step_,
-                                            total_steps_, normalizer_, reader_threads_for_window(), &timeline_);
+                                            total_steps_, normalizer_, reader_threads_for_window(), &timeline_, 0,
+                                            nullptr, placement_.on_device ? backend_.get() : nullptr);
   });
-  backend_->set_train_shard(window_->shard());
+  if (!window_->on_device()) backend_->set_train_shard(window_->shard());
   index_ = std::make_unique<ShardIndex>(window_->shard());
+  return true;
+}
+
+void Trainer::open_device_slots() {
+  const int64_t K = cfg_.schedule.batch_per_rank;
+  Backend::DeviceWindowSize size;
+  size.sequences = window_steps_ * K;
+  size.timesteps = window_steps_ * K * *std::max_element(lengths_.begin(), lengths_.end());
+  size.min_length = *std::min_element(lengths_.begin(), lengths_.end());
+  size.max_length = *std::max_element(lengths_.begin(), lengths_.end());
+  size.copy_threads = reader_threads_for_window();
+  collective_phase(ctx_, [&] { backend_->open_device_window(size); });
 }
 
 bool Trainer::load_done_everywhere() const {
@@ -365,16 +393,21 @@ bool Trainer::load_done_everywhere() const {
 // stored statistics are still checked against the whole shard). A window changes only where a sequence lies, so
 // the model trains on as the resident run's.
 void Trainer::become_resident() {
+  take_train_shard({});
+  window_->read_from(&train_);   // the read in flight finished and counted; the next ones (if any) from the shard
   read_stats_.bytes += window_->stats().bytes;
   read_stats_.read_s += window_->stats().read_s;
   read_stats_.check_s += window_->stats().check_s;
-  window_.reset();   // joins a read in flight
-  take_train_shard({});
   early_.reset();
+  resident_from_step_ = step_;
+  // A device that cannot hold the whole shard keeps its windows, gathered from the host's shard from now on (the
+  // one in flight was read from the file: the same values).
+  if (placement_.placement == ShardPlacement::DeviceWindow) return;
+  window_.reset();   // joins a read in flight
+  if (placement_.on_device) backend_->close_device_window();
   placement_ = WindowPlan{};
   backend_->set_train_shard(train_);
   index_ = std::make_unique<ShardIndex>(train_);
-  resident_from_step_ = step_;
 }
 
 // The backend and its parameters; runs while a resident shard is read in the background, so it must not touch
@@ -422,7 +455,6 @@ void Trainer::build_backend() {
 // rank, from the smaller of the two budgets, so windows change at the same step everywhere.
 void Trainer::open_window() {
   const int64_t max_length = *std::max_element(lengths_.begin(), lengths_.end());
-  const int64_t min_length = *std::min_element(lengths_.begin(), lengths_.end());
   const int64_t K = cfg_.schedule.batch_per_rank;
   const int64_t step_bytes = window_step_bytes(K, max_length, train_info_.num_features, label_bytes());
   const std::optional<Backend::DeviceMemory> mem = backend_->device_memory();
@@ -454,15 +486,7 @@ void Trainer::open_window() {
                "--hidden, or use more ranks");
   });
   window_steps_ = placement_.steps;
-  if (placement_.on_device) {
-    Backend::DeviceWindowSize size;
-    size.sequences = placement_.steps * K;
-    size.timesteps = placement_.steps * K * max_length;
-    size.min_length = min_length;
-    size.max_length = max_length;
-    size.copy_threads = reader_threads_for_window();
-    collective_phase(ctx_, [&] { backend_->open_device_window(size); });
-  }
+  if (placement_.on_device) open_device_slots();
   // The first window is read (from the file, normalised; or copied out of the resident shard) now, the second
   // from here on in the background.
   const Normalizer as_read = stream_ ? normalizer_ : Normalizer{};

@@ -34,9 +34,10 @@ StepTotals Trainer::step(RankCounters& counters) {
     if (window_ && !window_->covers(step_)) {
       // Every rank reaches the same window boundary at the same step: one agreement on the reads' outcome, so a
       // truncated or unreadable file stops every rank together (exit 2), with the last checkpoint untouched.
-      if (early_ && load_done_everywhere()) {
-        become_resident();   // every rank at this same step: the whole shard from here on
-      } else {
+      // Every rank at this same step: the whole shard from here on (or, on a device that cannot hold it, the
+      // windows gathered from it).
+      if (early_ && load_done_everywhere()) become_resident();
+      if (window_) {
         collective_phase(ctx_, [&] { window_->advance(step_); });   // with a device window, the switch is in there
         if (!window_->on_device()) backend_->set_train_shard(window_->shard());
         index_ = std::make_unique<ShardIndex>(window_->shard());

@@ -573,3 +573,37 @@ TEST(DataPath, ComputedStatisticsKeepTheResidentStart) {
   EXPECT_FALSE(s["started_streamed"].get<bool>());
   EXPECT_EQ(s["resident_from_step"].get<int64_t>(), 0);
 }
+
+// The same start on a backend with device memory of its own (the CPU backend's device reference,
+// RAGTRAIN_CPU_DEVICE_MEMORY): the first windows are device windows; where the device holds the whole shard the
+// switch closes them and the shard goes to the device, where it does not (--max-device-memory 40K) the device keeps
+// its windows, gathered from the host's shard from the switch on. Both train the resident run's model to the bit.
+TEST(DataPath, ResidentShardStartsStreamedOnTheDeviceToo) {
+  Scratch d;
+  gen(d, "train.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");
+  const std::string opts = " --epochs 2 --hidden 64 --quiet --batch-per-rank 1";
+  for (int np : {1, 2}) {
+    const std::string n = std::to_string(np), resident = d / ("resident" + n);
+    SCOPED_TRACE(np);
+    const Result a = run(np, "train --data " + d / "train.h5" + " --out " + resident + opts);
+    ASSERT_EQ(a.rc, 0) << a.output;
+    const std::string want = model_of(resident + "/checkpoint.h5");
+    ASSERT_NE(want.find("DATASET"), std::string::npos) << want;
+    const int64_t total = read_json(resident + "/summary.json")["steps"].get<int64_t>();
+    const EnvSet device("RAGTRAIN_CPU_DEVICE_MEMORY", "1G"), w("RAGTRAIN_TEST_WINDOW_STEPS", "5");
+    for (const std::string delay : {"0", "100"}) {
+      const EnvSet late("RAGTRAIN_TEST_LOAD_DELAY_MS", delay);
+      for (const std::string extra : {"", " --max-device-memory 40K"}) {
+        SCOPED_TRACE(delay + extra);
+        const std::string out = d / ("dev" + n + "_" + delay + (extra.empty() ? "" : "_40K"));
+        const Result r = run(np, "train --data " + d / "train.h5" + " --out " + out + opts + extra);
+        ASSERT_EQ(r.rc, 0) << r.output;
+        const auto s = read_json(out + "/summary.json");
+        EXPECT_TRUE(s["started_streamed"].get<bool>());
+        EXPECT_EQ(s["shard_placement"], extra.empty() ? "resident" : "device_window");
+        expect_switch_at_boundary(s["resident_from_step"].get<int64_t>(), delay == "0" ? 0 : 5, 5, total);
+        EXPECT_EQ(model_of(out + "/checkpoint.h5"), want);
+      }
+    }
+  }
+}

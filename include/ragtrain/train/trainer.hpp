@@ -147,8 +147,10 @@ class Trainer {
   std::optional<DirectSource> early_;
   bool started_streamed_ = false;
   int64_t resident_from_step_ = 0;   // the step from which the run trains on the resident shard (-1: never)
+  int64_t early_shard_bytes_ = 0;    // this rank's whole shard (shard_bytes), for the device's budget
   void plan_early(const DirectSource& src, const std::vector<int64_t>& mine);
-  void open_early_window();
+  bool open_early_window();   // false: the device's budget holds neither the shard nor two steps (start resident)
+  void open_device_slots();   // the device window's two slots for W = window_steps_
   bool load_done_everywhere() const;   // collective
   void become_resident();              // collective
   void build_backend();
