@@ -607,3 +607,19 @@ TEST(DataPath, ResidentShardStartsStreamedOnTheDeviceToo) {
     }
   }
 }
+
+// Stored statistics that no longer match the data, in a run that started streamed: the whole shard is checked at
+// the switch, and every rank stops there with exit 2 and the message of a resident run, no checkpoint written.
+TEST(DataPath, StaleStoredStatisticsStopARunThatStartedStreamed) {
+  Scratch d;
+  gen(d, "train.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");
+  const std::string file = d / "train.h5";
+  overwrite_feature(file, 2, 500, 40.0f);
+  const EnvSet w("RAGTRAIN_TEST_WINDOW_STEPS", "5");
+  const Result r = run(2, "train --data " + file + " --out " + d / "run" + " --epochs 2 --hidden 8 --quiet");
+  EXPECT_EQ(r.rc, 2) << r.output;
+  for (int rc : r.rank_rcs) EXPECT_EQ(rc, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "/statistics") && contains(r.output, "feature 2") && contains(r.output, "hint:"))
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(d / "run/checkpoint.h5"));
+}
