@@ -25,7 +25,7 @@ int64_t window_steps_in(int64_t room, int64_t step_bytes);
 // kEarlySlotBytes so that the first is read in a fraction of a second whatever the shard's size, and at most
 // `max_steps`. 0 (wait for the whole shard, as a resident run) when not one step fits, or when the first window
 // would hold every step left or a whole epoch: it would then be the whole shard's read.
-constexpr int64_t kEarlySlotBytes = int64_t{64} << 20;
+constexpr int64_t kEarlySlotBytes = int64_t{16} << 20;
 int64_t early_window_steps(int64_t room, int64_t step_bytes, int64_t max_steps, int64_t steps_per_epoch,
                            int64_t steps_left);
 
