@@ -10,8 +10,9 @@
 #   SEQUENCES (200000: ~2.7 GB at F=36, lengths 60..130), KS ("1 128"), FACTOR (4), OUT (runs/data_path),
 #   WORK (/tmp/ragtrain-data-path), NP (1 rank). On CPUs the device case needs RAGTRAIN_CPU_DEVICE_MEMORY (the CPU
 #   reference of the device window).
-# "wait" is shard_wait_s: how long the trainer waited for the background read of a resident shard once the backend
-# was set up. The generated file carries its feature statistics (/statistics); a file made by an older gen does not
+# "wait" is shard_wait_s: how long the trainer waited for the background read of a resident shard (once the backend
+# was set up, or at the switch of a run that started streamed: doc/hpc.md "Where the first step stands"). The
+# generated file carries its feature statistics (/statistics); a file made by an older gen does not
 # (WORK is reused: delete WORK/data.h5 to compare), and "statistics" then says computed.
 set -uo pipefail
 BIN=${BIN:-build/bin}
@@ -83,12 +84,13 @@ for row in rows:
         r.update({k2: s.get(k2) for k2 in ("read_bytes", "read_s", "read_bytes_per_second", "read_path",
                                            "reader_threads", "time_to_first_step_s", "shard_wait_s", "feature_statistics",
                                            "io_wait_s", "max_rss_bytes", "wall_seconds", "shard_placement", "window_steps",
-                                           "device_window_steps")})
+                                           "device_window_steps", "started_streamed", "resident_from_step")})
         r["epoch_s"] = epoch_s
-        print("  %-8s %4s %15s %10.2f %10.2f %9.3f %9.3f %9.2f %10.2f %7d  ok (%s, %s, %s threads, statistics %s)" % (
+        start = ", started streamed, resident from step %d" % s["resident_from_step"] if s.get("started_streamed") else ""
+        print("  %-8s %4s %15s %10.2f %10.2f %9.3f %9.3f %9.2f %10.2f %7d  ok (%s%s, %s, %s threads, statistics %s)" % (
             case, k, budget, s["read_bytes_per_second"] / 1e9, s["time_to_first_step_s"], s.get("shard_wait_s", 0),
             s["io_wait_s"], epoch_s or float("nan"), s["max_rss_bytes"] / 1e9, s.get("window_steps", 0),
-            s.get("shard_placement"), s["read_path"], s["reader_threads"], s.get("feature_statistics", "?")))
+            s.get("shard_placement"), start, s["read_path"], s["reader_threads"], s.get("feature_statistics", "?")))
     else:
         log = open(run + ".log").read().strip().splitlines()
         r["message"] = log[0] if log else ""

@@ -63,6 +63,8 @@ Test hooks (for the test suite only; never set them in a real run):
 |---|---|
 | `RAGTRAIN_TEST_SETUP_PAUSE=SECONDS` | `train`'s set-up stands still that long (at most 60 s) before the data read, as a large read would, so a test can signal it there (src/cli/cmd_train.cpp, tests/e2e/test_signals_e2e.cpp) |
 | `RAGTRAIN_CPU_DEVICE_MEMORY=SIZE` | the CPU backend says it has a device of SIZE and keeps the device windows in two slots of its own (`--max-device-memory`; the CPU reference of the CUDA device window: src/backend/cpu_backend.cpp, tests/e2e/test_data_path_e2e.cpp) |
+| `RAGTRAIN_TEST_WINDOW_STEPS=W` | a resident shard that starts streamed (doc/hpc.md "Where the first step stands") does so in windows of at most W steps, so a small set, whose first window would otherwise be its whole shard, starts streamed too (src/train/trainer.cpp, tests/e2e/test_data_path_e2e.cpp) |
+| `RAGTRAIN_TEST_LOAD_DELAY_MS=N` | the background read of a resident shard waits N ms (at most 60,000) before it starts, so that a run which starts streamed switches after several windows (src/train/trainer.cpp, tests/e2e/test_data_path_e2e.cpp) |
 | `RAGTRAIN_TEST_CHECKPOINT_PAUSE=STEP:write` or `STEP:link` | the writer of the step STEP checkpoint pauses (at most 60 s) half-way through the temporary file, or between the step file and the switch of `checkpoint.h5`, so a test can kill it there (src/checkpoint/checkpoint.cpp, tests/e2e/test_checkpoint_e2e.cpp) |
 
 HEAD

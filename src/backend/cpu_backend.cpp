@@ -53,6 +53,13 @@ void CpuBackend::use_window(const Shard& window, int slot) {
   shard_ = &slots_[slot];
 }
 
+void CpuBackend::close_device_window() {
+  RT_CHECK(device_bytes_ >= 0, "close_device_window without an emulated device");
+  slots_[0] = Shard{};
+  slots_[1] = Shard{};
+  shard_ = nullptr;   // set_train_shard next
+}
+
 void CpuBackend::set_params(const std::vector<float>& params) {
   RT_CHECK(static_cast<int64_t>(params.size()) == layout_.total(), "parameter count mismatch");
   params_ = params;
@@ -155,6 +162,7 @@ std::optional<Device> parse_device(const std::string& name) {
 void Backend::open_device_window(const DeviceWindowSize&) { RT_CHECK(false, name() << " backend has no device window"); }
 void Backend::stage_window(const Shard&, int) { RT_CHECK(false, name() << " backend has no device window"); }
 void Backend::use_window(const Shard&, int) { RT_CHECK(false, name() << " backend has no device window"); }
+void Backend::close_device_window() { RT_CHECK(false, name() << " backend has no device window"); }
 
 std::unique_ptr<Backend> make_backend(const ModelShape& shape, const BackendOptions& opts) {
 #ifdef RAGTRAIN_WITH_CUDA

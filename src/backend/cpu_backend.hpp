@@ -24,6 +24,7 @@ class CpuBackend final : public Backend {
   void open_device_window(const DeviceWindowSize&) override {}
   void stage_window(const Shard& window, int slot) override;   // the reader thread: writes that slot only
   void use_window(const Shard& window, int slot) override;
+  void close_device_window() override;
   void forward_backward(const std::vector<int64_t>& positions) override;
   void allreduce() override;
   StepTotals update(float lr) override;

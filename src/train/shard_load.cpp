@@ -2,6 +2,7 @@
 #include "ragtrain/train/shard_load.hpp"
 
 #include <chrono>
+#include <thread>
 
 #include "ragtrain/core/error.hpp"
 
@@ -13,6 +14,7 @@ ShardLoad::ShardLoad(const DatasetInfo& info, const DirectSource& source, std::v
   // it runs. The thread touches result_ and error_ only; take() reads them after join().
   thread_ = std::thread([this, info, source, indices = std::move(indices), threads, plan, timeline] {
     SideSpan span(timeline, Phase::ShardLoad, 0);
+    if (plan.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(plan.delay_ms));
     try {
       result_.shard = read_shard_direct(info, source, indices, threads, &result_.stats);
       if (plan.moments) result_.moments = FeatureMoments::of(result_.shard, threads);
@@ -20,6 +22,7 @@ ShardLoad::ShardLoad(const DatasetInfo& info, const DirectSource& source, std::v
     } catch (...) {
       error_ = std::current_exception();
     }
+    done_.store(true, std::memory_order_release);
   });
 }
 

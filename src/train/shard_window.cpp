@@ -146,4 +146,13 @@ void ShardWindow::advance(int64_t step) {
   start_read(end_);
 }
 
+void ShardWindow::read_from(const Shard* resident) {
+  join();
+  stats_.bytes += next_stats_.bytes;
+  stats_.read_s += next_stats_.read_s;
+  stats_.check_s += next_stats_.check_s;
+  next_stats_ = ShardReadStats{};
+  resident_ = resident;
+}
+
 }  // namespace ragtrain

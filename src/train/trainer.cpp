@@ -4,7 +4,9 @@
 #include "ragtrain/train/trainer.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "ragtrain/checkpoint/checksum.hpp"
@@ -233,9 +235,10 @@ void Trainer::setup_shards() {
       // joins it); any other through HDF5, collectively, here.
       std::optional<DirectSource> src;
       collective_phase(ctx_, [&] { src = probe_direct(train_info_, ctx_.world); });
-      if (src)
+      if (src) {
         start_load(*src, mine);
-      else
+        plan_early(*src, mine);
+      } else
         collective_phase(ctx_, [&] { train_ = read_shard(train_info_, mine, ctx_.world, budget_, &read_stats_); });
     } else {
       setup_window(mine);
@@ -256,12 +259,20 @@ void Trainer::start_load(const DirectSource& src, const std::vector<int64_t>& mi
   ShardLoadPlan plan;
   plan.moments = normalizer_.mode == Normalization::Feature && !resuming_;   // to compute or to check statistics
   if (scaling_known()) plan.apply = &normalizer_;   // then the thread scales the shard too
+  // Test hook (tests/e2e/test_data_path_e2e.cpp): RAGTRAIN_TEST_LOAD_DELAY_MS=N (at most 60,000) makes the
+  // background read finish late, so that a run which starts streamed switches after several windows.
+  if (const char* knob = std::getenv("RAGTRAIN_TEST_LOAD_DELAY_MS")) plan.delay_ms = std::clamp(std::atoi(knob), 0, 60000);
   load_ = std::make_unique<ShardLoad>(train_info_, src, mine, read_stats_.threads, plan, &timeline_);
 }
 
 // The shards' statistics and scaling once their values are in memory; for a shard read in the background, after
 // waiting for it. The reader's threads compute and apply them; the result does not depend on how many there are.
 void Trainer::finish_shards(const std::vector<int64_t>& mine) {
+  take_train_shard(mine);
+  finish_validation();
+}
+
+void Trainer::take_train_shard(const std::vector<int64_t>& mine) {
   PhaseScope phase(&timeline_, Phase::ReadShard, 0);
   Stopwatch io;
   std::optional<FeatureMoments> moments;
@@ -287,15 +298,116 @@ void Trainer::finish_shards(const std::vector<int64_t>& mine) {
                           : moments ? scaling_across_ranks(*moments, train_info_.num_features, ctx_.world)
                                     : compute_scaling(train_, ctx_.world, threads);
   if (!scaled) normalizer_.apply(train_, threads);
-  if (!cfg_.validation.data.empty()) normalizer_.apply(val_, threads);   // no --val: no validation shard to scale
-  positions_.assign(static_cast<size_t>(cfg_.schedule.batch_per_rank), -1);
   run_.io_s += io.seconds();
+}
+
+void Trainer::finish_validation() {
+  if (!cfg_.validation.data.empty()) normalizer_.apply(val_, read_stats_.threads);   // no --val: nothing to scale
+  positions_.assign(static_cast<size_t>(cfg_.schedule.batch_per_rank), -1);
 }
 
 void Trainer::setup_backend() {
   build_backend();
+  if (early_) {
+    finish_validation();
+    if (open_early_window()) return;
+    early_.reset();
+    window_steps_ = 0;
+  }
   if (load_) finish_shards({});   // the shard read beside build_backend: wait for it (a resident shard, not streamed)
   open_window();
+}
+
+// Only where the scaling is known before the data (otherwise the first step needs every rank's whole shard for
+// the statistics), and where the window's two slots fit beside the whole shard and the model within --max-memory.
+// The same W on every rank, so that windows change at the same steps everywhere.
+void Trainer::plan_early(const DirectSource& src, const std::vector<int64_t>& mine) {
+  if (!scaling_known()) return;   // the same on every rank: the same options, file and checkpoint
+  const int64_t max_length = *std::max_element(lengths_.begin(), lengths_.end());
+  const int64_t step_bytes =
+      window_step_bytes(cfg_.schedule.batch_per_rank, max_length, train_info_.num_features, label_bytes());
+  const auto model_bytes = static_cast<int64_t>(training_bytes(shape_, cfg_.schedule.batch_per_rank, max_length));
+  // Test hook (tests/e2e/test_data_path_e2e.cpp): RAGTRAIN_TEST_WINDOW_STEPS=W caps the window, so that a small
+  // set, whose first window would otherwise hold the whole shard, starts streamed too.
+  const char* knob = std::getenv("RAGTRAIN_TEST_WINDOW_STEPS");
+  const int64_t max_steps = knob ? std::max<int64_t>(1, std::atoll(knob)) : INT64_MAX;
+  int64_t steps = early_window_steps(budget_.bytes - model_bytes - shard_bytes(train_info_, mine), step_bytes,
+                                     max_steps, steps_per_epoch(), total_steps_ - step_);
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &steps, 1, MPI_INT64_T, MPI_MIN, ctx_.world));
+  if (steps < 1) return;
+  early_ = src;
+  window_steps_ = steps;
+  early_shard_bytes_ = shard_bytes(train_info_, mine);
+}
+
+// The first window is read now (its sequences only: a step's worth of data, not the shard), the next ones ahead
+// by the window's reader, beside the whole shard's read. A backend with device memory of its own trains from
+// device windows meanwhile (its shard buffers, once set, stay: captured graphs point into them); W is then bounded
+// by the device's budget too, and where the device cannot hold the whole shard the run goes on in device windows,
+// copied out of the resident shard once it has arrived (as open_window's device window).
+bool Trainer::open_early_window() {
+  const int64_t max_length = *std::max_element(lengths_.begin(), lengths_.end());
+  const int64_t step_bytes =
+      window_step_bytes(cfg_.schedule.batch_per_rank, max_length, train_info_.num_features, label_bytes());
+  placement_ = WindowPlan{ShardPlacement::HostWindow, window_steps_, false};
+  if (const std::optional<Backend::DeviceMemory> mem = backend_->device_memory()) {
+    const std::string& opt = cfg_.backend.max_device_memory;
+    device_budget_ = device_shard_budget(opt == "auto" ? -1 : parse_size(opt), mem->free, mem->total);
+    int64_t agreed[2] = {early_shard_bytes_ <= device_budget_ ? 1 : 0, window_steps_in(device_budget_, step_bytes)};
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, agreed, 2, MPI_INT64_T, MPI_MIN, ctx_.world));
+    if (agreed[1] < 1) return false;   // open_window says why, after the whole shard
+    window_steps_ = std::min(window_steps_, agreed[1]);
+    placement_ = WindowPlan{agreed[0] ? ShardPlacement::HostWindow : ShardPlacement::DeviceWindow, window_steps_, true};
+    open_device_slots();
+  }
+  started_streamed_ = true;
+  resident_from_step_ = -1;
+  collective_phase(ctx_, [&] {
+    window_ = std::make_unique<ShardWindow>(train_info_, *early_, *schedule_, ctx_.rank, window_steps_, step_,
+                                            total_steps_, normalizer_, reader_threads_for_window(), &timeline_, 0,
+                                            nullptr, placement_.on_device ? backend_.get() : nullptr);
+  });
+  if (!window_->on_device()) backend_->set_train_shard(window_->shard());
+  index_ = std::make_unique<ShardIndex>(window_->shard());
+  return true;
+}
+
+void Trainer::open_device_slots() {
+  const int64_t K = cfg_.schedule.batch_per_rank;
+  Backend::DeviceWindowSize size;
+  size.sequences = window_steps_ * K;
+  size.timesteps = window_steps_ * K * *std::max_element(lengths_.begin(), lengths_.end());
+  size.min_length = *std::min_element(lengths_.begin(), lengths_.end());
+  size.max_length = *std::max_element(lengths_.begin(), lengths_.end());
+  size.copy_threads = reader_threads_for_window();
+  collective_phase(ctx_, [&] { backend_->open_device_window(size); });
+}
+
+bool Trainer::load_done_everywhere() const {
+  int done = load_ && load_->ready() ? 1 : 0;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &done, 1, MPI_INT, MPI_MIN, ctx_.world));
+  return done != 0;
+}
+
+// At a window switch where every rank's load has finished (or at the end of a run that never reached one: the
+// stored statistics are still checked against the whole shard). A window changes only where a sequence lies, so
+// the model trains on as the resident run's.
+void Trainer::become_resident() {
+  take_train_shard({});
+  window_->read_from(&train_);   // the read in flight finished and counted; the next ones (if any) from the shard
+  read_stats_.bytes += window_->stats().bytes;
+  read_stats_.read_s += window_->stats().read_s;
+  read_stats_.check_s += window_->stats().check_s;
+  early_.reset();
+  resident_from_step_ = step_;
+  // A device that cannot hold the whole shard keeps its windows, gathered from the host's shard from now on (the
+  // one in flight was read from the file: the same values).
+  if (placement_.placement == ShardPlacement::DeviceWindow) return;
+  window_.reset();   // joins a read in flight
+  if (placement_.on_device) backend_->close_device_window();
+  placement_ = WindowPlan{};
+  backend_->set_train_shard(train_);
+  index_ = std::make_unique<ShardIndex>(train_);
 }
 
 // The backend and its parameters; runs while a resident shard is read in the background, so it must not touch
@@ -343,7 +455,6 @@ void Trainer::build_backend() {
 // rank, from the smaller of the two budgets, so windows change at the same step everywhere.
 void Trainer::open_window() {
   const int64_t max_length = *std::max_element(lengths_.begin(), lengths_.end());
-  const int64_t min_length = *std::min_element(lengths_.begin(), lengths_.end());
   const int64_t K = cfg_.schedule.batch_per_rank;
   const int64_t step_bytes = window_step_bytes(K, max_length, train_info_.num_features, label_bytes());
   const std::optional<Backend::DeviceMemory> mem = backend_->device_memory();
@@ -375,15 +486,7 @@ void Trainer::open_window() {
                "--hidden, or use more ranks");
   });
   window_steps_ = placement_.steps;
-  if (placement_.on_device) {
-    Backend::DeviceWindowSize size;
-    size.sequences = placement_.steps * K;
-    size.timesteps = placement_.steps * K * max_length;
-    size.min_length = min_length;
-    size.max_length = max_length;
-    size.copy_threads = reader_threads_for_window();
-    collective_phase(ctx_, [&] { backend_->open_device_window(size); });
-  }
+  if (placement_.on_device) open_device_slots();
   // The first window is read (from the file, normalised; or copied out of the resident shard) now, the second
   // from here on in the background.
   const Normalizer as_read = stream_ ? normalizer_ : Normalizer{};

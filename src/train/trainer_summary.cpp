@@ -54,7 +54,7 @@ void Trainer::print_best_and_last() const {
 // slowest rank's read, the time to the first step, the largest rank's resident memory.
 Json Trainer::data_record() const {
   ShardReadStats reads = read_stats_;
-  if (window_ && stream_) {   // a streamed shard: the reader thread's reads too (overlapping the steps)
+  if (window_ && (stream_ || early_)) {   // windows read from the file: the reader's reads too (beside the steps)
     reads.bytes += window_->stats().bytes;
     reads.read_s += window_->stats().read_s;
     reads.check_s += window_->stats().check_s;
@@ -79,6 +79,8 @@ Json Trainer::data_record() const {
               {"streamed", stream_.has_value()},
               {"window_steps", window_steps_},
               {"shard_placement", shard_placement_name(placement_.placement)},
+              {"started_streamed", started_streamed_},
+              {"resident_from_step", stream_ ? int64_t{-1} : resident_from_step_},
               {"device_window_steps", placement_.on_device ? placement_.steps : int64_t{0}},
               {"device_shard_budget_bytes", device_budget_},
               {"time_to_first_step_s", most[1]},

@@ -24,6 +24,13 @@ int64_t window_steps_in(int64_t room, int64_t step_bytes) {
   return room / 2 / step_bytes;
 }
 
+int64_t early_window_steps(int64_t room, int64_t step_bytes, int64_t max_steps, int64_t steps_per_epoch,
+                           int64_t steps_left) {
+  int64_t steps = std::min(window_steps_in(room, step_bytes), window_steps_in(2 * kEarlySlotBytes, step_bytes));
+  steps = std::min(steps, max_steps);
+  return steps >= 1 && steps < steps_per_epoch && steps < steps_left ? steps : 0;
+}
+
 int64_t device_shard_budget(int64_t option_bytes, int64_t free_bytes, int64_t total_bytes) {
   const int64_t margin = std::max<int64_t>(int64_t{256} << 20, total_bytes / 16);
   const int64_t usable = std::max<int64_t>(0, free_bytes - margin);

@@ -76,9 +76,16 @@ TEST(DataPath, ARankHoldsItsShardOnce) {
   ASSERT_EQ(b.rc, 0) << b.output;
   const auto sa = read_json(d / "a/summary.json"), sb = read_json(d / "b/summary.json");
   const double grew = static_cast<double>(sb["max_rss_bytes"].get<int64_t>() - sa["max_rss_bytes"].get<int64_t>());
-  const double shard = static_cast<double>(sb["read_bytes"].get<int64_t>() - sa["read_bytes"].get<int64_t>());
+  // The shards' values (features and labels), not read_bytes: a run that starts streamed reads its first windows too.
+  const double shard = static_cast<double>((timesteps_of(d / "large.h5") - timesteps_of(d / "small.h5")) * 36 * 4 +
+                                           (8000 - 200) * 4);
   ASSERT_GT(shard, 90e6);
-  EXPECT_LT(grew, 1.1 * shard + 16e6) << "peak RSS grew by " << grew << " bytes for " << shard << " bytes more data";
+  // The large set starts streamed (doc/hpc.md "Where the first step stands"): its two windows beside the shard while
+  // it loads are a fixed overhead, at most two slots of kEarlySlotBytes (16 MiB).
+  ASSERT_TRUE(sb["started_streamed"].get<bool>());
+  const double windows = 2.0 * 16 * 1048576;
+  EXPECT_LT(grew, 1.1 * shard + 16e6 + windows)
+      << "peak RSS grew by " << grew << " bytes for " << shard << " bytes more data";
 }
 
 namespace {
@@ -469,4 +476,157 @@ TEST(DataPath, StaleStoredStatisticsStopEveryRank) {
   ASSERT_EQ(run(0, "inspect " + file + " --write-statistics --quiet").rc, 0);
   const Result ok = run(2, "train --data " + file + " --out " + d / "repaired" + opts);
   EXPECT_EQ(ok.rc, 0) << ok.output;
+}
+
+namespace {
+
+// A test hook of the trainer set for one scope (the ranks mpirun starts inherit it).
+struct EnvSet {
+  std::string name;
+  EnvSet(std::string n, const std::string& value) : name(std::move(n)) { ::setenv(name.c_str(), value.c_str(), 1); }
+  ~EnvSet() { ::unsetenv(name.c_str()); }
+  EnvSet(const EnvSet&) = delete;
+  EnvSet& operator=(const EnvSet&) = delete;
+};
+
+// Where a run that started streamed became resident must be a window boundary counted from where it started
+// (`first`), or the last step (the load was still running at the end: the switch came before the final checkpoint).
+void expect_switch_at_boundary(int64_t resident_from, int64_t first, int64_t w, int64_t total) {
+  EXPECT_GT(resident_from, first);
+  EXPECT_LE(resident_from, total);
+  EXPECT_TRUE(resident_from == total || (resident_from - first) % w == 0) << resident_from;
+}
+
+}  // namespace
+
+// Start streamed, become resident (doc/hpc.md "Where the first step stands"): a shard that fits, with stored
+// statistics, trains its first steps on windows read from the file (RAGTRAIN_TEST_WINDOW_STEPS: W small enough that
+// a small set's first window is not its whole shard) while the whole shard is read, then switches to it at a window
+// boundary on every rank together; the model is the plain resident run's to the bit, on 1 and 2 ranks, K = 1 and 4,
+// when the load finishes late (RAGTRAIN_TEST_LOAD_DELAY_MS: several windows pass first) and resumed mid-epoch.
+TEST(DataPath, ResidentShardStartsStreamedAndTrainsTheSameModel) {
+  Scratch d;
+  gen(d, "train.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");   // ~170 KB
+  for (int np : {1, 2})
+    for (int k : {1, 4}) {
+      const std::string tag = std::to_string(np) + "_" + std::to_string(k);
+      SCOPED_TRACE(tag);
+      // --hidden 64: steps slow enough (about 0.5 ms on one core) that a load 100 ms late lands mid-run.
+      const std::string opts = " --epochs 2 --hidden 64 --quiet --batch-per-rank " + std::to_string(k);
+      const std::string resident = d / ("resident" + tag);
+      const Result a = run(np, "train --data " + d / "train.h5" + " --out " + resident + opts);
+      ASSERT_EQ(a.rc, 0) << a.output;
+      const auto sa = read_json(resident + "/summary.json");
+      EXPECT_FALSE(sa["started_streamed"].get<bool>());
+      EXPECT_EQ(sa["resident_from_step"].get<int64_t>(), 0);
+      const int64_t total = sa["steps"].get<int64_t>(), spe = total / 2;
+      const std::string want = model_of(resident + "/checkpoint.h5");
+      ASSERT_NE(want.find("DATASET"), std::string::npos) << want;
+
+      const EnvSet w("RAGTRAIN_TEST_WINDOW_STEPS", "5");
+      const std::string early = d / ("early" + tag);
+      const Result b = run(np, "train --data " + d / "train.h5" + " --out " + early + opts +
+                                   " --checkpoint-every " + std::to_string(spe / 2));
+      ASSERT_EQ(b.rc, 0) << b.output;
+      const auto sb = read_json(early + "/summary.json");
+      EXPECT_TRUE(sb["started_streamed"].get<bool>());
+      EXPECT_FALSE(sb["streamed"].get<bool>());
+      EXPECT_EQ(sb["shard_placement"], "resident");
+      EXPECT_EQ(sb["window_steps"].get<int64_t>(), 5);
+      EXPECT_EQ(sb["feature_statistics"], "stored");
+      // The windows' reads come on top of the shard's.
+      EXPECT_GT(sb["read_bytes"].get<int64_t>(), sa["read_bytes"].get<int64_t>());
+      expect_switch_at_boundary(sb["resident_from_step"].get<int64_t>(), 0, 5, total);
+      EXPECT_EQ(model_of(early + "/checkpoint.h5"), want);
+
+      {   // the load finishes long after the first windows: they go on until it has, then the switch
+        const EnvSet late("RAGTRAIN_TEST_LOAD_DELAY_MS", "100");
+        const std::string out = d / ("late" + tag);
+        const Result c = run(np, "train --data " + d / "train.h5" + " --out " + out + opts);
+        ASSERT_EQ(c.rc, 0) << c.output;
+        const auto sc = read_json(out + "/summary.json");
+        EXPECT_TRUE(sc["started_streamed"].get<bool>());
+        const int64_t from = sc["resident_from_step"].get<int64_t>();
+        expect_switch_at_boundary(from, 5, 5, total);   // not at the first boundary: the load was not done
+        if (k == 1) EXPECT_LT(from, total) << "the longer runs switch before their end";
+        EXPECT_EQ(model_of(out + "/checkpoint.h5"), want);
+      }
+
+      // Resumed in the middle of the second epoch: starts streamed again, from the checkpoint's step.
+      char name[64];
+      std::snprintf(name, sizeof name, "/checkpoint-step%09lld.h5", static_cast<long long>(3 * (spe / 2)));
+      ASSERT_TRUE(std::filesystem::exists(early + name)) << early + name;
+      const std::string resumed = d / ("resumed" + tag);
+      const Result r = run(np, "train --data " + d / "train.h5" + " --out " + resumed + opts + " --resume " + early + name);
+      ASSERT_EQ(r.rc, 0) << r.output;
+      const auto sr = read_json(resumed + "/summary.json");
+      EXPECT_TRUE(sr["started_streamed"].get<bool>());
+      expect_switch_at_boundary(sr["resident_from_step"].get<int64_t>(), 3 * (spe / 2), 5, total);
+      EXPECT_EQ(model_of(resumed + "/checkpoint.h5"), want);
+    }
+}
+
+// Where the scaling needs the data (--normalize feature, no statistics in the file) the first step waits for the
+// whole shard, as before: nothing starts streamed.
+TEST(DataPath, ComputedStatisticsKeepTheResidentStart) {
+  Scratch d;
+  gen(d, "train.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");
+  drop_statistics(d / "train.h5");
+  const EnvSet w("RAGTRAIN_TEST_WINDOW_STEPS", "5");
+  const Result r = run(2, "train --data " + d / "train.h5" + " --out " + d / "run --epochs 1 --hidden 8 --quiet");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const auto s = read_json(d / "run/summary.json");
+  EXPECT_EQ(s["feature_statistics"], "computed");
+  EXPECT_FALSE(s["started_streamed"].get<bool>());
+  EXPECT_EQ(s["resident_from_step"].get<int64_t>(), 0);
+}
+
+// The same start on a backend with device memory of its own (the CPU backend's device reference,
+// RAGTRAIN_CPU_DEVICE_MEMORY): the first windows are device windows; where the device holds the whole shard the
+// switch closes them and the shard goes to the device, where it does not (--max-device-memory 40K) the device keeps
+// its windows, gathered from the host's shard from the switch on. Both train the resident run's model to the bit.
+TEST(DataPath, ResidentShardStartsStreamedOnTheDeviceToo) {
+  Scratch d;
+  gen(d, "train.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");
+  const std::string opts = " --epochs 2 --hidden 64 --quiet --batch-per-rank 1";
+  for (int np : {1, 2}) {
+    const std::string n = std::to_string(np), resident = d / ("resident" + n);
+    SCOPED_TRACE(np);
+    const Result a = run(np, "train --data " + d / "train.h5" + " --out " + resident + opts);
+    ASSERT_EQ(a.rc, 0) << a.output;
+    const std::string want = model_of(resident + "/checkpoint.h5");
+    ASSERT_NE(want.find("DATASET"), std::string::npos) << want;
+    const int64_t total = read_json(resident + "/summary.json")["steps"].get<int64_t>();
+    const EnvSet device("RAGTRAIN_CPU_DEVICE_MEMORY", "1G"), w("RAGTRAIN_TEST_WINDOW_STEPS", "5");
+    for (const std::string delay : {"0", "100"}) {
+      const EnvSet late("RAGTRAIN_TEST_LOAD_DELAY_MS", delay);
+      for (const std::string extra : {"", " --max-device-memory 40K"}) {
+        SCOPED_TRACE(delay + extra);
+        const std::string out = d / ("dev" + n + "_" + delay + (extra.empty() ? "" : "_40K"));
+        const Result r = run(np, "train --data " + d / "train.h5" + " --out " + out + opts + extra);
+        ASSERT_EQ(r.rc, 0) << r.output;
+        const auto s = read_json(out + "/summary.json");
+        EXPECT_TRUE(s["started_streamed"].get<bool>());
+        EXPECT_EQ(s["shard_placement"], extra.empty() ? "resident" : "device_window");
+        expect_switch_at_boundary(s["resident_from_step"].get<int64_t>(), delay == "0" ? 0 : 5, 5, total);
+        EXPECT_EQ(model_of(out + "/checkpoint.h5"), want);
+      }
+    }
+  }
+}
+
+// Stored statistics that no longer match the data, in a run that started streamed: the whole shard is checked at
+// the switch, and every rank stops there with exit 2 and the message of a resident run, no checkpoint written.
+TEST(DataPath, StaleStoredStatisticsStopARunThatStartedStreamed) {
+  Scratch d;
+  gen(d, "train.h5", "--sequences 400 --features 5 --min-length 3 --max-length 40 --seed 3");
+  const std::string file = d / "train.h5";
+  overwrite_feature(file, 2, 500, 40.0f);
+  const EnvSet w("RAGTRAIN_TEST_WINDOW_STEPS", "5");
+  const Result r = run(2, "train --data " + file + " --out " + d / "run" + " --epochs 2 --hidden 8 --quiet");
+  EXPECT_EQ(r.rc, 2) << r.output;
+  for (int rc : r.rank_rcs) EXPECT_EQ(rc, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "/statistics") && contains(r.output, "feature 2") && contains(r.output, "hint:"))
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(d / "run/checkpoint.h5"));
 }

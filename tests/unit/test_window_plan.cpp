@@ -58,6 +58,23 @@ TEST(WindowPlan, TwoWindowsShareTheRoom) {
   EXPECT_EQ(window_step_bytes(4, 130, 36, 4), 4 * (130 * 36 * 4 + 4 + 24));
 }
 
+// A run that starts streamed: two windows in the room beside the shard, each at most kEarlySlotBytes, and none
+// (start resident) when its first window would be the whole shard anyway.
+TEST(WindowPlan, EarlyWindowsAreSmallAndOnlyWhereTheyAreNotTheWholeShard) {
+  const int64_t none = INT64_MAX;
+  EXPECT_EQ(early_window_steps(1000, 100, none, 50, 100), 5);     // the room bounds W
+  EXPECT_EQ(early_window_steps(199, 100, none, 50, 100), 0);      // not two steps beside the shard
+  EXPECT_EQ(early_window_steps(-1, 100, none, 50, 100), 0);       // the shard alone fills --max-memory
+  EXPECT_EQ(early_window_steps(1000, 100, 3, 50, 100), 3);        // the test hook's cap
+  EXPECT_EQ(early_window_steps(1000, 100, none, 5, 100), 0);      // a window of a whole epoch: every sequence
+  EXPECT_EQ(early_window_steps(1000, 100, none, 50, 5), 0);       // every step left (a resumed run near its end)
+  EXPECT_EQ(early_window_steps(1000, 100, none, 50, 6), 5);
+  // A large --max-memory: the slot's cap, not the room, bounds W (the first window is read in a fraction of a
+  // second whatever the shard's size). K = 128 of at most 130 steps of 36 features.
+  const int64_t step = window_step_bytes(128, 130, 36, 4);
+  EXPECT_EQ(early_window_steps(64 * GiB, step, none, 100000, 100000), kEarlySlotBytes / step);
+}
+
 TEST(WindowPlan, DeviceBudgetIsTheFreeMemoryLessAMarginAndAnOptionOnlyLowersIt) {
   const int64_t total = 80 * GiB;   // margin: total / 16 = 5 GiB
   EXPECT_EQ(device_shard_budget(-1, 60 * GiB, total), 55 * GiB);

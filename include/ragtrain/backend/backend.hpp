@@ -73,6 +73,10 @@ class Backend {
   virtual void open_device_window(const DeviceWindowSize& size);
   virtual void stage_window(const Shard& window, int slot);
   virtual void use_window(const Shard& window, int slot);
+  // Back from the window's slots to a whole shard (a run that started on device windows while its resident shard
+  // was read; doc/hpc.md "Where the first step stands"): the slots go, and set_train_shard follows, as at a start.
+  // Waits once for the work queued on the slots.
+  virtual void close_device_window();
 
   // The global step (0-based) the next forward_backward calls belong to. With dropout the masks are keyed by it
   // and by each sequence's global index (Shard::indices), so they do not depend on the rank count; without

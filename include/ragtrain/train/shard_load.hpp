@@ -3,6 +3,7 @@
 // moments computed on the same thread.
 #pragma once
 
+#include <atomic>
 #include <exception>
 #include <optional>
 #include <thread>
@@ -18,6 +19,7 @@ namespace ragtrain {
 struct ShardLoadPlan {
   bool moments = false;              // FeatureMoments of the shard as read (before any scaling)
   const Normalizer* apply = nullptr; // when set (its statistics known before the read): applied on the thread
+  int delay_ms = 0;                  // test hook: the thread waits this long first (a read that finishes late)
 };
 
 class ShardLoad {
@@ -39,10 +41,13 @@ class ShardLoad {
   };
   // Waits for the thread; rethrows what it threw (UserError for a short read or a bad value). Once only.
   Result take();
+  // Whether the thread has finished (take() would not wait): the run that starts on windows asks at each switch.
+  bool ready() const { return done_.load(std::memory_order_acquire); }
 
  private:
   Result result_;
   std::exception_ptr error_;
+  std::atomic<bool> done_{false};
   std::thread thread_;
 };
 

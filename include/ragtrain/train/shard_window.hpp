@@ -56,6 +56,9 @@ class ShardWindow {
   // current window (with a device), then starts the next read: that order lets the next read's copy reuse the
   // slot this window leaves, after the work queued on it.
   void advance(int64_t step);
+  // From the next read on, windows are copied out of `resident` (the whole shard, arrived since, already scaled)
+  // instead of read from the file; the read in flight is finished first and counted in stats().
+  void read_from(const Shard* resident);
 
  private:
   void start_read(int64_t begin);   // the window at `begin` into next_, on the reader thread

@@ -139,6 +139,20 @@ class Trainer {
   double shard_wait_s_ = 0;   // how long finish_shards waited for the background read (the part not overlapped)
   void start_load(const DirectSource& src, const std::vector<int64_t>& mine);
   void finish_shards(const std::vector<int64_t>& mine);
+  void take_train_shard(const std::vector<int64_t>& mine);   // finish_shards' part for the training shard
+  void finish_validation();                                  // and its part for --val and the step's buffers
+  // Start streamed, become resident (doc/hpc.md "Where the first step stands"): while load_ reads a resident shard
+  // whose scaling is known before its data, the run trains on host windows read from this file, and at the first
+  // window switch where every rank's load has finished it drops the window for the whole shard.
+  std::optional<DirectSource> early_;
+  bool started_streamed_ = false;
+  int64_t resident_from_step_ = 0;   // the step from which the run trains on the resident shard (-1: never)
+  int64_t early_shard_bytes_ = 0;    // this rank's whole shard (shard_bytes), for the device's budget
+  void plan_early(const DirectSource& src, const std::vector<int64_t>& mine);
+  bool open_early_window();   // false: the device's budget holds neither the shard nor two steps (start resident)
+  void open_device_slots();   // the device window's two slots for W = window_steps_
+  bool load_done_everywhere() const;   // collective
+  void become_resident();              // collective
   void build_backend();
   // --normalize feature with statistics stored in the file (/statistics): their moments, used from the start and
   // checked against the data as it is read (a resident shard at set-up, a streamed one after its first epoch).

@@ -20,6 +20,15 @@ int64_t window_step_bytes(int64_t batch_per_rank, int64_t max_length, int64_t fe
 // even one step fits (or `room` is negative).
 int64_t window_steps_in(int64_t room, int64_t step_bytes);
 
+// W for a run that starts streamed while its resident shard is read in the background (doc/hpc.md "Where the first
+// step stands"): two windows in `room` (what --max-memory leaves beside the whole shard and the model), each at most
+// kEarlySlotBytes so that the first is read in a fraction of a second whatever the shard's size, and at most
+// `max_steps`. 0 (wait for the whole shard, as a resident run) when not one step fits, or when the first window
+// would hold every step left or a whole epoch: it would then be the whole shard's read.
+constexpr int64_t kEarlySlotBytes = int64_t{16} << 20;
+int64_t early_window_steps(int64_t room, int64_t step_bytes, int64_t max_steps, int64_t steps_per_epoch,
+                           int64_t steps_left);
+
 // The device memory the training shard may take: what the device has free once the backend is set up (model,
 // optimizer state, a step's activations) less a margin for what grows later (cuDNN workspaces, CUDA graphs, NCCL's
 // buffers): 1/16 of the device, at least 256 MiB. --max-device-memory SIZE (`option_bytes`; -1 for auto) can only

@@ -199,6 +199,18 @@ void CudaBackend::open_device_window(const DeviceWindowSize& size) {
   validate_lengths(size.min_length, size.max_length);
 }
 
+// Once per run at most: the slots' copies and the steps that read them are waited for before the slots are freed,
+// and the captured graphs, which hold the slots' addresses, go with them.
+void CudaBackend::close_device_window() {
+  RT_CHECK(window_, "close_device_window before open_device_window");
+  drop_ahead();
+  CUDA_CHECK(cudaDeviceSynchronize());
+  window_.reset();
+  graphs_.clear();
+  seen_.clear();
+  have_shard_ = false;
+}
+
 void CudaBackend::stage_window(const Shard& window, int slot) {
   RT_CHECK(window_, "stage_window before open_device_window");
   if (window.task == Task::Classification)   // what set_train_shard checks, on the reader's thread
