@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The CUDA device window on a GPU machine: a shard held resident, in device windows (it does not fit
 # --max-device-memory) and in host windows (it does not fit --max-memory) trains bitwise the same model, at K = 1 and
-# 4, and resumed from a step checkpoint in the middle of a windowed epoch; with two GPUs, on 2 ranks too. Prints one
+# 4, and resumed from a step checkpoint in the middle of a windowed epoch; a resident shard that starts on windows
+# read from the file and becomes resident trains it too (early and late switch, and with device windows after the
+# switch); with two GPUs, on 2 ranks too. Prints one
 # line per comparison and "device window check: N passed, M failed"; exit 0 only when all passed.
 # usage, from the repository root:   BIN=build-gpu/bin bench/device_window_check.sh      (about 2 minutes on one H100)
 #   SEQUENCES (8000), KS ("1 4"), LSTMS ("cudnn fused"), DEVICE (cuda), DEVICE_BUDGET (1M), HOST_BUDGET (3M). The
@@ -48,6 +50,10 @@ placement() {   # RUN PLACEMENT: summary.json says where the shard was held, and
   "$PY" -c "import json,sys; s=json.load(open(sys.argv[1]+'/summary.json')); p=sys.argv[2];
 sys.exit(0 if s['shard_placement']==p and (p=='resident')==(s['device_window_steps']==0) else 1)" "$1" "$2"
 }
+started_streamed() {   # RUN: it started on windows and became resident (or kept device windows) at a later step
+  "$PY" -c "import json,sys; s=json.load(open(sys.argv[1]+'/summary.json'))
+sys.exit(0 if s['started_streamed'] and s['resident_from_step'] > 0 else 1)" "$1"
+}
 launch() { local np=$1; shift; if [ "$np" -gt 1 ]; then mpirun -np "$np" "$@"; else "$@"; fi; }
 
 for np in 1 $([ "$gpus" -ge 2 ] || [ "$DEVICE" = cpu ] && echo 2); do
@@ -74,6 +80,19 @@ for np in 1 $([ "$gpus" -ge 2 ] || [ "$DEVICE" = cpu ] && echo 2); do
       > "$r-resumed.log" 2>&1
     check "np=$np $lstm K=$k device window resumed mid-epoch == resident" same_model "$r-resident/checkpoint.h5" \
       "$r-resumed/checkpoint.h5"
+    # A resident shard that starts streamed (doc/hpc.md "Where the first step stands"): windows of 5 steps from the
+    # file while the shard loads, then the switch (early: at the first boundary the load has finished by; late: the
+    # load held back 200 ms, so windows go on for a while; device: the device budget keeps device windows after it).
+    RAGTRAIN_TEST_WINDOW_STEPS=5 launch "$np" "$BIN/ragtrain" train $opts --out "$r-early" > "$r-early.log" 2>&1
+    RAGTRAIN_TEST_WINDOW_STEPS=5 RAGTRAIN_TEST_LOAD_DELAY_MS=200 launch "$np" "$BIN/ragtrain" train $opts \
+      --out "$r-late" > "$r-late.log" 2>&1
+    RAGTRAIN_TEST_WINDOW_STEPS=5 launch "$np" "$BIN/ragtrain" train $opts --out "$r-early-device" \
+      --max-device-memory $DEVICE_BUDGET > "$r-early-device.log" 2>&1
+    for v in early late early-device; do
+      check "np=$np $lstm K=$k started streamed ($v)" started_streamed "$r-$v"
+      check "np=$np $lstm K=$k started streamed ($v) == resident" same_model "$r-resident/checkpoint.h5" \
+        "$r-$v/checkpoint.h5"
+    done
   done
  done
 done
