@@ -135,11 +135,8 @@ void Trainer::setup_data() {
     });
     lengths_ = train_info_.lengths();
   }
-  // Which sequences this rank owns for the whole run (only those are read), and the model they train.
-  schedule_ = std::make_unique<Schedule>(lengths_, ctx_.size, cfg_.schedule.batch_per_rank, cfg_.schedule.seed,
-                                         cfg_.schedule.kind);
-  total_steps_ = cfg_.schedule.epochs * schedule_->steps_per_epoch();
-  cfg_.lr.total_steps = total_steps_;
+  // The model, checked before the schedule, which deals P x K columns: a --batch-per-rank typo of 2^31 is a
+  // message at once, not seconds of dealing empty columns first.
   shape_ = ModelShape{train_info_.num_features, cfg_.model.hidden,        cfg_.model.layers, train_info_.num_outputs,
                       train_info_.task,         cfg_.model.bidirectional, cfg_.model.pool};
   // The model and a step's activations must fit before the backend allocates them: a --hidden or
@@ -157,6 +154,11 @@ void Trainer::setup_data() {
                "lower --hidden, --layers or --batch-per-rank; check the data's features and classes with `ragtrain "
                "inspect`; or raise --max-memory if the machine has the memory");
   });
+  // Which sequences this rank owns for the whole run (only those are read).
+  schedule_ = std::make_unique<Schedule>(lengths_, ctx_.size, cfg_.schedule.batch_per_rank, cfg_.schedule.seed,
+                                         cfg_.schedule.kind);
+  total_steps_ = cfg_.schedule.epochs * schedule_->steps_per_epoch();
+  cfg_.lr.total_steps = total_steps_;
   run_.io_s += io.seconds();
 }
 

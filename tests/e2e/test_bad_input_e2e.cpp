@@ -639,6 +639,16 @@ void run_corpus(int np, int lanes) {
 TEST(BadInput, CorpusOnOneRank) { run_corpus(1, 2); }
 TEST(BadInput, CorpusOnThreeRanks) { run_corpus(3, 2); }
 
+// A --batch-per-rank typo of 2^31 is refused by the memory check before the schedule deals its P x K columns
+// (which took 12 s on one rank and 55 s on three before: every rank dealt 2^31 empty columns first).
+TEST(BadInput, AHugeBatchIsRefusedAtOnce) {
+  const CaseDir d("huge-batch");
+  const Result r = run(3, train_args(d, good_file(d, "a.h5"), "--batch-per-rank 2147483647") + " --quiet");
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "2147483647 sequence(s)")) << r.output;
+  EXPECT_LT(r.seconds, 15.0 * e2e::time_scale()) << "the refusal should not depend on --batch-per-rank's size";
+}
+
 TEST(BadInput, InspectExitsTwoOnInvalidAndZeroOnValid) {
   const CaseDir d("inspect");
   const std::string f = good_file(d, "a.h5");
