@@ -30,11 +30,8 @@ DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budge
   const int64_t block_values = std::max<int64_t>(1, std::min(kBlockValues, budget.bytes / 16));
   DatasetReport r;
   r.path = path;
-  r.labeled = info.labeled;
-  r.task = info.task;
+  copy_header(r, info);
   r.num_sequences = info.num_sequences;
-  r.num_features = info.num_features;
-  r.num_outputs = info.num_outputs;
   r.total_timesteps = info.total_timesteps;
   r.lengths = info.lengths();
   r.class_names = info.class_names;
