@@ -36,10 +36,7 @@ std::optional<Backend::DeviceMemory> CpuBackend::device_memory() const {
 void CpuBackend::stage_window(const Shard& window, int slot) {
   RT_CHECK(device_bytes_ >= 0 && (slot == 0 || slot == 1), "stage_window without an emulated device, slot " << slot);
   Shard& s = slots_[slot];
-  s.labeled = window.labeled;
-  s.task = window.task;
-  s.num_features = window.num_features;
-  s.num_outputs = window.num_outputs;
+  copy_header(s, window);
   s.indices = window.indices;
   s.offsets = window.offsets;
   s.features.assign(window.features.begin(), window.features.end());

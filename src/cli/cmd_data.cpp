@@ -1,12 +1,18 @@
 // `ragtrain gen`, `convert` and `inspect`: making and checking data files. Serial work, done by rank 0.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <system_error>
 
 #include "ragtrain/cli/commands.hpp"
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/core/output_file.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/importers.hpp"
 #include "ragtrain/data/inspect.hpp"
@@ -170,18 +176,46 @@ int run_convert(const Context& ctx, const ConvertConfig& cfg) {
   return kExitOk;
 }
 
+namespace {
+
+// /statistics of the file at `path` replaced without changing the file in place: a copy in its folder (its mode,
+// and its owner where the user may give it away, kept) gets the new group and is renamed over it. A kill or a
+// failure midway leaves the file as it was, never without its statistics or with half of them; the cost is room
+// for a second copy. A link is followed: the file it names is replaced, the link stays.
+void replace_statistics(const std::string& path, const StoredStatistics& stats) {
+  std::error_code ec;
+  const std::string target = std::filesystem::canonical(path, ec).string();
+  struct stat st {};
+  USER_CHECK(!ec && ::stat(target.c_str(), &st) == 0, path << ": cannot be found any more to write its statistics",
+             "check that no other program moved or removed it, then run inspect again");
+  AtomicOutput out(target);
+  std::filesystem::copy_file(target, out.temp_path(), std::filesystem::copy_options::overwrite_existing, ec);
+  if (!ec && ::chmod(out.temp_path().c_str(), st.st_mode & 07777) != 0) ec.assign(errno, std::generic_category());
+  USER_CHECK(!ec, path << ": cannot write its statistics: its copy '" << out.temp_path() << "' could not be made ("
+                       << ec.message() << ")",
+             "--write-statistics writes a copy of the file in its folder and renames it over the file: make the folder "
+             "writable, with room for a second copy, or copy the file to such a folder and run inspect there; the file "
+             "is unchanged");
+  if (::chown(out.temp_path().c_str(), st.st_uid, st.st_gid) != 0) {
+    // Only root may give a file to another owner; anyone else keeps the copy as their own, as a rewrite would.
+  }
+  store_statistics(out.temp_path(), stats);
+  out.commit();
+}
+
+}  // namespace
+
 int run_inspect(const Context& ctx, const InspectConfig& cfg) {
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
     const std::string& path = cfg.source.data;
-    // Statistics that would not even open (another row count, a damaged group) go first: the file is then checked
-    // as one without them, and they are written anew from what it holds.
-    if (cfg.write_statistics) remove_statistics(path);
-    DatasetReport report = inspect_dataset(path, MemoryBudget::of(cfg.source.max_memory, ctx.local_size));
+    // With --write-statistics the stored ones are about to be replaced: statistics that would not even open
+    // (another row count, a damaged group) do not stop the check, and the file is checked as one without them.
+    DatasetReport report = inspect_dataset(path, MemoryBudget::of(cfg.source.max_memory, ctx.local_size),
+                                           !cfg.write_statistics);
     if (cfg.write_statistics) {
-      store_statistics(path, to_stored(report.moments, report.total_timesteps));
       report.stored = to_stored(report.moments, report.total_timesteps);
-      report.stale.reset();
+      replace_statistics(path, *report.stored);
     }
     if (!cfg.talk.quiet) print_report(report, std::cout);
     USER_CHECK(!report.stale, path << ": the feature statistics stored in the file (/statistics) do not match its data: "

@@ -262,7 +262,8 @@ void add_file_rows(TableBuilder& b, RunConfig& c) {
       {"gen", "convert", "train", "tune", "eval", "predict", "bench", "simulate", "plot", "compare"});
   b.add("write-statistics", b.sw(&c.write_statistics),
       "after checking every value, (re)write the file's feature statistics (/statistics: what train's --normalize "
-      "feature uses instead of a pass over the data) from its data, in place; for files written by other tools or "
+      "feature uses instead of a pass over the data) from its data, into a copy in the file's folder that then "
+      "replaces it (its mode kept; a kill midway leaves the file as it was); for files written by other tools or "
       "edited after ragtrain wrote them",
       {"inspect"});
   b.add("data", po::value(&c.source.data)->value_name("FILE.h5"),

@@ -22,19 +22,16 @@ constexpr int64_t kBlockValues = int64_t{1} << 24;
 
 // The header checks are read_dataset_info's and the value checks read_shard's, run on this process alone
 // (MPI_COMM_SELF), so inspect accepts exactly what a training run accepts.
-DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budget) {
+DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budget, bool stored_statistics) {
   const DatasetInfo info = read_dataset_info(path, MPI_COMM_SELF, budget);
-  if (info.statistics_error) throw *info.statistics_error;
+  if (stored_statistics && info.statistics_error) throw *info.statistics_error;
   // A block is read whole and scattered (twice its size at the peak, see read_shard): keep it within the
   // budget, so inspect checks a file of any size in bounded memory. One sequence larger than that fails there.
   const int64_t block_values = std::max<int64_t>(1, std::min(kBlockValues, budget.bytes / 16));
   DatasetReport r;
   r.path = path;
-  r.labeled = info.labeled;
-  r.task = info.task;
+  copy_header(r, info);
   r.num_sequences = info.num_sequences;
-  r.num_features = info.num_features;
-  r.num_outputs = info.num_outputs;
   r.total_timesteps = info.total_timesteps;
   r.lengths = info.lengths();
   r.class_names = info.class_names;
@@ -60,7 +57,7 @@ DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budge
     moments.add(shard);
   }
   r.moments = moments.finish();
-  r.stored = info.statistics;
+  if (stored_statistics) r.stored = info.statistics;
   if (r.stored) r.stale = statistics_differ(from_stored(*r.stored), r.moments);
   return r;
 }

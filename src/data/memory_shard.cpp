@@ -32,10 +32,7 @@ void append_sequences(const RaggedData& data, const std::vector<int64_t>& indice
 
 Shard make_shard(const RaggedData& data, const std::vector<int64_t>& indices) {
   Shard s;
-  s.labeled = data.labeled;
-  s.task = data.task;
-  s.num_features = data.num_features;
-  s.num_outputs = data.num_outputs;
+  copy_header(s, data);
   s.indices = indices;
   s.offsets.assign(1, 0);
   append_sequences(data, indices, s.features, s.offsets, s.labels, s.targets);
@@ -44,10 +41,7 @@ Shard make_shard(const RaggedData& data, const std::vector<int64_t>& indices) {
 
 RaggedData subset(const RaggedData& data, const std::vector<int64_t>& indices) {
   RaggedData out;
-  out.labeled = data.labeled;
-  out.task = data.task;
-  out.num_features = data.num_features;
-  out.num_outputs = data.num_outputs;
+  copy_header(out, data);
   out.class_names = data.class_names;
   out.source = data.source;
   append_sequences(data, indices, out.features, out.offsets, out.labels, out.targets);

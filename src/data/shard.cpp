@@ -117,10 +117,7 @@ std::optional<std::string> sort_and_check(const std::vector<int64_t>& indices, i
 // The shard's shape in the requested order, its buffers not yet allocated.
 Shard shard_layout(const DatasetInfo& info, const std::vector<int64_t>& indices, bool valid) {
   Shard shard;
-  shard.labeled = info.labeled;
-  shard.task = info.task;
-  shard.num_features = info.num_features;
-  shard.num_outputs = info.num_outputs;
+  copy_header(shard, info);
   shard.indices = indices;
   shard.offsets.assign(indices.size() + 1, 0);
   if (valid)

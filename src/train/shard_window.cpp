@@ -26,10 +26,7 @@ std::vector<int64_t> window_sequences(const Schedule& schedule, int64_t rank, in
 
 Shard copy_sequences(const Shard& from, const std::vector<int64_t>& seqs, int threads) {
   Shard w;
-  w.labeled = from.labeled;
-  w.task = from.task;
-  w.num_features = from.num_features;
-  w.num_outputs = from.num_outputs;
+  copy_header(w, from);
   w.indices = seqs;
   w.offsets.assign(1, 0);
   std::vector<int64_t> at(seqs.size());   // each sequence's position in `from`

@@ -76,10 +76,7 @@ std::vector<SplitIndices> stratified_folds(const std::vector<int32_t>& labels, i
 
 RaggedData to_ragged(const Shard& shard, const std::vector<std::string>& class_names, const std::string& source) {
   RaggedData d;
-  d.labeled = shard.labeled;
-  d.task = shard.task;
-  d.num_features = shard.num_features;
-  d.num_outputs = shard.num_outputs;
+  copy_header(d, shard);
   d.offsets = shard.offsets;
   d.features.assign(shard.features.begin(), shard.features.end());
   d.labels = shard.labels;

@@ -90,9 +90,10 @@ TEST(DataPath, ARankHoldsItsShardOnce) {
 
 namespace {
 
-// The parameters, optimizer state and feature statistics of a checkpoint, as h5dump prints them (not its name).
-std::string model_of(const std::string& checkpoint) {
-  const std::string cmd = "h5dump -g /params -g /optimizer -g /normalization " + checkpoint + " 2>&1 | grep -v '^HDF5'";
+// The `groups` (h5dump's "-g /a -g /b") of an HDF5 file as h5dump prints them, without the line naming the file: two
+// files compare equal when those groups hold the same values.
+std::string h5dump_of(const std::string& groups, const std::string& path) {
+  const std::string cmd = "h5dump " + groups + " " + path + " 2>&1 | grep -v '^HDF5'";
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");
   char buf[4096];
@@ -100,6 +101,12 @@ std::string model_of(const std::string& checkpoint) {
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   pclose(p);
   return out;
+}
+
+// The parameters, optimizer state and feature statistics of a checkpoint: what a resident and a streamed run of the
+// same options must agree on to the bit.
+std::string model_of(const std::string& checkpoint) {
+  return h5dump_of("-g /params -g /optimizer -g /normalization", checkpoint);
 }
 
 }  // namespace
@@ -399,16 +406,7 @@ void overwrite_feature(const std::string& path, hsize_t f, hsize_t rows, float v
   });
 }
 
-std::string statistics_of(const std::string& path) {
-  const std::string cmd = "h5dump -g /statistics " + path + " 2>&1 | grep -v '^HDF5'";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  pclose(p);
-  return out;
-}
+std::string statistics_of(const std::string& path) { return h5dump_of("-g /statistics", path); }
 
 }  // namespace
 

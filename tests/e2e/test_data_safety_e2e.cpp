@@ -4,13 +4,16 @@
 // that existed before is byte-identical afterwards (nothing new appears either). --force replaces an ordinary
 // file, never a data set by another kind of file, never a checkpoint. Two trains started together into one folder
 // (1 and 2 ranks each): exactly one runs, the other names it, metrics.jsonl parses. A SIGKILLed run's lock does
-// not block its --resume.
+// not block its --resume. `inspect --write-statistics` replaces the data file whole, or leaves it as it was.
+#include <hdf5.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -366,4 +369,66 @@ TEST(DataSafety, ARefusedTrainRemovesTheFoldersItCreated) {
   EXPECT_FALSE(fs::exists(d / "x")) << r.output;
   ASSERT_EQ(run(0, "train --data " + d / "data.h5 --out " + d / "x/y/z --epochs 1" + kModel).rc, 0);
   EXPECT_TRUE(fs::exists(d / "x/y/z/checkpoint.h5"));
+}
+
+namespace {
+
+// Removes /statistics from a data file, as a file written by another tool would lack them.
+void drop_statistics(const std::string& path) {
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << path;
+  EXPECT_GE(H5Ldelete(f, "/statistics", H5P_DEFAULT), 0) << path;
+  H5Fclose(f);
+}
+
+// Gives a folder back its owner's write permission at the end of the scope (before Scratch removes it), whatever
+// the test asserted in between.
+struct WritableAgain {
+  std::string dir;
+  ~WritableAgain() { fs::permissions(dir, fs::perms::owner_all, fs::perm_options::add); }
+};
+
+}  // namespace
+
+// `inspect --write-statistics` replaces the file whole (a copy in its folder, renamed over it), never in place: a
+// kill midway left the file without its statistics, or with half of them. Afterwards the file is valid, with
+// statistics that match its data, its mode kept and nothing else left in its folder. In a folder that cannot be
+// written, while the file itself can (the in-place rewrite succeeded there), it stops with exit 2, naming the file,
+// with a hint, and the folder is byte-identical. As root, who writes anywhere, that command runs as user nobody.
+TEST(DataSafety, WriteStatisticsReplacesTheWholeFileOrNothing) {
+  Scratch d;
+  const std::string dir = d / "data", file = dir + "/train.h5";
+  fs::create_directories(dir);
+  ASSERT_EQ(run(0, "gen --out " + file + kGen).rc, 0);
+  drop_statistics(file);
+  const fs::perms mode = fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read;   // 0640
+  fs::permissions(file, mode);
+  const Result w = run(0, "inspect " + file + " --write-statistics");
+  ASSERT_EQ(w.rc, 0) << w.output;
+  EXPECT_TRUE(contains(w.output, "valid: yes")) << w.output;
+  const Result after = run(0, "inspect " + file);
+  EXPECT_EQ(after.rc, 0) << after.output;
+  EXPECT_TRUE(contains(after.output, "stored, they match the data")) << after.output;
+  EXPECT_EQ(fs::status(file).permissions(), mode);
+  EXPECT_EQ(snapshot(dir).size(), 1u) << "a temporary file left beside the data";
+
+  const bool root = ::geteuid() == 0;
+  if (root && std::system("command -v setpriv >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "as root the read-only folder needs setpriv (util-linux) to run inspect as another user";
+  drop_statistics(file);
+  fs::permissions(file, root ? fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                                   fs::perms::group_write | fs::perms::others_read | fs::perms::others_write
+                             : mode);
+  const WritableAgain restore{dir};
+  fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read | fs::perms::group_exec |
+                           fs::perms::others_read | fs::perms::others_exec);   // 0555
+  const auto before = snapshot(dir);
+  const std::string log = d / "readonly.log";
+  const std::string as = root ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
+  const int status = std::system((as + bin() + " inspect " + file + " --write-statistics > " + log + " 2>&1").c_str());
+  std::ifstream in(log);
+  const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status << "\n" << out;
+  EXPECT_TRUE(contains(out, file) && contains(out, "folder") && contains(out, "hint:")) << out;
+  EXPECT_EQ(snapshot(dir), before) << "the file changed, or a temporary file was left, in a read-only folder";
 }

@@ -48,6 +48,17 @@ struct DatasetInfo {
   std::vector<int64_t> lengths() const;
 };
 
+// The header fields that DatasetInfo, Shard, RaggedData and inspect's DatasetReport share (what kind of data it is:
+// labels or none, the task, F and K), copied from one to another. Every copy between these types goes through
+// here, so a field added to all of them cannot be left behind in one of the copies.
+template <class To, class From>
+void copy_header(To& to, const From& from) {
+  to.labeled = from.labeled;
+  to.task = from.task;
+  to.num_features = from.num_features;
+  to.num_outputs = from.num_outputs;
+}
+
 // How much one rank may allocate for the data it reads (--max-memory). The readers compare the bytes a file's
 // declared sizes would make them allocate against it *before* allocating, so a file that declares 10^12 rows
 // (or a damaged header) gets a message naming the dataset instead of std::bad_alloc or the OOM killer.

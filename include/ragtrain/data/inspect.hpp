@@ -31,8 +31,11 @@ struct DatasetReport {
   std::optional<std::string> stale;        // how `stored` differs from `moments` (statistics_differ), if it does
 };
 
-// Serial; throws UserError when invalid. Reads the values in blocks that fit `budget` (--max-memory).
-DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budget = MemoryBudget::machine());
+// Serial; throws UserError when invalid. Reads the values in blocks that fit `budget` (--max-memory). With
+// `stored_statistics` false the file's /statistics are neither checked nor reported: inspect --write-statistics
+// replaces them, so a damaged or stale group must not stop the check of the data.
+DatasetReport inspect_dataset(const std::string& path, const MemoryBudget& budget = MemoryBudget::machine(),
+                              bool stored_statistics = true);
 void print_report(const DatasetReport& report, std::ostream& out);  // N, F, task, class counts, length stats, histogram
 
 }  // namespace ragtrain
