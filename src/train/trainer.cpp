@@ -107,9 +107,7 @@ void Trainer::setup_data() {
     for (int64_t i = 0; i < synthetic_.num_sequences(); ++i)
       lengths_.push_back(synthetic_.offsets[static_cast<size_t>(i + 1)] - synthetic_.offsets[static_cast<size_t>(i)]);
     train_info_.num_sequences = synthetic_.num_sequences();
-    train_info_.num_features = synthetic_.num_features;
-    train_info_.num_outputs = synthetic_.num_outputs;
-    train_info_.task = synthetic_.task;
+    copy_header(train_info_, synthetic_);
   } else {
     // Data headers: shapes, task and offsets only (cheap, identical on every rank).
     collective_phase(ctx_, [&] {

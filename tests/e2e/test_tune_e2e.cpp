@@ -253,6 +253,25 @@ TEST(TuneE2E, TheDefaultSpacesTrialZeroIsTrainsDefaultsAndReachesTheLastRung) {
   for (size_t c = 9; c < rows[0].size(); ++c) EXPECT_EQ(rows[1][c], value[rows[0][c]]) << rows[0][c];
 }
 
+// A budget spent before the search starts (9 trials: rungs of 9, 3 and 1, the first at 100 of 900 epochs): the
+// first run still starts (a search ends in a recipe, not in "no trial finished"), and best.ini is its trial's
+// recipe with its own 900 epochs, not the 100 it was ranked after; the final model trains them.
+TEST(TuneE2E, ABudgetCutSearchKeepsTheRecipesOwnEpochs) {
+  Scratch d;
+  const std::string data = gen(d, "train.h5", "--sequences 60 --classes 2 --seed 5");
+  const std::string space = write_file(d, "space.ini", "hidden = 4 | 8\nlr = 0.005 .. 0.05 log\nepochs = 900\n");
+  const std::string out = d / "tune";
+  const Result r = run(2, "tune --data " + data + " --out " + out + " --space " + space +
+                              " --trials 9 --seed 4 --folds 1 --budget-minutes 0.000001");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const std::string best = read_file(out + "/best.ini");
+  EXPECT_TRUE(contains(best, "\nepochs = 900\n")) << best;
+  EXPECT_TRUE(contains(best, "ranked after 100 epochs, the recipe trains its own 900")) << best;
+  const Result again = run(0, "train --config " + out + "/best.ini --data " + data + " --out " + (d / "again") + " --quiet");
+  ASSERT_EQ(again.rc, 0) << again.output;
+  EXPECT_EQ(read_json(d / "again/summary.json")["epochs"].get<int64_t>(), 900);
+}
+
 TEST(TuneE2E, BadInputEndsEveryRankWithExitCode2) {
   const Scratch d;
   const std::string data = gen(d, "train.h5", "--sequences 40 --classes 2 --seed 1");
