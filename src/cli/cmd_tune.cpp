@@ -586,7 +586,7 @@ void write_summary(const Search& s, const Outcome& o, const RungResult& best, co
   const Recipe recipe = trial_recipe(s, best.trial);
   Json chosen = Json::object();
   for (const auto& [n, v] : recipe.options) chosen[n] = v;
-  chosen["epochs"] = best.epochs;
+  chosen["epochs"] = recipe_epochs(recipe);   // best.ini's: the trial's own, also where the budget cut its rungs
   chosen["seed"] = trial_seed(s.cfg.seed, best.trial);
   const double minutes = o.search_seconds / 60.0;
   Json j = {{"command", s.cfg.provenance.command_line},
@@ -613,6 +613,7 @@ void write_summary(const Search& s, const Outcome& o, const RungResult& best, co
                       {"figure", figure_name(s.classification)},
                       {"val_loss", best.val_loss},
                       {"val_accuracy", best.val_accuracy},
+                      {"ranked_after_epochs", best.epochs},
                       {"options", chosen}}},
             {"best_ini", "best.ini"},
             {"final", "final/checkpoint.h5"},

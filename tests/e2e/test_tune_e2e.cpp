@@ -267,6 +267,9 @@ TEST(TuneE2E, ABudgetCutSearchKeepsTheRecipesOwnEpochs) {
   const std::string best = read_file(out + "/best.ini");
   EXPECT_TRUE(contains(best, "\nepochs = 900\n")) << best;
   EXPECT_TRUE(contains(best, "ranked after 100 epochs, the recipe trains its own 900")) << best;
+  const auto summary = read_json(out + "/summary.json");   // says what best.ini says, and what was ranked
+  EXPECT_EQ(summary["best"]["options"]["epochs"].get<int64_t>(), 900);
+  EXPECT_EQ(summary["best"]["ranked_after_epochs"].get<int64_t>(), 100);
   const Result again = run(0, "train --config " + out + "/best.ini --data " + data + " --out " + (d / "again") + " --quiet");
   ASSERT_EQ(again.rc, 0) << again.output;
   EXPECT_EQ(read_json(d / "again/summary.json")["epochs"].get<int64_t>(), 900);
