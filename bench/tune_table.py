@@ -39,8 +39,11 @@ def at_least(tuned, shipped, n_test):
     return mt >= ms - noise
 
 
-def recipe_text(summary):
-    o = dict(summary.get("best", {}).get("options", {}))
+def recipe_text(summary, scored):
+    # The options the scored runs trained with (best.ini's, as tune_accuracy.sh passed them) where there are any:
+    # summary.json before 48b5351 gave the ranked run's epochs, fewer than best.ini's where a budget cut the search.
+    o = dict(scored[0]["overrides"]) if scored and scored[0].get("overrides") else \
+        dict(summary.get("best", {}).get("options", {})) if summary else {}
     o.pop("seed", None)
     return ", ".join(f"{k} {v}" for k, v in o.items()) or "-"
 
@@ -69,7 +72,7 @@ def rows_of(out, tag, shipped_runs, sets):
         sel = summary.get("selection", "-") if summary else "-"
         rungs = "/".join(str(r["runs"]) for r in summary.get("rungs", [])) if summary else "-"
         yield {"stem": stem, "wall": minutes(secs) if secs is not None else "-",
-               "recipe": recipe_text(summary) if summary else "-", "tuned": accuracy.fmt(rt),
+               "recipe": recipe_text(summary, mine), "tuned": accuracy.fmt(rt),
                "torch": accuracy.fmt(pt), "shipped": accuracy.fmt(sh), "ge": yes[at_least(rt, sh, n_test)],
                "agree": yes[accuracy.agree(rt, pt, n_test)], "selection": sel, "rungs": rungs}
 
