@@ -33,13 +33,14 @@ std::optional<Backend::DeviceMemory> CpuBackend::device_memory() const {
   return DeviceMemory{device_bytes_, device_bytes_};
 }
 
-void CpuBackend::stage_window(const Shard& window, int slot) {
+void CpuBackend::stage_window(const Shard& window, const WindowFeatures& features, int slot) {
   RT_CHECK(device_bytes_ >= 0 && (slot == 0 || slot == 1), "stage_window without an emulated device, slot " << slot);
   Shard& s = slots_[slot];
   copy_header(s, window);
   s.indices = window.indices;
   s.offsets = window.offsets;
-  s.features.assign(window.features.begin(), window.features.end());
+  s.features.resize(features.size());
+  features.copy(s.features.data(), 0, features.size());
   s.labels = window.labels;
   s.targets = window.targets;
 }
@@ -157,7 +158,7 @@ std::optional<Device> parse_device(const std::string& name) {
 
 // A backend without device memory of its own (device_memory() is nullopt) is never asked for a device window.
 void Backend::open_device_window(const DeviceWindowSize&) { RT_CHECK(false, name() << " backend has no device window"); }
-void Backend::stage_window(const Shard&, int) { RT_CHECK(false, name() << " backend has no device window"); }
+void Backend::stage_window(const Shard&, const WindowFeatures&, int) { RT_CHECK(false, name() << " backend has no device window"); }
 void Backend::use_window(const Shard&, int) { RT_CHECK(false, name() << " backend has no device window"); }
 void Backend::close_device_window() { RT_CHECK(false, name() << " backend has no device window"); }
 

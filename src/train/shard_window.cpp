@@ -2,6 +2,7 @@
 #include "ragtrain/train/shard_window.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "ragtrain/core/error.hpp"
 
@@ -25,37 +26,11 @@ std::vector<int64_t> window_sequences(const Schedule& schedule, int64_t rank, in
 }
 
 Shard copy_sequences(const Shard& from, const std::vector<int64_t>& seqs, int threads) {
-  Shard w;
-  copy_header(w, from);
-  w.indices = seqs;
-  w.offsets.assign(1, 0);
-  std::vector<int64_t> at(seqs.size());   // each sequence's position in `from`
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    const auto it = std::lower_bound(from.indices.begin(), from.indices.end(), seqs[i]);
-    RT_CHECK(it != from.indices.end() && *it == seqs[i], "sequence " << seqs[i] << " is not in the resident shard");
-    at[i] = it - from.indices.begin();
-    w.offsets.push_back(w.offsets.back() + from.length(at[i]));
-  }
-  const size_t F = static_cast<size_t>(from.num_features), C = static_cast<size_t>(from.num_outputs);
-  w.features.resize(static_cast<size_t>(w.offsets.back()) * F);
-  if (from.labeled && from.task == Task::Classification) w.labels.resize(seqs.size());
-  if (from.labeled && from.task == Task::Regression) w.targets.resize(seqs.size() * C);
-  // The copy is memory bandwidth: the reader threads take interleaved sequences (the result does not depend on
-  // how many there are).
-  auto part = [&](size_t t, size_t n) {
-    for (size_t i = t; i < seqs.size(); i += n) {
-      const auto p = static_cast<size_t>(at[i]);
-      std::copy_n(from.x(at[i]), static_cast<size_t>(from.length(at[i])) * F,
-                  w.features.data() + static_cast<size_t>(w.offsets[i]) * F);
-      if (!w.labels.empty()) w.labels[i] = from.labels[p];
-      if (!w.targets.empty()) std::copy_n(from.target(at[i]), C, w.targets.data() + i * C);
-    }
-  };
-  const size_t n = static_cast<size_t>(std::max(1, threads));
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < n; ++t) pool.emplace_back(part, t, n);
-  part(0, n);
-  for (auto& th : pool) th.join();
+  std::vector<int64_t> at;
+  Shard w = window_index(from, seqs, at);
+  const WindowFeatures rows(w, from, std::move(at));
+  w.features.resize(rows.size());
+  rows.copy(w.features.data(), 0, rows.size(), threads);
   return w;
 }
 
@@ -105,7 +80,11 @@ void ShardWindow::start_read(int64_t begin) {
   reader_ = std::thread([this, begin, slot, seqs = std::move(seqs), measure = std::move(measure)] {
     SideSpan span(timeline_, Phase::WindowRead, begin + 1);
     try {
-      if (resident_) {
+      if (resident_ && device_) {   // the rows go straight from the resident shard into the device's staging
+        std::vector<int64_t> at;
+        next_ = window_index(*resident_, seqs, at);
+        device_->stage_window(next_, WindowFeatures(next_, *resident_, std::move(at)), slot);
+      } else if (resident_) {
         next_ = copy_sequences(*resident_, seqs, threads_);
       } else {
         next_ = read_shard_direct(info_, source_, seqs, threads_, &next_stats_);
@@ -115,8 +94,8 @@ void ShardWindow::start_read(int64_t begin) {
         }
         normalizer_.apply(next_, threads_);
       }
-      if (device_) {
-        device_->stage_window(next_, slot);
+      if (device_ && !resident_) {
+        device_->stage_window(next_, WindowFeatures(next_), slot);
         next_.features = BulkVector<float>();   // on the device now; the host keeps what the index needs
       }
     } catch (...) {

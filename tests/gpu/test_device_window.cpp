@@ -1,6 +1,7 @@
 // The device window against the resident shard: the same steps trained from windows staged on another thread into
-// the two device slots (copy stream, pinned staging, events) give bitwise the same fused buffers and parameters as
-// the shard copied once, with cuDNN (graphs: the gather repointed at each slot) and with the fused kernel.
+// the two device slots (copy stream, pinned staging, events; features their own or gathered from the resident shard)
+// give bitwise the same fused buffers and parameters as the shard copied once, with cuDNN (graphs: the gather
+// repointed at each slot) and with the fused kernel.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -47,6 +48,13 @@ void train_both_ways(LstmPath lstm) {
   size.copy_threads = 4;
   windowed.open_device_window(size);
 
+  // Even windows carry their own features, odd ones are gathered from the resident shard as they are staged (what
+  // a window of a resident host shard does).
+  struct Window {
+    Shard w;
+    std::vector<int64_t> at;
+    bool gathered = false;
+  };
   auto window_of = [&](int64_t begin) {
     std::vector<int64_t> seqs;
     for (int64_t s = begin; s < std::min(steps, begin + W); ++s)
@@ -54,11 +62,20 @@ void train_both_ways(LstmPath lstm) {
         if (g >= 0) seqs.push_back(g);
     std::sort(seqs.begin(), seqs.end());
     seqs.erase(std::unique(seqs.begin(), seqs.end()), seqs.end());
-    return copy_sequences(shard, seqs, 2);
+    Window v;
+    v.gathered = (begin / W) % 2 == 1;
+    v.w = v.gathered ? window_index(shard, seqs, v.at) : copy_sequences(shard, seqs, 2);
+    return v;
+  };
+  auto stage = [&](const Window& v, int slot) {
+    if (v.gathered)
+      windowed.stage_window(v.w, WindowFeatures(v.w, shard, v.at), slot);
+    else
+      windowed.stage_window(v.w, WindowFeatures(v.w), slot);
   };
   // Staged on a reader thread one window ahead, as ShardWindow does: stage k + 1 only after k is in use.
-  Shard current = window_of(0), next;
-  std::thread reader([&] { windowed.stage_window(current, 0); });
+  Window current = window_of(0), next;
+  std::thread reader([&] { stage(current, 0); });
   reader.join();
   for (int64_t s = 0; s < steps; ++s) {
     if (s % W == 0) {
@@ -67,16 +84,16 @@ void train_both_ways(LstmPath lstm) {
         reader.join();
         current = std::move(next);
       }
-      windowed.use_window(current, static_cast<int>(k % 2));
+      windowed.use_window(current.w, static_cast<int>(k % 2));
       if (s + W < steps) {
         next = window_of(s + W);
-        reader = std::thread([&, k] { windowed.stage_window(next, static_cast<int>((k + 1) % 2)); });
+        reader = std::thread([&, k] { stage(next, static_cast<int>((k + 1) % 2)); });
       }
     }
     std::vector<int64_t> in_window;
     for (int64_t g : batches[static_cast<size_t>(s)]) {
-      const auto it = std::lower_bound(current.indices.begin(), current.indices.end(), g);
-      in_window.push_back(g < 0 ? -1 : it - current.indices.begin());
+      const auto it = std::lower_bound(current.w.indices.begin(), current.w.indices.end(), g);
+      in_window.push_back(g < 0 ? -1 : it - current.w.indices.begin());
     }
     resident.set_global_step(s);
     windowed.set_global_step(s);

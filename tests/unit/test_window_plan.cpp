@@ -137,6 +137,46 @@ TEST(WindowPlan, CopySequencesEqualsReadingThemFromTheData) {
   }
 }
 
+// Any range of a window's gathered features, on any thread count, is the range of the copied window's.
+TEST(WindowPlan, GatheredFeaturesEqualTheCopiedWindowsAnywhere) {
+  // Large enough (1.3 M floats of the window) that 4 threads each take a part.
+  SyntheticSpec spec;
+  spec.sequences = 400;
+  spec.features = 64;
+  spec.min_length = 50;
+  spec.max_length = 150;
+  spec.classes = 4;
+  spec.seed = 3;
+  const RaggedData d = make_synthetic(spec);
+  std::vector<int64_t> all(400), some;
+  std::iota(all.begin(), all.end(), 0);
+  for (int64_t g = 1; g < 400; g += 2) some.push_back(g);
+  const Shard resident = make_shard(d, all);
+  const Shard want = copy_sequences(resident, some, 1);
+  std::vector<int64_t> at;
+  const Shard index = window_index(resident, some, at);
+  EXPECT_TRUE(index.features.empty());
+  EXPECT_EQ(index.offsets, want.offsets);
+  EXPECT_EQ(index.labels, want.labels);
+  const WindowFeatures rows(index, resident, at);
+  ASSERT_EQ(rows.size(), want.features.size());
+  const size_t n = rows.size();
+  for (size_t first : {size_t{0}, size_t{1}, size_t{8}, n / 3, n - 5})
+    for (size_t len : {size_t{0}, size_t{1}, size_t{9}, n - first})
+      for (int threads : {1, 4}) {
+        if (first + len > n) continue;
+        std::vector<float> got(len, -1.0f);
+        rows.copy(got.data(), first, len, threads);
+        EXPECT_TRUE(std::equal(got.begin(), got.end(), want.features.begin() + static_cast<std::ptrdiff_t>(first)))
+            << "floats [" << first << ", " << first + len << ") on " << threads << " threads";
+      }
+  const WindowFeatures own(want);
+  std::vector<float> got(n);
+  own.copy(got.data(), 0, n, 3);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), want.features.begin()));
+  EXPECT_THROW(rows.copy(got.data(), n - 1, 2), std::exception);
+}
+
 // A device backend as the window sees it: records what is staged and used, on which thread, in which slot.
 class RecordingDevice final : public Backend {
  public:
@@ -153,7 +193,7 @@ class RecordingDevice final : public Backend {
   std::vector<float> infer(const Shard&) override { return {}; }
   std::optional<DeviceMemory> device_memory() const override { return DeviceMemory{GiB, GiB}; }
 
-  void stage_window(const Shard& w, int slot) override {
+  void stage_window(const Shard& w, const WindowFeatures& rows, int slot) override {
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_NE(std::this_thread::get_id(), loop) << "staged on the loop's thread";
     EXPECT_EQ(slot, static_cast<int>(staged.size() % 2));
@@ -161,9 +201,11 @@ class RecordingDevice final : public Backend {
     // window is then no longer current.
     EXPECT_LE(staged.size(), used.size()) << "window " << staged.size() << " staged before window "
                                               << used.size() << " was used";
-    EXPECT_EQ(w.features.empty(), w.size() == 0) << "window " << staged.size();   // the uneven end: none
+    EXPECT_EQ(rows.size() == 0, w.size() == 0) << "window " << staged.size();   // the uneven end: none
     staged.push_back(w.indices);
-    staged_features.push_back(std::vector<float>(w.features.begin(), w.features.end()));
+    std::vector<float> f(rows.size());
+    rows.copy(f.data(), 0, f.size(), 2);
+    staged_features.push_back(std::move(f));
   }
   void use_window(const Shard& w, int slot) override {
     std::lock_guard<std::mutex> lock(mu);

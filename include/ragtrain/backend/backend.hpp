@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ragtrain/data/shard.hpp"
+#include "ragtrain/data/window_features.hpp"
 #include "ragtrain/model/model.hpp"
 #include "ragtrain/optim/optimizer.hpp"
 
@@ -57,7 +58,7 @@ class Backend {
   // of its own. device_memory: what the device has, after the backend's set-up (nullopt: the host's memory is the
   // device's, and the device-window calls below are never made). open_device_window sizes two slots for windows of
   // at most `size`. stage_window runs on the window's reader thread as soon as a window is read: it queues the copy
-  // of `window` into `slot` and returns; `window` may be freed then. use_window runs on the loop's thread when the
+  // of `window`, its feature rows taken from `features`, into `slot` and returns; both may be freed then. use_window runs on the loop's thread when the
   // loop reaches that window, after its stage_window returned: from then on the step's positions are `window`'s,
   // read from `slot`. Window k goes to slot k % 2; a slot is staged again only after the other one was used.
   struct DeviceMemory {
@@ -71,7 +72,7 @@ class Backend {
   };
   virtual std::optional<DeviceMemory> device_memory() const { return std::nullopt; }
   virtual void open_device_window(const DeviceWindowSize& size);
-  virtual void stage_window(const Shard& window, int slot);
+  virtual void stage_window(const Shard& window, const WindowFeatures& features, int slot);
   virtual void use_window(const Shard& window, int slot);
   // Back from the window's slots to a whole shard (a run that started on device windows while its resident shard
   // was read; doc/hpc.md "Where the first step stands"): the slots go, and set_train_shard follows, as at a start.

@@ -10,6 +10,7 @@
 #include "ragtrain/backend/backend.hpp"
 #include "ragtrain/data/normalization.hpp"
 #include "ragtrain/data/shard.hpp"
+#include "ragtrain/data/window_features.hpp"
 #include "ragtrain/metrics/trace.hpp"
 #include "ragtrain/schedule/schedule.hpp"
 

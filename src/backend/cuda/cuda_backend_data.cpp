@@ -211,12 +211,12 @@ void CudaBackend::close_device_window() {
   have_shard_ = false;
 }
 
-void CudaBackend::stage_window(const Shard& window, int slot) {
+void CudaBackend::stage_window(const Shard& window, const WindowFeatures& features, int slot) {
   RT_CHECK(window_, "stage_window before open_device_window");
   if (window.task == Task::Classification)   // what set_train_shard checks, on the reader's thread
     for (int32_t l : window.labels)
       RT_CHECK(l >= 0 && l < shape_.outputs, "label " << l << " outside [0, " << shape_.outputs << ")");
-  window_->stage(window, slot);
+  window_->stage(window, features, slot);
 }
 
 void CudaBackend::use_window(const Shard& window, int slot) {

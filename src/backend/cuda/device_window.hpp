@@ -6,6 +6,7 @@
 
 #include "cuda_raii.hpp"
 #include "ragtrain/data/shard.hpp"
+#include "ragtrain/data/window_features.hpp"
 
 namespace ragtrain {
 
@@ -29,10 +30,11 @@ class DeviceWindow {
 
   int64_t bytes() const;   // device memory of both slots
 
-  // Reader thread: queues `w`'s copy into `slot` on the copy stream, behind the compute stream's last use of that
-  // slot (its `released` event, recorded by use() of the other slot). Returns once every byte is in pinned staging
-  // or on its way: `w` may then be freed. Never waits for the compute stream.
-  void stage(const Shard& w, int slot);
+  // Reader thread: queues `w`'s copy (its feature rows from `rows`) into `slot` on the copy stream, behind the
+  // compute stream's last use of that slot (its `released` event, recorded by use() of the other slot). Returns once
+  // every byte is in pinned staging or on its way: `w` and `rows` may then be freed. Never waits for the compute
+  // stream.
+  void stage(const Shard& w, const WindowFeatures& rows, int slot);
   // Loop thread: the compute stream waits for `slot`'s copy (the only point where it does), and everything queued
   // on it so far — the previous window's steps — marks the other slot released.
   View use(int slot, cudaStream_t compute);
@@ -44,11 +46,9 @@ class DeviceWindow {
     DeviceBuffer<int64_t> indices;
     Event copied, released;
   };
-  // Copies `bytes` from pageable host memory to `dst` through the two pinned chunks.
-  void copy_in(void* dst, const void* src, size_t bytes);
-  // memcpy on `copy_threads_` threads: one thread's copy into pinned memory (~6-10 GB/s) is slower than the
-  // copy engine, and than what training at K = 128 reads.
-  void host_copy(char* dst, const char* src, size_t n) const;
+  // Copies `bytes` to `dst` through the two pinned chunks; fill(to, at, n) writes source bytes [at, at + n) to `to`.
+  template <class Fill>
+  void copy_in(void* dst, size_t bytes, const Fill& fill);
 
   int device_;
   int copy_threads_;
