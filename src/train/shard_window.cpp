@@ -112,9 +112,7 @@ void ShardWindow::advance(int64_t step) {
   next_ = Shard{};
   begin_ = step;
   end_ = std::min(total_steps_, step + steps_);
-  stats_.bytes += next_stats_.bytes;
-  stats_.read_s += next_stats_.read_s;
-  stats_.check_s += next_stats_.check_s;
+  stats_.add(next_stats_);
   stats_.direct = true;
   stats_.threads = threads_;
   measured_.merge(next_moments_);
@@ -124,9 +122,7 @@ void ShardWindow::advance(int64_t step) {
 
 void ShardWindow::read_from(const Shard* resident) {
   join();
-  stats_.bytes += next_stats_.bytes;
-  stats_.read_s += next_stats_.read_s;
-  stats_.check_s += next_stats_.check_s;
+  stats_.add(next_stats_);
   next_stats_ = ShardReadStats{};
   resident_ = resident;
 }

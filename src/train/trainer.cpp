@@ -282,9 +282,7 @@ void Trainer::take_train_shard(const std::vector<int64_t>& mine) {
       ShardLoad::Result r = load_->take();
       train_ = std::move(r.shard);
       moments = std::move(r.moments);
-      read_stats_.bytes += r.stats.bytes;
-      read_stats_.read_s += r.stats.read_s;
-      read_stats_.check_s += r.stats.check_s;
+      read_stats_.add(r.stats);
       read_stats_.direct = true;
       shard_wait_s_ = r.wait_s;
     });
@@ -395,9 +393,7 @@ bool Trainer::load_done_everywhere() const {
 void Trainer::become_resident() {
   take_train_shard({});
   window_->read_from(&train_);   // the read in flight finished and counted; the next ones (if any) from the shard
-  read_stats_.bytes += window_->stats().bytes;
-  read_stats_.read_s += window_->stats().read_s;
-  read_stats_.check_s += window_->stats().check_s;
+  read_stats_.add(window_->stats());
   early_.reset();
   resident_from_step_ = step_;
   // A device that cannot hold the whole shard keeps its windows, gathered from the host's shard from now on (the

@@ -55,9 +55,7 @@ void Trainer::print_best_and_last() const {
 Json Trainer::data_record() const {
   ShardReadStats reads = read_stats_;
   if (window_ && (stream_ || early_)) {   // windows read from the file: the reader's reads too (beside the steps)
-    reads.bytes += window_->stats().bytes;
-    reads.read_s += window_->stats().read_s;
-    reads.check_s += window_->stats().check_s;
+    reads.add(window_->stats());
     reads.direct = true;
   }
   double mine[4] = {reads.read_s + reads.check_s, first_step_s_, static_cast<double>(peak_rss_bytes()), shard_wait_s_};

@@ -131,7 +131,7 @@ TEST(CliUx, EachCommandsHelpSpeaksOfItself) {
   const std::vector<std::string> names = subcommands();
   for (const std::string& cmd : names) {
     const std::string help = parse({cmd, "--help"}).help_text;
-    for (const std::string& other : {"gen FILE.h5", "train DIR", "(train:", "predict FILE.csv", "compare FILE"})
+    for (const char* other : {"gen FILE.h5", "train DIR", "(train:", "predict FILE.csv", "compare FILE"})
       EXPECT_EQ(help.find(other), std::string::npos) << cmd << " --help mentions '" << other << "'\n" << help;
   }
   EXPECT_NE(parse({"predict", "--help"}).help_text.find("--out FILE.csv"), std::string::npos);

@@ -251,7 +251,9 @@ TEST(WindowPlan, DeviceWindowsOfAResidentShardHoldEachStepsSequences) {
         index.positions(schedule.epoch(step / spe), step % spe, rank, positions, counters);
         const std::vector<int64_t> batch = schedule.epoch(step / spe).rank_batch(step % spe, rank);
         for (size_t j = 0; j < batch.size(); ++j) {
-          if (batch[j] >= 0) EXPECT_EQ(window.shard().indices[static_cast<size_t>(positions[j])], batch[j]);
+          if (batch[j] >= 0) {
+            EXPECT_EQ(window.shard().indices[static_cast<size_t>(positions[j])], batch[j]);
+          }
         }
       }
       std::lock_guard<std::mutex> lock(device.mu);

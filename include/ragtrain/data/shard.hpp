@@ -39,6 +39,11 @@ struct ShardReadStats {
   double check_s = 0;    // checking every value (labels in range, values finite)
   bool direct = false;   // /features was read with pread (else through HDF5)
   int threads = 1;       // reader threads of the last call
+  void add(const ShardReadStats& o) {   // another read's bytes and times
+    bytes += o.bytes;
+    read_s += o.read_s;
+    check_s += o.check_s;
+  }
 };
 
 // Reads exactly the sequences in `indices` (any order, no duplicates, each in [0, N)) — never the whole file.
