@@ -70,6 +70,7 @@ Test hooks (for the test suite only; never set them in a real run):
 HEAD
 echo '## `ragtrain --help`'
 echo; echo '```'; "$BIN" --help; echo '```'
-for cmd in gen convert inspect train eval predict bench simulate plot compare; do
+# Every command the binary lists under "commands:", in its order: a new command cannot be left out.
+for cmd in $("$BIN" --help | awk '/^commands:/ { on = 1; next } on && /^  [a-z]/ { print $1; next } on { exit }'); do
   echo; echo "## \`ragtrain $cmd\`"; echo; echo '```'; "$BIN" "$cmd" --help; echo '```'
 done

@@ -501,7 +501,8 @@ void add_tune_rows(TableBuilder& b, RunConfig& c) {
       tune);
   b.add("budget-minutes",
         po::value(&c.tune.budget_minutes)->default_value(c.tune.budget_minutes, short_number(c.tune.budget_minutes)),
-        "start no training run after this many minutes; the best finished trial is kept (0: no limit)", tune);
+        "start no training run after this many minutes (the search's first run always starts); the best finished "
+        "trial is kept (0: no limit)", tune);
   b.add("ranks-per-trial", po::value(&c.tune.ranks_per_trial)->default_value(c.tune.ranks_per_trial),
       "ranks that train one trial together (data-parallel); the ranks form size / this groups, each taking the "
       "next trial from a shared queue",
