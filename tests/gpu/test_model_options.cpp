@@ -30,9 +30,11 @@ std::string name_of(const OptionCase& c, int64_t L) {
 
 // Runs the batches through fresh backends; the shard's global indices are not its positions (as on any rank but a
 // lone one), so a mask keyed by the wrong index shows.
+// lstm: the path (the cuDNN cases pin the algorithm; Fused checks that the fused kernel ran), hidden: H.
 void run_option_case(const OptionCase& c, int64_t L, const std::vector<int64_t>& lengths,
-                     const std::vector<std::vector<int64_t>>& batches, const std::string& what) {
-  ModelShape shape{5, 16, L, 4, Task::Classification, c.bidirectional, c.pool};
+                     const std::vector<std::vector<int64_t>>& batches, const std::string& what,
+                     LstmPath lstm = LstmPath::Cudnn, int64_t hidden = 16) {
+  ModelShape shape{5, hidden, L, 4, Task::Classification, c.bidirectional, c.pool};
   const ParamLayout layout(shape);
   const DropoutRates rates{c.dropout, c.dropout};
   size_t widest = 1;   // the widest step: the backend is built for it
@@ -42,6 +44,7 @@ void run_option_case(const OptionCase& c, int64_t L, const std::vector<int64_t>&
   g.seed = h.seed = kSeed;
   CudaTuning tuning;
   tuning.algo = "standard";
+  tuning.lstm = lstm;
   CudaBackend gpu(shape, g, tuning);
   auto cpu = make_backend(shape, h);
   const std::vector<float> params = init_params(layout, 4321);
@@ -55,6 +58,9 @@ void run_option_case(const OptionCase& c, int64_t L, const std::vector<int64_t>&
     int64_t K = 0, T = 0;
     for (int64_t p : batches[i])
       if (p >= 0) ++K, T = std::max(T, shard.length(p));
+    if (lstm == LstmPath::Fused) {
+      ASSERT_TRUE(gpu.fused_active()) << name_of(c, L) << " H=" << hidden;
+    }
     check_batch(gpu, *cpu, layout, params, shard, batches[i],
                 RT_MSG(name_of(c, L) << " " << what << " step " << i << " B=" << K << " T=" << T), kGradAtolScale,
                 rates, kSeed, 40 + static_cast<int64_t>(i));
@@ -79,6 +85,9 @@ const std::vector<int64_t> kShortLengths = {10, 1, 7, 4, 9, 2, 10, 6, 6, 9, 3, 8
 
 // K = 1: lengths 130, 1, 130 (graph captured), 130 on another sequence (replayed), 7, 7.
 const std::vector<std::vector<int64_t>> kSingle = {{0}, {1}, {6}, {0}, {2}, {2}};
+
+// kSingle without the sequence of length 1.
+const std::vector<std::vector<int64_t>> kSingleLonger = {{0}, {6}, {0}, {2}, {2}};
 
 // K = 7 with empty slots, mixed lengths (1 .. 130), the same shape twice (capture, replay), an uneven last step.
 const std::vector<std::vector<int64_t>> kBatched = {
@@ -112,5 +121,23 @@ TEST(GpuModelOptions, OneAndThreeLayers) {
   for (int64_t L : {1, 3}) {
     run_option_case({true, Pool::Mean, 0.3}, L, kLengths, kBatched, "K=7");
     run_option_case({false, Pool::Max, 0.3}, L, kShortLengths, kSingle, "K=1");
+  }
+}
+
+// The fused kernel's head dropout (one layer): every pooling, one direction (the one-block kernel at H = 16, the
+// cluster at H = 96) and both (H = 16), at K = 1 and K = 7, the masks of the global indices against the reference.
+TEST(GpuModelOptions, FusedHeadDropout) {
+  RT_SKIP_WITHOUT_GPU();
+  for (Pool pool : {Pool::Last, Pool::Mean, Pool::Max}) {
+    const std::vector<int64_t>& lengths = pool == Pool::Max ? kShortLengths : kLengths;
+    for (int64_t hidden : {16, 96}) {
+      // At H = 96 W_hh is most of the parameters: a step of one sequence of length 1 (all its gradients zero)
+      // would leave too few nonzero gradients for the check's guard against a trivially passing case.
+      run_option_case({false, pool, 0.3}, 1, lengths, hidden == 16 ? kSingle : kSingleLonger, "fused K=1",
+                      LstmPath::Fused, hidden);
+      run_option_case({false, pool, 0.3}, 1, lengths, kBatched, "fused K=7", LstmPath::Fused, hidden);
+    }
+    run_option_case({true, pool, 0.3}, 1, lengths, kSingle, "fused K=1", LstmPath::Fused, 16);
+    run_option_case({true, pool, 0.3}, 1, lengths, kBatched, "fused K=7", LstmPath::Fused, 16);
   }
 }

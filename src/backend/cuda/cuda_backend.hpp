@@ -126,6 +126,7 @@ class CudaBackend final : public Backend {
   void wait_for_totals(const StepEvents& ev, double tag);
   std::vector<float> to_device_layout(const float* pytorch) const;
   DropoutArgs dropout_args(double p) const;   // the mask keys on the device, for rate p
+  FusedHeadDropout fused_head_dropout(int64_t step) const;   // the fused kernel's head dropout at global `step`
   void to_pytorch_layout(const std::vector<float>& device, float* pytorch) const;
 
   ModelShape shape_;
@@ -185,6 +186,7 @@ class CudaBackend final : public Backend {
   // next forward_backward to take over (fused kernel only).
   std::vector<GatherSlot> next_slots_, ahead_slots_;
   bool next_pending_ = false, ahead_ = false;
+  int64_t ahead_step_ = -1;   // the global step ahead_slots_ were launched for (the head dropout's key)
   DeviceBuffer<int32_t> slot_lengths_;    // (K) true lengths of the step's sequences
   DeviceBuffer<int32_t> label_slot_;      // (K) their labels
   DeviceBuffer<float> target_slot_;       // (K, C) their targets

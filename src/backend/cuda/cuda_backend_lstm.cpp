@@ -14,8 +14,7 @@ void CudaBackend::set_up_fused() {
   fused_lstm_.reset();
   if (lstm_mode_ == LstmPath::Cudnn) return;
   std::string why = fused_lstm_unsupported(shape_);
-  // The fused kernel draws no dropout mask (between layers needs 2 layers, which it does not run anyway).
-  if (why.empty() && dropout_.head > 0) why = "dropout before the head (the fused kernel has none)";
+  // Dropout between layers needs 2 layers, which the fused kernel does not run; the head's dropout it draws itself.
   if (why.empty()) {
     const FusedLayoutResult r = fused_layout_from_index(shape_, dev_index_, W_, N_);
     if (r.ok)

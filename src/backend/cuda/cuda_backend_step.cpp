@@ -50,6 +50,17 @@ DropoutArgs CudaBackend::dropout_args(double p) const {
   return d;
 }
 
+FusedHeadDropout CudaBackend::fused_head_dropout(int64_t step) const {
+  FusedHeadDropout d;
+  if (dropout_.head <= 0) return d;
+  d.threshold = dropout_threshold(dropout_.head);
+  d.scale = static_cast<float>(dropout_scale(dropout_.head));
+  d.seed = seed_;
+  d.step = step;
+  d.indices = shard_.indices;
+  return d;
+}
+
 void CudaBackend::enqueue_batch(const CudnnLstm::Batch& b) {
   const cudaStream_t s = compute_.get();
   const int64_t H = shape_.head_input(), C = shape_.outputs;
@@ -182,7 +193,7 @@ void CudaBackend::forward_backward(const std::vector<int64_t>& positions) {
   // The step's sequences, empty slots (-1: the uneven last step) left out: B <= K sequences, T the longest.
   const int64_t T = slots_for(positions, slots_);
   // Launched by the previous update with exactly these sequences (prepare_next): only its end event is left.
-  const bool taken = ahead_ && use_fused_ && slots_ == ahead_slots_;
+  const bool taken = ahead_ && use_fused_ && slots_ == ahead_slots_ && ahead_step_ == global_step_;
   ahead_ = false;
   if (taken) {
     if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.fb_end.get(), s));
@@ -195,7 +206,8 @@ void CudaBackend::forward_backward(const std::vector<int64_t>& positions) {
   fused_clean_ = false;
   if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.fb_start.get(), s));
   if (!slots_.empty() && use_fused_)
-    fused_lstm_->run(slots_, shard_.features, shard_.labels, shard_.targets, params_.get(), fused_.get(), s);
+    fused_lstm_->run(slots_, shard_.features, shard_.labels, shard_.targets, params_.get(), fused_.get(), s,
+                     fused_head_dropout(global_step_));
   else if (!slots_.empty())
     run_batch(T);
   if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.fb_end.get(), s));
@@ -221,7 +233,10 @@ void CudaBackend::launch_ahead() {
   }
   begin_events(ev, step_ + 1);
   if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.fb_start.get(), s));
-  fused_lstm_->run(next_slots_, shard_.features, shard_.labels, shard_.targets, params_.get(), fused_.get(), s);
+  // The trainer's next step is the next global step (a caller that sets another one is not taken: the check above).
+  fused_lstm_->run(next_slots_, shard_.features, shard_.labels, shard_.targets, params_.get(), fused_.get(), s,
+                   fused_head_dropout(global_step_ + 1));
+  ahead_step_ = global_step_ + 1;
   ahead_slots_.swap(next_slots_);
   ahead_ = true;
   fused_clean_ = false;

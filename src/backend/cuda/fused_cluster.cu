@@ -342,7 +342,8 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   const float pooled = active ? cluster_forward(st, wf, acc) : 0.0f;
   // For the head, loaded here (no register to spare through the recurrence): its latency overlaps the barrier.
   const int label = a.classification ? a.labels[slot.pos] : 0;
-  if (valid && q == 0) cluster.map_shared_rank(pool_s, pp)[j] = pooled;   // every block gets the whole vector
+  if (valid && q == 0)   // every block gets the whole vector (through the head's dropout)
+    cluster.map_shared_rank(pool_s, pp)[j] = a.drop.threshold ? pooled * head_keep(a, slot.pos, j) : pooled;
   cluster.sync();
   mark(a, 2);
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "fused_device.hpp"
+#include "ragtrain/model/dropout_mask.hpp"
 
 namespace ragtrain {
 namespace {
@@ -16,6 +17,15 @@ struct PoolAcc {
   float v = 0.0f;
   int at = 0;
 };
+
+// The head dropout's factor of head input k of the sequence at shard position pos: 0 or 1/(1-p) (1 without). The
+// pooled vector is multiplied by it where each unit's value is written (in parallel, before the head reads it), d
+// loss / d pooled h where head() writes it, as the CPU reference does.
+__device__ __forceinline__ float head_keep(const Args& a, int pos, int k) {
+  if (a.drop.threshold == 0) return 1.0f;
+  const DropoutKey key{a.drop.seed, a.drop.step, a.drop.indices[pos]};
+  return dropout_keep(key, kHeadDropoutLayer, 0, k, a.drop.threshold) ? a.drop.scale : 0.0f;
+}
 
 // out[idx(u)] = val[u] (partials) or += (the fused buffer) for the U entries with ok(u); the old values are loaded
 // together first (one memory latency for all U, not U of them).
@@ -36,7 +46,8 @@ __device__ __forceinline__ int64_t head_entry(const Args& a, int i) {
   return i < CH ? a.lay.fc_w + i : (i < CH + a.C ? a.lay.fc_b + (i - CH) : a.lay.extras + (i - CH - a.C));
 }
 
-// Phase 3: logits, loss, d loss / d logits (in lg_s), d loss / d h_last (dh_s); the head's gradients are written
+// Phase 3: logits, loss, d loss / d logits (in lg_s), d loss / d h_last (dh_s; through the head's dropout: hl is the
+// pooled vector already masked); the head's gradients are written
 // by head_emit after the backward recurrence (their read-modify-write of global memory waited one memory latency
 // on the way into the backward).
 // All of it in warp 0, one block barrier at the end: lane c takes the classes c, c + 32, ... (its logits' dot
@@ -110,6 +121,7 @@ __device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, f
     for (int k = lane; k < H; k += 32) {
       float s = 0.0f;
       for (int c = 0; c < C; ++c) s += fcw[static_cast<int64_t>(c) * H + k] * lg_s[c];
+      if (a.drop.threshold) s *= head_keep(a, pos, k);   // the mask's gradient; hl came in masked
       dh_s[k] = s;
     }
   }

@@ -73,6 +73,7 @@ struct Args {
   FusedLayout lay1;
   int32_t dirs = 1;
   int32_t hin = 0;                // the head's input width: dirs * H
+  FusedHeadDropout drop;          // the head's dropout (threshold 0: none)
   float* scratch = nullptr;
   int64_t per_seq = 0;
   int32_t t_cap = 0;

@@ -201,7 +201,8 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
 }
 
 void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features, const int32_t* labels,
-                    const float* targets, const float* params, float* grads, cudaStream_t s) {
+                    const float* targets, const float* params, float* grads, cudaStream_t s,
+                    const FusedHeadDropout& drop) {
   const int64_t B = static_cast<int64_t>(slots.size());
   RT_CHECK(B >= 1 && B <= kMaxGatherSlots, "fused LSTM: " << B << " sequences in one step");
   int64_t T = 0, timesteps = 0;
@@ -234,6 +235,8 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.lay1 = reverse_;
   a.dirs = dirs_;
   a.hin = static_cast<int32_t>(shape_.head_input());
+  RT_CHECK(drop.threshold == 0 || drop.indices, "fused LSTM: head dropout without the shard's indices");
+  a.drop = drop;
   a.scratch = scratch_.get();
   a.per_seq = per_seq();
   a.t_cap = static_cast<int32_t>(cap_T_);

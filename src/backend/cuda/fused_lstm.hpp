@@ -30,6 +30,16 @@ struct FusedLayout {
   int64_t fc_w = 0, fc_b = 0, extras = 0;
 };
 
+// The head's dropout in one run (threshold 0: none): the draw of the CPU reference and the cuDNN path
+// (model/dropout_mask.hpp, layer kHeadDropoutLayer), keyed by the run's global step and each sequence's global index.
+struct FusedHeadDropout {
+  uint32_t threshold = 0;            // dropout_threshold(p)
+  float scale = 1.0f;                // 1 / (1 - p), as float (the reference's)
+  uint64_t seed = 0;
+  int64_t step = 0;                  // the global step of the run
+  const int64_t* indices = nullptr;  // (device) the shard's global sequence indices, by slot.pos
+};
+
 // Why the fused kernel cannot run this model (empty when it can): more than one layer, H > 128, bidirectional with
 // H > 64, ...
 std::string fused_lstm_unsupported(const ModelShape& shape);
@@ -62,8 +72,10 @@ class FusedLstm {
 
   // One training step's forward and backward for `slots` (1..kMaxGatherSlots sequences of the shard in `features`,
   // labels or targets indexed by slot.pos): ADDS the summed gradients, loss, count and correct into `grads`.
+  // `drop`: the head's dropout of this step (default: none).
   void run(const std::vector<GatherSlot>& slots, const float* features, const int32_t* labels,
-           const float* targets, const float* params, float* grads, cudaStream_t s);
+           const float* targets, const float* params, float* grads, cudaStream_t s,
+           const FusedHeadDropout& drop = FusedHeadDropout{});
 
   // The budget of the last run (only when record_cycles(true) was set before it). Waits for `s`.
   void record_cycles(bool on) { record_ = on; }

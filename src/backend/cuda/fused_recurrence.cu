@@ -396,13 +396,18 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   }
   // The head's input: h_{len-1} as it is, or the pooled vector in the other half of h_s (h_{len-2}, which nothing
   // reads any more: every thread passed the last step's barrier).
+  // With the head's dropout, the masked vector (h_{len-1} too is then copied there).
   const float* pooled = h_s + cur * HP;
   if (a.dirs == 2) {
     const float v = a.pool == 0 ? h_s[cur * HP + j] : (a.pool == 1 ? acc.v / static_cast<float>(len) : acc.v);
-    exchange_pooled(pool2, d, H, j, valid && q == 0, v);
+    const bool write = valid && q == 0;
+    exchange_pooled(pool2, d, H, j, write, write && a.drop.threshold ? v * head_keep(a, slot.pos, d * H + j) : v);
     pooled = pool2;
-  } else if (a.pool != 0) {
-    if (valid && q == 0) h_s[(cur ^ 1) * HP + j] = a.pool == 1 ? acc.v / static_cast<float>(len) : acc.v;
+  } else if (a.pool != 0 || a.drop.threshold) {
+    if (valid && q == 0) {
+      const float v = a.pool == 0 ? h_s[cur * HP + j] : (a.pool == 1 ? acc.v / static_cast<float>(len) : acc.v);
+      h_s[(cur ^ 1) * HP + j] = a.drop.threshold ? v * head_keep(a, slot.pos, j) : v;
+    }
     __syncthreads();
     pooled = h_s + (cur ^ 1) * HP;
   }
