@@ -111,6 +111,7 @@ Json bench_record(const Context& ctx, const BenchConfig& cfg, Trainer& trainer, 
   for (const auto& r : t.all) sum += r;
   return Json{{"benchmark", "train_step"},
               {"backend", trainer.backend().name()},
+              {"backend_description", trainer.backend().describe()},
               {"source", source},
               {"world_size", ctx.size},
               {"batch_per_rank", cfg.run.schedule.batch_per_rank},

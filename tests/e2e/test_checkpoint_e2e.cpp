@@ -362,6 +362,7 @@ TEST(Provenance, SummaryAndBenchRecordWhereAndHow) {
   EXPECT_EQ(j["provenance"]["layout"]["world_size"], 2);
   EXPECT_TRUE(j["provenance"]["versions"].contains("mpi"));
   EXPECT_TRUE(j["validity"].contains("ranks_agree"));
+  EXPECT_EQ(j["backend_description"], "cpu backend");   // the CUDA backend's names the GPU and the LSTM path
   EXPECT_TRUE(contains(b.output, "# validity:")) << b.output;
 }
 

@@ -43,6 +43,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // One line on what runs the steps (the CUDA backend: GPU, cuDNN algorithm, LSTM path); bench records it.
+  virtual std::string describe() const { return name() + " backend"; }
 
   virtual void set_params(const std::vector<float>& params) = 0;   // flat, PyTorch layout
   virtual std::vector<float> params() const = 0;

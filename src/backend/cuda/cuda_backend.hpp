@@ -79,7 +79,7 @@ class CudaBackend final : public Backend {
   BatchLayout batch_layout() const { return lstm_->layout(); }
   const std::vector<AlgoTiming>& algorithm_timings() const { return timings_; }
   bool graphs_active() const { return graphs_on_; }
-  std::string describe() const;   // one line: GPU, cuDNN algorithm and its measurement, layout, graphs
+  std::string describe() const override;   // GPU, cuDNN algorithm and its measurement, layout, graphs, LSTM path
   bool fused_active() const { return use_fused_; }
   FusedLstm* fused_lstm() const { return fused_lstm_.get(); }   // null when the model is not covered
 
