@@ -158,7 +158,9 @@ std::optional<Device> parse_device(const std::string& name) {
 
 // A backend without device memory of its own (device_memory() is nullopt) is never asked for a device window.
 void Backend::open_device_window(const DeviceWindowSize&) { RT_CHECK(false, name() << " backend has no device window"); }
-void Backend::stage_window(const Shard&, const WindowFeatures&, int) { RT_CHECK(false, name() << " backend has no device window"); }
+void Backend::stage_window(const Shard&, const WindowFeatures&, int) {
+  RT_CHECK(false, name() << " backend has no device window");
+}
 void Backend::use_window(const Shard&, int) { RT_CHECK(false, name() << " backend has no device window"); }
 void Backend::close_device_window() { RT_CHECK(false, name() << " backend has no device window"); }
 

@@ -22,7 +22,8 @@ class CpuBackend final : public Backend {
   // device (the windows, if any, are the host's).
   std::optional<DeviceMemory> device_memory() const override;
   void open_device_window(const DeviceWindowSize&) override {}
-  void stage_window(const Shard& window, const WindowFeatures& features, int slot) override;   // the reader thread: writes that slot only
+  // The reader thread: writes that slot only.
+  void stage_window(const Shard& window, const WindowFeatures& features, int slot) override;
   void use_window(const Shard& window, int slot) override;
   void close_device_window() override;
   void forward_backward(const std::vector<int64_t>& positions) override;

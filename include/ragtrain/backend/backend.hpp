@@ -60,9 +60,10 @@ class Backend {
   // of its own. device_memory: what the device has, after the backend's set-up (nullopt: the host's memory is the
   // device's, and the device-window calls below are never made). open_device_window sizes two slots for windows of
   // at most `size`. stage_window runs on the window's reader thread as soon as a window is read: it queues the copy
-  // of `window`, its feature rows taken from `features`, into `slot` and returns; both may be freed then. use_window runs on the loop's thread when the
-  // loop reaches that window, after its stage_window returned: from then on the step's positions are `window`'s,
-  // read from `slot`. Window k goes to slot k % 2; a slot is staged again only after the other one was used.
+  // of `window`, its feature rows taken from `features`, into `slot` and returns; both may be freed then.
+  // use_window runs on the loop's thread when the loop reaches that window, after its stage_window returned: from
+  // then on the step's positions are `window`'s, read from `slot`. Window k goes to slot k % 2; a slot is staged
+  // again only after the other one was used.
   struct DeviceMemory {
     int64_t free = 0, total = 0;   // bytes
   };

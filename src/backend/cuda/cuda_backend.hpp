@@ -61,7 +61,8 @@ class CudaBackend final : public Backend {
   std::optional<DeviceMemory> device_memory() const override;
   void open_device_window(const DeviceWindowSize& size) override;
   void close_device_window() override;
-  void stage_window(const Shard& window, const WindowFeatures& features, int slot) override;   // the reader thread: touches window_ only
+  // The reader thread: touches window_ only.
+  void stage_window(const Shard& window, const WindowFeatures& features, int slot) override;
   void use_window(const Shard& window, int slot) override;
   void forward_backward(const std::vector<int64_t>& positions) override;
   void prepare_next(const std::vector<int64_t>& positions) override;
