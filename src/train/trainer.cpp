@@ -420,6 +420,7 @@ void Trainer::build_backend() {
   opts.watchdog = watchdog_;
   opts.dropout = cfg_.model.dropout;
   opts.seed = cfg_.schedule.seed;
+  opts.copy_threads = reader_threads_for_window();
   collective_phase(ctx_, [&] { backend_ = make_backend(shape_, opts); });
   if (resuming_) {
     backend_->set_params(from_.params);

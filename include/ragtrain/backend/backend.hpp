@@ -152,6 +152,7 @@ struct BackendOptions {
   CommWatchdog* watchdog = nullptr;   // train's: allreduce() waits under --comm-timeout once it is armed
   DropoutRates dropout;         // training-time dropout (forward_backward only)
   uint64_t seed = 0;            // keys the dropout masks (the run's --seed)
+  int copy_threads = 1;         // host threads that may copy a shard into device memory (set_train_shard)
 };
 
 // Creates the backend named by opts.device for `shape`. Throws UserError when the device is unavailable.

@@ -176,6 +176,7 @@ class CudaBackend final : public Backend {
   bool have_shard_ = false;
   int64_t shard_min_len_ = 0, shard_max_len_ = 0;
   int64_t batch_ = 1;                     // K: slots per step (BackendOptions::batch); buffers and algorithm are for it
+  int copy_threads_ = 1;                  // host threads of set_train_shard's copy (BackendOptions::copy_threads)
 
   // CUDA graphs: one per batch shape (B sequences, padded length T), capturing gather, forward, head + loss,
   // backward data, backward weights on fixed-address buffers; the gather node is repointed at each new batch.

@@ -281,6 +281,11 @@ std::vector<AlgoTiming> measure_algorithms(cudnnHandle_t handle, cudaStream_t st
                                            int64_t T, int64_t B, const std::vector<cudnnRNNAlgo_t>& candidates,
                                            bool split_layers) {
   std::vector<AlgoTiming> out;
+  // A candidate whose first timed run is over kPrune times the fastest median so far cannot win: its one run
+  // stands as its time. The start-up pays for every run measured before the first step (standard at H = 50,
+  // K = 1: 2.1 ms a run against 0.18 ms; persist_static at K = 32: 6.1 ms).
+  constexpr double kPrune = 2.0;
+  double best = 1e300;
   for (cudnnRNNAlgo_t algo : candidates) {
     AlgoTiming t;
     t.algo = algo;
@@ -310,10 +315,12 @@ std::vector<AlgoTiming> measure_algorithms(cudnnHandle_t handle, cudaStream_t st
         float ms = 0;
         CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
         us.push_back(1e3 * ms);
+        if (us.front() > kPrune * best) break;
       }
       std::sort(us.begin(), us.end());
       t.us = us[us.size() / 2];
       t.usable = true;
+      best = std::min(best, t.us);
     } catch (const std::exception& e) {
       cudaStreamSynchronize(stream);
       cudaGetLastError();   // an unsupported configuration leaves a non-sticky error behind
