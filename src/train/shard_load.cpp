@@ -17,10 +17,10 @@ namespace ragtrain {
 namespace {
 
 // The load runs on as many threads as the rank has cores, beside the main thread's set-up (CUDA context, cuDNN,
-// the start-up measurements) and the first window's read: the path to the first step. At the same priority the
-// set-up shared its core with the load's threads: the first step came 0.5-0.6 s later at 8.2 GB than at 1.4 GB (one
-// H100 machine, 16 cores). A lower priority (nice + 10) for this thread and the threads it starts, which inherit it,
-// gives the set-up its core and leaves the load every cycle the set-up does not use.
+// the start-up measurements) and the first window's read: the path to the first step. At the same priority they
+// compete for the cores: the first step came 0.5-0.6 s later at 8.2 GB than at 1.4 GB on one 16-core H100 machine,
+// about as long as the load itself took. A lower priority (nice + 10) for this thread and the threads it starts,
+// which inherit it, leaves the set-up its core and the load every cycle the set-up does not use.
 constexpr int kLoadNice = 10;
 
 void lower_this_thread_priority() {

@@ -37,7 +37,8 @@ CudaTuning CudaTuning::from_environment() {
 CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, const CudaTuning& tuning)
     : shape_(shape), layout_(shape), dropout_(opts.dropout), seed_(opts.seed),
       split_layers_(opts.dropout.between > 0 && shape.layers > 1), comm_(opts.comm), opt_(opts.optimizer, layout_.total()),
-      batch_(opts.batch), copy_threads_(std::max(1, opts.copy_threads)), graphs_on_(tuning.graphs), probe_length_(tuning.probe_length) {
+      batch_(opts.batch), copy_threads_(std::max(1, opts.copy_threads)), graphs_on_(tuning.graphs),
+      probe_length_(tuning.probe_length) {
   // Every limit before any collective or allocation: every rank has the same options, so every rank refuses alike.
   check_limits(shape, opts, tuning);
   // The reverse direction must start at each sequence's own last step: only per-sequence lengths do that.

@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "head_loss.hpp"
-#include "ragtrain/data/window_features.hpp"
 #include "ragtrain/core/error_cuda.hpp"
+#include "ragtrain/data/window_features.hpp"
 
 namespace ragtrain {
 
