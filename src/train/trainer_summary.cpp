@@ -69,6 +69,10 @@ Json Trainer::data_record() const {
                                                                       : "computed";
   int64_t bytes = 0;
   MPI_CHECK(MPI_Reduce(&reads.bytes, &bytes, 1, MPI_INT64_T, MPI_SUM, 0, ctx_.world));
+  // Rank 0's backend set-up, part by part (GPU context, NCCL, cuDNN's measurement, the auto probe): the part of the
+  // time to the first step that does not depend on the data.
+  Json setup = Json::object();
+  for (const auto& [part, seconds] : backend_->setup_seconds()) setup[part] = seconds;
   return Json{{"read_bytes", bytes},
               {"read_s", most[0]},
               {"read_bytes_per_second", most[0] > 0 ? static_cast<double>(bytes) / most[0] : 0.0},
@@ -82,6 +86,7 @@ Json Trainer::data_record() const {
               {"device_window_steps", placement_.on_device ? placement_.steps : int64_t{0}},
               {"device_shard_budget_bytes", device_budget_},
               {"time_to_first_step_s", most[1]},
+              {"setup_s", setup},
               {"shard_wait_s", most[3]},
               {"feature_statistics", statistics},
               {"max_rss_bytes", static_cast<int64_t>(most[2])}};

@@ -117,6 +117,10 @@ class Backend {
   // backends that measure them (the GPU with events); resets the counters. Empty when not measured.
   virtual std::vector<std::pair<std::string, double>> take_phase_seconds() { return {}; }
 
+  // Seconds each part of the backend's set-up took, in order (the GPU's context, NCCL, cuDNN's algorithm
+  // measurement, the --lstm auto probe, ...), on this rank; empty where nothing is worth telling apart.
+  virtual std::vector<std::pair<std::string, double>> setup_seconds() const { return {}; }
+
   // Waits until queued device work is done (a no-op on the CPU); for timing whole steps in benchmarks.
   virtual void synchronize() {}
 

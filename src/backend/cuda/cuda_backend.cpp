@@ -4,6 +4,7 @@
 // (the training step) and cuda_backend_timing.cpp (the phase timings).
 #include "cuda_backend.hpp"
 
+#include <chrono>
 #include <cstdlib>
 
 #include "fused_optimizer.hpp"
@@ -41,11 +42,21 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
       probe_length_(tuning.probe_length) {
   // Every limit before any collective or allocation: every rank has the same options, so every rank refuses alike.
   check_limits(shape, opts, tuning);
+  // Each part of the set-up timed on the host (the GPU work of each is synchronous or synchronized), so a slow start
+  // can be told apart from a slow data path (summary.json's setup_s).
+  auto last = std::chrono::steady_clock::now();
+  auto lap = [&](const char* part) {
+    const auto now = std::chrono::steady_clock::now();
+    setup_s_.emplace_back(part, std::chrono::duration<double>(now - last).count());
+    last = now;
+  };
   // The reverse direction must start at each sequence's own last step: only per-sequence lengths do that.
   batch_layout_ = shape.bidirectional ? BatchLayout::Ragged : *parse_batch_layout(tuning.layout);
   // Both collectives first, every rank reaching them (bind_gpu turns local failures into a shared verdict).
   gpu_ = bind_gpu(opts.local_rank, opts.comm);
+  lap("device");   // the GPU chosen and its context made
   nccl_ = std::make_unique<NcclComm>(opts.comm, opts.watchdog);
+  lap("nccl");
   single_rank_ = nccl_->size() == 1;
   compute_ = Stream::create();
   comm_stream_ = Stream::create();
@@ -53,7 +64,9 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
   CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, gpu_.device));
   if (!tuning.graphs) graphs_off_reason_ = "off (RAGTRAIN_CUDA_GRAPHS=0)";
 
+  lap("cudnn_handle");
   choose_algorithm(tuning);   // measured at K; a collective (MPI_Bcast of rank 0's choice)
+  lap("cudnn_algorithms");
 
   const int64_t H = shape.head_input(), C = shape.outputs;   // the head reads D*H
   W_ = lstm_->weight_floats();
@@ -97,7 +110,9 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
   if (rank == 0 && batch_ > 1 && tuning.algo == "auto")
     std::fprintf(stderr, "ragtrain: %lld sequences per step: %s\n", static_cast<long long>(batch_), describe().c_str());
   CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
+  lap("buffers_and_fused");
   choose_lstm_path(batch_);   // a collective with --lstm auto (rank 0 measures at K)
+  lap("lstm_probe");
 }
 
 void CudaBackend::check_limits(const ModelShape& shape, const BackendOptions& opts, const CudaTuning& tuning) {

@@ -71,6 +71,7 @@ class CudaBackend final : public Backend {
   LocalNonfinite first_nonfinite(const std::vector<int64_t>& positions) override;
   std::vector<float> infer(const Shard& shard) override;
   std::vector<std::pair<std::string, double>> take_phase_seconds() override;
+  std::vector<std::pair<std::string, double>> setup_seconds() const override { return setup_s_; }
   void synchronize() override;
 
   // Beyond the Backend interface, for tests and reports.
@@ -150,6 +151,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<FusedLstm> fused_lstm_; // the fused kernel when the model is covered and the mode is not cudnn
   bool use_fused_ = false;                // this step width runs the fused kernel (rank 0's choice, broadcast)
   std::string lstm_note_;                 // why cuDNN (not covered), or the measurement behind auto's choice
+  std::vector<std::pair<std::string, double>> setup_s_;   // the constructor's parts, in order (setup_seconds)
 
   int64_t W_ = 0;                         // cuDNN weight space, floats
   int64_t N_ = 0;                         // device parameters: weight space + fc.weight (C, D*H) + fc.bias (C)
