@@ -23,8 +23,9 @@ namespace {
 // lanes hold identical bits), the activations, the cell update in all 16 lanes of the unit, and h_t of the warp's
 // two units stored by lane sender(q, p) into that block's shared memory (distributed shared memory) as one 8-byte
 // store. The backward step sums over the unit's 16 lanes (four shuffles) and the same lanes send the unit's four d
-// gates as one 16-byte store each (d gates unit-major, so a part reads float4s). At H <= 128 each remote store costs: one per gate and unit
-// ran ~1,990 cycles a backward step at H = 128, one per unit ~1,400; one per unit forward ~1,470, one per warp ~1,440.
+// gates as one 16-byte store each (d gates unit-major, so a part reads float4s). At H <= 128 each remote store costs:
+// one per gate and unit ran ~1,990 cycles a backward step at H = 128, one per unit ~1,400; one per unit forward
+// ~1,470, one per warp ~1,440.
 // The sends are asynchronous remote stores (st.async) that count their bytes on an mbarrier of the receiving block,
 // and a block waits only on its own mbarrier for the step's vector: no cluster barrier per step. (A cluster barrier's
 // release must also wait for the step's global stores to reach L2; with it a step cost ~1,750 cycles forward and
