@@ -825,8 +825,9 @@ TEST(FusedLayout, GateBlocksFromTheIndexMap) {
   EXPECT_FALSE(split.ok);
   EXPECT_NE(split.why.find("non-contiguously"), std::string::npos) << split.why;
   EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 4, 2, 2, Task::Classification}), "");
-  EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 129, 1, 2, Task::Classification}), "");
-  EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 128, 1, 2, Task::Classification}), "");
+  EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 257, 1, 2, Task::Classification}), "");
+  EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 256, 1, 2, Task::Classification}), "");
+  EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 129, 1, 2, Task::Classification}), "");
   for (Pool pool : {Pool::Mean, Pool::Max})
     EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 50, 1, 2, Task::Classification, false, pool}), "")
         << pool_name(pool);

@@ -159,7 +159,7 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
       const float tc = tanh_f(c);
       h = og * tc;
       const float hv = valid ? h : 0.0f;
-      const float h_odd = __shfl_sync(kFull, hv, (ub + 4 * q + p) | 16);   // the warp's second unit (j + 4)
+      const float h_odd = __shfl_sync(kFull, hv, (ub + 4 * q + p) | 16);   // the warp's second unit (j + CL)
       if (valid && ub == 0 && st.sends && t + 1 < len)   // (h_{len-1} goes to the head by pool_s)
         send2(st.h_far + 4 * ((cur ^ 1) * M::kVec + M::h_slot(st.j)), make_float2(hv, h_odd),
               st.bars_far + 8 * (cur ^ 1));
