@@ -462,7 +462,7 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
       {"train", "tune", "eval", "predict", "bench"});
   b.add("lstm", po::value(&c.backend.lstm)->default_value(c.backend.lstm, lstm_path_name(c.backend.lstm)),
       "CUDA backend's LSTM: cudnn | fused (ragtrain's kernels, no launch per timestep: 1 layer, one direction with "
-      "H <= 128 or both with H <= 64, any --pool and --head-dropout; other models use cuDNN) | auto "
+      "H <= 256 or both with H <= 64, any --pool and --head-dropout; other models use cuDNN) | auto "
       "(the faster of the two, measured at start-up; fused only when at least 10% faster there)",
       {"train", "bench"});
   b.add("max-memory", po::value(&c.source.max_memory)->default_value(c.source.max_memory)->value_name("SIZE"),

@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -58,9 +59,16 @@ inline void check_batch(CudaBackend& gpu, Backend& cpu, const ParamLayout& layou
               rel(got[static_cast<size_t>(P)], ref[static_cast<size_t>(P)]));
   EXPECT_TRUE(a.ok) << label << ": " << a.first_failure << " (worst ratio " << a.worst_ratio << " in "
                     << a.worst_tensor << ")";
-  // Not trivially passing: the reference gradient is substantially nonzero (with T = 1 every weight_hh gradient
-  // is exactly zero, h_0 being zero) and the GPU filled in every entry the reference has.
-  EXPECT_GT(a.ref_nonzero, a.total / 10) << label;
+  // Not trivially passing: the reference gradient is substantially nonzero and the GPU filled in every entry the
+  // reference has. With T = 1 every weight_hh gradient is exactly zero (h_0 being zero), so the bar is then a tenth
+  // of the other entries (at H = 200, F = 20 weight_hh is 90% of the model).
+  int64_t can_be_nonzero = a.total;
+  int64_t longest = 0;
+  for (const int64_t p : batch) longest = std::max(longest, shard.length(p));
+  if (longest == 1)
+    for (const ParamTensor& t : layout.tensors())
+      if (t.name.rfind("lstm.weight_hh", 0) == 0) can_be_nonzero -= t.size;
+  EXPECT_GT(a.ref_nonzero, can_be_nonzero / 10) << label;
   EXPECT_EQ(a.missing, 0) << label;
   EXPECT_LE(rel(got[static_cast<size_t>(P)], ref[static_cast<size_t>(P)]), 1e-5) << label << ": loss";
   EXPECT_EQ(got[static_cast<size_t>(P + 1)], ref[static_cast<size_t>(P + 1)]) << label << ": count";

@@ -1,7 +1,7 @@
 // The fused LSTM kernel (--lstm fused) against the CPU reference: loss and every gradient for lengths 1 to 130 (and one
 // long sequence), each alone and several per step with an empty slot, both tasks, both kernel variants (one block for H
 // <= 64: H = 19, 40, 50, 55, 64; a 4-block cluster above: H = 65, its smallest, 77, 96, 100, 128, and 40 sequences of H
-// = 128 in one step); 100 SGD and Adam steps against the CPU backend at K = 1 and K = 4 (H = 96 and 128: SGD);
+// = 128 in one step; a 16-block cluster above: H = 129, 200, 256, and 20 sequences of H = 256); 100 SGD and Adam steps against the CPU backend at K = 1 and K = 4 (H = 96 and 128: SGD);
 // bidirectional at H <= 64 (both directions in a 2-block cluster: every pool, K = 1, 9, 20, 70, training, reruns);
 // bitwise-identical reruns; the fallback to cuDNN for models it does not cover; the per-timestep cycle budget and the
 // whole step at H = 50, K = 1 (printed for doc/performance.md and the A/B of builds); and, without a GPU, the
@@ -151,6 +151,22 @@ TEST(FusedAgreement, ClassificationClusterH96) {
   fused_grid({36, 96, 1, 10, Task::Classification}, kMixed);
 }
 
+// The 16-block cluster (128 < H <= 256): its largest H, its smallest (block 0 owns 9 units, the others 8; the
+// projection's second row tile holds 4 gate rows), one in between with mean pooling (regression), and 20 sequences in
+// one step (the split weight-gradient GEMM; 320 blocks in waves of clusters).
+TEST(FusedAgreement, ClassificationCluster16H256) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid({36, 256, 1, 10, Task::Classification}, kMixed);
+}
+TEST(FusedAgreement, ClassificationCluster16H129) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid({36, 129, 1, 10, Task::Classification}, kMixed);
+}
+TEST(FusedPoolAgreement, MeanRegressionCluster16H200) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(with_pool({20, 200, 1, 3, Task::Regression}, Pool::Mean), kMixed);
+}
+
 // The cluster's smallest H: block 0 owns 17 units, the others 16; warps and column parts only partly filled.
 TEST(FusedAgreement, RegressionClusterH65) {
   RT_SKIP_WITHOUT_GPU();
@@ -206,6 +222,12 @@ TEST(FusedAgreement, RegressionRegistersH19TwentySequences) {
 TEST(FusedAgreement, ClassificationRegistersH64F70TwentySequences) {
   RT_SKIP_WITHOUT_GPU();
   many_sequences({70, 64, 1, 5, Task::Classification}, 20);
+}
+
+// The 16-block cluster with 20 sequences (the split weight-gradient GEMM at 4H = 1024 rows).
+TEST(FusedAgreement, ClassificationCluster16H256TwentySequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences({36, 256, 1, 10, Task::Classification}, 20);
 }
 
 // The cluster variant with 40 sequences: 160 blocks, more than the SMs hold at once (clusters run in waves).
@@ -665,7 +687,7 @@ TEST(FusedDeterminism, BitwiseIdenticalRerunsBidirectional) {
 TEST(FusedFallback, UncoveredModelsUseCudnn) {
   RT_SKIP_WITHOUT_GPU();
   for (const ModelShape& shape : {ModelShape{36, 50, 2, 10, Task::Classification},
-                                  ModelShape{36, 256, 1, 10, Task::Classification},
+                                  ModelShape{36, 257, 1, 10, Task::Classification},
                                   ModelShape{36, 100, 1, 10, Task::Classification, true}}) {
     CudaBackend gpu(shape, options("cuda", "adam"), fused_tuning());
     EXPECT_FALSE(gpu.fused_active());
@@ -803,8 +825,9 @@ TEST(FusedLayout, GateBlocksFromTheIndexMap) {
   EXPECT_FALSE(split.ok);
   EXPECT_NE(split.why.find("non-contiguously"), std::string::npos) << split.why;
   EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 4, 2, 2, Task::Classification}), "");
-  EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 129, 1, 2, Task::Classification}), "");
-  EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 128, 1, 2, Task::Classification}), "");
+  EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 257, 1, 2, Task::Classification}), "");
+  EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 256, 1, 2, Task::Classification}), "");
+  EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 129, 1, 2, Task::Classification}), "");
   for (Pool pool : {Pool::Mean, Pool::Max})
     EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 50, 1, 2, Task::Classification, false, pool}), "")
         << pool_name(pool);

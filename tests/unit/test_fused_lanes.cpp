@@ -12,6 +12,8 @@
 
 namespace {
 
+using ragtrain::ClusterMap16;
+using ragtrain::ClusterMap4;
 using ragtrain::LaneSlice;
 using ragtrain::one_block_pitch;
 using ragtrain::one_block_width;
@@ -76,4 +78,64 @@ TEST(FusedLanes, WidthAndPitchForEveryOneBlockH) {
   EXPECT_EQ(one_block_pitch(50, 52), 72);
 }
 
+// The cluster variant's map (both shapes): every unit on 16 lanes of one block; each part's forward columns are the
+// units of that part, each once, at the shared-memory slot the senders store it to (so a lane's register k meets
+// column k of its part); the two units of a warp are neighbouring slots of one 8-byte store; every block of the
+// cluster gets each vector from exactly one lane of a unit; the backward's rows cover every unit once per gate; and
+// the four parts' float4 reads of a quarter warp fall on distinct banks.
+template <class M, int CL, int HMAX>
+void check_cluster_map() {
+  std::vector<int> lanes(HMAX, 0);
+  for (int rank = 0; rank < CL; ++rank)
+    for (int tid = 0; tid < M::kThreads; ++tid) ++lanes[static_cast<size_t>(M::unit(rank, tid))];
+  for (int j = 0; j < HMAX; ++j) EXPECT_EQ(lanes[static_cast<size_t>(j)], 16) << "CL " << CL << " unit " << j;
+  for (int p = 0; p < 4; ++p) {
+    std::vector<int> hits(HMAX, 0);
+    for (int k = 0; k < M::kCols; ++k) {
+      const int col = M::fwd_col(p, k);
+      ASSERT_GE(col, 0);
+      ASSERT_LT(col, HMAX);
+      EXPECT_EQ(col % 4, p) << "CL " << CL << ": part " << p << " holds column " << col;
+      EXPECT_EQ(M::h_slot(col), M::kPart * p + k) << "CL " << CL << ": part " << p << " register " << k;
+      ++hits[static_cast<size_t>(col)];
+    }
+    for (int j = p; j < HMAX; j += 4) EXPECT_EQ(hits[static_cast<size_t>(j)], 1) << "CL " << CL << " column " << j;
+  }
+  for (int rank = 0; rank < CL; ++rank)
+    for (int w = 0; w < M::kThreads / 32; ++w) {
+      const int j = M::unit(rank, 32 * w), j2 = M::unit(rank, 32 * w + 16);
+      EXPECT_EQ(j2, j + CL);
+      EXPECT_EQ(M::h_slot(j) % 2, 0) << "CL " << CL << ": the 8-byte store of units " << j << ", " << j2;
+      EXPECT_EQ(M::h_slot(j2), M::h_slot(j) + 1) << "CL " << CL;
+    }
+  std::vector<int> blocks(CL, 0);
+  for (int q = 0; q < 4; ++q)
+    for (int p = 0; p < 4; ++p)
+      if (M::sender(q, p) < CL) ++blocks[static_cast<size_t>(M::sender(q, p))];
+  for (int b = 0; b < CL; ++b) EXPECT_EQ(blocks[static_cast<size_t>(b)], 1) << "CL " << CL << " block " << b;
+  std::vector<int> rows(4 * HMAX, 0);
+  for (int q = 0; q < 4; ++q)
+    for (int p = 0; p < 4; ++p)
+      for (int k = 0; k < M::kCols; ++k) {
+        const int i = M::bwd_row(q, p, k);
+        ASSERT_LT(i, HMAX);
+        ++rows[static_cast<size_t>((k & 3) * HMAX + i)];
+      }
+  for (int r = 0; r < 4 * HMAX; ++r) EXPECT_EQ(rows[static_cast<size_t>(r)], 1) << "CL " << CL << " gate row " << r;
+  std::set<int> groups;
+  for (int p = 0; p < 4; ++p) groups.insert((M::kPart * p * 4 % 128) / 16);
+  EXPECT_EQ(groups.size(), 4u) << "CL " << CL << ": the parts' float4 reads share banks";
+  EXPECT_GE(8 * M::kVec, 8 * HMAX) << "CL " << CL << ": d gates (2 x HMAX x 4) within 8 vectors";
+}
+
+TEST(FusedLanes, ClusterMapsHoldEveryWeightOnce) {
+  check_cluster_map<ClusterMap4, 4, 128>();
+  check_cluster_map<ClusterMap16, 16, 256>();
+  // The 4-block map is the one the kernel ran before it was parameterised: columns 4 k + p, slots 36 p + j / 4.
+  for (int p = 0; p < 4; ++p)
+    for (int k = 0; k < 32; ++k) EXPECT_EQ(ClusterMap4::fwd_col(p, k), 4 * k + p);
+  for (int j = 0; j < 128; ++j) EXPECT_EQ(ClusterMap4::h_slot(j), 36 * (j & 3) + (j >> 2));
+}
+
 }  // namespace
+

@@ -136,7 +136,7 @@ const char* device_name(Device d);                           // "cpu" | "cuda" |
 std::optional<Device> parse_device(const std::string& name);
 
 // --lstm, parsed once at the command line: the CUDA backend's LSTM. Fused: one kernel per step (1 layer,
-// H <= 128; other models use cuDNN). Auto: the faster of the two, measured at start-up on rank 0.
+// H <= 256; other models use cuDNN). Auto: the faster of the two, measured at start-up on rank 0.
 enum class LstmPath { Cudnn, Fused, Auto };
 const char* lstm_path_name(LstmPath p);                      // "cudnn" | "fused" | "auto"
 

@@ -1,5 +1,6 @@
-// Phases 2-4 of the fused LSTM step (fused_lstm.cu) for 64 < H <= 128: a cluster of 4 blocks per sequence, each
-// holding a quarter of W_hh in registers, h and d gates exchanged through distributed shared memory.
+// Phases 2-4 of the fused LSTM step (fused_lstm.cu) for 64 < H <= 256: a cluster of 4 blocks per sequence (H <= 128)
+// or 16 (H <= 256), each holding its share of W_hh in registers, h and d gates exchanged through distributed shared
+// memory.
 #include <cooperative_groups.h>
 
 #include "fused_chunks.hpp"
@@ -10,19 +11,21 @@
 namespace ragtrain {
 namespace {
 
-// ---- The cluster variant (64 < H <= 128) ----
+// ---- The cluster variant (64 < H <= 256) ----
 // One block cannot hold W_hh twice in registers at H = 128 (2 x 64 K floats; shared memory then bounds a timestep
-// by its bandwidth, ~2 K cycles for the forward alone). So a sequence runs on a cluster of kCl blocks (one per SM)
-// and each block keeps both copies of a quarter: block c owns hidden units j = kCl jl + c (jl < kClUnits), and its
-// thread (jl, q, p) — 16 lanes per unit, lane 4 q + p of the unit's half-warp — holds
-//   forward:  W_hh[q H + j][4 k + p], k < 32        (gate q's row of unit j, the columns of part p)
-//   backward: W_hh[g H + i][j] for the 4 gates g and i = 4 q + p + 16 k, k < 8   (column j, rows of part 4 q + p)
-// A forward step: 32-long partial dot products, summed over the unit's 4 parts with two xor shuffles (so the four
+// by its bandwidth, ~2 K cycles for the forward alone). So a sequence runs on a cluster of CL blocks (one per SM:
+// 4 up to H = 128, 16 up to 256) and each block keeps both copies of its share: block c owns hidden units
+// j = CL jl + c (jl < kUnits), and its thread (jl, q, p) — 16 lanes per unit, lane 4 q + p of the unit's half-warp —
+// holds (ClusterMap, fused_lanes.hpp, where the unit tests check it)
+//   forward:  W_hh[q H + j][fwd_col(p, k)], k < H_max / 4    (gate q's row of unit j, the columns of part p)
+//   backward: W_hh[g H + i][j] for the 4 gates g and i = 4 q + p + 16 k   (column j, rows of part 4 q + p)
+// A forward step: partial dot products over a part, summed over the unit's 4 parts with two xor shuffles (so the four
 // lanes hold identical bits), the activations, the cell update in all 16 lanes of the unit, and h_t of the warp's
-// two units stored by lane p into block p's shared memory (distributed shared memory) as one 8-byte store. The
-// backward step sums over the unit's 16 lanes (four shuffles) and lane p sends the unit's four d gates as one 16-byte
-// store into block p (d gates unit-major, so a part reads float4s). Each remote store costs: one per gate and unit
-// ran ~1,990 cycles a backward step at H = 128, one per unit ~1,400; one per unit forward ~1,470, one per warp ~1,440.
+// two units stored by lane sender(q, p) into that block's shared memory (distributed shared memory) as one 8-byte
+// store. The backward step sums over the unit's 16 lanes (four shuffles) and the same lanes send the unit's four d
+// gates as one 16-byte store each (d gates unit-major, so a part reads float4s). At H <= 128 each remote store costs:
+// one per gate and unit ran ~1,990 cycles a backward step at H = 128, one per unit ~1,400; one per unit forward
+// ~1,470, one per warp ~1,440.
 // The sends are asynchronous remote stores (st.async) that count their bytes on an mbarrier of the receiving block,
 // and a block waits only on its own mbarrier for the step's vector: no cluster barrier per step. (A cluster barrier's
 // release must also wait for the step's global stores to reach L2; with it a step cost ~1,750 cycles forward and
@@ -39,10 +42,6 @@ __device__ __forceinline__ void wait_packed(const Args& a) {
     while (!progress_reached(a.pack_flags + tid, a.epoch, 0)) __nanosleep(32);
   __syncthreads();
 }
-
-// Where h_j sits in h_s: part p (= j mod 4, the block owning unit j) holds units p, p + 4, ... at offsets 0, 1, ...,
-// so the two units of a warp (j, j + 4) are adjacent and go out as one 8-byte store.
-__device__ __forceinline__ int h_slot(int j) { return kClPart * (j & 3) + (j >> 2); }
 
 // The same shared-memory offset in block `rank` of the cluster.
 __device__ __forceinline__ uint32_t remote_addr(uint32_t local, int rank) {
@@ -82,15 +81,16 @@ __device__ __forceinline__ void send4(uint32_t at, float4 v, uint32_t bar) {
 
 struct ClusterStep {
   const Args* a;
-  float* h_s;        // (2, kClVec) h_{t-1} by h_slot, double-buffered; every block holds all of it
-  float* dg_s;       // (2, kMaxH, 4) d gates of step t + 1, unit-major
+  float* h_s;        // (2, kVec) h_{t-1} by h_slot, double-buffered; every block holds all of it
+  float* dg_s;       // (2, H_max, 4) d gates of step t + 1, unit-major
   uint32_t bars;     // this block's 4 mbarriers: h into buffer 0, 1; d gates into buffer 0, 1
-  uint32_t h_far;    // h_s, dg_s and the mbarriers of block p (this lane's part) in the cluster
+  uint32_t h_far;    // h_s, dg_s and the mbarriers of block sender(q, p) (this lane's) in the cluster
   uint32_t dg_far;
   uint32_t bars_far;
   int H, G, len, j, q, p, ub;   // ub: the unit's first lane in the warp (0 or 16)
   uint32_t h_bytes;  // what one step's h brings each block: 8 bytes per warp whose first unit is below H
   bool valid, lead;  // lead: the thread that re-arms this block's mbarriers
+  bool sends;        // this lane sends the unit's h and d gates (to block sender(q, p))
   float* g_r;        // this thread's gate column of gbuf (row 4 j + q)
   float* g_j;        // the unit's first row (4 j): its four gates as one float4
   const float* c_j;  // unit j's c and tanh(c) columns
@@ -100,7 +100,8 @@ struct ClusterStep {
 
 // The forward recurrence; returns unit j's input to the head (h_{len-1}, the mean or the max of h over the steps, as
 // the one-block kernel) and keeps the max's step in acc.at.
-__device__ __forceinline__ float cluster_forward(const ClusterStep& st, const float (&wf)[kClCols], PoolAcc& acc) {
+template <class M>
+__device__ __forceinline__ float cluster_forward(const ClusterStep& st, const float (&wf)[M::kCols], PoolAcc& acc) {
   const int G = st.G, H = st.H, len = st.len, q = st.q, p = st.p, ub = st.ub;
   const bool valid = st.valid;
   const int pool = st.a->pool;
@@ -129,12 +130,12 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
         mbar_wait(st.bars + 8 * cur, ((t - 1) >> 1) & 1);
         if (st.lead) mbar_arm(st.bars + 8 * cur, st.h_bytes);   // its next phase
       }
-      const float* hs = st.h_s + cur * kClVec + p * kClPart;   // h_{t-1} of units 4 k + p: zero at t = 0
+      const float* hs = st.h_s + cur * M::kVec + p * M::kPart;   // h_{t-1} of part p's units: zero at t = 0
       // Four chains of FMAs, k mod 4 each, joined as (0 + 1) + (2 + 3), written out here (through a shared helper
       // ptxas ordered this kernel's loop differently, and only this order has been measured on the GPU).
       float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
 #pragma unroll
-      for (int k = 0; k < kClCols; k += 8) {
+      for (int k = 0; k < M::kCols; k += 8) {
         const float4 m0 = *reinterpret_cast<const float4*>(hs + k);
         const float4 m1 = *reinterpret_cast<const float4*>(hs + k + 4);
         a0 += wf[k] * m0.x;
@@ -158,9 +159,10 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
       const float tc = tanh_f(c);
       h = og * tc;
       const float hv = valid ? h : 0.0f;
-      const float h_odd = __shfl_sync(kFull, hv, (ub + 4 * q + p) | 16);   // the warp's second unit (j + 4)
-      if (valid && ub == 0 && q == 0 && t + 1 < len)   // into block p (h_{len-1} goes to the head by pool_s)
-        send2(st.h_far + 4 * ((cur ^ 1) * kClVec + h_slot(st.j)), make_float2(hv, h_odd), st.bars_far + 8 * (cur ^ 1));
+      const float h_odd = __shfl_sync(kFull, hv, (ub + 4 * q + p) | 16);   // the warp's second unit (j + CL)
+      if (valid && ub == 0 && st.sends && t + 1 < len)   // (h_{len-1} goes to the head by pool_s)
+        send2(st.h_far + 4 * ((cur ^ 1) * M::kVec + M::h_slot(st.j)), make_float2(hv, h_odd),
+              st.bars_far + 8 * (cur ^ 1));
       if (pool == 1) {
         acc.v += h;
       } else if (pool == 2 && (t == 0 || h > acc.v)) {   // ties: the first step
@@ -180,7 +182,8 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
 // d gates replace the activations in gbuf.
 // Streaming (progress non-null), the block's active warps meet at a named barrier at the first group of 4 steps past
 // each chunk boundary, and thread 0 publishes the block's progress word (the warps meet at no barrier otherwise).
-__device__ __forceinline__ void cluster_backward(const ClusterStep& st, const float (&wb)[kClCols], float seed,
+template <class M>
+__device__ __forceinline__ void cluster_backward(const ClusterStep& st, const float (&wb)[M::kCols], float seed,
                                                  int seed_at, unsigned long long* progress, uint32_t epoch,
                                                  int bar_threads) {
   const int G = st.G, H = st.H, len = st.len, q = st.q, p = st.p, ub = st.ub;
@@ -223,10 +226,10 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
         if (st.lead) mbar_arm(st.bars + 8 * (2 + cb), 16 * H);
       }
       // The d gates of units i = pt + 16 k (zero at t = len - 1): lanes pt and pt + 8 on distinct banks.
-      const float* d = st.dg_s + cb * 4 * kMaxH + 4 * (4 * q + p);
+      const float* d = st.dg_s + cb * 4 * M::kHmax + 4 * (4 * q + p);
       float b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f;
 #pragma unroll
-      for (int k = 0; k < kClCols / 4; ++k) {
+      for (int k = 0; k < M::kCols / 4; ++k) {
         const float4 m = *reinterpret_cast<const float4*>(d + 64 * k);
         b0 += wb[4 * k] * m.x;
         b1 += wb[4 * k + 1] * m.y;
@@ -244,8 +247,8 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
       const float d3 = dh * tc * og * (1.0f - og);
       dc = dct * fg;
       const float4 dg = make_float4(d0, d1, d2, d3);
-      if (valid && q == 0 && t > 0)   // into block p
-        send4(st.dg_far + 4 * ((cb ^ 1) * 4 * kMaxH + 4 * st.j), dg, st.bars_far + 8 * (2 + (cb ^ 1)));
+      if (valid && st.sends && t > 0)
+        send4(st.dg_far + 4 * ((cb ^ 1) * 4 * M::kHmax + 4 * st.j), dg, st.bars_far + 8 * (2 + (cb ^ 1)));
       put_dg = dg;
       put(t);
       cb ^= 1;
@@ -254,26 +257,31 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
   if (progress) publish(0);
 }
 
-// The cluster variant's recurrence kernel: blocks kCl s .. kCl s + kCl - 1 run sequence s.
-__global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
-    fused_lstm_cluster_kernel(const __grid_constant__ Params p) {
+// The cluster variant's recurrence kernel: blocks CL s .. CL s + CL - 1 run sequence s (the cluster's size is the
+// launch's: 16 is a non-portable size, which only a launch attribute can ask for).
+template <class M>
+__global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(const __grid_constant__ Params p) {
+  constexpr int kCl = M::kCl, kThreads = M::kThreads;
   namespace cg = cooperative_groups;
   const Args& a = p.a;
   extern __shared__ float4 smem4[];
   float* const base = reinterpret_cast<float*>(smem4);   // the mbarriers (4 x 8 bytes), then:
-  float* h_s = base + kClBars;                      // (2, kClVec)
-  float* dg_s = h_s + 2 * kClVec;                   // (2, kMaxH, 4) (within 8 kClVec)
-  float* pool_s = dg_s + 8 * kClVec;                // (kMaxH) the head's input by unit
-  float* dh_s = pool_s + kMaxH;                     // (kMaxH) d loss / d pooled h
-  float* misc = dh_s + kMaxH;                       // (4)
+  float* h_s = base + kClBars;                      // (2, kVec)
+  float* dg_s = h_s + 2 * M::kVec;                  // (2, H_max, 4) (within 8 kVec)
+  float* pool_s = dg_s + 8 * M::kVec;               // (H_max) the head's input by unit
+  float* dh_s = pool_s + M::kHmax;                  // (H_max) d loss / d pooled h
+  float* misc = dh_s + M::kHmax;                    // (4)
   float* lg_s = misc + 4;                           // (Cp) logits, then d loss / d logits
   float* fc_s = lg_s + a.Cp;                        // (fc_smem) the head's weight, then its bias
   const cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank()), seq = static_cast<int>(blockIdx.x) / kCl;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
-  const int jl = tid >> 4, q = (tid >> 2) & 3, pp = tid & 3;
-  const int H = a.H, G = 4 * H, j = kCl * jl + rank;
+  const int q = (tid >> 2) & 3, pp = tid & 3;
+  const int H = a.H, G = 4 * H, j = M::unit(rank, tid);
   const bool valid = j < H;
+  const int to = M::sender(q, pp);
+  const bool sends = to < kCl;
+  const int far = sends ? to : 0;   // the block this lane sends to (an address in the cluster either way)
   const GatherSlot slot = slot_of(p, seq);
   const int len = slot.length;
   float* gbuf = a.scratch + static_cast<int64_t>(seq) * a.per_seq;   // the one-block kernel's scratch layout
@@ -282,15 +290,16 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   float* hbuf = tcbuf + a.t_cap * H;
   mark(a, 0);
 
-  for (int i = tid; i < kClSmemFixed - kClBars; i += kClThreads) h_s[i] = 0.0f;   // padding included
-  // Both quarters of W_hh into registers from the packed copy (zero-padded past H), all 16 loads in flight.
-  float wf[kClCols], wb[kClCols];
+  for (int i = tid; i < kClusterSmemFixed<M> - kClBars; i += kThreads) h_s[i] = 0.0f;   // padding included
+  // Both shares of W_hh into registers from the packed copy (zero-padded past H), all loads in flight.
+  constexpr int kCols = M::kCols;
+  float wf[kCols], wb[kCols];
   wait_packed(a);
   {
-    const float4* pk = reinterpret_cast<const float4*>(a.packed) + rank * 2 * (kClThreads * kClCols / 4) + tid;
+    const float4* pk = reinterpret_cast<const float4*>(a.packed) + rank * 2 * (kThreads * kCols / 4) + tid;
 #pragma unroll
-    for (int k4 = 0; k4 < kClCols / 4; ++k4) {
-      const float4 f = __ldcg(pk + k4 * kClThreads), g = __ldcg(pk + (kClCols / 4 + k4) * kClThreads);
+    for (int k4 = 0; k4 < kCols / 4; ++k4) {
+      const float4 f = __ldcg(pk + k4 * kThreads), g = __ldcg(pk + (kCols / 4 + k4) * kThreads);
       wf[4 * k4] = f.x, wf[4 * k4 + 1] = f.y, wf[4 * k4 + 2] = f.z, wf[4 * k4 + 3] = f.w;
       wb[4 * k4] = g.x, wb[4 * k4 + 1] = g.y, wb[4 * k4 + 2] = g.z, wb[4 * k4 + 3] = g.w;
     }
@@ -298,14 +307,14 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   const uint32_t bars = smem_addr(base);
   uint32_t h_bytes = 0;   // 8 for each warp of the cluster whose first unit, kCl (2 w) + r, is below H
   for (int r = 0; r < kCl; ++r)
-    for (int w = 0; w < kClUnits / 2; ++w) h_bytes += kCl * 2 * w + r < H ? 8 : 0;
+    for (int w = 0; w < M::kUnits / 2; ++w) h_bytes += kCl * 2 * w + r < H ? 8 : 0;
   if (tid == 0) {
     for (int b = 0; b < 4; ++b) mbar_init(bars + 8 * b);
     for (int b = 0; b < 4; ++b) mbar_arm(bars + 8 * b, b < 2 ? h_bytes : 16 * H);   // each one's first phase
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   const int nfc = a.fc_smem ? a.C * H + a.C : 0;
-  for (int i = tid; i < nfc; i += kClThreads)
+  for (int i = tid; i < nfc; i += kThreads)
     fc_s[i] = a.params[i < a.C * H ? a.lay.fc_w + i : a.lay.fc_b + (i - a.C * H)];
   // Every block of the cluster is running, zeroed and its mbarriers set before any block sends into another.
   cluster.sync();
@@ -318,9 +327,9 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
                        h_s,
                        dg_s,
                        bars,
-                       remote_addr(smem_addr(h_s), pp),
-                       remote_addr(smem_addr(dg_s), pp),
-                       remote_addr(bars, pp),
+                       remote_addr(smem_addr(h_s), far),
+                       remote_addr(smem_addr(dg_s), far),
+                       remote_addr(bars, far),
                        H,
                        G,
                        len,
@@ -331,6 +340,7 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
                        h_bytes,
                        valid,
                        tid == 0,
+                       sends,
                        gbuf + 4 * j + q,
                        gbuf + 4 * j,
                        cbuf + j,
@@ -339,11 +349,11 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
   // A warp whose units are all past H sits the recurrences out (it would only wait; nothing waits for it).
   const bool active = kCl * 2 * (tid >> 5) + rank < H;
   PoolAcc acc;
-  const float pooled = active ? cluster_forward(st, wf, acc) : 0.0f;
+  const float pooled = active ? cluster_forward<M>(st, wf, acc) : 0.0f;
   // For the head, loaded here (no register to spare through the recurrence): its latency overlaps the barrier.
   const int label = a.classification ? a.labels[slot.pos] : 0;
-  if (valid && q == 0)   // every block gets the whole vector (through the head's dropout)
-    cluster.map_shared_rank(pool_s, pp)[j] = a.drop.threshold ? pooled * head_keep(a, slot.pos, j) : pooled;
+  if (valid && sends)   // every block gets the whole vector (through the head's dropout)
+    cluster.map_shared_rank(pool_s, to)[j] = a.drop.threshold ? pooled * head_keep(a, slot.pos, j) : pooled;
   cluster.sync();
   mark(a, 2);
 
@@ -353,10 +363,11 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
 
   const float seed = valid ? (a.pool == 1 ? dh_s[j] / static_cast<float>(len) : dh_s[j]) : 0.0f;
   int bar_threads = 0;   // the active warps' threads of this block (warp w holds units kCl (2 w) + rank, + kCl)
-  for (int w = 0; w < kClThreads / 32; ++w) bar_threads += kCl * 2 * w + rank < H ? 32 : 0;
+  for (int w = 0; w < kThreads / 32; ++w) bar_threads += kCl * 2 * w + rank < H ? 32 : 0;
   if (active)
-    cluster_backward(st, wb, seed, a.pool == 0 ? len - 1 : acc.at,
-                     a.stream ? a.progress + static_cast<int64_t>(seq) * kCl + rank : nullptr, a.epoch, bar_threads);
+    cluster_backward<M>(st, wb, seed, a.pool == 0 ? len - 1 : acc.at,
+                        a.stream ? a.progress + static_cast<int64_t>(seq) * kMaxCl + rank : nullptr, a.epoch,
+                        bar_threads);
   mark(a, 4);
   if (rank == 0) head_emit(a, pool_s, lg_s, misc, seq, nullptr);
   cluster.sync();   // no block leaves while another may still read or wait on anything of it
@@ -364,6 +375,11 @@ __global__ void __cluster_dims__(kCl, 1, 1) __launch_bounds__(kClThreads, 1)
 
 }  // namespace
 
-const void* fused_cluster_kernel() { return reinterpret_cast<const void*>(fused_lstm_cluster_kernel); }
+template <class M>
+const void* fused_cluster_kernel() {
+  return reinterpret_cast<const void*>(fused_lstm_cluster_kernel<M>);
+}
+template const void* fused_cluster_kernel<ClusterMap4>();
+template const void* fused_cluster_kernel<ClusterMap16>();
 
 }  // namespace ragtrain

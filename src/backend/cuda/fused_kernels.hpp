@@ -2,7 +2,7 @@
 // kernel takes, and each kernel's host stub for launching it. Each kernel lives in the file named after its phase:
 //   fused_projection.cu   projection_kernel           input projection (and the cluster variant's packed W_hh)
 //   fused_recurrence.cu   fused_lstm_kernel<HR>       recurrence, H <= 64: one block a sequence
-//   fused_cluster.cu      fused_lstm_cluster_kernel   recurrence, 64 < H <= 128: a cluster of 4 blocks a sequence
+//   fused_cluster.cu      fused_lstm_cluster_kernel<M> recurrence, 64 < H <= 256: a cluster of 4 or 16 blocks a sequence
 //   fused_weight_grad.cu  weight_grad_kernel          weight gradients, up to 16 sequences (streaming)
 //   fused_split_grad.cu   split_grad_kernel           weight gradients, more sequences (split over the timesteps)
 //   fused_sums.cu         sums_kernel                 K > 1: the sums over groups, parts and sequences
@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "batch_gather.hpp"
+#include "fused_lanes.hpp"
 #include "fused_lstm.hpp"
 
 namespace ragtrain {
@@ -21,7 +22,8 @@ namespace {
 
 constexpr int kInline = 16;     // slots passed in the kernel parameters (larger batches: a device table)
 constexpr int kTables = 3;      // device slot tables used in turn (FusedLstm::run)
-constexpr int kMaxH = 128;
+constexpr int kMaxH = 256;
+constexpr int kMaxProjThreads = 512;   // the projection kernel's block (its launch bound): 4H > 512 in row tiles
 constexpr int kMaxBidirH = 64;  // bidirectional: the one-block kernel, a cluster of 2 blocks (one per direction)
 constexpr int kProjT = 64;      // input projection: timesteps per block at most
 constexpr unsigned kFull = 0xffffffffu;
@@ -31,10 +33,7 @@ constexpr unsigned kFull = 0xffffffffu;
 // In the cluster variant a progress word per warp (each with its fence every chunk) cost more than it saved at
 // H = 128 (173.4 vs 170.8 us); one per block saves 1.5-3.3 us.
 constexpr int kStreamMaxB = 16;
-constexpr int kCl = 4;   // blocks per sequence in the cluster variant (64 < H <= 128)
-constexpr int kClUnits = kMaxH / kCl;    // units per block at most
-constexpr int kClThreads = 16 * kClUnits;
-constexpr int kClCols = 32;              // columns (forward) or rows (backward) of W_hh per thread
+constexpr int kMaxCl = 16;   // blocks per sequence of the cluster variant at most (ClusterMap4 / ClusterMap16)
 constexpr int kPack = 32;                // blocks of the projection kernel that pack W_hh for the cluster variant
 
 // The streaming weight-gradient GEMM (fused_weight_grad.cu).
@@ -44,11 +43,10 @@ constexpr int kWgM = 64, kWgN = 32, kWgThreads = 256;   // chunks of kWgL timest
 constexpr int kMaxGroups = 32;
 constexpr int kWgSlots = 32;     // sequences of one group at most (kMaxGatherSlots / kMaxGroups)
 
-// The cluster variant's shared memory (fused_cluster.cu).
-constexpr int kClPart = 36;              // shared-memory stride of a 32-long part: the 4 parts' reads on distinct banks
-constexpr int kClVec = 4 * kClPart;      // one vector of H <= 128 (h, or one gate's d gates); 144 = 16 (mod 32)
+// The cluster variant's shared memory (fused_cluster.cu): bars, h_s (2 vectors), dg_s (8), pool_s, dh_s, misc.
 constexpr int kClBars = 8;               // floats ahead of h_s: 4 mbarriers (h, then d gates, double-buffered)
-constexpr int kClSmemFixed = kClBars + 10 * kClVec + 2 * kMaxH + 4;   // bars, h_s, dg_s, pool_s, dh_s, misc
+template <class M>
+constexpr int kClusterSmemFixed = kClBars + 10 * M::kVec + 2 * M::kHmax + 4;
 
 // The split weight-gradient GEMM (fused_split_grad.cu).
 constexpr int kSgC = 32;              // timesteps per staged chunk
@@ -87,7 +85,7 @@ struct Args {
   int32_t sg_wm = 0, sg_wn = 0;   // split_grad_kernel: its block tile in warps (32 x 32 outputs each)
   int32_t sum_blocks = 0;         // sums_kernel: blocks of the weight-gradient sums (the head's sums after them)
   int64_t head_lo = 0, n_grad = 0;   // the head's gradients and the extras: fused-buffer entries [head_lo, n_grad)
-  // The backward's progress, kCl words per sequence (one per block of a cluster; the one-block kernel uses the
+  // The backward's progress, kMaxCl words per sequence (one per block of a cluster; the one-block kernel uses the
   // first), each (epoch << 32) | v: every d gate of steps >= v (and every h of the forward) that the block stored is
   // in the scratch. With `stream` set (few sequences) the recurrence publishes them at every chunk boundary and the
   // weight-gradient blocks, resident on other SMs (programmatic dependent launch), sum each chunk of timesteps as
@@ -116,7 +114,8 @@ struct Params {
 const void* fused_projection_kernel();
 template <int HR>
 const void* fused_one_block_kernel();   // HR = 32, 48, 52, 56, 64 (one_block_width)
-const void* fused_cluster_kernel();
+template <class M>
+const void* fused_cluster_kernel();     // M = ClusterMap4, ClusterMap16
 const void* fused_weight_grad_kernel();
 const void* fused_split_grad_kernel();
 const void* fused_sums_kernel();

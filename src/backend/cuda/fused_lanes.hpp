@@ -37,3 +37,35 @@ struct LaneSlice {
 };
 
 }  // namespace ragtrain
+
+namespace ragtrain {
+
+// The cluster variant (fused_cluster.cu, 64 < H <= 256): a sequence on CL blocks, one per SM; block `rank` owns the
+// units j = CL jl + rank (jl < kUnits), each unit 16 lanes (q, p): gate q, part p. Part p of a vector is the units
+// j = p (mod 4) — those of blocks p, p + 4, ... — kept contiguous in shared memory (kPart floats apart, so the four
+// parts' float4 reads fall on distinct banks), block r's units of part p at (r / 4) kUnits + jl: the two units of a
+// warp (jl, jl + 1) are neighbours and go out as one 8-byte store. Lane (q, p) holds
+//   forward:  W_hh[q H + j][fwd_col(p, k)], k < kCols   (gate q's row of unit j, the columns of part p, in h_s order)
+//   backward: W_hh[(k mod 4) H + bwd_row(q, p, k)][j]  (column j; rows 4 q + p + 16 (k / 4), the four gates of each)
+// and sends the unit's h (forward) and d gates (backward) to block sender(q, p) of the cluster, where that is below
+// CL (4 blocks: the lanes of gate 0; 16: all 16 lanes).
+template <int CL, int HMAX>
+struct ClusterMap {
+  static constexpr int kCl = CL, kHmax = HMAX;
+  static constexpr int kUnits = HMAX / CL;      // units per block
+  static constexpr int kThreads = 16 * kUnits;
+  static constexpr int kCols = HMAX / 4;        // forward columns (backward: rows x gates) per lane
+  static constexpr int kPart = kCols + 4;       // 4 (mod 32) past a multiple of 32: kPart * 4 bytes = 16 (mod 128)
+  static constexpr int kVec = 4 * kPart;        // one vector of HMAX (h), parts by part
+  static_assert(CL % 4 == 0 && HMAX % (2 * CL) == 0 && kCols % 32 == 0, "a cluster shape the kernel cannot run");
+  RAGTRAIN_HD static int unit(int rank, int tid) { return CL * (tid >> 4) + rank; }
+  RAGTRAIN_HD static int fwd_col(int p, int k) { return CL * (k % kUnits) + 4 * (k / kUnits) + p; }
+  RAGTRAIN_HD static int h_slot(int j) { return kPart * (j & 3) + ((j % CL) >> 2) * kUnits + j / CL; }
+  RAGTRAIN_HD static int bwd_row(int q, int p, int k) { return 4 * q + p + 16 * (k >> 2); }
+  RAGTRAIN_HD static int sender(int q, int p) { return 4 * q + p; }   // a block of the cluster where < CL
+};
+
+using ClusterMap4 = ClusterMap<4, 128>;     // 64 < H <= 128
+using ClusterMap16 = ClusterMap<16, 256>;   // 128 < H <= 256: a non-portable cluster size (Hopper: up to 16)
+
+}  // namespace ragtrain

@@ -23,8 +23,8 @@
 // Recurrent weights always in registers: H <= 64 in one block, where a lane holds the four gate rows of its unit at a
 // quarter of the columns (forward) and, for four units' columns, a quarter of one gate's rows (backward), so it
 // loads a quarter of the step's vector instead of all of it (slice_matvec; zero-padded to 32, 48, 52, 56 or 64 so
-// the unrolled loops have no branches); 64 < H <= 128 spread over the 4 SMs of a thread-block
-// cluster, h and d gates exchanged through distributed shared memory (fused_cluster.cu).
+// the unrolled loops have no branches); 64 < H <= 128 spread over the 4 SMs of a thread-block cluster, up to 256 over
+// 16, h and d gates exchanged through distributed shared memory (fused_cluster.cu).
 // The recurrence is latency-bound: what it costs is the chain of dependent instructions per timestep (shared-memory
 // loads, the FMA chains, the activations, the shuffles, the barrier) and every global round trip (~600 cycles)
 // left on that chain, so loads are issued far ahead and in batches; the projection and weight gradients, which do
@@ -100,8 +100,11 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   RT_CHECK(why.empty(), "fused LSTM: " << why);
   const int H = static_cast<int>(shape.hidden), F = static_cast<int>(shape.input_size), G = 4 * H;
   hr_ = one_block_width(H);   // 0: the cluster variant
-  threads_ = round_up(G, 32);   // the projection kernel, and the one-block recurrence
-  rec_threads_ = hr_ > 0 ? threads_ : kClThreads;
+  cl_ = hr_ > 0 ? 0 : (H <= ClusterMap4::kHmax ? ClusterMap4::kCl : ClusterMap16::kCl);
+  threads_ = round_up(G, 32);   // the one-block recurrence
+  proj_threads_ = std::min(threads_, kMaxProjThreads);
+  proj_tiles_ = (threads_ + kMaxProjThreads - 1) / kMaxProjThreads;
+  rec_threads_ = hr_ > 0 ? threads_ : (cl_ == 4 ? ClusterMap4::kThreads : ClusterMap16::kThreads);
   HP_ = one_block_pitch(H, hr_);
   Cp_ = round_up(static_cast<int>(shape.outputs), 4);
   int optin = 0;
@@ -114,13 +117,30 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   // both pooled vectors.)
   const int64_t staged = threads_ * (hr_ + 1) + (fc_smem_ ? (C * (HI + 1) + 3 + 3) / 4 * 4 : 0);
   const int64_t one_block = 2 * HP_ + 8 * HP_ + dirs_ * HP_ + 4 + (dirs_ == 2 ? 2 * HP_ : 0) + staged;
-  const int64_t fixed = (hr_ > 0 ? one_block : kClSmemFixed) + Cp_ + fc_smem_;
+  const int64_t cluster_fixed = cl_ == 4 ? kClusterSmemFixed<ClusterMap4> : kClusterSmemFixed<ClusterMap16>;
+  const int64_t fixed = (hr_ > 0 ? one_block : cluster_fixed) + Cp_ + fc_smem_;
   RT_CHECK(fixed * static_cast<int64_t>(sizeof(float)) <= optin, "fused LSTM: the head exceeds shared memory");
   fc_ = std::min(round_up(F, 8), 64);   // input projection: features per shared-memory chunk
   smem_bytes_ = static_cast<size_t>(fixed) * sizeof(float);
   const void* k = kernel();
   CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
-  proj_smem_bytes_ = static_cast<size_t>((kProjT + threads_) * (fc_ + 4)) * sizeof(float);
+  if (cl_ > 8) {   // 16 blocks: above the portable cluster size (8), which the GPU must allow and fit
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    cudaLaunchConfig_t probe = {};
+    cudaLaunchAttribute dims = {};
+    dims.id = cudaLaunchAttributeClusterDimension;
+    dims.val.clusterDim.x = static_cast<unsigned>(cl_);
+    dims.val.clusterDim.y = dims.val.clusterDim.z = 1;
+    probe.gridDim = dim3(static_cast<unsigned>(cl_));
+    probe.blockDim = dim3(static_cast<unsigned>(rec_threads_));
+    probe.dynamicSmemBytes = smem_bytes_;
+    probe.attrs = &dims;
+    probe.numAttrs = 1;
+    int clusters = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &probe));
+    RT_CHECK(clusters >= 1, "fused LSTM: this GPU runs no cluster of " << cl_ << " blocks");
+  }
+  proj_smem_bytes_ = static_cast<size_t>((kProjT + proj_threads_) * (fc_ + 4)) * sizeof(float);
   RT_CHECK(static_cast<int64_t>(proj_smem_bytes_) <= optin,
            "fused LSTM: the projection's W_ih chunk exceeds shared memory");
   CUDA_CHECK(cudaFuncSetAttribute(fused_projection_kernel(),
@@ -142,7 +162,9 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   RT_CHECK(static_cast<int64_t>(sg_max) <= optin, "fused LSTM: the weight-gradient tiles exceed shared memory");
   CUDA_CHECK(cudaFuncSetAttribute(fused_split_grad_kernel(),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sg_max)));
-  packed_floats_ = hr_ > 0 ? 0 : kCl * 2 * kClCols * kClThreads;
+  packed_floats_ = hr_ > 0    ? 0
+                   : cl_ == 4 ? ClusterMap4::kCl * 2 * ClusterMap4::kCols * ClusterMap4::kThreads
+                              : ClusterMap16::kCl * 2 * ClusterMap16::kCols * ClusterMap16::kThreads;
   if (packed_floats_ > 0) packed_.resize_discard(static_cast<size_t>(packed_floats_));
   pack_flags_.resize_discard(kPack);
   // Epoch 0 is never a run's: a flag not yet written reads as not packed.
@@ -159,7 +181,7 @@ const void* FusedLstm::kernel() const {
     case 52: return fused_one_block_kernel<52>();
     case 56: return fused_one_block_kernel<56>();
     case 64: return fused_one_block_kernel<64>();
-    default: return fused_cluster_kernel();
+    default: return cl_ == 4 ? fused_cluster_kernel<ClusterMap4>() : fused_cluster_kernel<ClusterMap16>();
   }
 }
 
@@ -188,7 +210,7 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   cap_T_ = std::max(cap_T_, T);
   const int64_t H = shape_.hidden, F = shape_.input_size;
   scratch_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * per_seq()));
-  progress_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * kCl));
+  progress_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * kMaxCl));
   // Epoch 0 is never a run's: a word not yet written this run never reads as progress.
   CUDA_CHECK(cudaMemset(progress_.get(), 0, progress_.size() * sizeof(unsigned long long)));
   if (cap_B_ > 1) {
@@ -261,7 +283,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   // Streaming needs the weight-gradient blocks launched while the recurrence runs (not in a recorded run, whose
   // kernels are separated by events).
   a.stream = streaming_ && !record_ && B <= kStreamMaxB;
-  a.words = hr_ > 0 ? 1 : kCl;
+  a.words = hr_ > 0 ? 1 : cl_;
   a.packed = packed_.get();
   a.packed_floats = packed_floats_;
   a.pack_flags = pack_flags_.get();
@@ -296,7 +318,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   cudaLaunchAttribute pdl[1] = {};
   pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  // (cluster > 1: the bidirectional recurrence, a cluster of its two directions' blocks.)
+  // (cluster > 1: the cluster variant's blocks of a sequence, or the bidirectional one-block kernel's two directions.)
   auto launch = [&](const void* fn, dim3 grid, int threads, size_t smem, unsigned cluster = 1) {
     cudaLaunchAttribute attrs[2] = {};
     int n = 0;
@@ -323,10 +345,13 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.pack_rows = hr_ > 0 ? 0 : static_cast<int32_t>((kPack + proj_x - 1) / proj_x);
   const unsigned ud = static_cast<unsigned>(dirs_);
   launch(fused_projection_kernel(),
-         dim3(static_cast<unsigned>(proj_x), ub + static_cast<unsigned>(a.pack_rows), ud), threads_, proj_smem_bytes_);
+         dim3(static_cast<unsigned>(proj_x), ub + static_cast<unsigned>(a.pack_rows),
+              ud * static_cast<unsigned>(proj_tiles_)),
+         proj_threads_, proj_smem_bytes_);
   mark(1);
-  // The cluster variant: kCl blocks a sequence; bidirectional, a cluster of the 2 directions' blocks.
-  launch(kernel(), dim3(hr_ > 0 ? ub * ud : ub * kCl), rec_threads_, smem_bytes_, ud);
+  // The cluster variant: cl_ blocks a sequence; bidirectional, a cluster of the 2 directions' blocks.
+  launch(kernel(), dim3(hr_ > 0 ? ub * ud : ub * static_cast<unsigned>(cl_)), rec_threads_, smem_bytes_,
+         hr_ > 0 ? ud : static_cast<unsigned>(cl_));
   mark(2);
   const int G = static_cast<int>(4 * H), NW = static_cast<int>(F + H + 1);
   if (B > kStreamMaxB)
@@ -398,7 +423,7 @@ double FusedLstm::time_us(int64_t B, int64_t T, cudaStream_t s) {
 
 std::string FusedLstm::describe() const {
   if (hr_ == 0)
-    return RT_MSG("fused kernel (recurrent weights in the registers of a " << kCl << "-block cluster per sequence, "
+    return RT_MSG("fused kernel (recurrent weights in the registers of a " << cl_ << "-block cluster per sequence, "
                                                                           << rec_threads_ << " threads a block)");
   return RT_MSG("fused kernel (" << (dirs_ == 2 ? "bidirectional, a 2-block cluster per sequence, " : "")
                                   << "recurrent weights in registers, " << rec_threads_ << " threads, "

@@ -1,7 +1,8 @@
-// The fused LSTM training step of a 1-layer LSTM (unidirectional H <= 128, bidirectional H <= 64; --pool last, mean or
+// The fused LSTM training step of a 1-layer LSTM (unidirectional H <= 256, bidirectional H <= 64; --pool last, mean or
 // max), three kernels
 // per step with no launch or grid-wide barrier per timestep: the input projection of every timestep (many blocks, all
-// SMs), the recurrence kernel (one thread block per sequence for H <= 64, a cluster of 4 blocks on 4 SMs above:
+// SMs), the recurrence kernel (one thread block per sequence for H <= 64, a cluster of 4 blocks on 4 SMs up to 128,
+// of 16 up to 256:
 // forward recurrence with the pooling over time, the Linear head and loss, backward recurrence), and the weight
 // gradients (a tiled GEMM over all timesteps and sequences: with few sequences on the other SMs, summing each chunk of
 // timesteps while the backward goes on; with more, on all SMs after it, split over equal parts of the timesteps; with
@@ -40,7 +41,7 @@ struct FusedHeadDropout {
   const int64_t* indices = nullptr;  // (device) the shard's global sequence indices, by slot.pos
 };
 
-// Why the fused kernel cannot run this model (empty when it can): more than one layer, H > 128, bidirectional with
+// Why the fused kernel cannot run this model (empty when it can): more than one layer, H > 256, bidirectional with
 // H > 64, ...
 std::string fused_lstm_unsupported(const ModelShape& shape);
 
@@ -102,8 +103,10 @@ class FusedLstm {
   int dirs_ = 1;                   // directions: a bidirectional step runs both at once (a 2-block cluster each)
   int64_t n_grad_ = 0, stride_ = 0;
   int hr_ = 0;                     // H <= 64: padded to 32, 48, 52, 56 or 64 (the one-block kernel's template argument);
-                                   // 0: the cluster variant (64 < H <= 128)
-  int threads_ = 0, rec_threads_ = 0;   // the projection's block; the recurrence kernel's block
+                                   // 0: the cluster variant (64 < H <= 256)
+  int cl_ = 0;                     // the cluster variant's blocks per sequence: 4 (H <= 128) or 16; 0: one block
+  int threads_ = 0, rec_threads_ = 0;   // 4H rounded to a warp (the one-block recurrence's block); the cluster's
+  int proj_threads_ = 0, proj_tiles_ = 1;   // the projection's block (<= kMaxProjThreads rows) and its row tiles
   int32_t HP_ = 0, fc_ = 0, Cp_ = 0;
   int32_t fc_smem_ = 0;            // the head's weight and bias in shared memory (floats; 0: read from global)
   size_t smem_bytes_ = 0;          // recurrence kernel

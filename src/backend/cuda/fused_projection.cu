@@ -44,23 +44,26 @@ __device__ __forceinline__ void copy_rows(int rows, int cols, Src src, Dst dst) 
 // coalesced (the strided column loads straight from the parameters took 14.3 K cycles at H = 128, longer than the
 // projection they overlap). (The one-block kernel loads its weights directly: there the projection is longer than
 // those loads, and the packed copy's float4 loads measured 905 instead of 829 cycles a backward step at H = 50.)
-// Returns the parameter index of element e of packed float4 d4, or -1 (a zero: padding past H).
+// Returns the parameter index of element e of packed float4 d4, or -1 (a zero: padding past H). M: the variant's
+// lane map (fused_lanes.hpp).
+template <class M>
 __device__ __forceinline__ int64_t packed_source(const Args& a, int d4, int e) {
-  constexpr int kPerPart = kClThreads * kClCols / 4;   // float4s of one (rank, w)
-  const int H = a.H, tid = d4 % kClThreads, k = 4 * ((d4 / kClThreads) % (kClCols / 4)) + e;
+  constexpr int kPerPart = M::kThreads * M::kCols / 4;   // float4s of one (rank, w)
+  const int H = a.H, tid = d4 % M::kThreads, k = 4 * ((d4 / M::kThreads) % (M::kCols / 4)) + e;
   const int w = (d4 / kPerPart) % 2, rank = d4 / (2 * kPerPart);
-  const int jl = tid >> 4, q = (tid >> 2) & 3, pp = tid & 3, j = kCl * jl + rank;
+  const int q = (tid >> 2) & 3, pp = tid & 3, j = M::unit(rank, tid);
   if (j >= H) return -1;
   if (w == 0) {
-    const int col = 4 * k + pp;
+    const int col = M::fwd_col(pp, k);
     return col < H ? a.lay.w_hh[q] + static_cast<int64_t>(j) * H + col : -1;
   }
-  const int g = k & 3, i = 4 * q + pp + 16 * (k >> 2);
+  const int g = k & 3, i = M::bwd_row(q, pp, k);
   return i < H ? a.lay.w_hh[g] + static_cast<int64_t>(i) * H + j : -1;
 }
 
 // Pack block pi < kPack of the projection's pack rows: its share of the packed W_hh (all loads in flight, then the
 // stores), then its flag (epoch-tagged, as the progress words).
+template <class M>
 __device__ void pack_w_hh(const Args& a, int pi) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   const int n4 = a.packed_floats / 4, step = kPack * nt;
@@ -72,7 +75,7 @@ __device__ void pack_w_hh(const Args& a, int pi) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int d4 = d0 + u * step;
-        const int64_t src = d4 < n4 ? packed_source(a, d4, e) : -1;
+        const int64_t src = d4 < n4 ? packed_source<M>(a, d4, e) : -1;
         v[u][e] = src >= 0 ? a.params[src] : 0.0f;
       }
 #pragma unroll
@@ -88,11 +91,13 @@ __device__ void pack_w_hh(const Args& a, int pi) {
 // a warp per unit j (all four gates), lanes along k, U units (8 U loads a lane) in flight: one round trip at H <= U x
 // the warps. (Loaded straight into registers, a warp's 32 rows cost 32 sectors a load: ncu timed the kernel at 9 us at
 // H = 128; one division per element here cost as much again.)
+// Units [j_lo, j_hi) only (the block's row tile), at rows 4 (j - j_lo) + q of ws.
 template <int U>
-__device__ __forceinline__ void stage_w_ih(const Args& a, const FusedLayout& lay, float* ws, int kp, int f0, int nf) {
-  const int H = a.H, F = a.F, lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+__device__ __forceinline__ void stage_w_ih(const Args& a, const FusedLayout& lay, float* ws, int kp, int f0, int nf,
+                                           int j_lo, int j_hi) {
+  const int H = j_hi, F = a.F, lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int nw = static_cast<int>(blockDim.x) >> 5, kpad = (nf + 7) & ~7;
-  for (int j0 = warp; j0 < H; j0 += U * nw) {
+  for (int j0 = j_lo + warp; j0 < H; j0 += U * nw) {
     float v[U][4][2];
 #pragma unroll
     for (int u = 0; u < U; ++u)
@@ -110,15 +115,15 @@ __device__ __forceinline__ void stage_w_ih(const Args& a, const FusedLayout& lay
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           const int jj = j0 + u * nw, k = lane + 32 * c;
-          if (jj < H && k < kpad) ws[(4 * jj + g) * kp + k] = v[u][g][c];
+          if (jj < H && k < kpad) ws[(4 * (jj - j_lo) + g) * kp + k] = v[u][g][c];
         }
   }
 }
 
 // Phase 1, one block per (sequence, chunk of a.tc <= kProjT timesteps, direction): gbuf[t][r] = b_ih + b_hh +
 // W_ih[row] x_t; sequence b in row b + a.pack_rows of the grid, the kPack pack blocks (pack_w_hh) first, in the rows
-// before; direction blockIdx.z (bidirectional: direction 1 stores timestep t at row len - 1 - t of its scratch, the
-// order its recurrence reads).
+// before; blockIdx.z = direction + dirs x row tile (bidirectional: direction 1 stores timestep t at row len - 1 - t
+// of its scratch, the order its recurrence reads; 4H > kMaxProjThreads: tiles of that many gate rows).
 // A GEMM on the tensor cores (3 x tf32, as split_grad_kernel): timesteps x features times features x gate rows, warp
 // w the rows r in [32 w, 32 w + 32) (4 mma tiles of 8) for all the chunk's timesteps (up to 4 tiles of 16), the sums
 // over features in registers across feature chunks of a.fc <= 64. Each chunk of W_ih and of the inputs is staged in
@@ -139,10 +144,16 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
     const int pi = static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x);
-    if (pi < kPack) pack_w_hh(a, pi);
+    if (pi < kPack && blockIdx.z == 0) {
+      if (a.H <= ClusterMap4::kHmax)
+        pack_w_hh<ClusterMap4>(a, pi);
+      else
+        pack_w_hh<ClusterMap16>(a, pi);
+    }
     return;
   }
-  const int b = static_cast<int>(blockIdx.y) - a.pack_rows, d = static_cast<int>(blockIdx.z);
+  const int b = static_cast<int>(blockIdx.y) - a.pack_rows, d = static_cast<int>(blockIdx.z) % a.dirs;
+  const int row0 = kMaxProjThreads * (static_cast<int>(blockIdx.z) / a.dirs);   // the tile's first gate row
   const FusedLayout& lay = lay_of(a, d);
   const GatherSlot slot = slot_of(p, b);
   const int t_begin = static_cast<int>(blockIdx.x) * a.tc;
@@ -150,6 +161,7 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
   const int n = min(a.tc, slot.length - t_begin), n16 = (n + 15) & ~15;
   const float* x = a.features + (slot.row + t_begin) * a.F;
   const int H = a.H, G = 4 * H, F = a.F, tid = static_cast<int>(threadIdx.x);
+  const int j_lo = row0 / 4, j_hi = min(H, j_lo + static_cast<int>(blockDim.x) / 4);   // the tile's units
   const int lane = tid & 31, warp = tid >> 5;
   // The chunk's inputs, rows past n and features past nf (to the next multiple of 8) zero.
   auto stage_x = [&](int f0, int nf) {
@@ -167,7 +179,8 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
   // the pack blocks' flags before it reads the packed W_hh).
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-  const int g = lane >> 2, t4 = lane & 3, r0 = 32 * warp + 2 * t4;   // lane (g, t4)'s rows: r0 + 8 ni + {0, 1}
+  // lane (g, t4)'s rows: r0 + 8 ni + {0, 1} (gate rows of the whole layer; ws holds the tile's from row0)
+  const int g = lane >> 2, t4 = lane & 3, r0 = row0 + 32 * warp + 2 * t4;
   float bias[4][2];
 #pragma unroll
   for (int ni = 0; ni < 4; ++ni)
@@ -183,13 +196,13 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
     for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;
-  stage_w_ih<8>(a, lay, ws, kp, 0, min(a.fc, F));   // 8 units in flight while the sums below hold no registers
+  stage_w_ih<8>(a, lay, ws, kp, 0, min(a.fc, F), j_lo, j_hi);   // 8 units in flight; the sums hold no registers yet
   for (int f0 = 0; f0 < F; f0 += a.fc) {
     const int nf = min(a.fc, F - f0);
     if (f0 > 0) {   // F > 64: the next chunk, fewer loads in flight beside the sums
       __syncthreads();   // xs and ws are free
       stage_x(f0, nf);
-      stage_w_ih<2>(a, lay, ws, kp, f0, nf);
+      stage_w_ih<2>(a, lay, ws, kp, f0, nf, j_lo, j_hi);
     }
     __syncthreads();
     const float* const Xl = xs + g * kp + t4;                // A[tt][k] = xs[tt][k]

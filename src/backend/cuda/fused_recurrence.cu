@@ -373,7 +373,7 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
 
   const Step st{h_s,   dg_s,  dh_s + d * H,   H,    G,    HP,   len,
                 j,     q,     quad,   a.pool, valid, g_r, c_j,
-                tc_j,  save_j, a.progress + blockIdx.x * kCl, a.epoch, tid == 0 && a.stream, d == 1};
+                tc_j,  save_j, a.progress + blockIdx.x * kMaxCl, a.epoch, tid == 0 && a.stream, d == 1};
   PoolAcc acc;
   const int cur = forward_recurrence<HR>(st, wf, acc);
   float wb[HR];   // the backward's weights from the staged W_hh (untouched since the prologue)

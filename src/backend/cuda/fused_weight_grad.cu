@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kWgThreads) weight_grad_kernel(const __grid_co
   auto ready = [&](int b, int t0) {
     if (!a.stream) return;
     for (int w = 0; w < a.words; ++w)
-      while (!progress_reached(a.progress + static_cast<int64_t>(b * a.dirs + d) * kCl + w, a.epoch, t0))
+      while (!progress_reached(a.progress + static_cast<int64_t>(b * a.dirs + d) * kMaxCl + w, a.epoch, t0))
         __nanosleep(64);
   };
   // This thread's outputs, and (one sequence: added into the fused buffer) their old values, loaded now: only this
