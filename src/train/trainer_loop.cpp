@@ -36,8 +36,8 @@ StepTotals Trainer::step(RankCounters& counters) {
       // truncated or unreadable file stops every rank together (exit 2), with the last checkpoint untouched.
       // Every rank at this same step: the whole shard from here on (or, on a device that cannot hold it, the
       // windows gathered from it).
-      if (early_ && load_done_everywhere()) become_resident();
-      if (window_) {
+      if (early_ && load_done_everywhere()) become_resident(true);
+      if (window_ && !window_->covers(step_)) {   // (a device window opened afresh at the switch covers it)
         collective_phase(ctx_, [&] { window_->advance(step_); });   // with a device window, the switch is in there
         if (!window_->on_device()) backend_->set_train_shard(window_->shard());
         index_ = std::make_unique<ShardIndex>(window_->shard());
@@ -383,7 +383,7 @@ int Trainer::finish() {
       }
     }
   }
-  if (early_) become_resident();   // the whole shard's checks (stored statistics) run even if no switch came
+  if (early_) become_resident(false);   // the whole shard's checks (stored statistics) run even if no switch came
   // Final record: every rank holds identical parameters (checked by summarize), rank 0 writes them.
   if (saved_step_ != step_) checkpoint(early_stopped_ ? "early_stop" : "end", true);
   return kExitOk;

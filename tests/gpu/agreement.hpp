@@ -66,8 +66,8 @@ inline void check_batch(CudaBackend& gpu, Backend& cpu, const ParamLayout& layou
   int64_t longest = 0;
   for (const int64_t p : batch) longest = std::max(longest, shard.length(p));
   if (longest == 1)
-    for (const ParamTensor& t : layout.tensors())
-      if (t.name.rfind("lstm.weight_hh", 0) == 0) can_be_nonzero -= t.size;
+    for (const ParamTensor& tensor : layout.tensors())
+      if (tensor.name.rfind("lstm.weight_hh", 0) == 0) can_be_nonzero -= tensor.size;
   EXPECT_GT(a.ref_nonzero, can_be_nonzero / 10) << label;
   EXPECT_EQ(a.missing, 0) << label;
   EXPECT_LE(rel(got[static_cast<size_t>(P)], ref[static_cast<size_t>(P)]), 1e-5) << label << ": loss";

@@ -34,7 +34,9 @@ void check_slices() {
     for (int i = 0; i < S::kF4; ++i)
       for (int e = 0; e < 4; ++e) EXPECT_EQ(S::col(q, 4 * i + e), 16 * i + 4 * q + e) << "HR " << HR;
     for (int e = 0; e < S::kTail; ++e) EXPECT_EQ(S::col(q, 4 * S::kF4 + e), 16 * S::kF4 + S::kTail * q + e);
-    if (S::kTail == 2) EXPECT_EQ(S::col(q, 4 * S::kF4) % 2, 0) << "HR " << HR << ": float2 alignment";
+    if (S::kTail == 2) {
+      EXPECT_EQ(S::col(q, 4 * S::kF4) % 2, 0) << "HR " << HR << ": float2 alignment";
+    }
   }
   for (int c = 0; c < HR; ++c) EXPECT_EQ(hits[c], 1) << "HR " << HR << " column " << c;
 }

@@ -152,7 +152,7 @@ class Trainer {
   bool open_early_window();   // false: the device's budget holds neither the shard nor two steps (start resident)
   void open_device_slots();   // the device window's two slots for W = window_steps_
   bool load_done_everywhere() const;   // collective
-  void become_resident();              // collective
+  void become_resident(bool steps_follow);   // collective; steps_follow: false at the end of the run
   void build_backend();
   // --normalize feature with statistics stored in the file (/statistics): their moments, used from the start and
   // checked against the data as it is read (a resident shard at set-up, a streamed one after its first epoch).

@@ -55,9 +55,13 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
   // Both collectives first, every rank reaching them (bind_gpu turns local failures into a shared verdict).
   gpu_ = bind_gpu(opts.local_rank, opts.comm);
   lap("device");   // the GPU chosen and its context made
-  nccl_ = std::make_unique<NcclComm>(opts.comm, opts.watchdog);
+  int world = 1;
+  MPI_CHECK(MPI_Comm_size(opts.comm, &world));
+  single_rank_ = world == 1;
+  // One rank sums nothing (allreduce makes no NCCL call), so it makes no communicator: NCCL's set-up was 0.3-0.6 s
+  // of a one-GPU run's start on an H100 (summary.json setup_s, 2026-12-06).
+  if (!single_rank_) nccl_ = std::make_unique<NcclComm>(opts.comm, opts.watchdog);
   lap("nccl");
-  single_rank_ = nccl_->size() == 1;
   compute_ = Stream::create();
   comm_stream_ = Stream::create();
   cudnn_ = CudnnHandle::create(compute_.get());

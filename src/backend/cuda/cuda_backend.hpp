@@ -140,7 +140,7 @@ class CudaBackend final : public Backend {
   Optimizer opt_;                         // configuration and step count (the moments live in m_, v_)
   GpuBinding gpu_;
   int sms_ = 1;
-  std::unique_ptr<NcclComm> nccl_;
+  std::unique_ptr<NcclComm> nccl_;       // null on one rank (nothing to sum)
   Stream compute_, comm_stream_;          // compute; NCCL on its own stream, ordered with events
   CudnnHandle cudnn_;
   std::vector<AlgoTiming> timings_;       // the measurement at batch K, fastest usable first
