@@ -13,6 +13,7 @@
 #include "ragtrain/cli/commands.hpp"
 #include "ragtrain/core/error.hpp"
 #include "ragtrain/core/output_file.hpp"
+#include "ragtrain/data/direct_read.hpp"
 #include "ragtrain/data/format.hpp"
 #include "ragtrain/data/importers.hpp"
 #include "ragtrain/data/inspect.hpp"
@@ -24,7 +25,7 @@ namespace ragtrain {
 int run_gen(const Context& ctx, const GenConfig& cfg) {
   collective_phase(ctx, [&] {
     if (!ctx.is_root()) return;
-    const RaggedData data = make_synthetic(cfg.spec);
+    const RaggedData data = make_synthetic(cfg.spec, reader_threads(MPI_COMM_SELF));
     write_dataset(cfg.out, data);
     if (!cfg.talk.quiet)
       std::printf("wrote %s: %lld sequences, F=%lld, lengths %lld..%lld, %s\n", cfg.out.c_str(),

@@ -103,7 +103,7 @@ void Trainer::setup_data() {
                                         << " but this rank may use " << byte_string(static_cast<double>(budget_.bytes)),
                  "lower --sequences, --max-length or --features, or raise --max-memory if the machine has the memory");
     });
-    synthetic_ = make_synthetic(g);
+    synthetic_ = make_synthetic(g, reader_threads(ctx_.world));   // every rank the whole set, on its cores
     for (int64_t i = 0; i < synthetic_.num_sequences(); ++i)
       lengths_.push_back(synthetic_.offsets[static_cast<size_t>(i + 1)] - synthetic_.offsets[static_cast<size_t>(i)]);
     train_info_.num_sequences = synthetic_.num_sequences();

@@ -407,6 +407,25 @@ TEST(DataFormat, WriterIsAtomicAndChecksItsInput) {
   }
 }
 
+// Generated on several threads (blocks of 256 sequences), the data are the one-thread data, bit for bit.
+TEST(DataSynthetic, TheSameBitsOnAnyNumberOfThreads) {
+  for (Task task : {Task::Classification, Task::Regression}) {
+    SyntheticSpec spec;
+    spec.sequences = 700;
+    spec.features = 5;
+    spec.min_length = 1;
+    spec.max_length = 30;
+    spec.task = task;
+    spec.outputs = 3;
+    const RaggedData one = make_synthetic(spec, 1), four = make_synthetic(spec, 4);
+    EXPECT_EQ(one.offsets, four.offsets);
+    EXPECT_EQ(one.features, four.features);
+    EXPECT_EQ(one.labels, four.labels);
+    EXPECT_EQ(one.targets, four.targets);
+    EXPECT_EQ(one.features.size(), static_cast<size_t>(one.offsets.back() * 5));
+  }
+}
+
 TEST(DataSynthetic, DeterministicForASeed) {
   SyntheticSpec spec;
   spec.sequences = 50;

@@ -18,6 +18,7 @@ struct SyntheticSpec {
   int64_t outputs = 1;         // K targets for regression
   uint64_t seed = 1;
 };
-RaggedData make_synthetic(const SyntheticSpec& spec);
+// threads: the sequences are generated on that many (the data do not depend on it).
+RaggedData make_synthetic(const SyntheticSpec& spec, int threads = 1);
 
 }  // namespace ragtrain
