@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 
 #include "ragtrain/core/error.hpp"
+#include "ragtrain/data/parallel_blocks.hpp"
 
 namespace ragtrain {
 
@@ -20,13 +20,10 @@ void WindowFeatures::copy(float* dst, size_t first, size_t n, int threads) const
   // Parts of at least 1 MiB: below that a thread costs more than it copies.
   const size_t parts = std::min<size_t>(static_cast<size_t>(std::max(1, threads)), std::max<size_t>(1, n >> 18));
   const size_t per = (n + parts - 1) / parts;
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < parts; ++t) {
-    const size_t at = t * per;
-    if (at < n) pool.emplace_back([=] { copy_part(dst + at, first + at, std::min(per, n - at)); });
-  }
-  copy_part(dst, first, std::min(per, n));
-  for (std::thread& th : pool) th.join();
+  parallel_blocks(static_cast<int64_t>(parts), static_cast<int>(parts), [&](int64_t b) {
+    const size_t at = static_cast<size_t>(b) * per;
+    if (at < n) copy_part(dst + at, first + at, std::min(per, n - at));
+  });
 }
 
 void WindowFeatures::copy_part(float* dst, size_t first, size_t n) const {
