@@ -230,6 +230,22 @@ TEST(FusedAgreement, ClassificationCluster16H256TwentySequences) {
   many_sequences({36, 256, 1, 10, Task::Classification}, 20);
 }
 
+// The 16-block cluster above 16 sequences runs 4 a cluster in lock step (fused_cluster_multi.cu), the batch sorted by
+// length: 41 sequences make 11 clusters, the last holding one sequence and three empty places; ragged lengths 1-130
+// start each sequence's backward at its own step. Every pooling, both tasks.
+TEST(FusedAgreement, ClassificationCluster16H256FortyOneSequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences({36, 256, 1, 10, Task::Classification}, 41);
+}
+TEST(FusedPoolAgreement, MaxRegressionCluster16H200ThirtyThreeSequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences(with_pool({20, 200, 1, 3, Task::Regression}, Pool::Max), 33);
+}
+TEST(FusedPoolAgreement, MeanClassificationCluster16H129SeventeenSequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences(with_pool({36, 129, 1, 10, Task::Classification}, Pool::Mean), 17);
+}
+
 // The cluster variant with 40 sequences: 160 blocks, more than the SMs hold at once (clusters run in waves).
 TEST(FusedAgreement, ClassificationClusterH128FortySequences) {
   RT_SKIP_WITHOUT_GPU();
@@ -663,6 +679,21 @@ TEST(FusedDeterminism, BitwiseIdenticalRerunsManySequences) {
     }
     expect_identical_reruns(shape, make_shard(shape, lengths, 5), 24, {batch, batch}, 11,
                             RT_MSG(pool_name(pool) << " pool, 24 sequences"));
+  }
+}
+
+// Four sequences a 16-block cluster (K > 16 at H > 128): the batch's sort by length and the lock step, each pool.
+TEST(FusedDeterminism, BitwiseIdenticalRerunsFourSequencesACluster) {
+  RT_SKIP_WITHOUT_GPU();
+  for (Pool pool : {Pool::Last, Pool::Mean, Pool::Max}) {
+    const ModelShape shape{36, 256, 1, 10, Task::Classification, false, pool};
+    std::vector<int64_t> lengths, batch;
+    for (int64_t i = 0; i < 26; ++i) {
+      lengths.push_back(1 + (i * 53) % 130);
+      batch.push_back(i);
+    }
+    expect_identical_reruns(shape, make_shard(shape, lengths, 5), 26, {batch, batch}, 11,
+                            RT_MSG("H=256 " << pool_name(pool) << " pool, 26 sequences"));
   }
 }
 

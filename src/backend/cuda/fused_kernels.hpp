@@ -1,11 +1,12 @@
 // The fused LSTM step's kernels as the host sees them (fused_lstm.cu): the sizes both sides use, the parameters every
 // kernel takes, and each kernel's host stub for launching it. Each kernel lives in the file named after its phase:
-//   fused_projection.cu   projection_kernel           input projection (and the cluster variant's packed W_hh)
-//   fused_recurrence.cu   fused_lstm_kernel<HR>       recurrence, H <= 64: one block a sequence
-//   fused_cluster.cu      fused_lstm_cluster_kernel<M> recurrence, 64 < H <= 256: a cluster of 4 or 16 blocks a sequence
-//   fused_weight_grad.cu  weight_grad_kernel          weight gradients, up to 16 sequences (streaming)
-//   fused_split_grad.cu   split_grad_kernel           weight gradients, more sequences (split over the timesteps)
-//   fused_sums.cu         sums_kernel                 K > 1: the sums over groups, parts and sequences
+//   fused_projection.cu     projection_kernel             input projection (and the packed W_hh of the clusters)
+//   fused_recurrence.cu     fused_lstm_kernel<HR>         recurrence, H <= 64: one block a sequence
+//   fused_cluster.cu        fused_lstm_cluster_kernel<M>  recurrence, 64 < H <= 256: 4 or 16 blocks a sequence
+//   fused_cluster_multi.cu  fused_lstm_cluster_multi_kernel<M, S>  128 < H <= 256, K > 16: S sequences a cluster
+//   fused_weight_grad.cu    weight_grad_kernel            weight gradients, up to 16 sequences (streaming)
+//   fused_split_grad.cu     split_grad_kernel             weight gradients, more sequences (split over the timesteps)
+//   fused_sums.cu           sums_kernel                   K > 1: the sums over groups, parts and sequences
 // The types and kernels stay in an anonymous namespace, as when all of this was one file: every kernel file compiles
 // its own copy (nvcc compiles each file's device code on its own, without device linking), and the kernels keep their
 // names (what profilers and kernel timelines match on). The host reaches a kernel only by its stub's address.
@@ -47,6 +48,11 @@ constexpr int kWgSlots = 32;     // sequences of one group at most (kMaxGatherSl
 constexpr int kClBars = 8;               // floats ahead of h_s: 4 mbarriers (h, then d gates, double-buffered)
 template <class M>
 constexpr int kClusterSmemFixed = kClBars + 10 * M::kVec + 2 * M::kHmax + 4;
+// The multi-sequence cluster (fused_cluster_multi.cu), S sequences: bars, then per sequence h (2 vectors), d gates
+// (2 x H_max x 4), the head's input, d loss / d pooled h and misc.
+template <class M, int S>
+constexpr int kClusterMultiSmemFixed = kClBars + S * (2 * M::kVec + 8 * M::kHmax + 2 * M::kHmax + 4);
+constexpr int kSeqPerCluster = 4;   // the multi-sequence cluster's S (ptxas: 234 registers, no spill)
 
 // The split weight-gradient GEMM (fused_split_grad.cu).
 constexpr int kSgC = 32;              // timesteps per staged chunk
@@ -116,6 +122,8 @@ template <int HR>
 const void* fused_one_block_kernel();   // HR = 32, 48, 52, 56, 64 (one_block_width)
 template <class M>
 const void* fused_cluster_kernel();     // M = ClusterMap4, ClusterMap16
+template <class M, int S>
+const void* fused_cluster_multi_kernel();   // M = ClusterMap16, S = kSeqPerCluster
 const void* fused_weight_grad_kernel();
 const void* fused_split_grad_kernel();
 const void* fused_sums_kernel();

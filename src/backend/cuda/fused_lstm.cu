@@ -139,6 +139,15 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
     int clusters = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &probe));
     RT_CHECK(clusters >= 1, "fused LSTM: this GPU runs no cluster of " << cl_ << " blocks");
+    // The multi-sequence kernel (more than kStreamMaxB sequences): kSeqPerCluster sequences a cluster.
+    const int64_t floats = kClusterMultiSmemFixed<ClusterMap16, kSeqPerCluster> + kSeqPerCluster * Cp_ + fc_smem_;
+    multi_smem_bytes_ = static_cast<size_t>(floats) * sizeof(float);
+    RT_CHECK(floats * static_cast<int64_t>(sizeof(float)) <= optin,
+             "fused LSTM: " << kSeqPerCluster << " sequences a cluster exceed shared memory");
+    const void* km = fused_cluster_multi_kernel<ClusterMap16, kSeqPerCluster>();
+    CUDA_CHECK(cudaFuncSetAttribute(km, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(multi_smem_bytes_)));
+    CUDA_CHECK(cudaFuncSetAttribute(km, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   }
   proj_smem_bytes_ = static_cast<size_t>((kProjT + proj_threads_) * (fc_ + 4)) * sizeof(float);
   RT_CHECK(static_cast<int64_t>(proj_smem_bytes_) <= optin,
@@ -185,6 +194,12 @@ const void* FusedLstm::kernel() const {
   }
 }
 
+// The 16-block cluster with more than kStreamMaxB sequences: kSeqPerCluster a cluster (one sequence a cluster runs
+// 8 clusters at once on 132 SMs, so K = 32 took 4 waves). 1: the one-sequence kernel.
+int FusedLstm::seqs_per_cluster(int64_t B) const {
+  return cl_ == ClusterMap16::kCl && B > kStreamMaxB ? kSeqPerCluster : 1;
+}
+
 // One sequence: its sums go straight into the fused buffer. Up to kStreamMaxB: up to kMaxGroups groups of
 // consecutive slots (weight_grad_kernel), whose sums a second pass adds in group order. More: the split GEMM's parts
 // of the `timesteps` of all sequences, at least 16 timesteps a part, at most sg_parts_ over all directions.
@@ -222,10 +237,20 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   }
 }
 
-void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features, const int32_t* labels,
+void FusedLstm::run(const std::vector<GatherSlot>& batch, const float* features, const int32_t* labels,
                     const float* targets, const float* params, float* grads, cudaStream_t s,
                     const FusedHeadDropout& drop) {
-  const int64_t B = static_cast<int64_t>(slots.size());
+  const int64_t B = static_cast<int64_t>(batch.size());
+  const int S = seqs_per_cluster(B);
+  // Several sequences a cluster run in lock step to the longest: the batch longest first (ties in batch order, so a
+  // rerun is the same), each cluster's of similar length. Every later kernel reads the same order.
+  std::vector<GatherSlot> sorted;
+  if (S > 1) {
+    sorted = batch;
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const GatherSlot& x, const GatherSlot& y) { return x.length > y.length; });
+  }
+  const std::vector<GatherSlot>& slots = S > 1 ? sorted : batch;
   RT_CHECK(B >= 1 && B <= kMaxGatherSlots, "fused LSTM: " << B << " sequences in one step");
   int64_t T = 0, timesteps = 0;
   for (const GatherSlot& g : slots) {
@@ -350,8 +375,13 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
          proj_threads_, proj_smem_bytes_);
   mark(1);
   // The cluster variant: cl_ blocks a sequence; bidirectional, a cluster of the 2 directions' blocks.
-  launch(kernel(), dim3(hr_ > 0 ? ub * ud : ub * static_cast<unsigned>(cl_)), rec_threads_, smem_bytes_,
-         hr_ > 0 ? ud : static_cast<unsigned>(cl_));
+  if (S > 1)
+    launch(fused_cluster_multi_kernel<ClusterMap16, kSeqPerCluster>(),
+           dim3(static_cast<unsigned>((B + S - 1) / S * cl_)), rec_threads_, multi_smem_bytes_,
+           static_cast<unsigned>(cl_));
+  else
+    launch(kernel(), dim3(hr_ > 0 ? ub * ud : ub * static_cast<unsigned>(cl_)), rec_threads_, smem_bytes_,
+           hr_ > 0 ? ud : static_cast<unsigned>(cl_));
   mark(2);
   const int G = static_cast<int>(4 * H), NW = static_cast<int>(F + H + 1);
   if (B > kStreamMaxB)
@@ -423,8 +453,9 @@ double FusedLstm::time_us(int64_t B, int64_t T, cudaStream_t s) {
 
 std::string FusedLstm::describe() const {
   if (hr_ == 0)
-    return RT_MSG("fused kernel (recurrent weights in the registers of a " << cl_ << "-block cluster per sequence, "
-                                                                          << rec_threads_ << " threads a block)");
+    return RT_MSG("fused kernel (recurrent weights in the registers of a " << cl_ << "-block cluster per sequence"
+                  << (cl_ == ClusterMap16::kCl ? ", up to 4 sequences a cluster above 16 a step, " : ", ")
+                  << rec_threads_ << " threads a block)");
   return RT_MSG("fused kernel (" << (dirs_ == 2 ? "bidirectional, a 2-block cluster per sequence, " : "")
                                   << "recurrent weights in registers, " << rec_threads_ << " threads, "
                                   << (smem_bytes_ + 1023) / 1024 << " KiB shared)");
