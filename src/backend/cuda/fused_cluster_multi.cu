@@ -14,18 +14,10 @@
 #include "fused_cluster_device.hpp"
 #include "fused_head.hpp"
 #include "fused_kernels.hpp"
+#include "fused_multi_phases.hpp"
 
 namespace ragtrain {
 namespace {
-
-// How many of the cluster's sequences are longer than u (their lengths in len; 0 for a slot past the batch).
-template <int S>
-__device__ __forceinline__ int longer_than(const int (&len)[S], int u) {
-  int n = 0;
-#pragma unroll
-  for (int s = 0; s < S; ++s) n += len[s] > u ? 1 : 0;
-  return n;
-}
 
 template <class M, int S>
 struct MultiStep {
@@ -39,11 +31,9 @@ struct MultiStep {
   bool valid, lead, sends;
   int len[S];
   float* gbuf[S];     // each sequence's scratch (the one-block kernel's layout)
-  // What one step of h brings a block's buffer when h_u is in it, and what the d gates of step u bring.
-  __device__ uint32_t h_expect(int u) const { return h_bytes * static_cast<uint32_t>(longer_than<S>(len, u + 1)); }
-  __device__ uint32_t dg_expect(int u) const {
-    return u >= 1 ? 16u * static_cast<uint32_t>(H) * static_cast<uint32_t>(longer_than<S>(len, u)) : 0u;
-  }
+  // What a block's buffer receives in the phase holding h_u, and step u's d gates (fused_multi_phases.hpp).
+  __device__ uint32_t h_expect(int u) const { return multi_h_expect(len, S, h_bytes, u); }
+  __device__ uint32_t dg_expect(int u) const { return multi_dg_expect(len, S, H, u); }
 };
 
 // The forward recurrence of the cluster's sequences; acc[s] ends holding sequence s's head input (h_{len-1}, the sum
