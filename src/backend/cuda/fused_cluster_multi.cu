@@ -64,6 +64,8 @@ __device__ __forceinline__ void multi_forward(const MultiStep<M, S>& st, const f
       const float xp = pre[s];
       pre[s] = (valid && t + 1 < len) ? gb[(t + 1) * G + 4 * j + q] : 0.0f;
       const float* hs = st.h_s + (cur * S + s) * M::kVec + p * M::kPart;   // zero at t = 0
+      // The one-sequence kernel's chains and order of sums, written out as there (cluster_forward says why it is
+      // not a shared helper): each sequence gets that kernel's arithmetic.
       float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
 #pragma unroll
       for (int k = 0; k < M::kCols; k += 8) {
