@@ -565,6 +565,16 @@ namespace {
 // Two identical runs on fresh backends of the given batches (each forward_backward, then the update, so a later batch
 // runs on updated parameters): each run's fused buffer after every batch and its final parameters, compared bit for
 // bit between the runs.
+// n sequences of lengths 1 + 53 i (mod 130), and the batch of all of them.
+std::pair<std::vector<int64_t>, std::vector<int64_t>> ragged_batch(int64_t n) {
+  std::vector<int64_t> lengths, batch;
+  for (int64_t i = 0; i < n; ++i) {
+    lengths.push_back(1 + (i * 53) % 130);
+    batch.push_back(i);
+  }
+  return {lengths, batch};
+}
+
 void expect_identical_reruns(const ModelShape& shape, const Shard& shard, int64_t K,
                              const std::vector<std::vector<int64_t>>& batches, uint64_t param_seed,
                              const std::string& what) {
@@ -672,11 +682,7 @@ TEST(FusedDeterminism, BitwiseIdenticalRerunsManySequences) {
   RT_SKIP_WITHOUT_GPU();
   for (Pool pool : {Pool::Last, Pool::Mean}) {
     const ModelShape shape{36, 50, 1, 10, Task::Classification, false, pool};
-    std::vector<int64_t> lengths, batch;
-    for (int64_t i = 0; i < 24; ++i) {
-      lengths.push_back(1 + (i * 53) % 130);
-      batch.push_back(i);
-    }
+    const auto [lengths, batch] = ragged_batch(24);
     expect_identical_reruns(shape, make_shard(shape, lengths, 5), 24, {batch, batch}, 11,
                             RT_MSG(pool_name(pool) << " pool, 24 sequences"));
   }
@@ -687,11 +693,7 @@ TEST(FusedDeterminism, BitwiseIdenticalRerunsFourSequencesACluster) {
   RT_SKIP_WITHOUT_GPU();
   for (Pool pool : {Pool::Last, Pool::Mean, Pool::Max}) {
     const ModelShape shape{36, 256, 1, 10, Task::Classification, false, pool};
-    std::vector<int64_t> lengths, batch;
-    for (int64_t i = 0; i < 26; ++i) {
-      lengths.push_back(1 + (i * 53) % 130);
-      batch.push_back(i);
-    }
+    const auto [lengths, batch] = ragged_batch(26);
     expect_identical_reruns(shape, make_shard(shape, lengths, 5), 26, {batch, batch}, 11,
                             RT_MSG("H=256 " << pool_name(pool) << " pool, 26 sequences"));
   }
@@ -705,11 +707,7 @@ TEST(FusedDeterminism, BitwiseIdenticalRerunsBidirectional) {
     const Shard shard = make_shard(shape, {130, 1, 64, 97, 5, 120, 2, 77}, 3);
     expect_identical_reruns(shape, shard, 9, {{0}, {0, 1, 2, 3, 4, 5, 6, 7, -1}}, 9,
                             RT_MSG("bidirectional " << pool_name(pool) << " pool"));
-    std::vector<int64_t> lengths, batch;
-    for (int64_t i = 0; i < 24; ++i) {
-      lengths.push_back(1 + (i * 53) % 130);
-      batch.push_back(i);
-    }
+    const auto [lengths, batch] = ragged_batch(24);
     expect_identical_reruns(shape, make_shard(shape, lengths, 5), 24, {batch, batch}, 11,
                             RT_MSG("bidirectional " << pool_name(pool) << " pool, 24 sequences"));
   }
