@@ -230,9 +230,10 @@ TEST(FusedAgreement, ClassificationCluster16H256TwentySequences) {
   many_sequences({36, 256, 1, 10, Task::Classification}, 20);
 }
 
-// The 16-block cluster above 16 sequences runs 4 a cluster in lock step (fused_cluster_multi.cu), the batch sorted by
-// length: 41 sequences make 11 clusters, the last holding one sequence and three empty places; ragged lengths 1-130
-// start each sequence's backward at its own step. Every pooling, both tasks.
+// The 16-block cluster above 16 sequences runs 4 a cluster in lock step (fused_cluster_multi.cu), 8 where 4 would
+// take more than one wave (above 32 sequences on 132 SMs), the batch sorted by length: 41 sequences make 6 clusters
+// of 8, the last holding one sequence and seven empty places; ragged lengths 1-130 start each sequence's backward at
+// its own step. Every pooling, both tasks.
 TEST(FusedAgreement, ClassificationCluster16H256FortyOneSequences) {
   RT_SKIP_WITHOUT_GPU();
   many_sequences({36, 256, 1, 10, Task::Classification}, 41);

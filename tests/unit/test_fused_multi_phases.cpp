@@ -95,9 +95,11 @@ std::string show(const std::vector<int>& len) {
 }
 
 TEST(FusedMultiPhases, EveryWaitGetsExactlyTheBytesSentIntoIt) {
-  // The edges: equal lengths, one sequence, lengths 1 and 2 (nothing or one vector sent), empty places, unsorted.
+  // The edges: equal lengths, one sequence, lengths 1 and 2 (nothing or one vector sent), empty places, unsorted,
+  // eight sequences.
   const std::vector<std::vector<int>> cases = {{5, 5, 5, 5}, {1, 1, 1, 1}, {2, 1, 0, 0}, {130, 0, 0, 0}, {3, 2, 1, 1},
-                                               {7, 64, 2, 97}, {2, 2, 2, 2}, {1, 0, 0, 0}, {130, 129, 1, 2}};
+                                               {7, 64, 2, 97}, {2, 2, 2, 2}, {1, 0, 0, 0}, {130, 129, 1, 2},
+                                               {9, 1, 3, 9, 0, 2, 8, 5}};
   for (const auto& len : cases)
     for (bool backward : {false, true}) {
       const Played r = play(len, backward);
@@ -107,7 +109,8 @@ TEST(FusedMultiPhases, EveryWaitGetsExactlyTheBytesSentIntoIt) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> length(0, 40);
   for (int i = 0; i < 2000; ++i) {
-    std::vector<int> len = {1 + length(rng), length(rng), length(rng), length(rng)};
+    std::vector<int> len = {1 + length(rng)};   // 4 sequences a cluster, then 8
+    while (len.size() < (i % 2 ? 8u : 4u)) len.push_back(length(rng));
     for (bool backward : {false, true}) {
       const Played r = play(len, backward);
       ASSERT_TRUE(r.failure.empty()) << (backward ? "backward" : "forward") << ", lengths " << show(len) << ": "

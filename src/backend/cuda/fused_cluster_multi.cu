@@ -315,5 +315,6 @@ const void* fused_cluster_multi_kernel() {
   return reinterpret_cast<const void*>(fused_lstm_cluster_multi_kernel<M, S>);
 }
 template const void* fused_cluster_multi_kernel<ClusterMap16, kSeqPerCluster>();
+template const void* fused_cluster_multi_kernel<ClusterMap16, kSeqPerClusterMax>();
 
 }  // namespace ragtrain

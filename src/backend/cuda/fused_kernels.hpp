@@ -52,7 +52,9 @@ constexpr int kClusterSmemFixed = kClBars + 10 * M::kVec + 2 * M::kHmax + 4;
 // (2 x H_max x 4), the head's input, d loss / d pooled h and misc.
 template <class M, int S>
 constexpr int kClusterMultiSmemFixed = kClBars + S * (2 * M::kVec + 8 * M::kHmax + 2 * M::kHmax + 4);
-constexpr int kSeqPerCluster = 4;   // the multi-sequence cluster's S (ptxas: 234 registers, no spill)
+// The multi-sequence cluster's S: 4 (ptxas: 234 registers, no spill) while one wave of clusters holds the batch,
+// else 8 (254 registers, no spill: every lane's per-sequence state in registers; 9 would spill).
+constexpr int kSeqPerCluster = 4, kSeqPerClusterMax = 8;
 
 // The split weight-gradient GEMM (fused_split_grad.cu).
 constexpr int kSgC = 32;              // timesteps per staged chunk
@@ -123,7 +125,7 @@ const void* fused_one_block_kernel();   // HR = 32, 48, 52, 56, 64 (one_block_wi
 template <class M>
 const void* fused_cluster_kernel();     // M = ClusterMap4, ClusterMap16
 template <class M, int S>
-const void* fused_cluster_multi_kernel();   // M = ClusterMap16, S = kSeqPerCluster
+const void* fused_cluster_multi_kernel();   // M = ClusterMap16, S = kSeqPerCluster, kSeqPerClusterMax
 const void* fused_weight_grad_kernel();
 const void* fused_split_grad_kernel();
 const void* fused_sums_kernel();

@@ -139,15 +139,20 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
     int clusters = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &probe));
     RT_CHECK(clusters >= 1, "fused LSTM: this GPU runs no cluster of " << cl_ << " blocks");
-    // The multi-sequence kernel (more than kStreamMaxB sequences): kSeqPerCluster sequences a cluster.
-    const int64_t floats = kClusterMultiSmemFixed<ClusterMap16, kSeqPerCluster> + kSeqPerCluster * Cp_ + fc_smem_;
-    multi_smem_bytes_ = static_cast<size_t>(floats) * sizeof(float);
-    RT_CHECK(floats * static_cast<int64_t>(sizeof(float)) <= optin,
-             "fused LSTM: " << kSeqPerCluster << " sequences a cluster exceed shared memory");
-    const void* km = fused_cluster_multi_kernel<ClusterMap16, kSeqPerCluster>();
-    CUDA_CHECK(cudaFuncSetAttribute(km, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(multi_smem_bytes_)));
-    CUDA_CHECK(cudaFuncSetAttribute(km, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    clusters_ = clusters;
+    // The multi-sequence kernels (more than kStreamMaxB sequences): 4 or 8 sequences a cluster.
+    for (const int S : {kSeqPerCluster, kSeqPerClusterMax}) {
+      const int64_t floats = (S == kSeqPerCluster ? kClusterMultiSmemFixed<ClusterMap16, kSeqPerCluster>
+                                                  : kClusterMultiSmemFixed<ClusterMap16, kSeqPerClusterMax>) +
+                             S * Cp_ + fc_smem_;
+      multi_smem_bytes_[S == kSeqPerCluster ? 0 : 1] = static_cast<size_t>(floats) * sizeof(float);
+      RT_CHECK(floats * static_cast<int64_t>(sizeof(float)) <= optin,
+               "fused LSTM: " << S << " sequences a cluster exceed shared memory");
+      const void* km = multi_kernel(S);
+      CUDA_CHECK(cudaFuncSetAttribute(km, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(floats * static_cast<int64_t>(sizeof(float)))));
+      CUDA_CHECK(cudaFuncSetAttribute(km, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    }
   }
   proj_smem_bytes_ = static_cast<size_t>((kProjT + proj_threads_) * (fc_ + 4)) * sizeof(float);
   RT_CHECK(static_cast<int64_t>(proj_smem_bytes_) <= optin,
@@ -194,10 +199,17 @@ const void* FusedLstm::kernel() const {
   }
 }
 
-// The 16-block cluster with more than kStreamMaxB sequences: kSeqPerCluster a cluster (one sequence a cluster runs
-// 8 clusters at once on 132 SMs, so K = 32 took 4 waves). 1: the one-sequence kernel.
+const void* FusedLstm::multi_kernel(int S) const {
+  return S == kSeqPerCluster ? fused_cluster_multi_kernel<ClusterMap16, kSeqPerCluster>()
+                             : fused_cluster_multi_kernel<ClusterMap16, kSeqPerClusterMax>();
+}
+
+// The 16-block cluster with more than kStreamMaxB sequences runs several a cluster (one a cluster ran 8 clusters at
+// once on 132 SMs, so K = 32 took 4 waves): 4 while the clusters of the batch all run at once, else 8 (fewer
+// waves, each step longer). 1: the one-sequence kernel.
 int FusedLstm::seqs_per_cluster(int64_t B) const {
-  return cl_ == ClusterMap16::kCl && B > kStreamMaxB ? kSeqPerCluster : 1;
+  if (cl_ != ClusterMap16::kCl || B <= kStreamMaxB) return 1;
+  return B <= static_cast<int64_t>(kSeqPerCluster) * clusters_ ? kSeqPerCluster : kSeqPerClusterMax;
 }
 
 // One sequence: its sums go straight into the fused buffer. Up to kStreamMaxB: up to kMaxGroups groups of
@@ -376,9 +388,8 @@ void FusedLstm::run(const std::vector<GatherSlot>& batch, const float* features,
   mark(1);
   // The cluster variant: cl_ blocks a sequence; bidirectional, a cluster of the 2 directions' blocks.
   if (S > 1)
-    launch(fused_cluster_multi_kernel<ClusterMap16, kSeqPerCluster>(),
-           dim3(static_cast<unsigned>((B + S - 1) / S * cl_)), rec_threads_, multi_smem_bytes_,
-           static_cast<unsigned>(cl_));
+    launch(multi_kernel(S), dim3(static_cast<unsigned>((B + S - 1) / S * cl_)), rec_threads_,
+           multi_smem_bytes_[S == kSeqPerCluster ? 0 : 1], static_cast<unsigned>(cl_));
   else
     launch(kernel(), dim3(hr_ > 0 ? ub * ud : ub * static_cast<unsigned>(cl_)), rec_threads_, smem_bytes_,
            hr_ > 0 ? ud : static_cast<unsigned>(cl_));
@@ -454,7 +465,7 @@ double FusedLstm::time_us(int64_t B, int64_t T, cudaStream_t s) {
 std::string FusedLstm::describe() const {
   if (hr_ == 0)
     return RT_MSG("fused kernel (recurrent weights in the registers of a " << cl_ << "-block cluster per sequence"
-                  << (cl_ == ClusterMap16::kCl ? ", up to 4 sequences a cluster above 16 a step, " : ", ")
+                  << (cl_ == ClusterMap16::kCl ? ", 4 or 8 sequences a cluster above 16 a step, " : ", ")
                   << rec_threads_ << " threads a block)");
   return RT_MSG("fused kernel (" << (dirs_ == 2 ? "bidirectional, a 2-block cluster per sequence, " : "")
                                   << "recurrent weights in registers, " << rec_threads_ << " threads, "

@@ -96,6 +96,7 @@ class FusedLstm {
   int64_t per_seq() const;         // floats of one sequence's scratch
   const void* kernel() const;      // the recurrence kernel's variant for this H
   int seqs_per_cluster(int64_t B) const;     // sequences a cluster for a batch of B (1: one)
+  const void* multi_kernel(int S) const;     // the multi-sequence cluster kernel for S = 4 or 8
   int weight_grad_groups(int64_t B, int64_t timesteps) const;
   size_t split_smem_bytes(int64_t B) const;   // split_grad_kernel's dynamic shared memory for B sequences
 
@@ -106,7 +107,8 @@ class FusedLstm {
   int hr_ = 0;                     // H <= 64: padded to 32, 48, 52, 56 or 64 (the one-block kernel's template argument);
                                    // 0: the cluster variant (64 < H <= 256)
   int cl_ = 0;                     // the cluster variant's blocks per sequence: 4 (H <= 128) or 16; 0: one block
-  size_t multi_smem_bytes_ = 0;    // the multi-sequence cluster kernel's shared memory
+  int clusters_ = 0;               // 16 blocks: the clusters the GPU runs at once
+  size_t multi_smem_bytes_[2] = {};   // the multi-sequence kernels' shared memory (4, 8 sequences a cluster)
   int threads_ = 0, rec_threads_ = 0;   // 4H rounded to a warp (the one-block recurrence's block); the cluster's
   int proj_threads_ = 0, proj_tiles_ = 1;   // the projection's block (<= kMaxProjThreads rows) and its row tiles
   int32_t HP_ = 0, fc_ = 0, Cp_ = 0;
