@@ -1,6 +1,8 @@
 // The multi-sequence cluster kernel's mbarrier accounting (fused_multi_phases.hpp), played on the host: for ragged
 // lengths, every phase a block waits on expects exactly the bytes its senders put in it, no phase receives bytes it
-// does not expect, and each phase is armed before anything is sent into it. The schedule below follows
+// does not expect, each phase is armed before anything is sent into it, and no phase is armed for 0 bytes (it would
+// complete at once and leave a lagging warp waiting on the parity of the wrong phase, forever: the hang this test
+// first missed, seen on the H100 at K = 32 and 41). The schedule below follows
 // fused_cluster_multi.cu's loops (which buffer each step waits on and re-arms, which sequences send); the bytes
 // expected come from the functions the kernel calls.
 #include <gtest/gtest.h>
@@ -30,8 +32,9 @@ struct Played {
 };
 
 // The forward (phase = h) or the backward (d gates) of one cluster of S sequences. extra: bytes added to every
-// phase's expectation (0: the kernel's; else a wrong accounting the play must catch).
-Played play(const std::vector<int>& len, bool backward, uint32_t extra = 0) {
+// phase's expectation (0: the kernel's; else a wrong accounting the play must catch); arm_zero: arm phases of 0 bytes
+// too (the kernel before multi_arm_phase, which the play must catch).
+Played play(const std::vector<int>& len, bool backward, uint32_t extra = 0, bool arm_zero = false) {
   const int S = static_cast<int>(len.size()), H = 200;
   const uint32_t h_bytes = 8 * 13;   // any per-sequence amount: what matters is the count of senders
   const int T = *std::max_element(len.begin(), len.end());
@@ -41,8 +44,19 @@ Played play(const std::vector<int>& len, bool backward, uint32_t extra = 0) {
   };
   Buffer buf[2];
   std::vector<int> content[2];   // the vector (h_u or step u's d gates) each armed phase is meant to hold
+  bool skipped[2] = {false, false};   // a phase of the buffer was left unarmed (then none may follow it)
+  std::string arm_failure;
   auto arm = [&](int b, int u) {
-    buf[b].arm(expect(u));
+    const uint32_t e = expect(u);
+    if (!arm_zero && !multi_arm_phase(e)) {
+      skipped[b] = true;
+      return;
+    }
+    if (e == 0 && arm_failure.empty())
+      arm_failure = "buffer " + std::to_string(b) + " is armed for no bytes (the phase of " + std::to_string(u) + ")";
+    if (skipped[b] && arm_failure.empty())
+      arm_failure = "buffer " + std::to_string(b) + " is armed after a phase it left unarmed";
+    buf[b].arm(e);
     content[b].push_back(u);
   };
   // The first phases, as the kernel's thread 0 arms them before the cluster barrier.
@@ -80,6 +94,7 @@ Played play(const std::vector<int>& len, bool backward, uint32_t extra = 0) {
       buf[other].sent[static_cast<size_t>(at - content[other].begin())] += per_send;
     }
   }
+  if (!arm_failure.empty()) return {arm_failure};
   for (int b = 0; b < 2; ++b)
     for (size_t i = 0; i < buf[b].sent.size(); ++i)
       if (buf[b].sent[i] > 0 && buf[b].sent[i] != buf[b].expected[i])
@@ -126,7 +141,11 @@ TEST(FusedMultiPhases, AWrongAccountingIsCaught) {
   for (bool backward : {false, true}) {
     EXPECT_TRUE(play(len, backward).failure.empty());
     EXPECT_FALSE(play(len, backward, backward ? 16u * 200 : 8u * 13).failure.empty());
+    // Arming the phases of 0 bytes too (the forward's after h_{T-2}, the backward's step 0): caught.
+    EXPECT_NE(play(len, backward, 0, true).failure.find("armed for no bytes"), std::string::npos);
   }
+  EXPECT_FALSE(multi_arm_phase(0));
+  EXPECT_TRUE(multi_arm_phase(16));
   EXPECT_EQ(multi_dg_expect(len.data(), 4, 10, 0), 0u);       // nothing is sent upstream of the first step
   EXPECT_EQ(multi_h_expect(len.data(), 4, 8, 3), 0u);         // h_{T-1} goes to no one
   EXPECT_EQ(multi_h_expect(len.data(), 4, 8, 1), 16u);        // h_1: both sequences (lengths 4 and 3) send it

@@ -19,6 +19,11 @@
 namespace ragtrain {
 namespace {
 
+// Arms the barrier's next phase for `bytes`, unless that is none (multi_arm_phase says why).
+__device__ __forceinline__ void arm_if(uint32_t bar, uint32_t bytes) {
+  if (multi_arm_phase(bytes)) mbar_arm(bar, bytes);
+}
+
 template <class M, int S>
 struct MultiStep {
   const Args* a;
@@ -54,7 +59,7 @@ __device__ __forceinline__ void multi_forward(const MultiStep<M, S>& st, const f
   for (int t = 0; t < st.T; ++t) {
     if (t > 0) {   // h_{t-1} of every sequence that sent it, in buffer cur
       mbar_wait(st.bars + 8 * cur, ((t - 1) >> 1) & 1);
-      if (st.lead) mbar_arm(st.bars + 8 * cur, st.h_expect(t + 1));   // its next phase: h_{t+1}
+      if (st.lead) arm_if(st.bars + 8 * cur, st.h_expect(t + 1));   // its next phase: h_{t+1}
     }
 #pragma unroll
     for (int s = 0; s < S; ++s) {
@@ -144,7 +149,7 @@ __device__ __forceinline__ void multi_backward(const MultiStep<M, S>& st, const 
     const int k = st.T - 1 - t;   // the backward's step count
     if (k > 0) {                  // the d gates of step t + 1, in buffer cb
       mbar_wait(st.bars + 8 * (2 + cb), ((k - 1) >> 1) & 1);
-      if (st.lead) mbar_arm(st.bars + 8 * (2 + cb), st.dg_expect(t - 1));   // its next phase: step t - 1's
+      if (st.lead) arm_if(st.bars + 8 * (2 + cb), st.dg_expect(t - 1));   // its next phase: step t - 1's
     }
 #pragma unroll
     for (int s = 0; s < S; ++s) {
@@ -248,10 +253,10 @@ __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_multi_kerne
     for (int b = 0; b < 4; ++b) mbar_init(bars + 8 * b);
     // Each one's first phase: h_1 into buffer 0, h_0 into 1; the backward's first sends (step T - 1) into d-gate
     // buffer 1, its second's into 0.
-    mbar_arm(bars, st.h_expect(1));
-    mbar_arm(bars + 8, st.h_expect(0));
-    mbar_arm(bars + 16, st.dg_expect(st.T - 2));
-    mbar_arm(bars + 24, st.dg_expect(st.T - 1));
+    arm_if(bars, st.h_expect(1));
+    arm_if(bars + 8, st.h_expect(0));
+    arm_if(bars + 16, st.dg_expect(st.T - 2));
+    arm_if(bars + 24, st.dg_expect(st.T - 1));
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   const int nfc = a.fc_smem ? a.C * H + a.C : 0;

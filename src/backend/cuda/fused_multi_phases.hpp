@@ -30,4 +30,11 @@ RAGTRAIN_HD uint32_t multi_dg_expect(const int* len, int S, int H, int u) {
   return u >= 1 ? 16u * static_cast<uint32_t>(H) * static_cast<uint32_t>(multi_longer_than(len, S, u)) : 0u;
 }
 
+// Whether the phase expecting `bytes` is armed at all: never for 0. A phase armed for no bytes completes at once, so
+// the barrier runs two phases past a warp of the block that has not yet seen the phase before it complete (the lead
+// thread re-arms right after its own wait); that warp then waits on the parity of the wrong phase, forever. Only
+// phases nobody waits for expect 0 (the expectations fall to 0 after the last phase waited on, and stay there), so
+// leaving them unarmed shifts no phase that is waited on.
+RAGTRAIN_HD bool multi_arm_phase(uint32_t bytes) { return bytes != 0; }
+
 }  // namespace ragtrain
