@@ -106,6 +106,9 @@ const ModelShape kMaxH50{36, 50, 1, 10, Task::Classification, false, Pool::Max};
 const ModelShape kMaxH19{5, 19, 1, 3, Task::Regression, false, Pool::Max};
 const ModelShape kMaxH100{36, 100, 1, 10, Task::Classification, false, Pool::Max};
 const ModelShape kMaxBidirH50{36, 50, 1, 10, Task::Classification, true, Pool::Max};
+// Two layers at H = 96: at H = 100 (and 72, 80, 112, 128) these data hold a unit whose max is within 6e-6 of another
+// step's value (measured on the CPU; 3.1e-6 at H = 100 on the H100 first).
+const ModelShape kMaxStackedH96{36, 96, 2, 10, Task::Classification, false, Pool::Max};
 
 }  // namespace
 
@@ -208,7 +211,7 @@ void many_sequences(const ModelShape& shape, int64_t n) {
 
 // Stacked layers (each layer's kernels in turn: the layers below the top forward only, then, from the top down, the
 // input gradient of the layer above and the backward of the layer below seeded by it): every variant of the recurrence
-// (one block: H = 19, 50; a 4-block cluster: H = 96, 100, 128; 16 blocks: H = 200, 256), 2 to 4 layers, both tasks,
+// (one block: H = 19, 50; a 4-block cluster: H = 96, 128; 16 blocks: H = 200, 256), 2 to 4 layers, both tasks,
 // every pool, one sequence a step and many (the device slot tables and the split GEMM over the layers' inputs).
 TEST(FusedStackedAgreement, ClassificationTwoLayersH50) {
   RT_SKIP_WITHOUT_GPU();
@@ -235,11 +238,10 @@ TEST(FusedStackedAgreement, ClassificationTwoLayersH256) {
   fused_grid({36, 256, 2, 10, Task::Classification}, kMixed);
 }
 
-TEST(FusedStackedAgreement, MaxClassificationTwoLayersH100) {
+TEST(FusedStackedAgreement, MaxClassificationTwoLayersH96) {
   RT_SKIP_WITHOUT_GPU();
-  const ModelShape shape{36, 100, 2, 10, Task::Classification, false, Pool::Max};
-  expect_grid_argmax_separated(shape, kMixed);
-  fused_grid(shape, kMixed);
+  expect_grid_argmax_separated(kMaxStackedH96, kMixed);
+  fused_grid(kMaxStackedH96, kMixed);
 }
 
 TEST(FusedStackedAgreement, ClassificationTwoLayersH50TwentySequences) {
@@ -282,10 +284,8 @@ TEST(FusedAgreement, ClassificationCluster16H256TwentySequences) {
   many_sequences({36, 256, 1, 10, Task::Classification}, 20);
 }
 
-// The 16-block cluster above 16 sequences runs 4 a cluster in lock step (fused_cluster_multi.cu), 8 where 4 would
-// take more than one wave (above 32 sequences on 132 SMs), the batch sorted by length: 41 sequences make 6 clusters
-// of 8, the last holding one sequence and seven empty places; ragged lengths 1-130 start each sequence's backward at
-// its own step. Every pooling, both tasks.
+// The 16-block cluster with more sequences than the GPU runs clusters at once (8 on 132 SMs: 41 sequences take 6
+// waves), ragged lengths 1-130, the split weight-gradient GEMM. Every pooling, both tasks.
 TEST(FusedAgreement, ClassificationCluster16H256FortyOneSequences) {
   RT_SKIP_WITHOUT_GPU();
   many_sequences({36, 256, 1, 10, Task::Classification}, 41);
@@ -560,9 +560,12 @@ TEST(FusedStackedTraining, Sgd100StepsK1TwoLayersH128) {
   compare_training({36, 128, 2, 10, Task::Classification}, "sgd", 0.05f, 1);
 }
 
-TEST(FusedStackedTraining, Adam100StepsK24ThreeLayers) {
+// SGD: with Adam (lr 3e-3) three layers fit these 40 sequences to a loss of 0.014 within 100 steps, and from step 31
+// on Adam's division by sqrt(v) turned float rounding in the tiny gradients into loss differences of 1e-3 and more
+// against the CPU run (seen on the H100; the first 30 steps agreed), as at H = 128 above.
+TEST(FusedStackedTraining, Sgd100StepsK24ThreeLayers) {
   RT_SKIP_WITHOUT_GPU();
-  compare_training({36, 50, 3, 10, Task::Classification}, "adam", 3e-3f, 24);
+  compare_training({36, 50, 3, 10, Task::Classification}, "sgd", 0.05f, 24);
 }
 
 TEST(FusedTraining, Sgd100StepsK1H96) {
@@ -620,6 +623,7 @@ TEST(FusedBidirTraining, Sgd100StepsK24) {
 TEST(FusedPoolData, MaxPoolCasesHaveNoNearTies) {
   for (const ModelShape& shape : {kMaxH50, kMaxH19, kMaxH100, kMaxBidirH50})
     expect_grid_argmax_separated(shape, kMixed);
+  expect_grid_argmax_separated(kMaxStackedH96, kMixed);
   for (const MaxTrainingCase& c : {kMaxSgdK1, kMaxAdamK1, kMaxSgdK4}) {
     const double gap = training_argmax_gap(c);
     std::printf("[ pool     ] max pool training, %s K=%d H%lld data seed %llu: smallest gap %.2e\n", c.optimizer,
@@ -756,8 +760,8 @@ TEST(FusedDeterminism, BitwiseIdenticalRerunsManySequences) {
   }
 }
 
-// Four sequences a 16-block cluster (K > 16 at H > 128): the batch's sort by length and the lock step, each pool.
-TEST(FusedDeterminism, BitwiseIdenticalRerunsFourSequencesACluster) {
+// The 16-block cluster with more sequences than clusters run at once (K > 16 at H > 128), each pool.
+TEST(FusedDeterminism, BitwiseIdenticalRerunsManySequencesCluster16) {
   RT_SKIP_WITHOUT_GPU();
   for (Pool pool : {Pool::Last, Pool::Mean, Pool::Max}) {
     const ModelShape shape{36, 256, 1, 10, Task::Classification, false, pool};

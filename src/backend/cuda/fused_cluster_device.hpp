@@ -1,6 +1,6 @@
-// Device helpers of the cluster variants of the fused recurrence (fused_cluster.cu: one sequence a cluster;
-// fused_cluster_multi.cu: several): the packed W_hh into registers, distributed shared memory addresses, mbarriers
-// and the asynchronous remote stores that count their bytes on them. Included by those kernel files only.
+// Device helpers of the cluster variant of the fused recurrence (fused_cluster.cu): the packed W_hh into registers,
+// distributed shared memory addresses, mbarriers and the asynchronous remote stores that count their bytes on them.
+// Included by that kernel file only.
 #pragma once
 
 #include <cstdint>

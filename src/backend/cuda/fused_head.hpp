@@ -59,13 +59,11 @@ __device__ __forceinline__ int64_t head_entry(const Args& a, int i) {
 // fc_s: the head's weight and bias staged in shared memory before the recurrence, or null (read from global memory).
 // label: the sequence's class (classification), loaded ahead (at the kernel's start, or after the forward in the
 // cluster variant), not on this phase's path.
-// head_warp: the same in the calling warp, without the barrier (the multi-sequence cluster runs one sequence's head
-// per warp, then meets at one barrier).
-__device__ void head_warp(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, const float* fc_s,
-                          int pos, int label) {
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int H = a.hin, C = a.C;   // H: the head's input width
-  {
+__device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, const float* fc_s,
+                     int pos, int label) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int H = a.hin, C = a.C, lane = tid % 32;   // H: the head's input width
+  if (tid < 32) {
     const float* fcw = fc_s ? fc_s : a.params + a.lay.fc_w;
     const float* fcb = fc_s ? fc_s + C * H : a.params + a.lay.fc_b;
     const float* t = a.classification ? nullptr : a.targets + static_cast<int64_t>(pos) * C;
@@ -127,10 +125,6 @@ __device__ void head_warp(const Args& a, const float* hl, float* lg_s, float* dh
       dh_s[k] = s;
     }
   }
-}
-__device__ void head(const Args& a, const float* hl, float* lg_s, float* dh_s, float* misc, const float* fc_s,
-                     int pos, int label) {
-  if (threadIdx.x < 32) head_warp(a, hl, lg_s, dh_s, misc, fc_s, pos, label);
   __syncthreads();
 }
 

@@ -3,7 +3,6 @@
 //   fused_projection.cu     projection_kernel             input projection (and the packed W_hh of the clusters)
 //   fused_recurrence.cu     fused_lstm_kernel<HR>         recurrence, H <= 64: one block a sequence
 //   fused_cluster.cu        fused_lstm_cluster_kernel<M>  recurrence, 64 < H <= 256: 4 or 16 blocks a sequence
-//   fused_cluster_multi.cu  fused_lstm_cluster_multi_kernel<M, S>  128 < H <= 256, K > 16: S sequences a cluster
 //   fused_weight_grad.cu    weight_grad_kernel            weight gradients, up to 16 sequences (streaming)
 //   fused_split_grad.cu     split_grad_kernel             weight gradients, more sequences (split over the timesteps)
 //   fused_sums.cu           sums_kernel                   K > 1: the sums over groups, parts and sequences
@@ -50,13 +49,6 @@ constexpr int kWgSlots = 32;     // sequences of one group at most (kMaxGatherSl
 constexpr int kClBars = 8;               // floats ahead of h_s: 4 mbarriers (h, then d gates, double-buffered)
 template <class M>
 constexpr int kClusterSmemFixed = kClBars + 10 * M::kVec + 2 * M::kHmax + 4;
-// The multi-sequence cluster (fused_cluster_multi.cu), S sequences: bars, then per sequence h (2 vectors), d gates
-// (2 x H_max x 4), the head's input, d loss / d pooled h and misc.
-template <class M, int S>
-constexpr int kClusterMultiSmemFixed = kClBars + S * (2 * M::kVec + 8 * M::kHmax + 2 * M::kHmax + 4);
-// The multi-sequence cluster's S: 4 (ptxas: 234 registers, no spill) while one wave of clusters holds the batch,
-// else 8 (254 registers, no spill: every lane's per-sequence state in registers; 9 would spill).
-constexpr int kSeqPerCluster = 4, kSeqPerClusterMax = 8;
 
 // The input gradient of a stacked layer (fused_stack.cu): a block's tile of timesteps x input features.
 constexpr int kIgT = 32, kIgK = 64;
@@ -148,8 +140,6 @@ template <int HR, bool kExt>
 const void* fused_one_block_kernel();   // HR = 32, 48, 52, 56, 64 (one_block_width)
 template <class M, bool kExt>
 const void* fused_cluster_kernel();     // M = ClusterMap4, ClusterMap16
-template <class M, int S>
-const void* fused_cluster_multi_kernel();   // M = ClusterMap16, S = kSeqPerCluster, kSeqPerClusterMax
 const void* fused_weight_grad_kernel();
 const void* fused_split_grad_kernel();
 const void* fused_sums_kernel();

@@ -158,20 +158,6 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
     int clusters = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &probe));
     RT_CHECK(clusters >= 1, "fused LSTM: this GPU runs no cluster of " << cl_ << " blocks");
-    clusters_ = clusters;
-    // The multi-sequence kernels (more than kStreamMaxB sequences): 4 or 8 sequences a cluster.
-    for (const int S : {kSeqPerCluster, kSeqPerClusterMax}) {
-      const int64_t floats = (S == kSeqPerCluster ? kClusterMultiSmemFixed<ClusterMap16, kSeqPerCluster>
-                                                  : kClusterMultiSmemFixed<ClusterMap16, kSeqPerClusterMax>) +
-                             S * Cp_ + fc_smem_;
-      multi_smem_bytes_[S == kSeqPerCluster ? 0 : 1] = static_cast<size_t>(floats) * sizeof(float);
-      RT_CHECK(floats * static_cast<int64_t>(sizeof(float)) <= optin,
-               "fused LSTM: " << S << " sequences a cluster exceed shared memory");
-      const void* km = multi_kernel(S);
-      CUDA_CHECK(cudaFuncSetAttribute(km, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(floats * static_cast<int64_t>(sizeof(float)))));
-      CUDA_CHECK(cudaFuncSetAttribute(km, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    }
   }
   // The projection's staged chunks: the widest of layer 0's (F inputs) and the layers above's (H).
   proj_smem_bytes_ = static_cast<size_t>((kProjT + proj_threads_) * (proj_chunk(stacked ? std::max(F, H) : F) + 4)) *
@@ -222,19 +208,6 @@ const void* FusedLstm::kernel(bool ext) const {
     case 64: return fused_one_block_kernel<64, false>();
     default: return cl_ == 4 ? fused_cluster_kernel<ClusterMap4, false>() : fused_cluster_kernel<ClusterMap16, false>();
   }
-}
-
-const void* FusedLstm::multi_kernel(int S) const {
-  return S == kSeqPerCluster ? fused_cluster_multi_kernel<ClusterMap16, kSeqPerCluster>()
-                             : fused_cluster_multi_kernel<ClusterMap16, kSeqPerClusterMax>();
-}
-
-// The 16-block cluster with more than kStreamMaxB sequences runs several a cluster (one a cluster ran 8 clusters at
-// once on 132 SMs, so K = 32 took 4 waves): 4 while the clusters of the batch all run at once, else 8 (fewer
-// waves, each step longer). 1: the one-sequence kernel.
-int FusedLstm::seqs_per_cluster(int64_t B) const {
-  if (cl_ != ClusterMap16::kCl || B <= kStreamMaxB || shape_.layers > 1) return 1;   // (stacked: one a cluster)
-  return B <= static_cast<int64_t>(kSeqPerCluster) * clusters_ ? kSeqPerCluster : kSeqPerClusterMax;
 }
 
 // One sequence: its sums go straight into the fused buffer. Up to kStreamMaxB: up to kMaxGroups groups of
@@ -296,20 +269,10 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   }
 }
 
-void FusedLstm::run(const std::vector<GatherSlot>& batch, const float* features, const int32_t* labels,
+void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features, const int32_t* labels,
                     const float* targets, const float* params, float* grads, cudaStream_t s,
                     const FusedHeadDropout& drop, const FusedHeadDropout& between) {
-  const int64_t B = static_cast<int64_t>(batch.size());
-  const int S = seqs_per_cluster(B);
-  // Several sequences a cluster run in lock step to the longest: the batch longest first (ties in batch order, so a
-  // rerun is the same), each cluster's of similar length. Every later kernel reads the same order.
-  std::vector<GatherSlot> sorted;
-  if (S > 1) {
-    sorted = batch;
-    std::stable_sort(sorted.begin(), sorted.end(),
-                     [](const GatherSlot& x, const GatherSlot& y) { return x.length > y.length; });
-  }
-  const std::vector<GatherSlot>& slots = S > 1 ? sorted : batch;
+  const int64_t B = static_cast<int64_t>(slots.size());
   RT_CHECK(B >= 1 && B <= kMaxGatherSlots, "fused LSTM: " << B << " sequences in one step");
   int64_t T = 0, timesteps = 0;
   for (const GatherSlot& g : slots) {
@@ -473,12 +436,8 @@ void FusedLstm::run(const std::vector<GatherSlot>& batch, const float* features,
   };
   // The cluster variant: cl_ blocks a sequence; bidirectional, a cluster of the 2 directions' blocks.
   auto recur = [&](Params& q, bool ext) {
-    if (S > 1)
-      launch(q, multi_kernel(S), dim3(static_cast<unsigned>((B + S - 1) / S * cl_)), rec_threads_,
-             multi_smem_bytes_[S == kSeqPerCluster ? 0 : 1], static_cast<unsigned>(cl_));
-    else
-      launch(q, kernel(ext), dim3(hr_ > 0 ? ub * ud : ub * static_cast<unsigned>(cl_)), rec_threads_, smem_bytes_,
-             hr_ > 0 ? ud : static_cast<unsigned>(cl_));
+    launch(q, kernel(ext), dim3(hr_ > 0 ? ub * ud : ub * static_cast<unsigned>(cl_)), rec_threads_, smem_bytes_,
+           hr_ > 0 ? ud : static_cast<unsigned>(cl_));
   };
   // A layer's weight gradients, then (K > 1) the sums over groups and (head: the top layer) over sequences.
   auto weight_grads = [&](Params& q, const SplitTiles& tiles, bool head) {
@@ -592,9 +551,7 @@ std::string FusedLstm::describe() const {
   if (hr_ == 0)
     return RT_MSG("fused kernel (" << layers << "recurrent weights in the registers of a " << cl_
                                    << "-block cluster per sequence"
-                  << (cl_ == ClusterMap16::kCl && shape_.layers == 1 ? ", 4 or 8 sequences a cluster above 16 a step, "
-                                                                        : ", ")
-                  << rec_threads_ << " threads a block)");
+                                   << ", " << rec_threads_ << " threads a block)");
   return RT_MSG("fused kernel (" << layers << (dirs_ == 2 ? "bidirectional, a 2-block cluster per sequence, " : "")
                                   << "recurrent weights in registers, " << rec_threads_ << " threads, "
                                   << (smem_bytes_ + 1023) / 1024 << " KiB shared)");

@@ -100,8 +100,6 @@ class FusedLstm {
   void reserve(int64_t B, int64_t T);
   int64_t per_seq() const;         // floats of one sequence's scratch
   const void* kernel(bool ext = false) const;   // the recurrence kernel's variant for this H (ext: adds dh_ext)
-  int seqs_per_cluster(int64_t B) const;     // sequences a cluster for a batch of B (1: one)
-  const void* multi_kernel(int S) const;     // the multi-sequence cluster kernel for S = 4 or 8
   // The split weight-gradient GEMM's tiles for a layer of `inputs` input features (B > 16): its block tile in warps,
   // its tiles, and its parts of the timesteps at most.
   struct SplitTiles {
@@ -119,8 +117,6 @@ class FusedLstm {
   int hr_ = 0;                     // H <= 64: padded to 32, 48, 52, 56 or 64 (the one-block kernel's template argument);
                                    // 0: the cluster variant (64 < H <= 256)
   int cl_ = 0;                     // the cluster variant's blocks per sequence: 4 (H <= 128) or 16; 0: one block
-  int clusters_ = 0;               // 16 blocks: the clusters the GPU runs at once
-  size_t multi_smem_bytes_[2] = {};   // the multi-sequence kernels' shared memory (4, 8 sequences a cluster)
   int threads_ = 0, rec_threads_ = 0;   // 4H rounded to a warp (the one-block recurrence's block); the cluster's
   int proj_threads_ = 0, proj_tiles_ = 1;   // the projection's block (<= kMaxProjThreads rows) and its row tiles
   int32_t HP_ = 0, Cp_ = 0;
