@@ -102,7 +102,8 @@ for c in os.environ["CASES"].split():
     met = None if tgt is None or not rs["fused"] else seq(rs["fused"]) >= tgt
     verdict = "" if tgt is None else f">= {tgt:,.0f}: " + ("MET" if met else "MISSED")
     cells = " | ".join(cell(rs[n]) for n in NAMES)
-    ratios = f"{seq(rs['fused']) / seq(rs['cudnn']):10.2f}x {seq(rs['fused']) / seq(rs['graph']):12.2f}x"
+    ratio = lambda a, b: f"{seq(rs[a]) / seq(rs[b]):.2f}x" if rs[a] and rs[b] else "-"   # '-': one side not run
+    ratios = f"{ratio('fused', 'cudnn'):>11} {ratio('fused', 'graph'):>13}"
     print(f"  {name:<28} | {cells} | {ratios} | {verdict}")
     for n in ("cudnn", "fused"):
         r = rs[n]

@@ -141,3 +141,18 @@ TEST(GpuModelOptions, FusedHeadDropout) {
     run_option_case({true, pool, 0.3}, 1, lengths, kBatched, "fused K=7", LstmPath::Fused, 16);
   }
 }
+
+// The fused kernel's stacked layers with dropout between them and before the head: every pooling, 2 and 3 layers,
+// the one-block kernel (H = 16) and the cluster (H = 96), at K = 1 and K = 7.
+TEST(GpuModelOptions, FusedStackedDropout) {
+  RT_SKIP_WITHOUT_GPU();
+  for (Pool pool : {Pool::Last, Pool::Mean, Pool::Max}) {
+    const std::vector<int64_t>& lengths = pool == Pool::Max ? kShortLengths : kLengths;
+    for (int64_t L : {2, 3})
+      for (int64_t hidden : {16, 96}) {
+        run_option_case({false, pool, 0.3}, L, lengths, hidden == 16 ? kSingle : kSingleLonger, "fused K=1",
+                        LstmPath::Fused, hidden);
+        run_option_case({false, pool, 0.3}, L, lengths, kBatched, "fused K=7", LstmPath::Fused, hidden);
+      }
+  }
+}

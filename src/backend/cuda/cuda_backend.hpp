@@ -128,7 +128,8 @@ class CudaBackend final : public Backend {
   void wait_for_totals(const StepEvents& ev, double tag);
   std::vector<float> to_device_layout(const float* pytorch) const;
   DropoutArgs dropout_args(double p) const;   // the mask keys on the device, for rate p
-  FusedHeadDropout fused_head_dropout(int64_t step) const;   // the fused kernel's head dropout at global `step`
+  // The fused kernel's dropout at rate p (the head's, or between stacked layers) at global `step`.
+  FusedHeadDropout fused_dropout(double p, int64_t step) const;
   void to_pytorch_layout(const std::vector<float>& device, float* pytorch) const;
 
   ModelShape shape_;

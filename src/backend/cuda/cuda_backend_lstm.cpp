@@ -14,11 +14,12 @@ void CudaBackend::set_up_fused() {
   fused_lstm_.reset();
   if (lstm_mode_ == LstmPath::Cudnn) return;
   std::string why = fused_lstm_unsupported(shape_);
-  // Dropout between layers needs 2 layers, which the fused kernel does not run; the head's dropout it draws itself.
+  // The dropout masks (the head's, between stacked layers) the fused kernels draw themselves.
   if (why.empty()) {
     const FusedLayoutResult r = fused_layout_from_index(shape_, dev_index_, W_, N_);
     if (r.ok)
-      fused_lstm_ = std::make_unique<FusedLstm>(shape_, r.layout, N_ + kFusedExtras, gpu_.device, r.reverse);
+      fused_lstm_ =
+          std::make_unique<FusedLstm>(shape_, r.layout, N_ + kFusedExtras, gpu_.device, r.reverse, r.upper);
     why = r.why;
   }
   lstm_note_ = why.empty() ? "" : "fused kernel not used: " + why;

@@ -50,11 +50,11 @@ DropoutArgs CudaBackend::dropout_args(double p) const {
   return d;
 }
 
-FusedHeadDropout CudaBackend::fused_head_dropout(int64_t step) const {
+FusedHeadDropout CudaBackend::fused_dropout(double p, int64_t step) const {
   FusedHeadDropout d;
-  if (dropout_.head <= 0) return d;
-  d.threshold = dropout_threshold(dropout_.head);
-  d.scale = static_cast<float>(dropout_scale(dropout_.head));
+  if (p <= 0) return d;
+  d.threshold = dropout_threshold(p);
+  d.scale = static_cast<float>(dropout_scale(p));
   d.seed = seed_;
   d.step = step;
   d.indices = shard_.indices;
@@ -207,7 +207,7 @@ void CudaBackend::forward_backward(const std::vector<int64_t>& positions) {
   if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.fb_start.get(), s));
   if (!slots_.empty() && use_fused_)
     fused_lstm_->run(slots_, shard_.features, shard_.labels, shard_.targets, params_.get(), fused_.get(), s,
-                     fused_head_dropout(global_step_));
+                     fused_dropout(dropout_.head, global_step_), fused_dropout(dropout_.between, global_step_));
   else if (!slots_.empty())
     run_batch(T);
   if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.fb_end.get(), s));
@@ -235,7 +235,7 @@ void CudaBackend::launch_ahead() {
   if (ev.timed) CUDA_CHECK(cudaEventRecord(ev.fb_start.get(), s));
   // The trainer's next step is the next global step (a caller that sets another one is not taken: the check above).
   fused_lstm_->run(next_slots_, shard_.features, shard_.labels, shard_.targets, params_.get(), fused_.get(), s,
-                   fused_head_dropout(global_step_ + 1));
+                   fused_dropout(dropout_.head, global_step_ + 1), fused_dropout(dropout_.between, global_step_ + 1));
   ahead_step_ = global_step_ + 1;
   ahead_slots_.swap(next_slots_);
   ahead_ = true;

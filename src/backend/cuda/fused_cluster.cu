@@ -4,6 +4,7 @@
 #include <cooperative_groups.h>
 
 #include "fused_chunks.hpp"
+#include "fused_cluster_device.hpp"
 #include "fused_device.hpp"
 #include "fused_head.hpp"
 #include "fused_kernels.hpp"
@@ -33,51 +34,6 @@ namespace {
 // Double buffers need no other barrier: every block's h_t (d gates) depends on all its warps having read step t's
 // input, so no block can send into a buffer before all have read it. Warps whose units are all past H take no part.
 // Fixed orders throughout: reruns are bitwise equal.
-
-// The packed W_hh of this run is complete (every pack block's flag carries this run's epoch); the block's loads of
-// it after this are ordered after the flags.
-__device__ __forceinline__ void wait_packed(const Args& a) {
-  const int tid = static_cast<int>(threadIdx.x);
-  if (tid < kPack)
-    while (!progress_reached(a.pack_flags + tid, a.epoch, 0)) __nanosleep(32);
-  __syncthreads();
-}
-
-// The same shared-memory offset in block `rank` of the cluster.
-__device__ __forceinline__ uint32_t remote_addr(uint32_t local, int rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(local), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ void mbar_init(uint32_t bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-}
-// The barrier's current phase completes once `bytes` have arrived (and this, its one arrival, is made).
-__device__ __forceinline__ void mbar_arm(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done)
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-}
-// v into the remote address `at` (8-byte aligned), its bytes counted on the remote mbarrier `bar` (both in the same
-// block); send4: 16 bytes, 16-byte aligned.
-__device__ __forceinline__ void send2(uint32_t at, float2 v, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::"r"(at),
-               "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(bar)
-               : "memory");
-}
-__device__ __forceinline__ void send4(uint32_t at, float4 v, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(at),
-               "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)),
-               "r"(__float_as_uint(v.w)), "r"(bar)
-               : "memory");
-}
 
 struct ClusterStep {
   const Args* a;
@@ -182,22 +138,25 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
 // d gates replace the activations in gbuf.
 // Streaming (progress non-null), the block's active warps meet at a named barrier at the first group of 4 steps past
 // each chunk boundary, and thread 0 publishes the block's progress word (the warps meet at no barrier otherwise).
-template <class M>
+// kExt (a layer below the top of a stacked LSTM): d h_t also gets the layer above's d loss / d h_t (ext_j: unit j's
+// column of Args::dh_ext), loaded 4 steps ahead with the rest.
+template <class M, bool kExt>
 __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const float (&wb)[M::kCols], float seed,
                                                  int seed_at, unsigned long long* progress, uint32_t epoch,
-                                                 int bar_threads) {
+                                                 int bar_threads, const float* ext_j) {
   const int G = st.G, H = st.H, len = st.len, q = st.q, p = st.p, ub = st.ub;
   const bool valid = st.valid, every = st.a->pool == 1;
   int cb = 0;
   float dc = 0.0f;
-  float pa[4], pc[4], pt[4];
-  auto fetch = [&](int t, float& act, float& cp, float& tcv) {
+  float pa[4], pc[4], pt[4], pe[4];
+  auto fetch = [&](int t, float& act, float& cp, float& tcv, float& ev) {
     act = (valid && t >= 0) ? st.g_r[t * G] : 0.0f;
     cp = (valid && t >= 1) ? st.c_j[(t - 1) * H] : 0.0f;
     tcv = (valid && t >= 0) ? st.tc_j[t * H] : 0.0f;
+    if constexpr (kExt) ev = (valid && t >= 0) ? ext_j[t * H] : 0.0f;
   };
 #pragma unroll
-  for (int u = 0; u < 4; ++u) fetch(len - 1 - u, pa[u], pc[u], pt[u]);
+  for (int u = 0; u < 4; ++u) fetch(len - 1 - u, pa[u], pc[u], pt[u], pe[u]);
   float4 put_dg = make_float4(0.0f, 0.0f, 0.0f, 0.0f);   // step t's d gates, stored at the end of the step
   auto put = [&](int ts) {
     if (valid && q == 1 && p == 0) *reinterpret_cast<float4*>(st.g_j + ts * G) = put_dg;
@@ -217,7 +176,9 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
       const int t = t0 - u;
       if (t < 0) break;
       const float act = pa[u], cprev = pc[u], tc = pt[u];
-      fetch(t - 4, pa[u], pc[u], pt[u]);
+      float ext = 0.0f;
+      if constexpr (kExt) ext = pe[u];
+      fetch(t - 4, pa[u], pc[u], pt[u], pe[u]);
       const float ig = __shfl_sync(kFull, act, ub + p), fg = __shfl_sync(kFull, act, ub + 4 + p);
       const float gg = __shfl_sync(kFull, act, ub + 8 + p), og = __shfl_sync(kFull, act, ub + 12 + p);
       const int s = len - 1 - t;   // the backward's step count
@@ -239,7 +200,8 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
       float P = (b0 + b1) + (b2 + b3);
 #pragma unroll
       for (int o = 1; o < 16; o <<= 1) P += __shfl_xor_sync(kFull, P, o);   // the unit's 16 lanes, identical bits
-      const float dh = P + ((every || t == seed_at) ? seed : 0.0f);
+      float dh = P + ((every || t == seed_at) ? seed : 0.0f);
+      if constexpr (kExt) dh += ext;
       const float dct = dc + dh * og * (1.0f - tc * tc);
       const float d0 = dct * gg * ig * (1.0f - ig);
       const float d1 = t > 0 ? dct * cprev * fg * (1.0f - fg) : 0.0f;
@@ -258,8 +220,9 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
 }
 
 // The cluster variant's recurrence kernel: blocks CL s .. CL s + CL - 1 run sequence s (the cluster's size is the
-// launch's: 16 is a non-portable size, which only a launch attribute can ask for).
-template <class M>
+// launch's: 16 is a non-portable size, which only a launch attribute can ask for). Stacked (Args::stage):
+// kStageForward stops after the forward, kStageBackward runs only the backward, seeded by dh_ext (kExt).
+template <class M, bool kExt>
 __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(const __grid_constant__ Params p) {
   constexpr int kCl = M::kCl, kThreads = M::kThreads;
   namespace cg = cooperative_groups;
@@ -294,16 +257,7 @@ __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(cons
   // Both shares of W_hh into registers from the packed copy (zero-padded past H), all loads in flight.
   constexpr int kCols = M::kCols;
   float wf[kCols], wb[kCols];
-  wait_packed(a);
-  {
-    const float4* pk = reinterpret_cast<const float4*>(a.packed) + rank * 2 * (kThreads * kCols / 4) + tid;
-#pragma unroll
-    for (int k4 = 0; k4 < kCols / 4; ++k4) {
-      const float4 f = __ldcg(pk + k4 * kThreads), g = __ldcg(pk + (kCols / 4 + k4) * kThreads);
-      wf[4 * k4] = f.x, wf[4 * k4 + 1] = f.y, wf[4 * k4 + 2] = f.z, wf[4 * k4 + 3] = f.w;
-      wb[4 * k4] = g.x, wb[4 * k4 + 1] = g.y, wb[4 * k4 + 2] = g.z, wb[4 * k4 + 3] = g.w;
-    }
-  }
+  load_packed<M>(a, rank, tid, wf, wb);
   const uint32_t bars = smem_addr(base);
   uint32_t h_bytes = 0;   // 8 for each warp of the cluster whose first unit, kCl (2 w) + r, is below H
   for (int r = 0; r < kCl; ++r)
@@ -349,7 +303,23 @@ __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(cons
   // A warp whose units are all past H sits the recurrences out (it would only wait; nothing waits for it).
   const bool active = kCl * 2 * (tid >> 5) + rank < H;
   PoolAcc acc;
-  const float pooled = active ? cluster_forward<M>(st, wf, acc) : 0.0f;
+  const int stage = a.stage;
+  const float pooled = active && stage != kStageBackward ? cluster_forward<M>(st, wf, acc) : 0.0f;
+  if (stage == kStageForward) {
+    cluster.sync();   // no block leaves while another may still send into it
+    return;
+  }
+  const float* const ext_j = kExt ? a.dh_ext + static_cast<int64_t>(seq) * a.t_cap * H + j : nullptr;
+  int bar_threads = 0;   // the active warps' threads of this block (warp w holds units kCl (2 w) + rank, + kCl)
+  for (int w = 0; w < kThreads / 32; ++w) bar_threads += kCl * 2 * w + rank < H ? 32 : 0;
+  if (stage == kStageBackward) {   // no head: the backward is seeded by dh_ext alone
+    if (active)
+      cluster_backward<M, kExt>(st, wb, 0.0f, 0,
+                                a.stream ? a.progress + static_cast<int64_t>(seq) * kMaxCl + rank : nullptr, a.epoch,
+                                bar_threads, ext_j);
+    cluster.sync();
+    return;
+  }
   // For the head, loaded here (no register to spare through the recurrence): its latency overlaps the barrier.
   const int label = a.classification ? a.labels[slot.pos] : 0;
   if (valid && sends)   // every block gets the whole vector (through the head's dropout)
@@ -362,12 +332,10 @@ __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(cons
   mark(a, 3);
 
   const float seed = valid ? (a.pool == 1 ? dh_s[j] / static_cast<float>(len) : dh_s[j]) : 0.0f;
-  int bar_threads = 0;   // the active warps' threads of this block (warp w holds units kCl (2 w) + rank, + kCl)
-  for (int w = 0; w < kThreads / 32; ++w) bar_threads += kCl * 2 * w + rank < H ? 32 : 0;
   if (active)
-    cluster_backward<M>(st, wb, seed, a.pool == 0 ? len - 1 : acc.at,
-                        a.stream ? a.progress + static_cast<int64_t>(seq) * kMaxCl + rank : nullptr, a.epoch,
-                        bar_threads);
+    cluster_backward<M, kExt>(st, wb, seed, a.pool == 0 ? len - 1 : acc.at,
+                              a.stream ? a.progress + static_cast<int64_t>(seq) * kMaxCl + rank : nullptr, a.epoch,
+                              bar_threads, ext_j);
   mark(a, 4);
   if (rank == 0) head_emit(a, pool_s, lg_s, misc, seq, nullptr);
   cluster.sync();   // no block leaves while another may still read or wait on anything of it
@@ -375,11 +343,13 @@ __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(cons
 
 }  // namespace
 
-template <class M>
+template <class M, bool kExt>
 const void* fused_cluster_kernel() {
-  return reinterpret_cast<const void*>(fused_lstm_cluster_kernel<M>);
+  return reinterpret_cast<const void*>(fused_lstm_cluster_kernel<M, kExt>);
 }
-template const void* fused_cluster_kernel<ClusterMap4>();
-template const void* fused_cluster_kernel<ClusterMap16>();
+template const void* fused_cluster_kernel<ClusterMap4, false>();
+template const void* fused_cluster_kernel<ClusterMap16, false>();
+template const void* fused_cluster_kernel<ClusterMap4, true>();
+template const void* fused_cluster_kernel<ClusterMap16, true>();
 
 }  // namespace ragtrain

@@ -1,11 +1,13 @@
 // The fused LSTM step's kernels as the host sees them (fused_lstm.cu): the sizes both sides use, the parameters every
 // kernel takes, and each kernel's host stub for launching it. Each kernel lives in the file named after its phase:
-//   fused_projection.cu   projection_kernel           input projection (and the cluster variant's packed W_hh)
-//   fused_recurrence.cu   fused_lstm_kernel<HR>       recurrence, H <= 64: one block a sequence
-//   fused_cluster.cu      fused_lstm_cluster_kernel<M> recurrence, 64 < H <= 256: a cluster of 4 or 16 blocks a sequence
-//   fused_weight_grad.cu  weight_grad_kernel          weight gradients, up to 16 sequences (streaming)
-//   fused_split_grad.cu   split_grad_kernel           weight gradients, more sequences (split over the timesteps)
-//   fused_sums.cu         sums_kernel                 K > 1: the sums over groups, parts and sequences
+//   fused_projection.cu     projection_kernel             input projection (and the packed W_hh of the clusters)
+//   fused_recurrence.cu     fused_lstm_kernel<HR>         recurrence, H <= 64: one block a sequence
+//   fused_cluster.cu        fused_lstm_cluster_kernel<M>  recurrence, 64 < H <= 256: 4 or 16 blocks a sequence
+//   fused_weight_grad.cu    weight_grad_kernel            weight gradients, up to 16 sequences (streaming)
+//   fused_split_grad.cu     split_grad_kernel             weight gradients, more sequences (split over the timesteps)
+//   fused_sums.cu           sums_kernel                   K > 1: the sums over groups, parts and sequences
+//   fused_stack.cu          layer_input_kernel, input_grad_kernel   stacked layers: the next layer's input (dropout
+//                                                         between layers), d loss / d h of the layer below
 // The types and kernels stay in an anonymous namespace, as when all of this was one file: every kernel file compiles
 // its own copy (nvcc compiles each file's device code on its own, without device linking), and the kernels keep their
 // names (what profilers and kernel timelines match on). The host reaches a kernel only by its stub's address.
@@ -47,6 +49,9 @@ constexpr int kWgSlots = 32;     // sequences of one group at most (kMaxGatherSl
 constexpr int kClBars = 8;               // floats ahead of h_s: 4 mbarriers (h, then d gates, double-buffered)
 template <class M>
 constexpr int kClusterSmemFixed = kClBars + 10 * M::kVec + 2 * M::kHmax + 4;
+
+// The input gradient of a stacked layer (fused_stack.cu): a block's tile of timesteps x input features.
+constexpr int kIgT = 32, kIgK = 64;
 
 // The split weight-gradient GEMM (fused_split_grad.cu).
 constexpr int kSgC = 32;              // timesteps per staged chunk
@@ -101,7 +106,25 @@ struct Args {
   int32_t packed_floats = 0;
   unsigned long long* pack_flags = nullptr;   // (kPack)
   int32_t pack_rows = 0;                      // the projection grid's first rows, holding the pack blocks (cluster)
+  // Stacked layers (FusedLstm::run runs each layer's kernels in turn, these fields set per layer): what the recurrence
+  // runs (kStageAll: forward, head and backward, the top layer; kStageForward: the forward only, a layer below the
+  // top; kStageBackward: the backward only, seeded by dh_ext instead of the head), and d loss / d h_t from the layer
+  // above: (B, t_cap, H) by slot, added to d h_t (the recurrence kernels' kExt variants).
+  int32_t stage = 0;
+  const float* dh_ext = nullptr;
+  // Layer 0's inputs are the shard's features, which no kernel of the step writes: the projection stages them before
+  // its wait for the previous kernel. A layer above reads what the layer below wrote, after that wait.
+  bool x_early = true;
+  // input_grad_kernel: d loss / d x_t of this layer into `dx` ((B, t_cap, F) by slot, the layer below's dh_ext),
+  // through the dropout between layers (between.threshold 0: none), layer `between_layer`'s mask.
+  float* dx = nullptr;
+  FusedHeadDropout between;
+  int32_t between_layer = 0;
+  // layer_input_kernel: the layer below's h (h_below: its scratch) through that mask, into x_next ((B, t_cap, F)).
+  const float* h_below = nullptr;
+  float* x_next = nullptr;
 };
+constexpr int32_t kStageAll = 0, kStageForward = 1, kStageBackward = 2;
 
 struct Params {
   Args a;
@@ -112,12 +135,15 @@ struct Params {
 
 // Each kernel's host stub, for cudaFuncSetAttribute and cudaLaunchKernelExC.
 const void* fused_projection_kernel();
-template <int HR>
+// kExt: the backward adds Args::dh_ext (a layer below the top of a stacked LSTM).
+template <int HR, bool kExt>
 const void* fused_one_block_kernel();   // HR = 32, 48, 52, 56, 64 (one_block_width)
-template <class M>
+template <class M, bool kExt>
 const void* fused_cluster_kernel();     // M = ClusterMap4, ClusterMap16
 const void* fused_weight_grad_kernel();
 const void* fused_split_grad_kernel();
 const void* fused_sums_kernel();
+const void* fused_layer_input_kernel();
+const void* fused_input_grad_kernel();
 
 }  // namespace ragtrain

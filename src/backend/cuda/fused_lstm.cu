@@ -48,10 +48,17 @@ namespace {
 
 int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
+// The projection's features per shared-memory chunk for a layer of F inputs.
+int proj_chunk(int64_t F) { return std::min(round_up(static_cast<int>(F), 8), 64); }
+
 }  // namespace
 
 std::string fused_lstm_unsupported(const ModelShape& shape) {
-  if (shape.layers != 1) return RT_MSG(shape.layers << " layers (the fused kernel runs one)");
+  if (shape.layers < 1 || shape.layers > kFusedMaxLayers)
+    return RT_MSG(shape.layers << " layers (the fused kernel runs 1 to " << kFusedMaxLayers << ")");
+  if (shape.bidirectional && shape.layers > 1)
+    return RT_MSG("a bidirectional LSTM of " << shape.layers
+                                             << " layers (the fused kernel runs one bidirectional layer)");
   if (shape.hidden > kMaxH) return RT_MSG("H=" << shape.hidden << " (the fused kernel runs H <= " << kMaxH << ")");
   if (shape.bidirectional && shape.hidden > kMaxBidirH)
     return RT_MSG("a bidirectional LSTM of H=" << shape.hidden << " (the fused kernel runs it up to H = " << kMaxBidirH
@@ -74,12 +81,15 @@ FusedLayoutResult fused_layout_from_index(const ModelShape& shape, const std::ve
     *out = base;
     return true;
   };
-  for (int64_t d = 0; d < shape.directions(); ++d) {
-    FusedLayout& lay = d == 0 ? res.layout : res.reverse;
+  // Layer 0's directions, then (stacked, one direction) the layers above.
+  res.upper.resize(static_cast<size_t>(shape.layers - 1));
+  for (int64_t i = 0; i < shape.directions() + shape.layers - 1; ++i) {
+    const int64_t l = i < shape.directions() ? 0 : i - shape.directions() + 1, d = l == 0 ? i : 0;
+    FusedLayout& lay = l > 0 ? res.upper[static_cast<size_t>(l - 1)] : (d == 0 ? res.layout : res.reverse);
+    const int64_t width = l == 0 ? shape.input_size : shape.head_input();
     for (int q = 0; q < 4; ++q) {
-      if (!gate_block(pl.w_ih(0, d), shape.input_size, q, &lay.w_ih[q]) ||
-          !gate_block(pl.w_hh(0, d), H, q, &lay.w_hh[q]) || !gate_block(pl.b_ih(0, d), 1, q, &lay.b_ih[q]) ||
-          !gate_block(pl.b_hh(0, d), 1, q, &lay.b_hh[q])) {
+      if (!gate_block(pl.w_ih(l, d), width, q, &lay.w_ih[q]) || !gate_block(pl.w_hh(l, d), H, q, &lay.w_hh[q]) ||
+          !gate_block(pl.b_ih(l, d), 1, q, &lay.b_ih[q]) || !gate_block(pl.b_hh(l, d), 1, q, &lay.b_hh[q])) {
         res.why = "cuDNN's weight space stores a gate block non-contiguously";
         return res;
       }
@@ -93,11 +103,16 @@ FusedLayoutResult fused_layout_from_index(const ModelShape& shape, const std::ve
 }
 
 FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t n_grad, int device,
-                     const FusedLayout& reverse)
+                     const FusedLayout& reverse, const std::vector<FusedLayout>& upper)
     : shape_(shape), layout_(layout), reverse_(reverse), dirs_(shape.bidirectional ? 2 : 1), n_grad_(n_grad),
       stride_((n_grad + 31) / 32 * 32), copy_stream_(Stream::create()) {
   const std::string why = fused_lstm_unsupported(shape);
   RT_CHECK(why.empty(), "fused LSTM: " << why);
+  RT_CHECK(static_cast<int64_t>(upper.size()) == shape.layers - 1,
+           "fused LSTM: " << upper.size() << " upper layers' gate blocks for " << shape.layers << " layers");
+  layers_.push_back(layout);
+  layers_.insert(layers_.end(), upper.begin(), upper.end());
+  const bool stacked = shape.layers > 1;
   const int H = static_cast<int>(shape.hidden), F = static_cast<int>(shape.input_size), G = 4 * H;
   hr_ = one_block_width(H);   // 0: the cluster variant
   cl_ = hr_ > 0 ? 0 : (H <= ClusterMap4::kHmax ? ClusterMap4::kCl : ClusterMap16::kCl);
@@ -120,12 +135,16 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   const int64_t cluster_fixed = cl_ == 4 ? kClusterSmemFixed<ClusterMap4> : kClusterSmemFixed<ClusterMap16>;
   const int64_t fixed = (hr_ > 0 ? one_block : cluster_fixed) + Cp_ + fc_smem_;
   RT_CHECK(fixed * static_cast<int64_t>(sizeof(float)) <= optin, "fused LSTM: the head exceeds shared memory");
-  fc_ = std::min(round_up(F, 8), 64);   // input projection: features per shared-memory chunk
   smem_bytes_ = static_cast<size_t>(fixed) * sizeof(float);
   const void* k = kernel();
-  CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
+  // (Stacked: the layers below the top run the variant that adds dh_ext.)
+  for (const bool ext : {false, true}) {
+    if (ext && !stacked) break;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel(ext), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem_bytes_)));
+    if (cl_ > 8) CUDA_CHECK(cudaFuncSetAttribute(kernel(ext), cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  }
   if (cl_ > 8) {   // 16 blocks: above the portable cluster size (8), which the GPU must allow and fit
-    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     cudaLaunchConfig_t probe = {};
     cudaLaunchAttribute dims = {};
     dims.id = cudaLaunchAttributeClusterDimension;
@@ -140,91 +159,119 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
     CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &probe));
     RT_CHECK(clusters >= 1, "fused LSTM: this GPU runs no cluster of " << cl_ << " blocks");
   }
-  proj_smem_bytes_ = static_cast<size_t>((kProjT + proj_threads_) * (fc_ + 4)) * sizeof(float);
+  // The projection's staged chunks: the widest of layer 0's (F inputs) and the layers above's (H).
+  proj_smem_bytes_ = static_cast<size_t>((kProjT + proj_threads_) * (proj_chunk(stacked ? std::max(F, H) : F) + 4)) *
+                     sizeof(float);
   RT_CHECK(static_cast<int64_t>(proj_smem_bytes_) <= optin,
            "fused LSTM: the projection's W_ih chunk exceeds shared memory");
   CUDA_CHECK(cudaFuncSetAttribute(fused_projection_kernel(),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(proj_smem_bytes_)));
-  // The split weight-gradient GEMM (B > kStreamMaxB): warp tiles of 32 x 32, block tiles of <= 4 warps along z's
-  // columns and <= kSgWarps warps, as few block tiles as that allows, and parts of the timesteps for about two blocks
-  // per SM.
   wstride_ = round_up(G, 8);
-  const int rows32 = (G + 31) / 32, cols32 = (F + H + 1 + 31) / 32;
-  sg_ntiles_ = (cols32 + 3) / 4;
-  sg_wn_ = (cols32 + sg_ntiles_ - 1) / sg_ntiles_;
-  const int wm_max = kSgWarps / sg_wn_;
-  sg_mtiles_ = (rows32 + wm_max - 1) / wm_max;
-  sg_wm_ = (rows32 + sg_mtiles_ - 1) / sg_mtiles_;
   int sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  sg_parts_ = std::max(1, 2 * sms / (sg_mtiles_ * sg_ntiles_));
-  const size_t sg_max = split_smem_bytes(kMaxGatherSlots);
+  sg_[0] = split_tiles(F, sms);
+  sg_[1] = split_tiles(H, sms);
+  const size_t sg_max = std::max(split_smem_bytes(kMaxGatherSlots, sg_[0]),
+                                 stacked ? split_smem_bytes(kMaxGatherSlots, sg_[1]) : size_t{0});
   RT_CHECK(static_cast<int64_t>(sg_max) <= optin, "fused LSTM: the weight-gradient tiles exceed shared memory");
   CUDA_CHECK(cudaFuncSetAttribute(fused_split_grad_kernel(),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sg_max)));
   packed_floats_ = hr_ > 0    ? 0
                    : cl_ == 4 ? ClusterMap4::kCl * 2 * ClusterMap4::kCols * ClusterMap4::kThreads
                               : ClusterMap16::kCl * 2 * ClusterMap16::kCols * ClusterMap16::kThreads;
-  if (packed_floats_ > 0) packed_.resize_discard(static_cast<size_t>(packed_floats_));
-  pack_flags_.resize_discard(kPack);
+  const size_t L = static_cast<size_t>(shape.layers);
+  if (packed_floats_ > 0) packed_.resize_discard(L * static_cast<size_t>(packed_floats_));
+  pack_flags_.resize_discard(L * kPack);
   // Epoch 0 is never a run's: a flag not yet written reads as not packed.
-  CUDA_CHECK(cudaMemset(pack_flags_.get(), 0, kPack * sizeof(unsigned long long)));
-  slots_host_ = PinnedBuffer<GatherSlot>(kMaxGatherSlots, false);
-  slots_dev_.resize_discard(kTables * kMaxGatherSlots);
+  CUDA_CHECK(cudaMemset(pack_flags_.get(), 0, L * kPack * sizeof(unsigned long long)));
+  slots_host_ = PinnedBuffer<GatherSlot>(2 * kMaxGatherSlots, false);
+  slots_dev_.resize_discard(kTables * 2 * kMaxGatherSlots);
   cycles_.resize_discard(8);
 }
 
-const void* FusedLstm::kernel() const {
+const void* FusedLstm::kernel(bool ext) const {
+  if (ext) {
+    switch (hr_) {
+      case 32: return fused_one_block_kernel<32, true>();
+      case 48: return fused_one_block_kernel<48, true>();
+      case 52: return fused_one_block_kernel<52, true>();
+      case 56: return fused_one_block_kernel<56, true>();
+      case 64: return fused_one_block_kernel<64, true>();
+      default: return cl_ == 4 ? fused_cluster_kernel<ClusterMap4, true>() : fused_cluster_kernel<ClusterMap16, true>();
+    }
+  }
   switch (hr_) {
-    case 32: return fused_one_block_kernel<32>();
-    case 48: return fused_one_block_kernel<48>();
-    case 52: return fused_one_block_kernel<52>();
-    case 56: return fused_one_block_kernel<56>();
-    case 64: return fused_one_block_kernel<64>();
-    default: return cl_ == 4 ? fused_cluster_kernel<ClusterMap4>() : fused_cluster_kernel<ClusterMap16>();
+    case 32: return fused_one_block_kernel<32, false>();
+    case 48: return fused_one_block_kernel<48, false>();
+    case 52: return fused_one_block_kernel<52, false>();
+    case 56: return fused_one_block_kernel<56, false>();
+    case 64: return fused_one_block_kernel<64, false>();
+    default: return cl_ == 4 ? fused_cluster_kernel<ClusterMap4, false>() : fused_cluster_kernel<ClusterMap16, false>();
   }
 }
 
 // One sequence: its sums go straight into the fused buffer. Up to kStreamMaxB: up to kMaxGroups groups of
 // consecutive slots (weight_grad_kernel), whose sums a second pass adds in group order. More: the split GEMM's parts
 // of the `timesteps` of all sequences, at least 16 timesteps a part, at most sg_parts_ over all directions.
-int FusedLstm::weight_grad_groups(int64_t B, int64_t timesteps) const {
+int FusedLstm::weight_grad_groups(int64_t B, int64_t timesteps, const SplitTiles& tiles) const {
   // (Bidirectional: each direction's parts, so the two together still fill the SMs about twice.)
   if (B > kStreamMaxB)
-    return static_cast<int>(std::clamp<int64_t>((timesteps + 15) / 16, 1, std::max(1, sg_parts_ / dirs_)));
+    return static_cast<int>(std::clamp<int64_t>((timesteps + 15) / 16, 1, std::max(1, tiles.parts / dirs_)));
   return static_cast<int>(B == 1 ? 1 : std::min<int64_t>(B, kMaxGroups));
 }
 
-size_t FusedLstm::split_smem_bytes(int64_t B) const {
-  return static_cast<size_t>(2 * kSgC * (32 * (sg_wm_ + sg_wn_) + 16)) * sizeof(float) + static_cast<size_t>(B) * 8 +
-         static_cast<size_t>(B + 1 + 4 * kSgC) * sizeof(int);
+// The split weight-gradient GEMM (B > kStreamMaxB) over z = [x, h, 1] of inputs + H + 1 columns: warp tiles of 32 x
+// 32, block tiles of <= 4 warps along z's columns and <= kSgWarps warps, as few block tiles as that allows, and parts
+// of the timesteps for about two blocks per SM.
+FusedLstm::SplitTiles FusedLstm::split_tiles(int64_t inputs, int sms) const {
+  const int64_t H = shape_.hidden;
+  const int rows32 = static_cast<int>((4 * H + 31) / 32), cols32 = static_cast<int>((inputs + H + 1 + 31) / 32);
+  SplitTiles t;
+  t.ntiles = (cols32 + 3) / 4;
+  t.wn = (cols32 + t.ntiles - 1) / t.ntiles;
+  const int wm_max = kSgWarps / t.wn;
+  t.mtiles = (rows32 + wm_max - 1) / wm_max;
+  t.wm = (rows32 + t.mtiles - 1) / t.mtiles;
+  t.parts = std::max(1, 2 * sms / (t.mtiles * t.ntiles));
+  return t;
 }
 
-// A sequence's scratch: gates (4H), c, tanh(c), h (H each) for cap_T steps, rounded to 4 floats so that every
-// sequence's rows stay 16-byte aligned (the recurrences store a unit's four gates as one float4).
-int64_t FusedLstm::per_seq() const { return (cap_T_ * 7 * shape_.hidden + 3) / 4 * 4; }
+size_t FusedLstm::split_smem_bytes(int64_t B, const SplitTiles& tiles) const {
+  return static_cast<size_t>(2 * kSgC * (32 * (tiles.wm + tiles.wn) + 16)) * sizeof(float) +
+         static_cast<size_t>(B) * 8 + static_cast<size_t>(B + 1 + 4 * kSgC) * sizeof(int);
+}
+
+// A sequence's scratch: gates (4H), c, tanh(c), h (H each) for cap_T steps, rounded to a multiple of 4 H floats: every
+// sequence's rows stay 16-byte aligned (the recurrences store a unit's four gates as one float4), and its h rows are
+// rows of H floats from the scratch's h block, which a stacked layer above reads as its input features.
+int64_t FusedLstm::per_seq() const { return shape_.hidden * ((cap_T_ * 7 + 3) / 4 * 4); }
 
 void FusedLstm::reserve(int64_t B, int64_t T) {
   if (B <= cap_B_ && T <= cap_T_) return;
   cap_B_ = std::max(cap_B_, B);
   cap_T_ = std::max(cap_T_, T);
   const int64_t H = shape_.hidden, F = shape_.input_size;
-  scratch_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * per_seq()));
+  const int64_t L = shape_.layers;
+  scratch_.resize_discard(static_cast<size_t>(L * cap_B_ * dirs_ * per_seq()));
+  if (L > 1) {
+    xbuf_.resize_discard(static_cast<size_t>((L - 1) * cap_B_ * cap_T_ * H));
+    dh_ext_.resize_discard(static_cast<size_t>(cap_B_ * cap_T_ * H));
+  }
   progress_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * kMaxCl));
   // Epoch 0 is never a run's: a word not yet written this run never reads as progress.
   CUDA_CHECK(cudaMemset(progress_.get(), 0, progress_.size() * sizeof(unsigned long long)));
   if (cap_B_ > 1) {
     partials_.resize_discard(static_cast<size_t>(cap_B_ * stride_));
     CUDA_CHECK(cudaMemset(partials_.get(), 0, partials_.size() * sizeof(float)));   // entries never written stay 0
-    const int64_t parts =
-        std::max<int64_t>(std::min<int64_t>(cap_B_, kMaxGroups), cap_B_ > kStreamMaxB ? sg_parts_ : 1);
-    wpart_.resize_discard(static_cast<size_t>(dirs_ * parts * (F + H + 1) * wstride_));
+    const int64_t parts = std::max<int64_t>(std::min<int64_t>(cap_B_, kMaxGroups),
+                                            cap_B_ > kStreamMaxB ? std::max(sg_[0].parts, sg_[1].parts) : 1);
+    wpart_.resize_discard(static_cast<size_t>(dirs_ * parts * ((L > 1 ? std::max(F, H) : F) + H + 1) * wstride_));
   }
 }
 
 void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features, const int32_t* labels,
                     const float* targets, const float* params, float* grads, cudaStream_t s,
-                    const FusedHeadDropout& drop) {
+                    const FusedHeadDropout& drop, const FusedHeadDropout& between) {
   const int64_t B = static_cast<int64_t>(slots.size());
   RT_CHECK(B >= 1 && B <= kMaxGatherSlots, "fused LSTM: " << B << " sequences in one step");
   int64_t T = 0, timesteps = 0;
@@ -263,32 +310,40 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.per_seq = per_seq();
   a.t_cap = static_cast<int32_t>(cap_T_);
   a.HP = HP_;
-  a.fc = fc_;
   // Projection blocks of tc timesteps (a multiple of 8, <= kProjT): about 256 blocks over all sequences.
   a.tc = static_cast<int32_t>(std::clamp<int64_t>((B * T + 255) / 256 + 7, 8, kProjT) / 8 * 8);
   a.Cp = Cp_;
   a.fc_smem = fc_smem_;
-  a.groups = weight_grad_groups(B, timesteps);
   a.wstride = wstride_;
-  a.sg_wm = sg_wm_;
-  a.sg_wn = sg_wn_;
   a.grads = grads;
   a.wpart = wpart_.get();
-  a.sum_blocks = static_cast<int32_t>((4 * H * (F + H + 1) + 31) / 32);   // 32 entries a block
   a.head_lo = std::min({layout_.fc_w, layout_.fc_b, layout_.extras});
   a.n_grad = n_grad_;
   a.cycles = record_ ? cycles_.get() : nullptr;
   a.progress = progress_.get();
-  a.epoch = ++epoch_ == 0 ? ++epoch_ : epoch_;   // skips 0 when the counter wraps
   // Streaming needs the weight-gradient blocks launched while the recurrence runs (not in a recorded run, whose
   // kernels are separated by events).
   a.stream = streaming_ && !record_ && B <= kStreamMaxB;
   a.words = hr_ > 0 ? 1 : cl_;
-  a.packed = packed_.get();
   a.packed_floats = packed_floats_;
-  a.pack_flags = pack_flags_.get();
+  const int64_t L = shape_.layers;
+  RT_CHECK(!record_ || L == 1, "fused LSTM: a recorded run times one layer");
+  RT_CHECK(between.threshold == 0 || between.indices, "fused LSTM: dropout between layers without the shard's indices");
+  // A layer above reads the layer below's h as its features: in place (h_t of slot b is row b per_seq / H + t from
+  // the h block of that layer's scratch), or, with dropout between layers, masked into xbuf_ (row b cap_T + t).
+  const bool drop_between = L > 1 && between.threshold != 0;
+  const int64_t up_rows = drop_between ? cap_T_ : per_seq() / H;
+  std::vector<GatherSlot> upper;
+  if (L > 1)
+    for (int64_t i = 0; i < B; ++i) {
+      GatherSlot u = slots[static_cast<size_t>(i)];
+      u.row = i * up_rows;
+      upper.push_back(u);
+    }
+  Params pu = p;   // the layers above: their slots
   if (B <= kInline) {
     for (int64_t i = 0; i < B; ++i) p.slot[i] = slots[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < static_cast<int64_t>(upper.size()); ++i) pu.slot[i] = upper[static_cast<size_t>(i)];
   } else {
     // The table goes to the device on a stream of its own and the host waits for it here: a copy on `s` would put
     // the copy engine between the previous step's update and this projection, with no programmatic dependent launch
@@ -296,20 +351,47 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
     // device tables in turn: run k writes table k mod 3, whose last reader, run k - 3, has completed when the caller
     // takes the totals of every step (CudaBackend: at most two runs a step, one launched ahead and discarded, and
     // the update's totals come after all of the step's kernels) or synchronizes (time_us, the tests).
+    // (Stacked: the layers above's slots after layer 0's, in the same copy.)
     table_ = (table_ + 1) % kTables;
-    GatherSlot* dev = slots_dev_.get() + table_ * kMaxGatherSlots;
+    GatherSlot* dev = slots_dev_.get() + table_ * 2 * kMaxGatherSlots;
     std::copy(slots.begin(), slots.end(), slots_host_.get());
-    CUDA_CHECK(cudaMemcpyAsync(dev, slots_host_.get(), static_cast<size_t>(B) * sizeof(GatherSlot),
+    std::copy(upper.begin(), upper.end(), slots_host_.get() + B);
+    CUDA_CHECK(cudaMemcpyAsync(dev, slots_host_.get(), (slots.size() + upper.size()) * sizeof(GatherSlot),
                                cudaMemcpyHostToDevice, copy_stream_.get()));
     CUDA_CHECK(cudaStreamSynchronize(copy_stream_.get()));   // also frees the host table for the next run
     a.slots = dev;
+    pu.a.slots = dev + B;
+  }
+  // Each layer's fields. Every layer has its own epoch (its pack flags and progress words are tagged with it, so a
+  // word another layer left in this step never reads as progress) and its own scratch and packed W_hh.
+  const int64_t scratch_layer = cap_B_ * dirs_ * per_seq();
+  std::vector<Params> lp;
+  for (int64_t l = 0; l < L; ++l) {
+    lp.push_back(l == 0 ? p : pu);
+    Args& x = lp.back().a;
+    const int64_t Fl = l == 0 ? F : H;
+    const SplitTiles& tiles = sg_[l == 0 ? 0 : 1];
+    x.lay = layers_[static_cast<size_t>(l)];
+    x.F = static_cast<int32_t>(Fl);
+    x.fc = proj_chunk(Fl);
+    x.scratch = scratch_.get() + l * scratch_layer;
+    x.packed = packed_.get() + l * packed_floats_;
+    x.pack_flags = pack_flags_.get() + l * kPack;
+    x.epoch = ++epoch_ == 0 ? ++epoch_ : epoch_;   // skips 0 when the counter wraps
+    x.features = l == 0         ? features
+                 : drop_between ? xbuf_.get() + (l - 1) * cap_B_ * cap_T_ * H
+                                : scratch_.get() + (l - 1) * scratch_layer + 6 * cap_T_ * H;
+    x.x_early = l == 0;
+    x.groups = weight_grad_groups(B, timesteps, tiles);
+    x.sg_wm = tiles.wm;
+    x.sg_wn = tiles.wn;
+    x.sum_blocks = static_cast<int32_t>((4 * H * (Fl + H + 1) + 31) / 32);   // 32 entries a block
   }
   if (record_ && !marks_[0])
     for (Event& e : marks_) e = Event::create(true);
   auto mark = [&](int i) {
     if (record_) CUDA_CHECK(cudaEventRecord(marks_[i].get(), s));
   };
-  void* args[] = {&p};
   const unsigned ub = static_cast<unsigned>(B);
   // Programmatic dependent launch: the projection's blocks stage their features while the previous step's optimizer
   // finishes, the recurrence kernel's blocks start while the projection runs, and the weight-gradient blocks are
@@ -319,7 +401,8 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl[0].val.programmaticStreamSerializationAllowed = 1;
   // (cluster > 1: the cluster variant's blocks of a sequence, or the bidirectional one-block kernel's two directions.)
-  auto launch = [&](const void* fn, dim3 grid, int threads, size_t smem, unsigned cluster = 1) {
+  auto launch = [&](Params& q, const void* fn, dim3 grid, int threads, size_t smem, unsigned cluster = 1) {
+    void* args[] = {&q};
     cudaLaunchAttribute attrs[2] = {};
     int n = 0;
     if (!record_) attrs[n++] = pdl[0];
@@ -338,38 +421,80 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
     cfg.numAttrs = static_cast<unsigned>(n);
     CUDA_CHECK(cudaLaunchKernelExC(&cfg, fn, args));
   };
-  mark(0);
   // The cluster variant's pack blocks first (the first kPack blocks of the first rows), then a row per sequence of
   // its time chunks.
   const int64_t proj_x = (T + a.tc - 1) / a.tc;
-  a.pack_rows = hr_ > 0 ? 0 : static_cast<int32_t>((kPack + proj_x - 1) / proj_x);
+  const int32_t pack_rows = hr_ > 0 ? 0 : static_cast<int32_t>((kPack + proj_x - 1) / proj_x);
   const unsigned ud = static_cast<unsigned>(dirs_);
-  launch(fused_projection_kernel(),
-         dim3(static_cast<unsigned>(proj_x), ub + static_cast<unsigned>(a.pack_rows),
-              ud * static_cast<unsigned>(proj_tiles_)),
-         proj_threads_, proj_smem_bytes_);
-  mark(1);
+  const int G = static_cast<int>(4 * H);
+  auto project = [&](Params& q) {
+    q.a.pack_rows = pack_rows;
+    launch(q, fused_projection_kernel(),
+           dim3(static_cast<unsigned>(proj_x), ub + static_cast<unsigned>(pack_rows),
+                ud * static_cast<unsigned>(proj_tiles_)),
+           proj_threads_, static_cast<size_t>((kProjT + proj_threads_) * (q.a.fc + 4)) * sizeof(float));
+  };
   // The cluster variant: cl_ blocks a sequence; bidirectional, a cluster of the 2 directions' blocks.
-  launch(kernel(), dim3(hr_ > 0 ? ub * ud : ub * static_cast<unsigned>(cl_)), rec_threads_, smem_bytes_,
-         hr_ > 0 ? ud : static_cast<unsigned>(cl_));
-  mark(2);
-  const int G = static_cast<int>(4 * H), NW = static_cast<int>(F + H + 1);
-  if (B > kStreamMaxB)
-    launch(fused_split_grad_kernel(),
-           dim3(static_cast<unsigned>(a.groups) * ud, static_cast<unsigned>(sg_mtiles_),
-                static_cast<unsigned>(sg_ntiles_)),
-           32 * sg_wm_ * sg_wn_, split_smem_bytes(B));
-  else
-    launch(fused_weight_grad_kernel(),
-           dim3(static_cast<unsigned>((G + kWgM - 1) / kWgM), static_cast<unsigned>((NW + kWgN - 1) / kWgN),
-                static_cast<unsigned>(a.groups) * ud),
-           kWgThreads, 0);
-  mark(3);
-  if (B > 1) {   // (then groups > 1 too) the sums over groups and over sequences
-    const int head_blocks = static_cast<int>(((a.n_grad - a.head_lo) * 32 + 255) / 256);
-    launch(fused_sums_kernel(), dim3(static_cast<unsigned>(a.sum_blocks * dirs_ + head_blocks)), 256, 0);
+  auto recur = [&](Params& q, bool ext) {
+    launch(q, kernel(ext), dim3(hr_ > 0 ? ub * ud : ub * static_cast<unsigned>(cl_)), rec_threads_, smem_bytes_,
+           hr_ > 0 ? ud : static_cast<unsigned>(cl_));
+  };
+  // A layer's weight gradients, then (K > 1) the sums over groups and (head: the top layer) over sequences.
+  auto weight_grads = [&](Params& q, const SplitTiles& tiles, bool head) {
+    const int NW = q.a.F + static_cast<int>(H) + 1;
+    if (B > kStreamMaxB)
+      launch(q, fused_split_grad_kernel(),
+             dim3(static_cast<unsigned>(q.a.groups) * ud, static_cast<unsigned>(tiles.mtiles),
+                  static_cast<unsigned>(tiles.ntiles)),
+             32 * tiles.wm * tiles.wn, split_smem_bytes(B, tiles));
+    else
+      launch(q, fused_weight_grad_kernel(),
+             dim3(static_cast<unsigned>((G + kWgM - 1) / kWgM), static_cast<unsigned>((NW + kWgN - 1) / kWgN),
+                  static_cast<unsigned>(q.a.groups) * ud),
+             kWgThreads, 0);
+    mark(3);
+    if (B > 1) {   // (then groups > 1 too) the sums over groups and over sequences
+      const int head_blocks = head ? static_cast<int>(((q.a.n_grad - q.a.head_lo) * 32 + 255) / 256) : 0;
+      launch(q, fused_sums_kernel(), dim3(static_cast<unsigned>(q.a.sum_blocks * dirs_ + head_blocks)), 256, 0);
+    }
+    mark(4);
+  };
+  // Stacked, each layer's forward in turn (the layer above's projection reads its h), the top layer's forward, head and
+  // backward, then down the layers: the input gradient of the layer above (through the dropout mask), the backward
+  // of the layer below seeded by it, its weight gradients.
+  mark(0);
+  for (int64_t l = 0; l < L; ++l) {
+    Params& q = lp[static_cast<size_t>(l)];
+    q.a.stage = l + 1 < L ? kStageForward : kStageAll;
+    project(q);
+    mark(1);
+    recur(q, false);
+    mark(2);
+    if (l + 1 < L && drop_between) {
+      Params x = lp[static_cast<size_t>(l + 1)];   // its slots (lengths and positions)
+      x.a.F = static_cast<int32_t>(H);
+      x.a.h_below = q.a.scratch;
+      x.a.x_next = xbuf_.get() + l * cap_B_ * cap_T_ * H;
+      x.a.between = between;
+      x.a.between_layer = static_cast<int32_t>(l);
+      launch(x, fused_layer_input_kernel(), dim3(static_cast<unsigned>((T * H + 255) / 256), ub), 256, 0);
+    }
   }
-  mark(4);
+  weight_grads(lp.back(), sg_[L > 1 ? 1 : 0], true);
+  for (int64_t l = L - 2; l >= 0; --l) {
+    Params g = lp[static_cast<size_t>(l + 1)];   // layer l + 1's d gates and W_ih
+    g.a.dx = dh_ext_.get();
+    g.a.between = drop_between ? between : FusedHeadDropout{};
+    g.a.between_layer = static_cast<int32_t>(l);
+    launch(g, fused_input_grad_kernel(),
+           dim3(static_cast<unsigned>((T + kIgT - 1) / kIgT), ub, static_cast<unsigned>((H + kIgK - 1) / kIgK)), 256,
+           0);
+    Params& q = lp[static_cast<size_t>(l)];
+    q.a.stage = kStageBackward;
+    q.a.dh_ext = dh_ext_.get();
+    recur(q, true);
+    weight_grads(q, sg_[l == 0 ? 0 : 1], false);
+  }
 }
 
 FusedCycles FusedLstm::last_cycles(cudaStream_t s) {
@@ -422,10 +547,12 @@ double FusedLstm::time_us(int64_t B, int64_t T, cudaStream_t s) {
 }
 
 std::string FusedLstm::describe() const {
+  const std::string layers = shape_.layers > 1 ? RT_MSG(shape_.layers << " layers in turn, ") : std::string();
   if (hr_ == 0)
-    return RT_MSG("fused kernel (recurrent weights in the registers of a " << cl_ << "-block cluster per sequence, "
-                                                                          << rec_threads_ << " threads a block)");
-  return RT_MSG("fused kernel (" << (dirs_ == 2 ? "bidirectional, a 2-block cluster per sequence, " : "")
+    return RT_MSG("fused kernel (" << layers << "recurrent weights in the registers of a " << cl_
+                                   << "-block cluster per sequence"
+                                   << ", " << rec_threads_ << " threads a block)");
+  return RT_MSG("fused kernel (" << layers << (dirs_ == 2 ? "bidirectional, a 2-block cluster per sequence, " : "")
                                   << "recurrent weights in registers, " << rec_threads_ << " threads, "
                                   << (smem_bytes_ + 1023) / 1024 << " KiB shared)");
 }

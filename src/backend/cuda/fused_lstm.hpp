@@ -41,8 +41,11 @@ struct FusedHeadDropout {
   const int64_t* indices = nullptr;  // (device) the shard's global sequence indices, by slot.pos
 };
 
-// Why the fused kernel cannot run this model (empty when it can): more than one layer, H > 256, bidirectional with
-// H > 64, ...
+// Stacked layers the fused step runs at most (each layer's kernels in turn).
+constexpr int64_t kFusedMaxLayers = 4;
+
+// Why the fused kernel cannot run this model (empty when it can): more than kFusedMaxLayers layers, H > 256,
+// bidirectional with H > 64 or more than one layer, ...
 std::string fused_lstm_unsupported(const ModelShape& shape);
 
 // The layout above from the backend's PyTorch -> device index map, or an empty optional-like result (ok = false)
@@ -52,6 +55,7 @@ struct FusedLayoutResult {
   std::string why;
   FusedLayout layout;
   FusedLayout reverse;   // bidirectional: the reverse direction's gate blocks (the head's fields as layout's)
+  std::vector<FusedLayout> upper;   // stacked: layers 1 .. L - 1 (the head's fields as layout's)
 };
 FusedLayoutResult fused_layout_from_index(const ModelShape& shape, const std::vector<int64_t>& dev_index,
                                           int64_t head_offset, int64_t extras_offset);
@@ -67,16 +71,17 @@ struct FusedCycles {
 class FusedLstm {
  public:
   // n_grad: floats of the fused buffer (device parameters + the 3 extras). Sets the kernels' shared-memory limit.
-  // reverse: the reverse direction's gate blocks (read only when the shape is bidirectional).
+  // reverse: the reverse direction's gate blocks (read only when the shape is bidirectional); upper: layers 1 ..
+  // L - 1 of a stacked LSTM.
   FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t n_grad, int device,
-            const FusedLayout& reverse = FusedLayout{});
+            const FusedLayout& reverse = FusedLayout{}, const std::vector<FusedLayout>& upper = {});
 
   // One training step's forward and backward for `slots` (1..kMaxGatherSlots sequences of the shard in `features`,
   // labels or targets indexed by slot.pos): ADDS the summed gradients, loss, count and correct into `grads`.
-  // `drop`: the head's dropout of this step (default: none).
+  // `drop`: the head's dropout of this step, `between`: the dropout between stacked layers (default: none).
   void run(const std::vector<GatherSlot>& slots, const float* features, const int32_t* labels,
            const float* targets, const float* params, float* grads, cudaStream_t s,
-           const FusedHeadDropout& drop = FusedHeadDropout{});
+           const FusedHeadDropout& drop = FusedHeadDropout{}, const FusedHeadDropout& between = FusedHeadDropout{});
 
   // The budget of the last run (only when record_cycles(true) was set before it). Waits for `s`.
   void record_cycles(bool on) { record_ = on; }
@@ -94,12 +99,19 @@ class FusedLstm {
  private:
   void reserve(int64_t B, int64_t T);
   int64_t per_seq() const;         // floats of one sequence's scratch
-  const void* kernel() const;      // the recurrence kernel's variant for this H
-  int weight_grad_groups(int64_t B, int64_t timesteps) const;
-  size_t split_smem_bytes(int64_t B) const;   // split_grad_kernel's dynamic shared memory for B sequences
+  const void* kernel(bool ext = false) const;   // the recurrence kernel's variant for this H (ext: adds dh_ext)
+  // The split weight-gradient GEMM's tiles for a layer of `inputs` input features (B > 16): its block tile in warps,
+  // its tiles, and its parts of the timesteps at most.
+  struct SplitTiles {
+    int wm = 0, wn = 0, mtiles = 0, ntiles = 0, parts = 0;
+  };
+  SplitTiles split_tiles(int64_t inputs, int sms) const;
+  int weight_grad_groups(int64_t B, int64_t timesteps, const SplitTiles& tiles) const;
+  size_t split_smem_bytes(int64_t B, const SplitTiles& tiles) const;   // split_grad_kernel's shared memory
 
   ModelShape shape_;
   FusedLayout layout_, reverse_;
+  std::vector<FusedLayout> layers_;   // every layer's gate blocks (layers_[0] = layout_)
   int dirs_ = 1;                   // directions: a bidirectional step runs both at once (a 2-block cluster each)
   int64_t n_grad_ = 0, stride_ = 0;
   int hr_ = 0;                     // H <= 64: padded to 32, 48, 52, 56 or 64 (the one-block kernel's template argument);
@@ -107,25 +119,26 @@ class FusedLstm {
   int cl_ = 0;                     // the cluster variant's blocks per sequence: 4 (H <= 128) or 16; 0: one block
   int threads_ = 0, rec_threads_ = 0;   // 4H rounded to a warp (the one-block recurrence's block); the cluster's
   int proj_threads_ = 0, proj_tiles_ = 1;   // the projection's block (<= kMaxProjThreads rows) and its row tiles
-  int32_t HP_ = 0, fc_ = 0, Cp_ = 0;
+  int32_t HP_ = 0, Cp_ = 0;
   int32_t fc_smem_ = 0;            // the head's weight and bias in shared memory (floats; 0: read from global)
   size_t smem_bytes_ = 0;          // recurrence kernel
   size_t proj_smem_bytes_ = 0;     // projection kernel
   int32_t packed_floats_ = 0;
-  DeviceBuffer<float> packed_;     // W_hh in the order of the cluster kernel's registers (fused_projection.cu)
-  DeviceBuffer<unsigned long long> pack_flags_;   // (32) the pack blocks' epoch flags
+  DeviceBuffer<float> packed_;     // (layers) W_hh in the order of the cluster kernel's registers (fused_projection.cu)
+  DeviceBuffer<unsigned long long> pack_flags_;   // (layers, kPack) the pack blocks' epoch flags
   int64_t cap_B_ = 0, cap_T_ = 0;
-  DeviceBuffer<float> scratch_;    // (cap_B, dirs, per sequence) gates, cell states, tanh(c), h
+  DeviceBuffer<float> scratch_;    // (layers, cap_B, dirs, per sequence) gates, cell states, tanh(c), h
+  DeviceBuffer<float> xbuf_;       // stacked with dropout between layers: (layers - 1, cap_B, cap_T, H) their inputs
+  DeviceBuffer<float> dh_ext_;     // stacked: (cap_B, cap_T, H) d loss / d h that a layer passes to the one below
   DeviceBuffer<float> partials_;   // (cap_B, stride) per-sequence head gradients and loss when B > 1
-  DeviceBuffer<float> wpart_;      // (dirs, groups, F + H + 1, wstride_) weight-gradient partial sums when B > 1
+  DeviceBuffer<float> wpart_;      // (dirs, groups, max(F, H) + H + 1, wstride_) weight-gradient partial sums, B > 1
   int32_t wstride_ = 0;            // a column of them: 4H rounded up to 8
-  int sg_wm_ = 0, sg_wn_ = 0;      // the split weight-gradient GEMM (B > 16): its block tile in warps,
-  int sg_mtiles_ = 0, sg_ntiles_ = 0, sg_parts_ = 0;   // its tiles, and its parts of the timesteps at most
+  SplitTiles sg_[2];               // the split GEMM's tiles: layer 0 (F inputs), the layers above (H inputs)
   DeviceBuffer<unsigned long long> progress_;   // (cap_B, dirs, 4) the backward's progress words per sequence
   uint32_t epoch_ = 0;             // runs so far: tags the progress words of this run
   // More than 16 sequences (kInline): the slot table, copied on its own stream into one of three device tables in
   // turn (run explains why three).
-  DeviceBuffer<GatherSlot> slots_dev_;   // (3, kMaxGatherSlots)
+  DeviceBuffer<GatherSlot> slots_dev_;   // (3, 2, kMaxGatherSlots): layer 0's slots, then the layers above's
   PinnedBuffer<GatherSlot> slots_host_;
   Stream copy_stream_;
   int table_ = 0;

@@ -172,13 +172,15 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
   };
   // The features never change: their first chunk is staged while the previous step's optimizer may still run (this
   // kernel is launched with programmatic dependent launch after it); the parameters are read only after the wait.
-  stage_x(0, min(a.fc, F));
+  // A stacked layer's inputs are the layer below's h, written by the kernels before this one: staged after it.
+  if (a.x_early) stage_x(0, min(a.fc, F));
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
   // Let the recurrence kernel start its prologue now: the parameters are final (the cluster variant's then waits for
   // the pack blocks' flags before it reads the packed W_hh).
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+  if (!a.x_early) stage_x(0, min(a.fc, F));
   // lane (g, t4)'s rows: r0 + 8 ni + {0, 1} (gate rows of the whole layer; ws holds the tile's from row0)
   const int g = lane >> 2, t4 = lane & 3, r0 = row0 + 32 * warp + 2 * t4;
   float bias[4][2];

@@ -32,6 +32,7 @@ struct Step {
   uint32_t epoch;
   bool lead;                      // thread 0 of a streaming run: publishes the progress
   bool rev;                       // direction 1: max pooling's ties go to the last step processed (the first timestep)
+  const float* ext_j;             // a stacked layer below the top: unit j's column of Args::dh_ext (kExt)
 };
 
 // The recurrences' matrix-vector products read their vector from shared memory, and there the cost is the number of
@@ -169,7 +170,9 @@ __device__ __forceinline__ int forward_recurrence(const Step& st, const float (&
 // Phase 4: the backward recurrence, from d loss / d pooled h in dh_s; d gates replace the activations in gbuf.
 // The pooling's backward seeds d h: at the last step (last), at every step divided by the length (mean, as the
 // reference: dq / n added at each step), or at unit j's argmax step (max, `at`).
-template <int HR>
+// kExt (a layer below the top of a stacked LSTM): d h_t also gets the layer above's d loss / d h_t (ext_j), loaded
+// with the other values kRing steps ahead.
+template <int HR, bool kExt>
 __device__ __forceinline__ void backward_recurrence(const Step& st, const float (&wb)[HR], int at) {
   float* const dg_s = st.dg_s;
   const int H = st.H, G = st.G, HP = st.HP, len = st.len;
@@ -187,18 +190,21 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
   // read, an invalid lane keeps its zeros).
   int cb = 0;
   float dc = 0.0f;
-  float pa[kRing], pc[kRing], pt[kRing];
-  auto fetch = [&](int t, float& act, float& cp, float& tcv) {
+  float pa[kRing], pc[kRing], pt[kRing], pe[kRing];
+  const float* const ext_j = st.ext_j;
+  auto fetch = [&](int t, float& act, float& cp, float& tcv, float& ev) {
     act = (valid && t >= 0) ? g_r[t * G] : 0.0f;
     cp = (valid && t >= 1) ? c_j[(t - 1) * H] : 0.0f;
     tcv = (valid && t >= 0) ? tc_j[t * H] : 0.0f;
+    if constexpr (kExt) ev = (valid && t >= 0) ? ext_j[t * H] : 0.0f;
   };
 #pragma unroll
-  for (int u = 0; u < kRing; ++u) fetch(len - 1 - u, pa[u], pc[u], pt[u]);
-  auto refetch = [&](int t, float& act, float& cp, float& tcv) {
+  for (int u = 0; u < kRing; ++u) fetch(len - 1 - u, pa[u], pc[u], pt[u], pe[u]);
+  auto refetch = [&](int t, float& act, float& cp, float& tcv, float& ev) {
     load_if(act, g_r + t * G, valid && t >= 0);
     load_if(cp, c_j + (t - 1) * H, valid && t >= 1);
     load_if(tcv, tc_j + t * H, valid && t >= 0);
+    if constexpr (kExt) load_if(ev, ext_j + t * H, valid && t >= 0);
   };
   // Step t's d gates (one float4, lane 0) go to global memory in step t - 1 after its matvec, as in the forward.
   float4 put_dg = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -222,6 +228,8 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
       const int t = t0 - u;
       if (t < 0) break;
       const float act = pa[u], cprev = pc[u], tc = pt[u];
+      float ext = 0.0f;
+      if constexpr (kExt) ext = pe[u];
       // The gates of the unit first, and every factor of the d gates that does not depend on d h: none of it waits
       // for the recurrence, so it leaves the critical path (which keeps d h -> d c -> d gate: an add, an FMA and a
       // product), and the saved values are used up before the loads that refill their registers.
@@ -238,11 +246,12 @@ __device__ __forceinline__ void backward_recurrence(const Step& st, const float 
       // Step t - 4's values into the registers step t has just read. (Refilled after the barrier instead, where every
       // use of the old values comes before the load, a backward step took ~45 cycles longer on the H200: the loads
       // then queue before the step's shared-memory loads.)
-      refetch(t - kRing, pa[u], pc[u], pt[u]);
+      refetch(t - kRing, pa[u], pc[u], pt[u], pe[u]);
       if (t < len - 1) put(t + 1);
       P += __shfl_xor_sync(kFull, P, 1);   // identical bits in all four lanes (addition commutes exactly)
       P += __shfl_xor_sync(kFull, P, 2);
-      const float dh = P + ((st.pool == 1 || t == seed_at) ? seed : 0.0f);
+      float dh = P + ((st.pool == 1 || t == seed_at) ? seed : 0.0f);
+      if constexpr (kExt) dh += ext;
       const float dct = dc + dh * kc;
       // Selects, not branches on q (those would run the four paths one after another in every warp); lane 0 stores
       // all four, each the same product as its lane's.
@@ -272,7 +281,10 @@ __device__ __forceinline__ void exchange_pooled(float* pool2, int d, int H, int 
   cluster.sync();
 }
 
-template <int HR>
+// Stacked (Args::stage): kStageForward stops after the forward (its h, c, tanh(c) and activations stay in the scratch
+// for the layer above and for the backward); kStageBackward skips the forward and the head and seeds the backward with
+// nothing but dh_ext.
+template <int HR, bool kExt>
 __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
   extern __shared__ float4 smem4[];
@@ -373,9 +385,11 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
 
   const Step st{h_s,   dg_s,  dh_s + d * H,   H,    G,    HP,   len,
                 j,     q,     quad,   a.pool, valid, g_r, c_j,
-                tc_j,  save_j, a.progress + blockIdx.x * kMaxCl, a.epoch, tid == 0 && a.stream, d == 1};
+                tc_j,  save_j, a.progress + blockIdx.x * kMaxCl, a.epoch, tid == 0 && a.stream, d == 1,
+                kExt ? a.dh_ext + static_cast<int64_t>(blockIdx.x) * a.t_cap * H + j : nullptr};
   PoolAcc acc;
-  const int cur = forward_recurrence<HR>(st, wf, acc);
+  const int cur = a.stage != kStageBackward ? forward_recurrence<HR>(st, wf, acc) : 0;
+  if (a.stage == kStageForward) return;   // (unidirectional: no other block of a cluster waits for this one)
   float wb[HR];   // the backward's weights from the staged W_hh (untouched since the prologue)
   {
     // Row i of gate q (unit i's row) is row 8 q + i % 8 of warp i / 8's rows; the slice's float4 blocks, i = 16 b +
@@ -398,6 +412,12 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   // reads any more: every thread passed the last step's barrier).
   // With the head's dropout, the masked vector (h_{len-1} too is then copied there).
   const float* pooled = h_s + cur * HP;
+  if (a.stage == kStageBackward) {   // no head: d loss / d pooled h is zero, dh_ext seeds the backward
+    for (int i = tid; i < HP; i += nt) dh_s[i] = 0.0f;
+    __syncthreads();
+    backward_recurrence<HR, kExt>(st, wb, 0);
+    return;
+  }
   if (a.dirs == 2) {
     const float v = a.pool == 0 ? h_s[cur * HP + j] : (a.pool == 1 ? acc.v / static_cast<float>(len) : acc.v);
     const bool write = valid && q == 0;
@@ -416,7 +436,7 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   head(a, pooled, lg_s, dh_s, misc, a.fc_smem ? fc_s : nullptr, slot.pos, label);
   mark(a, 3);
 
-  backward_recurrence<HR>(st, wb, acc.at);
+  backward_recurrence<HR, kExt>(st, wb, acc.at);
   mark(a, 4);
   // The backward left pool2, h_s, lg_s, misc alone. Bidirectional: block 0 has the whole head input and emits.
   if (d == 0) head_emit(a, pooled, lg_s, misc, b, old_s);
@@ -424,14 +444,19 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
 
 }  // namespace
 
-template <int HR>
+template <int HR, bool kExt>
 const void* fused_one_block_kernel() {
-  return reinterpret_cast<const void*>(fused_lstm_kernel<HR>);
+  return reinterpret_cast<const void*>(fused_lstm_kernel<HR, kExt>);
 }
-template const void* fused_one_block_kernel<32>();
-template const void* fused_one_block_kernel<48>();
-template const void* fused_one_block_kernel<52>();
-template const void* fused_one_block_kernel<56>();
-template const void* fused_one_block_kernel<64>();
+template const void* fused_one_block_kernel<32, false>();
+template const void* fused_one_block_kernel<48, false>();
+template const void* fused_one_block_kernel<52, false>();
+template const void* fused_one_block_kernel<56, false>();
+template const void* fused_one_block_kernel<64, false>();
+template const void* fused_one_block_kernel<32, true>();
+template const void* fused_one_block_kernel<48, true>();
+template const void* fused_one_block_kernel<52, true>();
+template const void* fused_one_block_kernel<56, true>();
+template const void* fused_one_block_kernel<64, true>();
 
 }  // namespace ragtrain
