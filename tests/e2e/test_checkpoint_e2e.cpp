@@ -1,7 +1,8 @@
 // Checkpoints, resume, signals and provenance through the real binary: a resumed run equals the uninterrupted
 // one bit for bit on the same rank count (and to rounding on another), SIGUSR1/SIGTERM on any one rank stop
-// every rank with a checkpoint and exit code 75, a hard kill leaves a loadable checkpoint, bad resumes exit 2
-// on every rank, and summary.json / bench JSON carry provenance and a validity flag. Plus `ragtrain plot`.
+// every rank with a checkpoint and exit code 75 (also while the shard streams), a hard kill leaves a loadable
+// checkpoint, bad resumes exit 2 on every rank, and summary.json / bench JSON carry provenance and a validity flag.
+// Plus `ragtrain plot`.
 #include <hdf5.h>
 #include <signal.h>
 
@@ -271,6 +272,37 @@ TEST(Signals, AnyRankSignalledStopsEveryRankWithACheckpointThenResumeFinishesThe
   }
   EXPECT_EQ(stops, 2);
   EXPECT_EQ(resumes, 2);
+}
+
+// SIGTERM while the shard streams (a window of two steps, the background reader fetching the next ones): every rank
+// stops at a step boundary with a checkpoint and exit 75, as in a resident run, and the resumed run, still streaming,
+// ends with the uninterrupted streamed run's parameters to the bit.
+TEST(Signals, SigtermWhileTheShardStreamsCheckpointsExits75AndResumeFinishesTheSameRun) {
+  Scratch d;
+  ASSERT_EQ(run(0, "gen --out " + d / "train.h5" + " --sequences 400 --features 5 --min-length 3 --max-length 40 "
+                   "--seed 3 --quiet").rc, 0);   // 90 KiB a rank on 2 ranks
+  const std::string args = " --data " + d / "train.h5" +
+                           " --hidden 8 --batch-per-rank 3 --epochs 100 --max-memory 48K --signal-check-every 1" +
+                           " --quiet";
+  const Result ref = run(2, "train --out " + d / "ref" + args);
+  ASSERT_EQ(ref.rc, 0) << ref.output;
+  ASSERT_TRUE(read_json(d / "ref/summary.json")["streamed"].get<bool>()) << "the shard should not fit 48K";
+
+  Background first(d, 2, "train --out " + d / "run" + args, "first");
+  ASSERT_TRUE(wait_for(d / "run/metrics.jsonl", 30));
+  first.signal(0, SIGTERM);
+  std::vector<int> rcs;
+  EXPECT_EQ(first.wait(rcs), 75) << first.output();
+  EXPECT_EQ(rcs, (std::vector<int>{75, 75})) << first.output();
+  EXPECT_TRUE(contains(first.output(), "stopped by SIGTERM")) << first.output();
+  ASSERT_TRUE(fs::exists(d / "run/checkpoint.h5"));
+
+  const Result resumed = run(2, "train --out " + d / "run" + args + " --resume " + d / "run");
+  ASSERT_EQ(resumed.rc, 0) << resumed.output;
+  const auto s = read_json(d / "run/summary.json");
+  EXPECT_TRUE(s["streamed"].get<bool>());
+  EXPECT_EQ(s["validity"]["params_crc32"], read_json(d / "ref/summary.json")["validity"]["params_crc32"]);
+  EXPECT_EQ(result(d / "run"), result(d / "ref"));
 }
 
 TEST(Signals, HardKillAndSecondSignalLeaveALoadableCheckpoint) {
