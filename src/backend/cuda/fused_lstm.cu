@@ -269,23 +269,13 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   }
 }
 
-void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features, const int32_t* labels,
-                    const float* targets, const float* params, float* grads, cudaStream_t s,
-                    const FusedHeadDropout& drop, const FusedHeadDropout& between) {
-  const int64_t B = static_cast<int64_t>(slots.size());
-  RT_CHECK(B >= 1 && B <= kMaxGatherSlots, "fused LSTM: " << B << " sequences in one step");
-  int64_t T = 0, timesteps = 0;
-  for (const GatherSlot& g : slots) {
-    RT_CHECK(g.length >= 1, "fused LSTM: a sequence of length " << g.length);
-    T = std::max<int64_t>(T, g.length);
-    timesteps += g.length;
-  }
-  if (B > cap_B_ || T > cap_T_) {
-    CUDA_CHECK(cudaStreamSynchronize(s));   // the buffers may still be in use by a queued launch
-    reserve(B, T);
-  }
+// The fields every kernel of a step shares, for B sequences of at most T steps (layer 0's; FusedLstm::run sets
+// each layer's own, and the slots).
+template <class P>
+P FusedLstm::common_params(int64_t B, int64_t T, const float* features, const int32_t* labels, const float* targets,
+                           const float* params, float* grads, const FusedHeadDropout& drop) const {
   const int64_t H = shape_.hidden, F = shape_.input_size;
-  Params p{};
+  P p{};
   Args& a = p.a;
   a.params = params;
   a.accumulate = B == 1;
@@ -326,21 +316,14 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   a.stream = streaming_ && !record_ && B <= kStreamMaxB;
   a.words = hr_ > 0 ? 1 : cl_;
   a.packed_floats = packed_floats_;
-  const int64_t L = shape_.layers;
-  RT_CHECK(!record_ || L == 1, "fused LSTM: a recorded run times one layer");
-  RT_CHECK(between.threshold == 0 || between.indices, "fused LSTM: dropout between layers without the shard's indices");
-  // A layer above reads the layer below's h as its features: in place (h_t of slot b is row b per_seq / H + t from
-  // the h block of that layer's scratch), or, with dropout between layers, masked into xbuf_ (row b cap_T + t).
-  const bool drop_between = L > 1 && between.threshold != 0;
-  const int64_t up_rows = drop_between ? cap_T_ : per_seq() / H;
-  std::vector<GatherSlot> upper;
-  if (L > 1)
-    for (int64_t i = 0; i < B; ++i) {
-      GatherSlot u = slots[static_cast<size_t>(i)];
-      u.row = i * up_rows;
-      upper.push_back(u);
-    }
-  Params pu = p;   // the layers above: their slots
+  return p;
+}
+
+// The batch's slots into p (layer 0) and pu (the layers above, `upper`): kernel parameters up to kInline sequences,
+// else a device table.
+template <class P>
+void FusedLstm::set_slots(const std::vector<GatherSlot>& slots, const std::vector<GatherSlot>& upper, P& p, P& pu) {
+  const int64_t B = static_cast<int64_t>(slots.size());
   if (B <= kInline) {
     for (int64_t i = 0; i < B; ++i) p.slot[i] = slots[static_cast<size_t>(i)];
     for (int64_t i = 0; i < static_cast<int64_t>(upper.size()); ++i) pu.slot[i] = upper[static_cast<size_t>(i)];
@@ -359,13 +342,21 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
     CUDA_CHECK(cudaMemcpyAsync(dev, slots_host_.get(), (slots.size() + upper.size()) * sizeof(GatherSlot),
                                cudaMemcpyHostToDevice, copy_stream_.get()));
     CUDA_CHECK(cudaStreamSynchronize(copy_stream_.get()));   // also frees the host table for the next run
-    a.slots = dev;
+    p.a.slots = dev;
     pu.a.slots = dev + B;
   }
+}
+
+// Each layer's fields from p (layer 0) and pu (the layers above): its gate blocks, inputs, scratch, packed W_hh,
+// epoch and weight-gradient tiles.
+template <class P>
+std::vector<P> FusedLstm::layer_params(const P& p, const P& pu, const float* features, bool drop_between, int64_t B,
+                                       int64_t timesteps) {
+  const int64_t L = shape_.layers, H = shape_.hidden, F = shape_.input_size;
   // Each layer's fields. Every layer has its own epoch (its pack flags and progress words are tagged with it, so a
   // word another layer left in this step never reads as progress) and its own scratch and packed W_hh.
   const int64_t scratch_layer = cap_B_ * dirs_ * per_seq();
-  std::vector<Params> lp;
+  std::vector<P> lp;
   for (int64_t l = 0; l < L; ++l) {
     lp.push_back(l == 0 ? p : pu);
     Args& x = lp.back().a;
@@ -387,6 +378,15 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
     x.sg_wn = tiles.wn;
     x.sum_blocks = static_cast<int32_t>((4 * H * (Fl + H + 1) + 31) / 32);   // 32 entries a block
   }
+  return lp;
+}
+
+// The step's launches for the layers' fields lp (layer_params): each layer's forward in turn, then down the layers.
+template <class P>
+void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool drop_between,
+                              const FusedHeadDropout& between, cudaStream_t s) {
+  const int64_t L = shape_.layers, H = shape_.hidden;
+  const Args& a = lp.front().a;
   if (record_ && !marks_[0])
     for (Event& e : marks_) e = Event::create(true);
   auto mark = [&](int i) {
@@ -495,6 +495,42 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
     recur(q, true);
     weight_grads(q, sg_[l == 0 ? 0 : 1], false);
   }
+}
+
+void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features, const int32_t* labels,
+                    const float* targets, const float* params, float* grads, cudaStream_t s,
+                    const FusedHeadDropout& drop, const FusedHeadDropout& between) {
+  const int64_t B = static_cast<int64_t>(slots.size());
+  RT_CHECK(B >= 1 && B <= kMaxGatherSlots, "fused LSTM: " << B << " sequences in one step");
+  int64_t T = 0, timesteps = 0;
+  for (const GatherSlot& g : slots) {
+    RT_CHECK(g.length >= 1, "fused LSTM: a sequence of length " << g.length);
+    T = std::max<int64_t>(T, g.length);
+    timesteps += g.length;
+  }
+  if (B > cap_B_ || T > cap_T_) {
+    CUDA_CHECK(cudaStreamSynchronize(s));   // the buffers may still be in use by a queued launch
+    reserve(B, T);
+  }
+  Params p = common_params<Params>(B, T, features, labels, targets, params, grads, drop);
+  const int64_t L = shape_.layers, H = shape_.hidden;
+  RT_CHECK(!record_ || L == 1, "fused LSTM: a recorded run times one layer");
+  RT_CHECK(between.threshold == 0 || between.indices, "fused LSTM: dropout between layers without the shard's indices");
+  // A layer above reads the layer below's h as its features: in place (h_t of slot b is row b per_seq / H + t from
+  // the h block of that layer's scratch), or, with dropout between layers, masked into xbuf_ (row b cap_T + t).
+  const bool drop_between = L > 1 && between.threshold != 0;
+  const int64_t up_rows = drop_between ? cap_T_ : per_seq() / H;
+  std::vector<GatherSlot> upper;
+  if (L > 1)
+    for (int64_t i = 0; i < B; ++i) {
+      GatherSlot u = slots[static_cast<size_t>(i)];
+      u.row = i * up_rows;
+      upper.push_back(u);
+    }
+  Params pu = p;   // the layers above: their slots
+  set_slots(slots, upper, p, pu);
+  std::vector<Params> lp = layer_params(p, pu, features, drop_between, B, timesteps);
+  launch_layers(lp, B, T, drop_between, between, s);
 }
 
 FusedCycles FusedLstm::last_cycles(cudaStream_t s) {

@@ -98,6 +98,19 @@ class FusedLstm {
 
  private:
   void reserve(int64_t B, int64_t T);
+  // run's parts: the fields every kernel shares, the slot tables, each layer's fields, the launches. (Templates only
+  // so that this header needs no kernel types: P is fused_kernels.hpp's Params, used in fused_lstm.cu alone.)
+  template <class P>
+  P common_params(int64_t B, int64_t T, const float* features, const int32_t* labels, const float* targets,
+                  const float* params, float* grads, const FusedHeadDropout& drop) const;
+  template <class P>
+  void set_slots(const std::vector<GatherSlot>& slots, const std::vector<GatherSlot>& upper, P& p, P& pu);
+  template <class P>
+  std::vector<P> layer_params(const P& p, const P& pu, const float* features, bool drop_between, int64_t B,
+                              int64_t timesteps);
+  template <class P>
+  void launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool drop_between, const FusedHeadDropout& between,
+                     cudaStream_t s);
   int64_t per_seq() const;         // floats of one sequence's scratch
   const void* kernel(bool ext = false) const;   // the recurrence kernel's variant for this H (ext: adds dh_ext)
   // The split weight-gradient GEMM's tiles for a layer of `inputs` input features (B > 16): its block tile in warps,

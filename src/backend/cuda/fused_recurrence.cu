@@ -284,6 +284,15 @@ __device__ __forceinline__ void exchange_pooled(float* pool2, int d, int H, int 
 // Stacked (Args::stage): kStageForward stops after the forward (its h, c, tanh(c) and activations stay in the scratch
 // for the layer above and for the backward); kStageBackward skips the forward and the head and seeds the backward with
 // nothing but dh_ext.
+// The prologue's recurrent weights into registers: forward, the four gates' rows of unit j at lane q's slice of the
+// columns; backward, gate q's rows at slice j & 3 of the rows for the columns of the four units of j's group
+// (slice_matvec; lanes past H hold their group's other units' weights too: those units' sums need every slice). All of
+// W_hh goes through shared memory first, row-major, warp w copying the four gates' rows of units 8 w .. 8 w + 7 (for
+// each gate 8 H contiguous floats) by cp.async, every copy in flight at once; each lane reads its forward row slices
+// there at once, and its backward column entries after the forward (they hold no registers through it). (The
+// backward's entries read straight from global memory touched 8-16 sectors a warp's load for 4 useful bytes a lane: on
+// the H200 the prologue took ~3.9 us at H = 50, the first step waiting for it; rows straight into registers, 32
+// sectors a load, took 8.2 K cycles at K = 128.)
 template <int HR, bool kExt>
 __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
@@ -312,15 +321,7 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   float* hbuf = tcbuf + a.t_cap * H;
   mark(a, 0);
 
-  // Recurrent weights into registers: forward, the four gates' rows of unit j at lane q's slice of the columns;
-  // backward, gate q's rows at slice j & 3 of the rows for the columns of the four units of j's group (slice_matvec;
-  // lanes past H hold their group's other units' weights too: those units' sums need every slice). All of W_hh goes
-  // through shared memory first, row-major, warp w copying the four gates' rows of units 8 w .. 8 w + 7 (for each gate
-  // 8 H contiguous floats) by cp.async, every copy in flight at once; each lane reads its forward row slices there
-  // now, and its backward column entries after the forward (they hold no registers through it). (The backward's
-  // entries read straight from global memory touched 8-16 sectors a warp's load for 4 useful bytes a lane: on the H200
-  // the prologue took ~3.9 us at H = 50, the first step waiting for it; rows straight into registers, 32 sectors a
-  // load, took 8.2 K cycles at K = 128.)
+  // Recurrent weights into registers, through shared memory (the comment above the kernel says how and why).
   constexpr int P = HR + 1;                // odd: a warp's 32 rows start on distinct banks
   float* const wall = fc_s + a.fc_smem;   // (warp, gate, unit - 8 warp) x P
   // One sequence with a small head: the fused buffer's values of the head's gradients, copied here with W_hh, so that
