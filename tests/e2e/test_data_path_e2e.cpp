@@ -88,6 +88,28 @@ TEST(DataPath, ARankHoldsItsShardOnce) {
       << "peak RSS grew by " << grew << " bytes for " << shard << " bytes more data";
 }
 
+// A shard many times --max-memory stays inside it: peak RSS of a streamed run over ~55 MB of features at --max-memory
+// 4M grows by less than the budget (plus the same slack as above) against a resident run of a small set with the
+// same options; the shard itself would add ~55 MB.
+TEST(DataPath, AStreamedRankStaysInsideItsBudget) {
+  Scratch d;
+  const std::string g = " --features 36 --min-length 60 --max-length 130 --seed 4";
+  gen(d, "small.h5", "--sequences 100" + g);
+  gen(d, "large.h5", "--sequences 4000" + g);
+  const std::string opts = " --epochs 1 --hidden 2 --batch-per-rank 16 --normalize none --log-every 1000 --quiet";
+  const Result a = run(1, "train --data " + d / "small.h5" + " --out " + d / "a" + opts);
+  const Result b = run(1, "train --data " + d / "large.h5" + " --out " + d / "b" + opts + " --max-memory 4M", 300);
+  ASSERT_EQ(a.rc, 0) << a.output;
+  ASSERT_EQ(b.rc, 0) << b.output;
+  const auto sa = read_json(d / "a/summary.json"), sb = read_json(d / "b/summary.json");
+  ASSERT_FALSE(sa["streamed"].get<bool>());
+  ASSERT_TRUE(sb["streamed"].get<bool>());
+  const double shard = static_cast<double>(timesteps_of(d / "large.h5") * 36 * 4);
+  ASSERT_GT(shard, 40e6);
+  const double grew = static_cast<double>(sb["max_rss_bytes"].get<int64_t>() - sa["max_rss_bytes"].get<int64_t>());
+  EXPECT_LT(grew, 4.0 * 1048576 + 16e6) << "peak RSS grew by " << grew << " bytes streaming " << shard << " bytes";
+}
+
 namespace {
 
 // The `groups` (h5dump's "-g /a -g /b") of an HDF5 file as h5dump prints them, without the line naming the file: two
