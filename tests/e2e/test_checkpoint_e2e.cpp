@@ -112,6 +112,15 @@ class Background {
   int np_ = 0;
 };
 
+// Signals one rank of a 2-rank run with `sig`, then expects every rank to stop with exit 75, saying so.
+void expect_stopped_by(const Background& run, int rank, int sig, const std::string& name) {
+  run.signal(rank, sig);
+  std::vector<int> rcs;
+  EXPECT_EQ(run.wait(rcs), 75) << run.output();
+  EXPECT_EQ(rcs, (std::vector<int>{75, 75})) << run.output();
+  EXPECT_TRUE(contains(run.output(), "stopped by " + name)) << run.output();
+}
+
 // Waits until `needle` occurs `count` times in the file at `path` (at most `seconds` x time_scale()).
 bool wait_for_text(const std::string& path, const std::string& needle, int count, double seconds) {
   for (int i = 0; i < static_cast<int>(seconds * time_scale() * 100); ++i) {
@@ -244,11 +253,7 @@ TEST(Signals, AnyRankSignalledStopsEveryRankWithACheckpointThenResumeFinishesThe
   // however fast this machine is (where it stops does not matter: the result must be the same).
   Background first(d, 2, train(d, "run", args), "first");
   ASSERT_TRUE(wait_for(d / "run/metrics.jsonl", 30));
-  first.signal(1, SIGUSR1);
-  std::vector<int> rcs;
-  EXPECT_EQ(first.wait(rcs), 75) << first.output();
-  EXPECT_EQ(rcs, (std::vector<int>{75, 75})) << first.output();
-  EXPECT_TRUE(contains(first.output(), "stopped by SIGUSR1")) << first.output();
+  expect_stopped_by(first, 1, SIGUSR1, "SIGUSR1");
   ASSERT_TRUE(fs::exists(d / "run/checkpoint.h5"));
   const Result e = run(1, "eval --checkpoint " + d / "run/checkpoint.h5" + " --data " + d / "val.h5");
   EXPECT_EQ(e.rc, 0) << e.output;
@@ -256,9 +261,7 @@ TEST(Signals, AnyRankSignalledStopsEveryRankWithACheckpointThenResumeFinishesThe
   // Resumed into the same folder, SIGTERM to rank 0 this time.
   Background second(d, 2, train(d, "run", args + " --resume " + d / "run"), "second");
   ASSERT_TRUE(wait_for_text(d / "run/metrics.jsonl", "\"event\":\"resume\"", 1, 30));
-  second.signal(0, SIGTERM);
-  EXPECT_EQ(second.wait(rcs), 75) << second.output();
-  EXPECT_EQ(rcs, (std::vector<int>{75, 75})) << second.output();
+  expect_stopped_by(second, 0, SIGTERM, "SIGTERM");
 
   const Result third = run(2, train(d, "run", args + " --resume " + d / "run"));
   ASSERT_EQ(third.rc, 0) << third.output;
@@ -290,11 +293,7 @@ TEST(Signals, SigtermWhileTheShardStreamsCheckpointsExits75AndResumeFinishesTheS
 
   Background first(d, 2, "train --out " + d / "run" + args, "first");
   ASSERT_TRUE(wait_for(d / "run/metrics.jsonl", 30));
-  first.signal(0, SIGTERM);
-  std::vector<int> rcs;
-  EXPECT_EQ(first.wait(rcs), 75) << first.output();
-  EXPECT_EQ(rcs, (std::vector<int>{75, 75})) << first.output();
-  EXPECT_TRUE(contains(first.output(), "stopped by SIGTERM")) << first.output();
+  expect_stopped_by(first, 0, SIGTERM, "SIGTERM");
   ASSERT_TRUE(fs::exists(d / "run/checkpoint.h5"));
 
   const Result resumed = run(2, "train --out " + d / "run" + args + " --resume " + d / "run");

@@ -62,20 +62,35 @@ TEST(DataPath, SummaryRecordsTheRead) {
   EXPECT_GT(step_records, 0);
 }
 
+namespace {
+
+// Two single-rank runs that differ in the data's size: small.h5 and large.h5 (F = 36, lengths 60-130, `seed`),
+// trained with `opts` (the large one also with `large_extra`); their summaries, and how much peak RSS grew.
+void small_and_large(const Scratch& d, const std::string& seed, int64_t small, int64_t large, const std::string& opts,
+                     const std::string& large_extra, nlohmann::json& sa, nlohmann::json& sb, double& grew) {
+  const std::string g = " --features 36 --min-length 60 --max-length 130 --seed " + seed;
+  gen(d, "small.h5", "--sequences " + std::to_string(small) + g);
+  gen(d, "large.h5", "--sequences " + std::to_string(large) + g);
+  const Result a = run(1, "train --data " + d / "small.h5" + " --out " + d / "a" + opts);
+  const Result b = run(1, "train --data " + d / "large.h5" + " --out " + d / "b" + opts + large_extra, 300);
+  ASSERT_EQ(a.rc, 0) << a.output;
+  ASSERT_EQ(b.rc, 0) << b.output;
+  sa = read_json(d / "a/summary.json");
+  sb = read_json(d / "b/summary.json");
+  grew = static_cast<double>(sb["max_rss_bytes"].get<int64_t>() - sa["max_rss_bytes"].get<int64_t>());
+}
+
+}  // namespace
+
 // Peak memory grows by the shard, not twice the shard: two runs that differ only in the data's size (100 MB
 // more of features), peak RSS compared. The old reader (file-order copy + scatter) grew by ~2x here.
 TEST(DataPath, ARankHoldsItsShardOnce) {
   Scratch d;
-  const std::string g = " --features 36 --min-length 60 --max-length 130 --seed 2";
-  gen(d, "small.h5", "--sequences 200" + g);
-  gen(d, "large.h5", "--sequences 8000" + g);
-  const std::string opts = " --epochs 1 --hidden 2 --batch-per-rank 512 --normalize none --log-every 1000 --quiet";
-  const Result a = run(1, "train --data " + d / "small.h5" + " --out " + d / "a" + opts);
-  const Result b = run(1, "train --data " + d / "large.h5" + " --out " + d / "b" + opts, 300);
-  ASSERT_EQ(a.rc, 0) << a.output;
-  ASSERT_EQ(b.rc, 0) << b.output;
-  const auto sa = read_json(d / "a/summary.json"), sb = read_json(d / "b/summary.json");
-  const double grew = static_cast<double>(sb["max_rss_bytes"].get<int64_t>() - sa["max_rss_bytes"].get<int64_t>());
+  nlohmann::json sa, sb;
+  double grew = 0;
+  ASSERT_NO_FATAL_FAILURE(small_and_large(
+      d, "2", 200, 8000, " --epochs 1 --hidden 2 --batch-per-rank 512 --normalize none --log-every 1000 --quiet", "",
+      sa, sb, grew));
   // The shards' values (features and labels), not read_bytes: a run that starts streamed reads its first windows too.
   const double shard = static_cast<double>((timesteps_of(d / "large.h5") - timesteps_of(d / "small.h5")) * 36 * 4 +
                                            (8000 - 200) * 4);
@@ -93,20 +108,15 @@ TEST(DataPath, ARankHoldsItsShardOnce) {
 // same options; the shard itself would add ~55 MB.
 TEST(DataPath, AStreamedRankStaysInsideItsBudget) {
   Scratch d;
-  const std::string g = " --features 36 --min-length 60 --max-length 130 --seed 4";
-  gen(d, "small.h5", "--sequences 100" + g);
-  gen(d, "large.h5", "--sequences 4000" + g);
-  const std::string opts = " --epochs 1 --hidden 2 --batch-per-rank 16 --normalize none --log-every 1000 --quiet";
-  const Result a = run(1, "train --data " + d / "small.h5" + " --out " + d / "a" + opts);
-  const Result b = run(1, "train --data " + d / "large.h5" + " --out " + d / "b" + opts + " --max-memory 4M", 300);
-  ASSERT_EQ(a.rc, 0) << a.output;
-  ASSERT_EQ(b.rc, 0) << b.output;
-  const auto sa = read_json(d / "a/summary.json"), sb = read_json(d / "b/summary.json");
+  nlohmann::json sa, sb;
+  double grew = 0;
+  ASSERT_NO_FATAL_FAILURE(small_and_large(
+      d, "4", 100, 4000, " --epochs 1 --hidden 2 --batch-per-rank 16 --normalize none --log-every 1000 --quiet",
+      " --max-memory 4M", sa, sb, grew));
   ASSERT_FALSE(sa["streamed"].get<bool>());
   ASSERT_TRUE(sb["streamed"].get<bool>());
   const double shard = static_cast<double>(timesteps_of(d / "large.h5") * 36 * 4);
   ASSERT_GT(shard, 40e6);
-  const double grew = static_cast<double>(sb["max_rss_bytes"].get<int64_t>() - sa["max_rss_bytes"].get<int64_t>());
   EXPECT_LT(grew, 4.0 * 1048576 + 16e6) << "peak RSS grew by " << grew << " bytes streaming " << shard << " bytes";
 }
 
