@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -106,6 +107,7 @@ const ModelShape kMaxH50{36, 50, 1, 10, Task::Classification, false, Pool::Max};
 const ModelShape kMaxH19{5, 19, 1, 3, Task::Regression, false, Pool::Max};
 const ModelShape kMaxH100{36, 100, 1, 10, Task::Classification, false, Pool::Max};
 const ModelShape kMaxBidirH50{36, 50, 1, 10, Task::Classification, true, Pool::Max};
+const ModelShape kMaxBidirH96{36, 96, 1, 10, Task::Classification, true, Pool::Max};
 // Two layers at H = 96: at H = 100 (and 72, 80, 112, 128) these data hold a unit whose max is within 6e-6 of another
 // step's value (measured on the CPU; 3.1e-6 at H = 100 on the H100 first).
 const ModelShape kMaxStackedH96{36, 96, 2, 10, Task::Classification, false, Pool::Max};
@@ -399,6 +401,75 @@ TEST(FusedBidirAgreement, MeanRegressionH19SeventySequences) {
   many_sequences(bidir({5, 19, 1, 3, Task::Regression}, Pool::Mean), 70);
 }
 
+// Bidirectional above H = 64 or stacked: the directions run apart (each its own 4- or 16-block cluster or block, in
+// stages: forward, the head kernel on both pooled vectors, backward seeded by it), every pool, one sequence a step and
+// many (streaming weight gradients at 9, the split GEMM and device slot table at 20), 1 to 3 layers.
+TEST(FusedBidirAgreement, ClassificationClusterH65) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(bidir({36, 65, 1, 10, Task::Classification}), kMixed);
+}
+
+TEST(FusedBidirAgreement, MeanRegressionClusterH128) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(bidir({20, 128, 1, 3, Task::Regression}, Pool::Mean), kMixed);
+}
+
+TEST(FusedBidirAgreement, MaxClassificationClusterH96) {
+  RT_SKIP_WITHOUT_GPU();
+  expect_grid_argmax_separated(kMaxBidirH96, kMixed);
+  fused_grid(kMaxBidirH96, kMixed);
+}
+
+TEST(FusedBidirAgreement, ClassificationCluster16H200) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(bidir({36, 200, 1, 10, Task::Classification}), kMixed);
+}
+
+TEST(FusedBidirAgreement, MeanClassificationCluster16H256) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(bidir({36, 256, 1, 10, Task::Classification}, Pool::Mean), kMixed);
+}
+
+TEST(FusedBidirAgreement, ClassificationClusterH100NineSequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences(bidir({36, 100, 1, 10, Task::Classification}), 8);
+}
+
+TEST(FusedBidirAgreement, MeanRegressionClusterH128TwentySequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences(bidir({36, 128, 1, 4, Task::Regression}, Pool::Mean), 20);
+}
+
+TEST(FusedBidirStackedAgreement, ClassificationTwoLayersH50) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(bidir({36, 50, 2, 10, Task::Classification}), kMixed);
+}
+
+TEST(FusedBidirStackedAgreement, MeanRegressionThreeLayersH19) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(bidir({5, 19, 3, 3, Task::Regression}, Pool::Mean), kMixed);
+}
+
+TEST(FusedBidirStackedAgreement, ClassificationTwoLayersH128) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(bidir({36, 128, 2, 10, Task::Classification}), kMixed);
+}
+
+TEST(FusedBidirStackedAgreement, MeanClassificationTwoLayersH200) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(bidir({36, 200, 2, 10, Task::Classification}, Pool::Mean), kMixed);
+}
+
+TEST(FusedBidirStackedAgreement, ClassificationTwoLayersH50TwentySequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences(bidir({36, 50, 2, 10, Task::Classification}), 20);
+}
+
+TEST(FusedBidirStackedAgreement, RegressionTwoLayersH96NineSequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences(bidir({36, 96, 2, 4, Task::Regression}), 8);
+}
+
 namespace {
 
 Shard training_shard(const ModelShape& shape, uint64_t seed) {
@@ -618,10 +689,21 @@ TEST(FusedBidirTraining, Sgd100StepsK24) {
   compare_training(bidir({36, 50, 1, 10, Task::Classification}), "sgd", 0.05f, 24);
 }
 
+// The directions apart: a cluster each (H = 96), and two layers of one block each (H = 50).
+TEST(FusedBidirTraining, Sgd100StepsK4ClusterH96) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_training(bidir({36, 96, 1, 10, Task::Classification}), "sgd", 0.05f, 4);
+}
+
+TEST(FusedBidirTraining, MeanSgd100StepsK1TwoLayers) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_training(bidir({36, 50, 2, 10, Task::Classification}, Pool::Mean), "sgd", 0.05f, 1);
+}
+
 // Without a GPU: the max-pooling cases' data has no near-tie (see min_argmax_gap), in the agreement grids and at
 // every step of the CPU side of the training runs, so a failure of the GPU cases above is the kernel's.
 TEST(FusedPoolData, MaxPoolCasesHaveNoNearTies) {
-  for (const ModelShape& shape : {kMaxH50, kMaxH19, kMaxH100, kMaxBidirH50})
+  for (const ModelShape& shape : {kMaxH50, kMaxH19, kMaxH100, kMaxBidirH50, kMaxBidirH96, kMaxStackedH96})
     expect_grid_argmax_separated(shape, kMixed);
   expect_grid_argmax_separated(kMaxStackedH96, kMixed);
   for (const MaxTrainingCase& c : {kMaxSgdK1, kMaxAdamK1, kMaxSgdK4}) {
@@ -785,17 +867,18 @@ TEST(FusedDeterminism, BitwiseIdenticalRerunsStacked) {
   }
 }
 
-// Bidirectional: both directions' clusters, K = 1, 9 (streaming) and 24 (split GEMM), each pool.
+// Bidirectional: both directions' clusters, K = 1, 9 (streaming) and 24 (split GEMM), each pool; the directions
+// apart (H = 128; two layers at H = 50) too.
 TEST(FusedDeterminism, BitwiseIdenticalRerunsBidirectional) {
   RT_SKIP_WITHOUT_GPU();
-  for (Pool pool : {Pool::Last, Pool::Mean, Pool::Max}) {
-    const ModelShape shape = bidir({36, 50, 1, 10, Task::Classification}, pool);
+  for (const auto& [H, L, pool] : std::vector<std::tuple<int64_t, int64_t, Pool>>{
+           {50, 1, Pool::Last}, {50, 1, Pool::Mean}, {50, 1, Pool::Max}, {128, 1, Pool::Max}, {50, 2, Pool::Mean}}) {
+    const ModelShape shape = bidir({36, H, L, 10, Task::Classification}, pool);
     const Shard shard = make_shard(shape, {130, 1, 64, 97, 5, 120, 2, 77}, 3);
-    expect_identical_reruns(shape, shard, 9, {{0}, {0, 1, 2, 3, 4, 5, 6, 7, -1}}, 9,
-                            RT_MSG("bidirectional " << pool_name(pool) << " pool"));
+    const std::string what = RT_MSG("bidirectional H=" << H << " L=" << L << " " << pool_name(pool) << " pool");
+    expect_identical_reruns(shape, shard, 9, {{0}, {0, 1, 2, 3, 4, 5, 6, 7, -1}}, 9, what);
     const auto [lengths, batch] = ragged_batch(24);
-    expect_identical_reruns(shape, make_shard(shape, lengths, 5), 24, {batch, batch}, 11,
-                            RT_MSG("bidirectional " << pool_name(pool) << " pool, 24 sequences"));
+    expect_identical_reruns(shape, make_shard(shape, lengths, 5), 24, {batch, batch}, 11, what + ", 24 sequences");
   }
 }
 
@@ -803,8 +886,8 @@ TEST(FusedFallback, UncoveredModelsUseCudnn) {
   RT_SKIP_WITHOUT_GPU();
   for (const ModelShape& shape : {ModelShape{36, 50, 5, 10, Task::Classification},
                                   ModelShape{36, 257, 1, 10, Task::Classification},
-                                  ModelShape{36, 100, 1, 10, Task::Classification, true},
-                                  ModelShape{36, 50, 2, 10, Task::Classification, true}}) {
+                                  ModelShape{36, 257, 1, 10, Task::Classification, true},
+                                  ModelShape{36, 100, 5, 10, Task::Classification, true}}) {
     CudaBackend gpu(shape, options("cuda", "adam"), fused_tuning());
     EXPECT_FALSE(gpu.fused_active());
     EXPECT_NE(gpu.describe().find("fused kernel not used"), std::string::npos) << gpu.describe();
@@ -943,7 +1026,8 @@ TEST(FusedLayout, GateBlocksFromTheIndexMap) {
   EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 4, 2, 2, Task::Classification}), "");
   EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 4, 4, 2, Task::Classification}), "");
   EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 4, 5, 2, Task::Classification}), "");
-  EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 4, 2, 2, Task::Classification, true}), "");
+  EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 4, 2, 2, Task::Classification, true}), "");
+  EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 4, 5, 2, Task::Classification, true}), "");
   EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 257, 1, 2, Task::Classification}), "");
   EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 256, 1, 2, Task::Classification}), "");
   EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 129, 1, 2, Task::Classification}), "");
@@ -951,7 +1035,7 @@ TEST(FusedLayout, GateBlocksFromTheIndexMap) {
     EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 50, 1, 2, Task::Classification, false, pool}), "")
         << pool_name(pool);
   // Bidirectional: both directions' gate blocks (the reverse's after the forward's in PyTorch's order), the head's
-  // input 2 H wide; H > 64 not covered.
+  // input 2 H wide; up to H = 256 (above 64 the directions run apart).
   ModelShape bi = shape;
   bi.bidirectional = true;
   EXPECT_EQ(fused_lstm_unsupported(bi), "");
@@ -972,7 +1056,9 @@ TEST(FusedLayout, GateBlocksFromTheIndexMap) {
   EXPECT_EQ(both.reverse.fc_b, both.layout.fc_b);
   bi.hidden = 64;
   EXPECT_EQ(fused_lstm_unsupported(bi), "");
-  bi.hidden = 65;
+  bi.hidden = 256;
+  EXPECT_EQ(fused_lstm_unsupported(bi), "");
+  bi.hidden = 257;
   EXPECT_NE(fused_lstm_unsupported(bi), "");
   // Stacked: each upper layer's gate blocks, its W_ih H columns wide.
   const ModelShape st{3, 4, 3, 2, Task::Classification};
@@ -992,4 +1078,23 @@ TEST(FusedLayout, GateBlocksFromTheIndexMap) {
       EXPECT_EQ(u.fc_w, 500);
       EXPECT_EQ(u.extras, 600);
     }
+  // Stacked and bidirectional: layer l's directions in turn after layer 0's, W_ih 2 H columns wide above layer 0.
+  ModelShape sb = st;
+  sb.bidirectional = true;
+  const ParamLayout sbl(sb);
+  std::vector<int64_t> sbindex(static_cast<size_t>(sbl.total()));
+  for (int64_t i = 0; i < sbl.total(); ++i) sbindex[static_cast<size_t>(i)] = i + shift;
+  const FusedLayoutResult six = fused_layout_from_index(sb, sbindex, 700, 800);
+  ASSERT_TRUE(six.ok) << six.why;
+  ASSERT_EQ(six.upper.size(), 4u);
+  EXPECT_EQ(six.reverse.w_hh[0], sbl.w_hh(0, 1).offset + shift);
+  for (int64_t l = 1; l < 3; ++l)
+    for (int64_t d = 0; d < 2; ++d)
+      for (int q = 0; q < 4; ++q) {
+        const FusedLayout& u = six.upper[static_cast<size_t>(2 * (l - 1) + d)];
+        EXPECT_EQ(u.w_ih[q], sbl.w_ih(l, d).offset + shift + q * 4 * 8);
+        EXPECT_EQ(u.w_hh[q], sbl.w_hh(l, d).offset + shift + q * 4 * 4);
+        EXPECT_EQ(u.b_hh[q], sbl.b_hh(l, d).offset + shift + q * 4);
+        EXPECT_EQ(u.fc_b, 700 + 2 * 8);
+      }
 }

@@ -156,3 +156,18 @@ TEST(GpuModelOptions, FusedStackedDropout) {
       }
   }
 }
+
+// Bidirectional models whose directions run apart (H > 64, or stacked): head dropout and dropout between layers (both
+// directions' outputs, 2 H wide), every pooling, one layer at H = 96 and two at H = 16 (one block a direction) and
+// 96 (a cluster a direction), at K = 1 and K = 7.
+TEST(GpuModelOptions, FusedBidirectionalApartDropout) {
+  RT_SKIP_WITHOUT_GPU();
+  for (Pool pool : {Pool::Last, Pool::Mean, Pool::Max}) {
+    const std::vector<int64_t>& lengths = pool == Pool::Max ? kShortLengths : kLengths;
+    for (const auto& [L, hidden] : std::vector<std::pair<int64_t, int64_t>>{{1, 96}, {2, 16}, {2, 96}}) {
+      run_option_case({true, pool, 0.3}, L, lengths, hidden == 16 ? kSingle : kSingleLonger, "fused K=1",
+                      LstmPath::Fused, hidden);
+      run_option_case({true, pool, 0.3}, L, lengths, kBatched, "fused K=7", LstmPath::Fused, hidden);
+    }
+  }
+}

@@ -52,6 +52,7 @@ struct ClusterStep {
   const float* c_j;  // unit j's c and tanh(c) columns
   const float* tc_j;
   float* save_j;     // what lane (q, 0) saves each forward step: h (q = 1), c (2), tanh(c) (3)
+  bool rev;          // direction 1 of directions run apart: max pooling's ties go to the last step processed
 };
 
 // The forward recurrence; returns unit j's input to the head (h_{len-1}, the mean or the max of h over the steps, as
@@ -121,7 +122,7 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
               st.bars_far + 8 * (cur ^ 1));
       if (pool == 1) {
         acc.v += h;
-      } else if (pool == 2 && (t == 0 || h > acc.v)) {   // ties: the first step
+      } else if (pool == 2 && (t == 0 || h > acc.v || (st.rev && h == acc.v))) {   // ties: the first timestep
         acc.v = h;
         acc.at = t;
       }
@@ -222,6 +223,7 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
 // The cluster variant's recurrence kernel: blocks CL s .. CL s + CL - 1 run sequence s (the cluster's size is the
 // launch's: 16 is a non-portable size, which only a launch attribute can ask for). Stacked (Args::stage):
 // kStageForward stops after the forward, kStageBackward runs only the backward, seeded by dh_ext (kExt).
+// Bidirectional, the directions run apart in stages: sequence s is direction s mod 2 of slot s / 2.
 template <class M, bool kExt>
 __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(const __grid_constant__ Params p) {
   constexpr int kCl = M::kCl, kThreads = M::kThreads;
@@ -238,6 +240,7 @@ __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(cons
   float* fc_s = lg_s + a.Cp;                        // (fc_smem) the head's weight, then its bias
   const cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank()), seq = static_cast<int>(blockIdx.x) / kCl;
+  const int dir = seq % a.dirs;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
   const int q = (tid >> 2) & 3, pp = tid & 3;
   const int H = a.H, G = 4 * H, j = M::unit(rank, tid);
@@ -245,7 +248,7 @@ __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(cons
   const int to = M::sender(q, pp);
   const bool sends = to < kCl;
   const int far = sends ? to : 0;   // the block this lane sends to (an address in the cluster either way)
-  const GatherSlot slot = slot_of(p, seq);
+  const GatherSlot slot = slot_of(p, seq / a.dirs);
   const int len = slot.length;
   float* gbuf = a.scratch + static_cast<int64_t>(seq) * a.per_seq;   // the one-block kernel's scratch layout
   float* cbuf = gbuf + a.t_cap * G;
@@ -257,7 +260,7 @@ __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(cons
   // Both shares of W_hh into registers from the packed copy (zero-padded past H), all loads in flight.
   constexpr int kCols = M::kCols;
   float wf[kCols], wb[kCols];
-  load_packed<M>(a, rank, tid, wf, wb);
+  load_packed<M>(a, dir, rank, tid, wf, wb);
   const uint32_t bars = smem_addr(base);
   uint32_t h_bytes = 0;   // 8 for each warp of the cluster whose first unit, kCl (2 w) + r, is below H
   for (int r = 0; r < kCl; ++r)
@@ -299,13 +302,19 @@ __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(cons
                        gbuf + 4 * j,
                        cbuf + j,
                        tcbuf + j,
-                       (q <= 1 ? hbuf : (q == 2 ? cbuf : tcbuf)) + j};
+                       (q <= 1 ? hbuf : (q == 2 ? cbuf : tcbuf)) + j,
+                       dir == 1};
   // A warp whose units are all past H sits the recurrences out (it would only wait; nothing waits for it).
   const bool active = kCl * 2 * (tid >> 5) + rank < H;
   PoolAcc acc;
   const int stage = a.stage;
   const float pooled = active && stage != kStageBackward ? cluster_forward<M>(st, wf, acc) : 0.0f;
   if (stage == kStageForward) {
+    // The top layer of directions run apart: its pooled value (and the step pooling took) for pool_head_kernel.
+    if (a.pooled_out && valid && q == 0 && pp == 0) {
+      a.pooled_out[static_cast<int64_t>(seq) * H + j] = pooled;
+      a.pooled_at[static_cast<int64_t>(seq) * H + j] = a.pool == 0 ? len - 1 : acc.at;
+    }
     cluster.sync();   // no block leaves while another may still send into it
     return;
   }

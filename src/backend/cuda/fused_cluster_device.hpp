@@ -10,12 +10,12 @@
 namespace ragtrain {
 namespace {
 
-// The packed W_hh of this run is complete (every pack block's flag carries this run's epoch); the block's loads of
-// it after this are ordered after the flags.
-__device__ __forceinline__ void wait_packed(const Args& a) {
+// Direction d's packed W_hh of this run is complete (every pack block's flag carries this run's epoch); the block's
+// loads of it after this are ordered after the flags.
+__device__ __forceinline__ void wait_packed(const Args& a, int d) {
   const int tid = static_cast<int>(threadIdx.x);
   if (tid < kPack)
-    while (!progress_reached(a.pack_flags + tid, a.epoch, 0)) __nanosleep(32);
+    while (!progress_reached(a.pack_flags + d * kPack + tid, a.epoch, 0)) __nanosleep(32);
   __syncthreads();
 }
 
@@ -55,13 +55,15 @@ __device__ __forceinline__ void send4(uint32_t at, float4 v, uint32_t bar) {
                : "memory");
 }
 
-// Both shares of W_hh into a lane's registers from the packed copy (zero-padded past H), all loads in flight.
+// Both shares of direction d's W_hh into a lane's registers from the packed copy (zero-padded past H), all loads in
+// flight.
 template <class M>
-__device__ __forceinline__ void load_packed(const Args& a, int rank, int tid, float (&wf)[M::kCols],
+__device__ __forceinline__ void load_packed(const Args& a, int d, int rank, int tid, float (&wf)[M::kCols],
                                             float (&wb)[M::kCols]) {
   constexpr int kCols = M::kCols, kThreads = M::kThreads;
-  wait_packed(a);
-  const float4* pk = reinterpret_cast<const float4*>(a.packed) + rank * 2 * (kThreads * kCols / 4) + tid;
+  wait_packed(a, d);
+  const float4* pk = reinterpret_cast<const float4*>(a.packed + static_cast<int64_t>(d) * a.packed_floats) +
+                     rank * 2 * (kThreads * kCols / 4) + tid;
 #pragma unroll
   for (int k4 = 0; k4 < kCols / 4; ++k4) {
     const float4 f = __ldcg(pk + k4 * kThreads), g = __ldcg(pk + (kCols / 4 + k4) * kThreads);

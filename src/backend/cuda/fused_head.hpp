@@ -1,5 +1,6 @@
-// The fused recurrence kernels' head (fused_recurrence.cu, fused_cluster.cu): the pooling over the steps, the Linear
-// head and loss with d loss / d pooled h, and the head's gradients after the backward. Included by those files only.
+// The fused recurrence kernels' head (fused_recurrence.cu, fused_cluster.cu, fused_pool_head.cu): the pooling over the
+// steps, the Linear head and loss with d loss / d pooled h, and the head's gradients after the backward. Included by
+// those files only.
 #pragma once
 
 #include <cmath>

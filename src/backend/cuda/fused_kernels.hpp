@@ -8,6 +8,7 @@
 //   fused_sums.cu           sums_kernel                   K > 1: the sums over groups, parts and sequences
 //   fused_stack.cu          layer_input_kernel, input_grad_kernel   stacked layers: the next layer's input (dropout
 //                                                         between layers), d loss / d h of the layer below
+//   fused_pool_head.cu      pool_head_kernel              the head when the directions run apart (Args::pooled_out)
 // The types and kernels stay in an anonymous namespace, as when all of this was one file: every kernel file compiles
 // its own copy (nvcc compiles each file's device code on its own, without device linking), and the kernels keep their
 // names (what profilers and kernel timelines match on). The host reaches a kernel only by its stub's address.
@@ -26,7 +27,9 @@ constexpr int kInline = 16;     // slots passed in the kernel parameters (larger
 constexpr int kTables = 3;      // device slot tables used in turn (FusedLstm::run)
 constexpr int kMaxH = 256;
 constexpr int kMaxProjThreads = 512;   // the projection kernel's block (its launch bound): 4H > 512 in row tiles
-constexpr int kMaxBidirH = 64;  // bidirectional: the one-block kernel, a cluster of 2 blocks (one per direction)
+// Bidirectional, one layer, H <= 64: the one-block kernel with both directions at once, a cluster of 2 blocks (one per
+// direction), the head between them. Otherwise (H > 64 or stacked) the directions run apart (Args::pooled_out).
+constexpr int kMaxBidirH = 64;
 constexpr int kProjT = 64;      // input projection: timesteps per block at most
 constexpr unsigned kFull = 0xffffffffu;
 // Streaming weight gradients pays off while the GEMM's blocks find SMs of their own beside the recurrence's: on the
@@ -123,6 +126,13 @@ struct Args {
   // layer_input_kernel: the layer below's h (h_below: its scratch) through that mask, into x_next ((B, t_cap, F)).
   const float* h_below = nullptr;
   float* x_next = nullptr;
+  // Bidirectional above H = 64 or stacked, the directions run apart (FusedLstm::apart_): the recurrence kernels run
+  // (slot b, direction d) as sequence b dirs + d (its scratch, progress words and, in the cluster variant, packed W_hh
+  // d) in stages only; the top layer's forward stage leaves each unit's pooled value and the pooling's step (the
+  // max's, in processing order) in pooled_out / pooled_at ((B dirs, H) each, when set), and pool_head_kernel runs the
+  // head from them and writes the top layer's d loss / d h_t into dx (then its dh_ext) as a layer above would.
+  float* pooled_out = nullptr;
+  int32_t* pooled_at = nullptr;
 };
 constexpr int32_t kStageAll = 0, kStageForward = 1, kStageBackward = 2;
 
@@ -145,5 +155,6 @@ const void* fused_split_grad_kernel();
 const void* fused_sums_kernel();
 const void* fused_layer_input_kernel();
 const void* fused_input_grad_kernel();
+const void* fused_pool_head_kernel();
 
 }  // namespace ragtrain

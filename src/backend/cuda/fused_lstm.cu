@@ -56,13 +56,7 @@ int proj_chunk(int64_t F) { return std::min(round_up(static_cast<int>(F), 8), 64
 std::string fused_lstm_unsupported(const ModelShape& shape) {
   if (shape.layers < 1 || shape.layers > kFusedMaxLayers)
     return RT_MSG(shape.layers << " layers (the fused kernel runs 1 to " << kFusedMaxLayers << ")");
-  if (shape.bidirectional && shape.layers > 1)
-    return RT_MSG("a bidirectional LSTM of " << shape.layers
-                                             << " layers (the fused kernel runs one bidirectional layer)");
   if (shape.hidden > kMaxH) return RT_MSG("H=" << shape.hidden << " (the fused kernel runs H <= " << kMaxH << ")");
-  if (shape.bidirectional && shape.hidden > kMaxBidirH)
-    return RT_MSG("a bidirectional LSTM of H=" << shape.hidden << " (the fused kernel runs it up to H = " << kMaxBidirH
-                                               << ")");
   if (shape.hidden < 1 || shape.input_size < 1 || shape.outputs < 1) return "an empty model";
   return "";
 }
@@ -81,11 +75,12 @@ FusedLayoutResult fused_layout_from_index(const ModelShape& shape, const std::ve
     *out = base;
     return true;
   };
-  // Layer 0's directions, then (stacked, one direction) the layers above.
-  res.upper.resize(static_cast<size_t>(shape.layers - 1));
-  for (int64_t i = 0; i < shape.directions() + shape.layers - 1; ++i) {
-    const int64_t l = i < shape.directions() ? 0 : i - shape.directions() + 1, d = l == 0 ? i : 0;
-    FusedLayout& lay = l > 0 ? res.upper[static_cast<size_t>(l - 1)] : (d == 0 ? res.layout : res.reverse);
+  // Layer 0's directions, then the layers above's, layer by layer.
+  const int64_t D = shape.directions();
+  res.upper.resize(static_cast<size_t>((shape.layers - 1) * D));
+  for (int64_t i = 0; i < shape.layers * D; ++i) {
+    const int64_t l = i / D, d = i % D;
+    FusedLayout& lay = l > 0 ? res.upper[static_cast<size_t>(i - D)] : (d == 0 ? res.layout : res.reverse);
     const int64_t width = l == 0 ? shape.input_size : shape.head_input();
     for (int q = 0; q < 4; ++q) {
       if (!gate_block(pl.w_ih(l, d), width, q, &lay.w_ih[q]) || !gate_block(pl.w_hh(l, d), H, q, &lay.w_hh[q]) ||
@@ -108,13 +103,16 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
       stride_((n_grad + 31) / 32 * 32), copy_stream_(Stream::create()) {
   const std::string why = fused_lstm_unsupported(shape);
   RT_CHECK(why.empty(), "fused LSTM: " << why);
-  RT_CHECK(static_cast<int64_t>(upper.size()) == shape.layers - 1,
-           "fused LSTM: " << upper.size() << " upper layers' gate blocks for " << shape.layers << " layers");
+  RT_CHECK(static_cast<int64_t>(upper.size()) == (shape.layers - 1) * dirs_,
+           "fused LSTM: " << upper.size() << " upper gate blocks for " << shape.layers << " layers");
   layers_.push_back(layout);
+  if (dirs_ == 2) layers_.push_back(reverse);
   layers_.insert(layers_.end(), upper.begin(), upper.end());
   const bool stacked = shape.layers > 1;
   const int H = static_cast<int>(shape.hidden), F = static_cast<int>(shape.input_size), G = 4 * H;
+  const int HI = static_cast<int>(shape.head_input());   // a layer above's inputs
   hr_ = one_block_width(H);   // 0: the cluster variant
+  apart_ = dirs_ == 2 && (H > kMaxBidirH || stacked);
   cl_ = hr_ > 0 ? 0 : (H <= ClusterMap4::kHmax ? ClusterMap4::kCl : ClusterMap16::kCl);
   threads_ = round_up(G, 32);   // the one-block recurrence
   proj_threads_ = std::min(threads_, kMaxProjThreads);
@@ -125,7 +123,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   int optin = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   // The head's parameters go to shared memory when small: at the last step the head then waits on no global load.
-  const int64_t C = shape.outputs, HI = shape.head_input();
+  const int64_t C = shape.outputs;
   fc_smem_ = C * (HI + 1) <= 8192 ? static_cast<int32_t>((C * (HI + 1) + 3) / 4 * 4) : 0;
   // (The one-block kernel's prologue stages W_hh after these, threads x (hr_ + 1) floats, and with a small head the
   // fused buffer's values of its gradients after that. Bidirectional: d loss / d pooled h of both directions, and
@@ -137,9 +135,9 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   RT_CHECK(fixed * static_cast<int64_t>(sizeof(float)) <= optin, "fused LSTM: the head exceeds shared memory");
   smem_bytes_ = static_cast<size_t>(fixed) * sizeof(float);
   const void* k = kernel();
-  // (Stacked: the layers below the top run the variant that adds dh_ext.)
+  // (Stacked: the layers below the top run the variant that adds dh_ext; directions apart, the top layer too.)
   for (const bool ext : {false, true}) {
-    if (ext && !stacked) break;
+    if (ext && !stacked && !apart_) break;
     CUDA_CHECK(cudaFuncSetAttribute(kernel(ext), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem_bytes_)));
     if (cl_ > 8) CUDA_CHECK(cudaFuncSetAttribute(kernel(ext), cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
@@ -159,8 +157,8 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
     CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &probe));
     RT_CHECK(clusters >= 1, "fused LSTM: this GPU runs no cluster of " << cl_ << " blocks");
   }
-  // The projection's staged chunks: the widest of layer 0's (F inputs) and the layers above's (H).
-  proj_smem_bytes_ = static_cast<size_t>((kProjT + proj_threads_) * (proj_chunk(stacked ? std::max(F, H) : F) + 4)) *
+  // The projection's staged chunks: the widest of layer 0's (F inputs) and the layers above's (HI).
+  proj_smem_bytes_ = static_cast<size_t>((kProjT + proj_threads_) * (proj_chunk(stacked ? std::max(F, HI) : F) + 4)) *
                      sizeof(float);
   RT_CHECK(static_cast<int64_t>(proj_smem_bytes_) <= optin,
            "fused LSTM: the projection's W_ih chunk exceeds shared memory");
@@ -170,7 +168,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   int sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   sg_[0] = split_tiles(F, sms);
-  sg_[1] = split_tiles(H, sms);
+  sg_[1] = split_tiles(HI, sms);
   const size_t sg_max = std::max(split_smem_bytes(kMaxGatherSlots, sg_[0]),
                                  stacked ? split_smem_bytes(kMaxGatherSlots, sg_[1]) : size_t{0});
   RT_CHECK(static_cast<int64_t>(sg_max) <= optin, "fused LSTM: the weight-gradient tiles exceed shared memory");
@@ -179,11 +177,17 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   packed_floats_ = hr_ > 0    ? 0
                    : cl_ == 4 ? ClusterMap4::kCl * 2 * ClusterMap4::kCols * ClusterMap4::kThreads
                               : ClusterMap16::kCl * 2 * ClusterMap16::kCols * ClusterMap16::kThreads;
-  const size_t L = static_cast<size_t>(shape.layers);
-  if (packed_floats_ > 0) packed_.resize_discard(L * static_cast<size_t>(packed_floats_));
-  pack_flags_.resize_discard(L * kPack);
+  const size_t LD = static_cast<size_t>(shape.layers * dirs_);   // (layer, direction)
+  if (packed_floats_ > 0) packed_.resize_discard(LD * static_cast<size_t>(packed_floats_));
+  pack_flags_.resize_discard(LD * kPack);
   // Epoch 0 is never a run's: a flag not yet written reads as not packed.
-  CUDA_CHECK(cudaMemset(pack_flags_.get(), 0, L * kPack * sizeof(unsigned long long)));
+  CUDA_CHECK(cudaMemset(pack_flags_.get(), 0, LD * kPack * sizeof(unsigned long long)));
+  if (apart_) {   // the head's block: the pooled vector and its gradient, the logits, misc
+    head_smem_bytes_ = static_cast<size_t>(2 * ((HI + 3) / 4 * 4) + Cp_ + 4) * sizeof(float);
+    RT_CHECK(static_cast<int64_t>(head_smem_bytes_) <= optin, "fused LSTM: the head exceeds shared memory");
+    CUDA_CHECK(cudaFuncSetAttribute(fused_pool_head_kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(head_smem_bytes_)));
+  }
   slots_host_ = PinnedBuffer<GatherSlot>(2 * kMaxGatherSlots, false);
   slots_dev_.resize_discard(kTables * 2 * kMaxGatherSlots);
   cycles_.resize_discard(8);
@@ -250,12 +254,14 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   if (B <= cap_B_ && T <= cap_T_) return;
   cap_B_ = std::max(cap_B_, B);
   cap_T_ = std::max(cap_T_, T);
-  const int64_t H = shape_.hidden, F = shape_.input_size;
+  const int64_t H = shape_.hidden, F = shape_.input_size, HI = shape_.head_input();
   const int64_t L = shape_.layers;
   scratch_.resize_discard(static_cast<size_t>(L * cap_B_ * dirs_ * per_seq()));
-  if (L > 1) {
-    xbuf_.resize_discard(static_cast<size_t>((L - 1) * cap_B_ * cap_T_ * H));
-    dh_ext_.resize_discard(static_cast<size_t>(cap_B_ * cap_T_ * H));
+  if (L > 1) xbuf_.resize_discard(static_cast<size_t>((L - 1) * cap_B_ * cap_T_ * HI));
+  if (L > 1 || apart_) dh_ext_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * cap_T_ * H));
+  if (apart_) {
+    pooled_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * H));
+    pooled_at_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * H));
   }
   progress_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * kMaxCl));
   // Epoch 0 is never a run's: a word not yet written this run never reads as progress.
@@ -265,7 +271,7 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
     CUDA_CHECK(cudaMemset(partials_.get(), 0, partials_.size() * sizeof(float)));   // entries never written stay 0
     const int64_t parts = std::max<int64_t>(std::min<int64_t>(cap_B_, kMaxGroups),
                                             cap_B_ > kStreamMaxB ? std::max(sg_[0].parts, sg_[1].parts) : 1);
-    wpart_.resize_discard(static_cast<size_t>(dirs_ * parts * ((L > 1 ? std::max(F, H) : F) + H + 1) * wstride_));
+    wpart_.resize_discard(static_cast<size_t>(dirs_ * parts * ((L > 1 ? std::max(F, HI) : F) + H + 1) * wstride_));
   }
 }
 
@@ -352,26 +358,28 @@ void FusedLstm::set_slots(const std::vector<GatherSlot>& slots, const std::vecto
 template <class P>
 std::vector<P> FusedLstm::layer_params(const P& p, const P& pu, const float* features, bool drop_between, int64_t B,
                                        int64_t timesteps) {
-  const int64_t L = shape_.layers, H = shape_.hidden, F = shape_.input_size;
+  const int64_t L = shape_.layers, H = shape_.hidden, F = shape_.input_size, HI = shape_.head_input();
   // Each layer's fields. Every layer has its own epoch (its pack flags and progress words are tagged with it, so a
   // word another layer left in this step never reads as progress) and its own scratch and packed W_hh.
   const int64_t scratch_layer = cap_B_ * dirs_ * per_seq();
+  const bool copy = copies_between(drop_between);
   std::vector<P> lp;
   for (int64_t l = 0; l < L; ++l) {
     lp.push_back(l == 0 ? p : pu);
     Args& x = lp.back().a;
-    const int64_t Fl = l == 0 ? F : H;
+    const int64_t Fl = l == 0 ? F : HI;
     const SplitTiles& tiles = sg_[l == 0 ? 0 : 1];
-    x.lay = layers_[static_cast<size_t>(l)];
+    x.lay = layers_[static_cast<size_t>(l * dirs_)];
+    x.lay1 = dirs_ == 2 ? layers_[static_cast<size_t>(l * dirs_ + 1)] : reverse_;
     x.F = static_cast<int32_t>(Fl);
     x.fc = proj_chunk(Fl);
     x.scratch = scratch_.get() + l * scratch_layer;
-    x.packed = packed_.get() + l * packed_floats_;
-    x.pack_flags = pack_flags_.get() + l * kPack;
+    x.packed = packed_.get() + l * dirs_ * packed_floats_;
+    x.pack_flags = pack_flags_.get() + l * dirs_ * kPack;
     x.epoch = ++epoch_ == 0 ? ++epoch_ : epoch_;   // skips 0 when the counter wraps
-    x.features = l == 0         ? features
-                 : drop_between ? xbuf_.get() + (l - 1) * cap_B_ * cap_T_ * H
-                                : scratch_.get() + (l - 1) * scratch_layer + 6 * cap_T_ * H;
+    x.features = l == 0 ? features
+                 : copy ? xbuf_.get() + (l - 1) * cap_B_ * cap_T_ * HI
+                        : scratch_.get() + (l - 1) * scratch_layer + 6 * cap_T_ * H;
     x.x_early = l == 0;
     x.groups = weight_grad_groups(B, timesteps, tiles);
     x.sg_wm = tiles.wm;
@@ -434,9 +442,9 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
                 ud * static_cast<unsigned>(proj_tiles_)),
            proj_threads_, static_cast<size_t>((kProjT + proj_threads_) * (q.a.fc + 4)) * sizeof(float));
   };
-  // The cluster variant: cl_ blocks a sequence; bidirectional, a cluster of the 2 directions' blocks.
+  // The cluster variant: cl_ blocks a sequence and direction; one block: a cluster of the 2 directions' blocks.
   auto recur = [&](Params& q, bool ext) {
-    launch(q, kernel(ext), dim3(hr_ > 0 ? ub * ud : ub * static_cast<unsigned>(cl_)), rec_threads_, smem_bytes_,
+    launch(q, kernel(ext), dim3(ub * ud * (hr_ > 0 ? 1u : static_cast<unsigned>(cl_))), rec_threads_, smem_bytes_,
            hr_ > 0 ? ud : static_cast<unsigned>(cl_));
   };
   // A layer's weight gradients, then (K > 1) the sums over groups and (head: the top layer) over sequences.
@@ -461,24 +469,37 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
   };
   // Stacked, each layer's forward in turn (the layer above's projection reads its h), the top layer's forward, head and
   // backward, then down the layers: the input gradient of the layer above (through the dropout mask), the backward
-  // of the layer below seeded by it, its weight gradients.
+  // of the layer below seeded by it, its weight gradients. Directions apart, the top layer too runs its forward
+  // stage, then the head kernel, then its backward stage seeded by the head's d loss / d h_t.
+  const int64_t HI = shape_.head_input();
+  const bool copy = copies_between(drop_between);
   mark(0);
   for (int64_t l = 0; l < L; ++l) {
     Params& q = lp[static_cast<size_t>(l)];
-    q.a.stage = l + 1 < L ? kStageForward : kStageAll;
+    const bool top = l + 1 == L;
+    q.a.stage = !top || apart_ ? kStageForward : kStageAll;
+    q.a.pooled_out = top && apart_ ? pooled_.get() : nullptr;
+    q.a.pooled_at = top && apart_ ? pooled_at_.get() : nullptr;
     project(q);
     mark(1);
     recur(q, false);
     mark(2);
-    if (l + 1 < L && drop_between) {
-      Params x = lp[static_cast<size_t>(l + 1)];   // its slots (lengths and positions)
-      x.a.F = static_cast<int32_t>(H);
+    if (!top && copy) {
+      Params x = lp[static_cast<size_t>(l + 1)];   // its slots (lengths and positions), F = HI
       x.a.h_below = q.a.scratch;
-      x.a.x_next = xbuf_.get() + l * cap_B_ * cap_T_ * H;
-      x.a.between = between;
+      x.a.x_next = xbuf_.get() + l * cap_B_ * cap_T_ * HI;
+      x.a.between = drop_between ? between : FusedHeadDropout{};
       x.a.between_layer = static_cast<int32_t>(l);
-      launch(x, fused_layer_input_kernel(), dim3(static_cast<unsigned>((T * H + 255) / 256), ub), 256, 0);
+      launch(x, fused_layer_input_kernel(), dim3(static_cast<unsigned>((T * HI + 255) / 256), ub), 256, 0);
     }
+  }
+  if (apart_) {
+    Params& q = lp.back();
+    q.a.dx = dh_ext_.get();
+    q.a.dh_ext = dh_ext_.get();
+    launch(q, fused_pool_head_kernel(), dim3(ub), 256, head_smem_bytes_);
+    q.a.stage = kStageBackward;
+    recur(q, true);
   }
   weight_grads(lp.back(), sg_[L > 1 ? 1 : 0], true);
   for (int64_t l = L - 2; l >= 0; --l) {
@@ -487,7 +508,7 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
     g.a.between = drop_between ? between : FusedHeadDropout{};
     g.a.between_layer = static_cast<int32_t>(l);
     launch(g, fused_input_grad_kernel(),
-           dim3(static_cast<unsigned>((T + kIgT - 1) / kIgT), ub, static_cast<unsigned>((H + kIgK - 1) / kIgK)), 256,
+           dim3(static_cast<unsigned>((T + kIgT - 1) / kIgT), ub, static_cast<unsigned>((HI + kIgK - 1) / kIgK)), 256,
            0);
     Params& q = lp[static_cast<size_t>(l)];
     q.a.stage = kStageBackward;
@@ -514,12 +535,13 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
   }
   Params p = common_params<Params>(B, T, features, labels, targets, params, grads, drop);
   const int64_t L = shape_.layers, H = shape_.hidden;
-  RT_CHECK(!record_ || L == 1, "fused LSTM: a recorded run times one layer");
+  RT_CHECK(!record_ || (L == 1 && !apart_), "fused LSTM: a recorded run times one layer of one kernel chain");
   RT_CHECK(between.threshold == 0 || between.indices, "fused LSTM: dropout between layers without the shard's indices");
   // A layer above reads the layer below's h as its features: in place (h_t of slot b is row b per_seq / H + t from
-  // the h block of that layer's scratch), or, with dropout between layers, masked into xbuf_ (row b cap_T + t).
+  // the h block of that layer's scratch), or, with dropout between layers or two directions, copied (masked) into
+  // xbuf_ (row b cap_T + t).
   const bool drop_between = L > 1 && between.threshold != 0;
-  const int64_t up_rows = drop_between ? cap_T_ : per_seq() / H;
+  const int64_t up_rows = copies_between(drop_between) ? cap_T_ : per_seq() / H;
   std::vector<GatherSlot> upper;
   if (L > 1)
     for (int64_t i = 0; i < B; ++i) {
@@ -582,13 +604,17 @@ double FusedLstm::time_us(int64_t B, int64_t T, cudaStream_t s) {
   return static_cast<double>(us[us.size() / 2]);
 }
 
+bool FusedLstm::copies_between(bool drop_between) const { return shape_.layers > 1 && (drop_between || dirs_ == 2); }
+
 std::string FusedLstm::describe() const {
-  const std::string layers = shape_.layers > 1 ? RT_MSG(shape_.layers << " layers in turn, ") : std::string();
+  const std::string layers = RT_MSG((shape_.layers > 1 ? RT_MSG(shape_.layers << " layers in turn, ") : "")
+                                    << (apart_ ? "bidirectional, the directions apart, " : ""));
   if (hr_ == 0)
     return RT_MSG("fused kernel (" << layers << "recurrent weights in the registers of a " << cl_
                                    << "-block cluster per sequence"
                                    << ", " << rec_threads_ << " threads a block)");
-  return RT_MSG("fused kernel (" << layers << (dirs_ == 2 ? "bidirectional, a 2-block cluster per sequence, " : "")
+  return RT_MSG("fused kernel (" << layers
+                                  << (dirs_ == 2 && !apart_ ? "bidirectional, a 2-block cluster per sequence, " : "")
                                   << "recurrent weights in registers, " << rec_threads_ << " threads, "
                                   << (smem_bytes_ + 1023) / 1024 << " KiB shared)");
 }

@@ -1,8 +1,7 @@
-// The fused LSTM training step of a 1-layer LSTM (unidirectional H <= 256, bidirectional H <= 64; --pool last, mean or
-// max), three kernels
-// per step with no launch or grid-wide barrier per timestep: the input projection of every timestep (many blocks, all
-// SMs), the recurrence kernel (one thread block per sequence for H <= 64, a cluster of 4 blocks on 4 SMs up to 128,
-// of 16 up to 256:
+// The fused LSTM training step (H <= 256, 1 to 4 layers, one or two directions; --pool last, mean or max): for one
+// layer three kernels per step with no launch or grid-wide barrier per timestep: the input projection of every
+// timestep (many blocks, all SMs), the recurrence kernel (one thread block per sequence for H <= 64, a cluster of 4
+// blocks on 4 SMs up to 128, of 16 up to 256:
 // forward recurrence with the pooling over time, the Linear head and loss, backward recurrence), and the weight
 // gradients (a tiled GEMM over all timesteps and sequences: with few sequences on the other SMs, summing each chunk of
 // timesteps while the backward goes on; with more, on all SMs after it, split over equal parts of the timesteps; with
@@ -44,8 +43,7 @@ struct FusedHeadDropout {
 // Stacked layers the fused step runs at most (each layer's kernels in turn).
 constexpr int64_t kFusedMaxLayers = 4;
 
-// Why the fused kernel cannot run this model (empty when it can): more than kFusedMaxLayers layers, H > 256,
-// bidirectional with H > 64 or more than one layer, ...
+// Why the fused kernel cannot run this model (empty when it can): more than kFusedMaxLayers layers, H > 256, ...
 std::string fused_lstm_unsupported(const ModelShape& shape);
 
 // The layout above from the backend's PyTorch -> device index map, or an empty optional-like result (ok = false)
@@ -55,7 +53,8 @@ struct FusedLayoutResult {
   std::string why;
   FusedLayout layout;
   FusedLayout reverse;   // bidirectional: the reverse direction's gate blocks (the head's fields as layout's)
-  std::vector<FusedLayout> upper;   // stacked: layers 1 .. L - 1 (the head's fields as layout's)
+  std::vector<FusedLayout> upper;   // stacked: layers 1 .. L - 1, each one's directions in turn (the head's fields
+                                    // as layout's)
 };
 FusedLayoutResult fused_layout_from_index(const ModelShape& shape, const std::vector<int64_t>& dev_index,
                                           int64_t head_offset, int64_t extras_offset);
@@ -72,7 +71,7 @@ class FusedLstm {
  public:
   // n_grad: floats of the fused buffer (device parameters + the 3 extras). Sets the kernels' shared-memory limit.
   // reverse: the reverse direction's gate blocks (read only when the shape is bidirectional); upper: layers 1 ..
-  // L - 1 of a stacked LSTM.
+  // L - 1 of a stacked LSTM, (layer, direction) in order.
   FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t n_grad, int device,
             const FusedLayout& reverse = FusedLayout{}, const std::vector<FusedLayout>& upper = {});
 
@@ -112,6 +111,9 @@ class FusedLstm {
   void launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool drop_between, const FusedHeadDropout& between,
                      cudaStream_t s);
   int64_t per_seq() const;         // floats of one sequence's scratch
+  // Whether a layer above reads a copy of the layer below's output (xbuf_: with dropout between layers, or two
+  // directions) instead of its h in place.
+  bool copies_between(bool drop_between) const;
   const void* kernel(bool ext = false) const;   // the recurrence kernel's variant for this H (ext: adds dh_ext)
   // The split weight-gradient GEMM's tiles for a layer of `inputs` input features (B > 16): its block tile in warps,
   // its tiles, and its parts of the timesteps at most.
@@ -124,8 +126,12 @@ class FusedLstm {
 
   ModelShape shape_;
   FusedLayout layout_, reverse_;
-  std::vector<FusedLayout> layers_;   // every layer's gate blocks (layers_[0] = layout_)
-  int dirs_ = 1;                   // directions: a bidirectional step runs both at once (a 2-block cluster each)
+  std::vector<FusedLayout> layers_;   // every (layer, direction)'s gate blocks, in order (layers_[0] = layout_)
+  int dirs_ = 1;                   // directions: a bidirectional step runs both at once
+  // The directions run apart (bidirectional, H > 64 or stacked): each its own recurrences in stages (one block or
+  // cluster each), the head in a kernel of its own between them (Args::pooled_out). Else (H <= 64, one layer) a
+  // 2-block cluster a sequence runs both with the head between them.
+  bool apart_ = false;
   int64_t n_grad_ = 0, stride_ = 0;
   int hr_ = 0;                     // H <= 64: padded to 32, 48, 52, 56 or 64 (the one-block kernel's template argument);
                                    // 0: the cluster variant (64 < H <= 256)
@@ -137,16 +143,21 @@ class FusedLstm {
   size_t smem_bytes_ = 0;          // recurrence kernel
   size_t proj_smem_bytes_ = 0;     // projection kernel
   int32_t packed_floats_ = 0;
-  DeviceBuffer<float> packed_;     // (layers) W_hh in the order of the cluster kernel's registers (fused_projection.cu)
-  DeviceBuffer<unsigned long long> pack_flags_;   // (layers, kPack) the pack blocks' epoch flags
+  DeviceBuffer<float> packed_;     // (layers, dirs) W_hh in the order of the cluster kernel's registers
+                                   // (fused_projection.cu)
+  DeviceBuffer<unsigned long long> pack_flags_;   // (layers, dirs, kPack) the pack blocks' epoch flags
   int64_t cap_B_ = 0, cap_T_ = 0;
   DeviceBuffer<float> scratch_;    // (layers, cap_B, dirs, per sequence) gates, cell states, tanh(c), h
-  DeviceBuffer<float> xbuf_;       // stacked with dropout between layers: (layers - 1, cap_B, cap_T, H) their inputs
-  DeviceBuffer<float> dh_ext_;     // stacked: (cap_B, cap_T, H) d loss / d h that a layer passes to the one below
+  DeviceBuffer<float> xbuf_;       // stacked, copies_between: (layers - 1, cap_B, cap_T, dirs H) their inputs
+  DeviceBuffer<float> dh_ext_;     // (cap_B, dirs, cap_T, H) d loss / d h that a layer (or the head, directions apart)
+                                   // passes to the one below, in each direction's processing order
+  DeviceBuffer<float> pooled_;     // directions apart: (cap_B, dirs, H) the top layer's pooled values
+  DeviceBuffer<int32_t> pooled_at_;   // and the step pooling took (Args::pooled_at)
+  size_t head_smem_bytes_ = 0;     // pool_head_kernel's shared memory
   DeviceBuffer<float> partials_;   // (cap_B, stride) per-sequence head gradients and loss when B > 1
   DeviceBuffer<float> wpart_;      // (dirs, groups, max(F, H) + H + 1, wstride_) weight-gradient partial sums, B > 1
   int32_t wstride_ = 0;            // a column of them: 4H rounded up to 8
-  SplitTiles sg_[2];               // the split GEMM's tiles: layer 0 (F inputs), the layers above (H inputs)
+  SplitTiles sg_[2];               // the split GEMM's tiles: layer 0 (F inputs), the layers above (dirs H inputs)
   DeviceBuffer<unsigned long long> progress_;   // (cap_B, dirs, 4) the backward's progress words per sequence
   uint32_t epoch_ = 0;             // runs so far: tags the progress words of this run
   // More than 16 sequences (kInline): the slot table, copied on its own stream into one of three device tables in

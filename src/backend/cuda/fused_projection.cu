@@ -47,7 +47,7 @@ __device__ __forceinline__ void copy_rows(int rows, int cols, Src src, Dst dst) 
 // Returns the parameter index of element e of packed float4 d4, or -1 (a zero: padding past H). M: the variant's
 // lane map (fused_lanes.hpp).
 template <class M>
-__device__ __forceinline__ int64_t packed_source(const Args& a, int d4, int e) {
+__device__ __forceinline__ int64_t packed_source(const Args& a, const FusedLayout& lay, int d4, int e) {
   constexpr int kPerPart = M::kThreads * M::kCols / 4;   // float4s of one (rank, w)
   const int H = a.H, tid = d4 % M::kThreads, k = 4 * ((d4 / M::kThreads) % (M::kCols / 4)) + e;
   const int w = (d4 / kPerPart) % 2, rank = d4 / (2 * kPerPart);
@@ -55,17 +55,19 @@ __device__ __forceinline__ int64_t packed_source(const Args& a, int d4, int e) {
   if (j >= H) return -1;
   if (w == 0) {
     const int col = M::fwd_col(pp, k);
-    return col < H ? a.lay.w_hh[q] + static_cast<int64_t>(j) * H + col : -1;
+    return col < H ? lay.w_hh[q] + static_cast<int64_t>(j) * H + col : -1;
   }
   const int g = k & 3, i = M::bwd_row(q, pp, k);
-  return i < H ? a.lay.w_hh[g] + static_cast<int64_t>(i) * H + j : -1;
+  return i < H ? lay.w_hh[g] + static_cast<int64_t>(i) * H + j : -1;
 }
 
-// Pack block pi < kPack of the projection's pack rows: its share of the packed W_hh (all loads in flight, then the
-// stores), then its flag (epoch-tagged, as the progress words).
+// Pack block pi < kPack of the projection's pack rows for direction d: its share of direction d's packed W_hh (all
+// loads in flight, then the stores), then its flag (epoch-tagged, as the progress words).
 template <class M>
-__device__ void pack_w_hh(const Args& a, int pi) {
+__device__ void pack_w_hh(const Args& a, int pi, int d) {
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const FusedLayout& lay = lay_of(a, d);
+  float4* const packed = reinterpret_cast<float4*>(a.packed + static_cast<int64_t>(d) * a.packed_floats);
   const int n4 = a.packed_floats / 4, step = kPack * nt;
   constexpr int U = 4;
   for (int d0 = pi * nt + tid; d0 < n4; d0 += U * step) {
@@ -75,16 +77,16 @@ __device__ void pack_w_hh(const Args& a, int pi) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int d4 = d0 + u * step;
-        const int64_t src = d4 < n4 ? packed_source<M>(a, d4, e) : -1;
+        const int64_t src = d4 < n4 ? packed_source<M>(a, lay, d4, e) : -1;
         v[u][e] = src >= 0 ? a.params[src] : 0.0f;
       }
 #pragma unroll
     for (int u = 0; u < U; ++u)
       if (d0 + u * step < n4)
-        reinterpret_cast<float4*>(a.packed)[d0 + u * step] = make_float4(v[u][0], v[u][1], v[u][2], v[u][3]);
+        packed[d0 + u * step] = make_float4(v[u][0], v[u][1], v[u][2], v[u][3]);
   }
   __syncthreads();
-  if (tid == 0) publish_progress(a.pack_flags + pi, a.epoch, 0);
+  if (tid == 0) publish_progress(a.pack_flags + d * kPack + pi, a.epoch, 0);
 }
 
 // The projection's W_ih columns [f0, f0 + nf) into ws by interleaved row (pitch kp), zero to the next multiple of 8:
@@ -143,12 +145,13 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-    const int pi = static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x);
-    if (pi < kPack && blockIdx.z == 0) {
+    // (z = direction + dirs x row tile: each direction's W_hh packed by the pack blocks of row tile 0.)
+    const int pi = static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x), d = static_cast<int>(blockIdx.z);
+    if (pi < kPack && d < a.dirs) {
       if (a.H <= ClusterMap4::kHmax)
-        pack_w_hh<ClusterMap4>(a, pi);
+        pack_w_hh<ClusterMap4>(a, pi, d);
       else
-        pack_w_hh<ClusterMap16>(a, pi);
+        pack_w_hh<ClusterMap16>(a, pi, d);
     }
     return;
   }

@@ -390,7 +390,15 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
                 kExt ? a.dh_ext + static_cast<int64_t>(blockIdx.x) * a.t_cap * H + j : nullptr};
   PoolAcc acc;
   const int cur = a.stage != kStageBackward ? forward_recurrence<HR>(st, wf, acc) : 0;
-  if (a.stage == kStageForward) return;   // (unidirectional: no other block of a cluster waits for this one)
+  if (a.stage == kStageForward) {   // (no other block of a cluster waits for this one)
+    // The top layer of directions run apart: its pooled value (and the step pooling took) for pool_head_kernel.
+    if (a.pooled_out && valid && q == 0) {
+      const int64_t at = static_cast<int64_t>(blockIdx.x) * H + j;
+      a.pooled_out[at] = a.pool == 0 ? h_s[cur * HP + j] : (a.pool == 1 ? acc.v / static_cast<float>(len) : acc.v);
+      a.pooled_at[at] = a.pool == 0 ? len - 1 : acc.at;
+    }
+    return;
+  }
   float wb[HR];   // the backward's weights from the staged W_hh (untouched since the prologue)
   {
     // Row i of gate q (unit i's row) is row 8 q + i % 8 of warp i / 8's rows; the slice's float4 blocks, i = 16 b +
@@ -414,7 +422,7 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   // With the head's dropout, the masked vector (h_{len-1} too is then copied there).
   const float* pooled = h_s + cur * HP;
   if (a.stage == kStageBackward) {   // no head: d loss / d pooled h is zero, dh_ext seeds the backward
-    for (int i = tid; i < HP; i += nt) dh_s[i] = 0.0f;
+    for (int i = tid; i < a.dirs * HP; i += nt) dh_s[i] = 0.0f;
     __syncthreads();
     backward_recurrence<HR, kExt>(st, wb, 0);
     return;
