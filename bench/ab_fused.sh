@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# A/B of ragtrain builds on one GPU: `ragtrain bench` for each case (H:K) with each build, the builds interleaved
+# A/B of ragtrain builds on one GPU: `ragtrain bench` for each case (H:K, or H:K:L for L stacked layers) with each build, the builds interleaved
 # round by round on the same data (run_fused.sh's: F=36, 10 classes, lengths 60..130, Adam, balanced schedule), then
 # a table of microseconds a step per build (every round, and the median) and ab.json. Runs of one build in different
 # device calls differed by up to ~4% on the H200 (doc/performance.md), so builds are compared within one call only.
 # usage, from the repository root:
-#   BUILDS="dir_a dir_b" [CASES="50:128 50:1"] [ROUNDS=3] [LSTM=fused] OUT=$OUT bench/ab_fused.sh
+#   BUILDS="dir_a dir_b" [CASES="50:128 50:1 128:1:2"] [ROUNDS=3] [LSTM=fused] OUT=$OUT bench/ab_fused.sh
 # Each build dir holds a `ragtrain`; a build is named by its folder's name. STEPS / WARMUP override the step counts
 # (default 5000 at K=1, 3000 else, after 300); DEVICE=cpu (with LSTM=) runs the script without a GPU. NCU=1 adds each
 # build's kernel durations (ncu, 10 launches after 100, serialized, caches not flushed between kernels: the step's
@@ -27,17 +27,19 @@ common=$(dirname "$0")/bench_common.sh
 lstm_opt=()
 [ -n "$LSTM" ] && lstm_opt=(--lstm "$LSTM")
 for c in $CASES; do
-  H=${c%%:*} K=${c##*:}
+  IFS=: read -r H K L <<< "$c"
+  L=${L:-1}
   steps=${STEPS:-$([ "$K" = 1 ] && echo 5000 || echo 3000)}
   for r in $(seq 1 "$ROUNDS"); do
     for b in "${builds[@]}"; do
       name=$(basename "$b")
-      json=$WORK/ab_${name}_h${H}_k${K}_r$r.json
+      json=$WORK/ab_${name}_h${H}_k${K}_l${L}_r$r.json
       rm -f "$json"
       timeout 150 mpirun -np 1 "$b/ragtrain" bench --device "$DEVICE" "${lstm_opt[@]}" --pool last --hidden "$H" \
+        --layers "$L" \
         "${DATA[@]}" --optimizer adam --lr 1e-3 --batch-per-rank "$K" --schedule balanced --steps "$steps" \
         --warmup "${WARMUP:-300}" --out "$json" >> "$LOG" 2>&1
-      echo "$name H=$H K=$K round $r: rc=$?" | tee -a "$LOG"
+      echo "$name H=$H K=$K L=$L round $r: rc=$?" | tee -a "$LOG"
     done
   done
 done
@@ -46,37 +48,39 @@ import json, os, statistics, sys
 work, out_path = sys.argv[1], sys.argv[2]
 names = [os.path.basename(b.rstrip("/")) for b in os.environ["BUILDS"].split()]
 rounds = int(os.environ["ROUNDS"])
-def us(name, h, k, r):
+def us(name, h, k, l, r):
     try:
-        with open(os.path.join(work, f"ab_{name}_h{h}_k{k}_r{r}.json")) as f:
+        with open(os.path.join(work, f"ab_{name}_h{h}_k{k}_l{l}_r{r}.json")) as f:
             return json.load(f)["us_per_step"]
     except (OSError, ValueError, KeyError):
         return None
 print("# microseconds a step (every round, then the median), builds interleaved round by round on one GPU")
 result = {}
 for c in os.environ["CASES"].split():
-    h, k = (int(v) for v in c.split(":"))
+    h, k, l = ([int(v) for v in c.split(":")] + [1])[:3]
     base = None
     for name in names:
-        runs = [us(name, h, k, r) for r in range(1, rounds + 1)]
+        runs = [us(name, h, k, l, r) for r in range(1, rounds + 1)]
         ok = [v for v in runs if v is not None]
         med = statistics.median(ok) if ok else None
         base = med if base is None else base
         cells = " ".join(f"{v:7.1f}" if v is not None else f"{'-':>7}" for v in runs)
         rel = f"  {med / base:6.3f}x of {names[0]}" if med is not None and base else ""
-        print(f"  H={h:<3} K={k:<4} {name:<12} {cells} | median {med if med is None else round(med, 1)}{rel}")
-        result.setdefault(f"h{h}_k{k}", {})[name] = {"us_per_step": runs, "median": med}
+        case = f"H={h} K={k}" + (f" L={l}" if l > 1 else "")
+        print(f"  {case:<14} {name:<12} {cells} | median {med if med is None else round(med, 1)}{rel}")
+        result.setdefault(f"h{h}_k{k}" + (f"_l{l}" if l > 1 else ""), {})[name] = {"us_per_step": runs, "median": med}
 with open(out_path, "w") as f:
     json.dump(result, f, indent=1)
 PY
 [ "${NCU:-0}" = 1 ] || exit 0
 for c in $CASES; do
-  H=${c%%:*} K=${c##*:}
+  IFS=: read -r H K L <<< "$c"
+  L=${L:-1}
   for b in "${builds[@]}"; do
     timeout 120 mpirun -np 1 ncu --clock-control none --cache-control none \
       --kernel-name regex:"projection|fused_lstm|weight_grad|split_grad|sums|fused_opt" \
       --metrics gpu__time_duration.sum --launch-skip 100 --launch-count 10 --csv \
-      "$b/ragtrain" bench --device "$DEVICE" "${lstm_opt[@]}" --pool last --hidden "$H" "${DATA[@]}" --optimizer adam \
+      "$b/ragtrain" bench --device "$DEVICE" "${lstm_opt[@]}" --pool last --hidden "$H" --layers "$L" "${DATA[@]}" --optimizer adam \
       --lr 1e-3 --batch-per-rank "$K" --schedule balanced --steps 40 --warmup 5 > "$WORK/ncu.csv" 2>/dev/null
     echo "ncu $(basename "$b") H=$H K=$K rc=$? (ns)"
     python3 - "$WORK/ncu.csv" <<'PY'

@@ -729,14 +729,21 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> ragged_batch(int64_t n) {
   return {lengths, batch};
 }
 
+// in_turn: the second run's stacked layers run one after another (FusedLstm::set_overlap(false)), the first's overlap.
 void expect_identical_reruns(const ModelShape& shape, const Shard& shard, int64_t K,
                              const std::vector<std::vector<int64_t>>& batches, uint64_t param_seed,
-                             const std::string& what) {
+                             const std::string& what, bool in_turn = false) {
   const std::vector<float> params = init_params(ParamLayout(shape), param_seed);
   std::vector<std::vector<float>> got[2];
   for (auto& run : got) {
     CudaBackend gpu(shape, options("cuda", "adam", K), fused_tuning());
     ASSERT_TRUE(gpu.fused_active());
+    if (in_turn) {
+      const bool second = &run == &got[1];
+      if (second) gpu.fused_lstm()->set_overlap(false);
+      EXPECT_NE(gpu.fused_lstm()->describe().find(second ? "in turn" : "overlapped"), std::string::npos)
+          << gpu.fused_lstm()->describe();
+    }
     gpu.set_params(params);
     gpu.set_train_shard(shard);
     for (const std::vector<int64_t>& batch : batches) {
@@ -864,6 +871,21 @@ TEST(FusedDeterminism, BitwiseIdenticalRerunsStacked) {
     const auto [lengths, batch] = ragged_batch(24);
     expect_identical_reruns(shape, make_shard(shape, lengths, 5), 24, {batch, batch}, 11,
                             RT_MSG("H=" << H << " L=" << L << ", 24 sequences"));
+  }
+}
+
+// Stacked layers overlapped (each kernel polling the flags of the ones before: up to 16 sequences, one direction, the
+// cluster variant) compute what the layers one after another compute, bit for bit: 2 layers at H = 128 (4-block
+// clusters), 3 at H = 200 (16 blocks, two tiles of gate rows), K = 1 and 9 with an empty slot, every pool.
+TEST(FusedStackedOverlap, SameBitsAsLayersInTurn) {
+  RT_SKIP_WITHOUT_GPU();
+  for (const auto& [H, L, pool] : std::vector<std::tuple<int64_t, int64_t, Pool>>{
+           {128, 2, Pool::Last}, {128, 2, Pool::Max}, {200, 3, Pool::Mean}, {96, 4, Pool::Last}}) {
+    const ModelShape shape{36, H, L, 10, Task::Classification, false, pool};
+    const Shard shard = make_shard(shape, {130, 1, 64, 97, 5, 120, 2, 77}, 3);
+    expect_identical_reruns(shape, shard, 9, {{0}, {0, 1, 2, 3, 4, 5, 6, 7, -1}, {3}}, 9,
+                            RT_MSG("H=" << H << " L=" << L << " " << pool_name(pool) << " pool, overlapped vs in turn"),
+                            true);
   }
 }
 

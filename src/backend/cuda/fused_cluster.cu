@@ -53,11 +53,28 @@ struct ClusterStep {
   const float* tc_j;
   float* save_j;     // what lane (q, 0) saves each forward step: h (q = 1), c (2), tanh(c) (3)
   bool rev;          // direction 1 of directions run apart: max pooling's ties go to the last step processed
+  // Overlapped stacked layers (Args::proj_flags): the slot (its flags), this thread's tile of gate rows, the active
+  // warps' threads (the named barrier before a publish) and this block's forward progress word (or null).
+  int b, tile, bar_threads;
+  unsigned long long* fwd_word;
 };
+
+// Overlapped (Args::proj_flags): waits for the projection's chunk holding step t of this thread's gate rows; returns
+// the first step of the chunk after it (the gates of every step below it are in).
+__device__ __forceinline__ int cluster_wait_gates(const ClusterStep& st, int t) {
+  wait_proj(*st.a, st.b, t, st.tile);
+  return (t / st.a->tc + 1) * st.a->tc;
+}
+
+// Overlapped: every active warp of the block has stored h of the steps < v (their saves) when thread 0 publishes v.
+__device__ __forceinline__ void cluster_publish_forward(const ClusterStep& st, int v) {
+  asm volatile("bar.sync 1, %0;" ::"r"(st.bar_threads) : "memory");
+  if (threadIdx.x == 0) publish_progress(st.fwd_word, st.a->epoch, v);
+}
 
 // The forward recurrence; returns unit j's input to the head (h_{len-1}, the mean or the max of h over the steps, as
 // the one-block kernel) and keeps the max's step in acc.at.
-template <class M>
+template <class M, bool kChain>
 __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const float (&wf)[M::kCols], PoolAcc& acc) {
   const int G = st.G, H = st.H, len = st.len, q = st.q, p = st.p, ub = st.ub;
   const bool valid = st.valid;
@@ -65,6 +82,9 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
   int cur = 0;
   float c = 0.0f, h = 0.0f;
   float pre[4];   // the input projections of the next 4 steps, each load issued 4 steps before its use
+  // Overlapped: the gates of steps < ready are in (the projection's chunks are >= 8 steps: steps 0..3 in the first).
+  const bool poll = kChain && st.a->proj_flags != nullptr;
+  int ready = poll && valid ? cluster_wait_gates(st, 0) : 0;
 #pragma unroll
   for (int u = 0; u < 4; ++u) pre[u] = (valid && u < len) ? st.g_r[u * G] : 0.0f;
   // Step t's saves (the unit's gates as one float4 by lane (0, 0); h, c, tanh(c) by lanes (1..3, 0)) are stored at
@@ -81,7 +101,9 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
     for (int u = 0; u < 4; ++u) {
       const int t = t0 + u;
       if (t >= len) break;
+      if (kChain && st.fwd_word && t > 0 && (t & 7) == 0) cluster_publish_forward(st, t);
       const float xp = pre[u];
+      if (poll && valid && t + 4 < len && t + 4 >= ready) ready = cluster_wait_gates(st, t + 4);
       pre[u] = (valid && t + 4 < len) ? st.g_r[(t + 4) * G] : 0.0f;
       if (t > 0) {   // h_{t-1}, sent at step t - 1 into buffer cur: the ((t - 1) / 2)-th phase of its mbarrier
         mbar_wait(st.bars + 8 * cur, ((t - 1) >> 1) & 1);
@@ -132,6 +154,7 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
       cur ^= 1;
     }
   }
+  if (kChain && st.fwd_word) cluster_publish_forward(st, len);
   return pool == 0 ? h : (pool == 1 ? acc.v / static_cast<float>(len) : acc.v);
 }
 
@@ -150,11 +173,21 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
   int cb = 0;
   float dc = 0.0f;
   float pa[4], pc[4], pt[4], pe[4];
+  // Overlapped (Args::dx_flags): the rows of dh_ext from ext_ready up are in (the input gradient's tiles of kIgT).
+  int ext_ready = len;
   auto fetch = [&](int t, float& act, float& cp, float& tcv, float& ev) {
     act = (valid && t >= 0) ? st.g_r[t * G] : 0.0f;
     cp = (valid && t >= 1) ? st.c_j[(t - 1) * H] : 0.0f;
     tcv = (valid && t >= 0) ? st.tc_j[t * H] : 0.0f;
-    if constexpr (kExt) ev = (valid && t >= 0) ? ext_j[t * H] : 0.0f;
+    if constexpr (kExt) {
+      if (st.a->dx_flags && valid && t >= 0 && t < ext_ready) {
+        const int tb = t / kIgT;
+        for (int kb = 0; kb * kIgK < H; ++kb)
+          while (!progress_reached(st.a->dx_flags + dx_flag(*st.a, st.b, tb, kb), st.a->epoch, 0)) __nanosleep(32);
+        ext_ready = tb * kIgT;
+      }
+      ev = (valid && t >= 0) ? ext_j[t * H] : 0.0f;
+    }
   };
 #pragma unroll
   for (int u = 0; u < 4; ++u) fetch(len - 1 - u, pa[u], pc[u], pt[u], pe[u]);
@@ -224,7 +257,9 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
 // launch's: 16 is a non-portable size, which only a launch attribute can ask for). Stacked (Args::stage):
 // kStageForward stops after the forward, kStageBackward runs only the backward, seeded by dh_ext (kExt).
 // Bidirectional, the directions run apart in stages: sequence s is direction s mod 2 of slot s / 2.
-template <class M, bool kExt>
+// kChain: the overlapped chain's variant (Args::proj_flags: polls the projection's chunks, publishes its forward
+// progress); the plain one compiles that out (it cost a one-layer step at H = 128 2% on the H100). kExt implies it.
+template <class M, bool kExt, bool kChain>
 __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(const __grid_constant__ Params p) {
   constexpr int kCl = M::kCl, kThreads = M::kThreads;
   namespace cg = cooperative_groups;
@@ -276,10 +311,13 @@ __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(cons
   // Every block of the cluster is running, zeroed and its mbarriers set before any block sends into another.
   cluster.sync();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");   // gbuf holds the projection kernel's output
+  // gbuf holds the projection kernel's output (overlapped: its flags say which chunks, and dh_ext's say which rows).
+  if (!kChain || !a.proj_flags) asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   mark(a, 1);
+  int bar_threads = 0;   // the active warps' threads of this block (warp w holds units kCl (2 w) + rank, + kCl)
+  for (int w = 0; w < kThreads / 32; ++w) bar_threads += kCl * 2 * w + rank < H ? 32 : 0;
   const ClusterStep st{&a,
                        h_s,
                        dg_s,
@@ -303,12 +341,16 @@ __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(cons
                        cbuf + j,
                        tcbuf + j,
                        (q <= 1 ? hbuf : (q == 2 ? cbuf : tcbuf)) + j,
-                       dir == 1};
+                       dir == 1,
+                       seq / a.dirs,
+                       (4 * j + q) / kMaxProjThreads,
+                       bar_threads,
+                       a.fwd_words ? a.fwd_words + static_cast<int64_t>(seq) * kMaxCl + rank : nullptr};
   // A warp whose units are all past H sits the recurrences out (it would only wait; nothing waits for it).
   const bool active = kCl * 2 * (tid >> 5) + rank < H;
   PoolAcc acc;
   const int stage = a.stage;
-  const float pooled = active && stage != kStageBackward ? cluster_forward<M>(st, wf, acc) : 0.0f;
+  const float pooled = active && stage != kStageBackward ? cluster_forward<M, kChain>(st, wf, acc) : 0.0f;
   if (stage == kStageForward) {
     // The top layer of directions run apart: its pooled value (and the step pooling took) for pool_head_kernel.
     if (a.pooled_out && valid && q == 0 && pp == 0) {
@@ -319,9 +361,14 @@ __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(cons
     return;
   }
   const float* const ext_j = kExt ? a.dh_ext + static_cast<int64_t>(seq) * a.t_cap * H + j : nullptr;
-  int bar_threads = 0;   // the active warps' threads of this block (warp w holds units kCl (2 w) + rank, + kCl)
-  for (int w = 0; w < kThreads / 32; ++w) bar_threads += kCl * 2 * w + rank < H ? 32 : 0;
   if (stage == kStageBackward) {   // no head: the backward is seeded by dh_ext alone
+    // Overlapped: the chain launched this kernel early, maybe while this layer's forward stage (another launch) still
+    // runs: every block of it must have stored all its steps before this one reads them.
+    if (kChain && a.fwd_words) {
+      if (tid < kCl)
+        while (!fwd_reached(a.fwd_words + static_cast<int64_t>(seq) * kMaxCl + tid, a.epoch, len)) __nanosleep(64);
+      __syncthreads();
+    }
     if (active)
       cluster_backward<M, kExt>(st, wb, 0.0f, 0,
                                 a.stream ? a.progress + static_cast<int64_t>(seq) * kMaxCl + rank : nullptr, a.epoch,
@@ -352,13 +399,15 @@ __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(cons
 
 }  // namespace
 
-template <class M, bool kExt>
+template <class M, bool kExt, bool kChain>
 const void* fused_cluster_kernel() {
-  return reinterpret_cast<const void*>(fused_lstm_cluster_kernel<M, kExt>);
+  return reinterpret_cast<const void*>(fused_lstm_cluster_kernel<M, kExt, kChain>);
 }
-template const void* fused_cluster_kernel<ClusterMap4, false>();
-template const void* fused_cluster_kernel<ClusterMap16, false>();
-template const void* fused_cluster_kernel<ClusterMap4, true>();
-template const void* fused_cluster_kernel<ClusterMap16, true>();
+template const void* fused_cluster_kernel<ClusterMap4, false, false>();
+template const void* fused_cluster_kernel<ClusterMap16, false, false>();
+template const void* fused_cluster_kernel<ClusterMap4, false, true>();
+template const void* fused_cluster_kernel<ClusterMap16, false, true>();
+template const void* fused_cluster_kernel<ClusterMap4, true, true>();
+template const void* fused_cluster_kernel<ClusterMap16, true, true>();
 
 }  // namespace ragtrain

@@ -63,6 +63,26 @@ __device__ __forceinline__ bool progress_reached(const unsigned long long* word,
   return static_cast<uint32_t>(val >> 32) == epoch && static_cast<int>(static_cast<uint32_t>(val)) <= v;
 }
 
+// A forward progress word (Args::fwd_words) of this epoch says every h of steps < v is stored.
+__device__ __forceinline__ bool fwd_reached(const unsigned long long* word, uint32_t epoch, int v) {
+  unsigned long long val;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(val) : "l"(word) : "memory");
+  return static_cast<uint32_t>(val >> 32) == epoch && static_cast<int>(static_cast<uint32_t>(val)) >= v;
+}
+
+// The overlapped chain's flags (Args::proj_flags, dx_flags): chunks of 8 timesteps of the projection (its chunk
+// a.tc is a multiple of 8), tiles of 32 timesteps x 64 columns of the input gradient.
+__device__ __forceinline__ int proj_flag(const Args& a, int b, int chunk, int tile) {
+  return (b * ((a.t_cap + 7) / 8) + chunk) * ((4 * a.H + kMaxProjThreads - 1) / kMaxProjThreads) + tile;
+}
+__device__ __forceinline__ int dx_flag(const Args& a, int b, int tblock, int kblock) {
+  return (b * ((a.t_cap + kIgT - 1) / kIgT) + tblock) * ((a.H + kIgK - 1) / kIgK) + kblock;
+}
+// Spins until every flag of the gates' chunk holding step t (its tile of gate rows) is published.
+__device__ __forceinline__ void wait_proj(const Args& a, int b, int t, int tile) {
+  while (!progress_reached(a.proj_flags + proj_flag(a, b, t / a.tc, tile), a.epoch, 0)) __nanosleep(32);
+}
+
 // Direction d's gate blocks (0 forward, 1 reverse).
 __device__ __forceinline__ const FusedLayout& lay_of(const Args& a, int d) { return d ? a.lay1 : a.lay; }
 

@@ -133,6 +133,25 @@ struct Args {
   // head from them and writes the top layer's d loss / d h_t into dx (then its dh_ext) as a layer above would.
   float* pooled_out = nullptr;
   int32_t* pooled_at = nullptr;
+  // Stacked layers overlapped (FusedLstm::overlap_, up to kStreamMaxB sequences, one direction, the cluster variant,
+  // no dropout between layers): every kernel of the chain polls flags of the kernels before it instead of waiting for
+  // the one before to end, so layer l + 1 runs timestep t while layer l runs later ones, forward and backward.
+  //  - the recurrence's forward stage publishes its forward progress in fwd_words ((B, kMaxCl), a word per block:
+  //    every h of steps < v stored; fwd_reached);
+  //  - the projection of the layer above polls them (below_words, the layer below's epoch below_epoch) for each
+  //    chunk of timesteps before it reads that chunk's h, and publishes each chunk of gate rows in proj_flags
+  //    ((B, t_cap / 8 rounded up, row tiles), v = 0), which the recurrence polls (proj_flags set) before it loads a
+  //    chunk's gates, instead of waiting for the projection kernel;
+  //  - the input gradient (overlap set) polls the layer above's backward progress words (Args::progress) for each
+  //    tile of 32 timesteps, and publishes each tile in dx_flags ((B, t_cap / 32 rounded up, H / 64 rounded up),
+  //    the layer below's epoch dx_epoch), which that layer's backward polls before it loads a tile's rows of dh_ext.
+  unsigned long long* fwd_words = nullptr;
+  const unsigned long long* below_words = nullptr;
+  uint32_t below_epoch = 0;
+  unsigned long long* proj_flags = nullptr;
+  unsigned long long* dx_flags = nullptr;
+  uint32_t dx_epoch = 0;
+  bool overlap = false;
 };
 constexpr int32_t kStageAll = 0, kStageForward = 1, kStageBackward = 2;
 
@@ -148,7 +167,9 @@ const void* fused_projection_kernel();
 // kExt: the backward adds Args::dh_ext (a layer below the top of a stacked LSTM).
 template <int HR, bool kExt>
 const void* fused_one_block_kernel();   // HR = 32, 48, 52, 56, 64 (one_block_width)
-template <class M, bool kExt>
+// kChain: polls and publishes the overlapped chain's flags (Args::fwd_words); instances (false, false), (false, true)
+// and (true, true): the variant adding dh_ext runs only below the top of a stacked or apart model.
+template <class M, bool kExt, bool kChain>
 const void* fused_cluster_kernel();     // M = ClusterMap4, ClusterMap16
 const void* fused_weight_grad_kernel();
 const void* fused_split_grad_kernel();

@@ -113,6 +113,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   const int HI = static_cast<int>(shape.head_input());   // a layer above's inputs
   hr_ = one_block_width(H);   // 0: the cluster variant
   apart_ = dirs_ == 2 && (H > kMaxBidirH || stacked);
+  overlap_ = stacked && dirs_ == 1 && hr_ == 0;
   cl_ = hr_ > 0 ? 0 : (H <= ClusterMap4::kHmax ? ClusterMap4::kCl : ClusterMap16::kCl);
   threads_ = round_up(G, 32);   // the one-block recurrence
   proj_threads_ = std::min(threads_, kMaxProjThreads);
@@ -135,12 +136,12 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   RT_CHECK(fixed * static_cast<int64_t>(sizeof(float)) <= optin, "fused LSTM: the head exceeds shared memory");
   smem_bytes_ = static_cast<size_t>(fixed) * sizeof(float);
   const void* k = kernel();
-  // (Stacked: the layers below the top run the variant that adds dh_ext; directions apart, the top layer too.)
-  for (const bool ext : {false, true}) {
-    if (ext && !stacked && !apart_) break;
-    CUDA_CHECK(cudaFuncSetAttribute(kernel(ext), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem_bytes_)));
-    if (cl_ > 8) CUDA_CHECK(cudaFuncSetAttribute(kernel(ext), cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  // (Stacked: the layers below the top run the variant that adds dh_ext; directions apart, the top layer too;
+  // overlapped, the chain's variant.)
+  for (const void* v : {kernel(), kernel(true), kernel(false, true)}) {
+    if (v != k && !stacked && !apart_) break;
+    CUDA_CHECK(cudaFuncSetAttribute(v, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
+    if (cl_ > 8) CUDA_CHECK(cudaFuncSetAttribute(v, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   }
   if (cl_ > 8) {   // 16 blocks: above the portable cluster size (8), which the GPU must allow and fit
     cudaLaunchConfig_t probe = {};
@@ -193,7 +194,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   cycles_.resize_discard(8);
 }
 
-const void* FusedLstm::kernel(bool ext) const {
+const void* FusedLstm::kernel(bool ext, bool chain) const {
   if (ext) {
     switch (hr_) {
       case 32: return fused_one_block_kernel<32, true>();
@@ -201,7 +202,9 @@ const void* FusedLstm::kernel(bool ext) const {
       case 52: return fused_one_block_kernel<52, true>();
       case 56: return fused_one_block_kernel<56, true>();
       case 64: return fused_one_block_kernel<64, true>();
-      default: return cl_ == 4 ? fused_cluster_kernel<ClusterMap4, true>() : fused_cluster_kernel<ClusterMap16, true>();
+      default:
+        return cl_ == 4 ? fused_cluster_kernel<ClusterMap4, true, true>()
+                        : fused_cluster_kernel<ClusterMap16, true, true>();
     }
   }
   switch (hr_) {
@@ -210,7 +213,12 @@ const void* FusedLstm::kernel(bool ext) const {
     case 52: return fused_one_block_kernel<52, false>();
     case 56: return fused_one_block_kernel<56, false>();
     case 64: return fused_one_block_kernel<64, false>();
-    default: return cl_ == 4 ? fused_cluster_kernel<ClusterMap4, false>() : fused_cluster_kernel<ClusterMap16, false>();
+    default:
+      if (chain)
+        return cl_ == 4 ? fused_cluster_kernel<ClusterMap4, false, true>()
+                        : fused_cluster_kernel<ClusterMap16, false, true>();
+      return cl_ == 4 ? fused_cluster_kernel<ClusterMap4, false, false>()
+                      : fused_cluster_kernel<ClusterMap16, false, false>();
   }
 }
 
@@ -258,12 +266,21 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   const int64_t L = shape_.layers;
   scratch_.resize_discard(static_cast<size_t>(L * cap_B_ * dirs_ * per_seq()));
   if (L > 1) xbuf_.resize_discard(static_cast<size_t>((L - 1) * cap_B_ * cap_T_ * HI));
-  if (L > 1 || apart_) dh_ext_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * cap_T_ * H));
+  // (Overlapped, a slab per layer boundary: two layers' backwards run at once.)
+  const int64_t slabs = overlap_ ? L - 1 : 1;
+  if (L > 1 || apart_) dh_ext_.resize_discard(static_cast<size_t>(slabs * cap_B_ * dirs_ * cap_T_ * H));
+  if (overlap_) {   // every flag of the overlapped chain, each layer's own (Args::fwd_words)
+    const int64_t chunks = (cap_T_ + 7) / 8, tiles = (4 * H + kMaxProjThreads - 1) / kMaxProjThreads;
+    const int64_t tblocks = (cap_T_ + kIgT - 1) / kIgT, kblocks = (H + kIgK - 1) / kIgK;
+    layer_flags_ = cap_B_ * (kMaxCl + chunks * tiles + tblocks * kblocks);
+    flags_.resize_discard(static_cast<size_t>(L * layer_flags_));
+    CUDA_CHECK(cudaMemset(flags_.get(), 0, flags_.size() * sizeof(unsigned long long)));
+  }
   if (apart_) {
     pooled_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * H));
     pooled_at_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * H));
   }
-  progress_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * kMaxCl));
+  progress_.resize_discard(static_cast<size_t>(L * cap_B_ * dirs_ * kMaxCl));   // each layer's own
   // Epoch 0 is never a run's: a word not yet written this run never reads as progress.
   CUDA_CHECK(cudaMemset(progress_.get(), 0, progress_.size() * sizeof(unsigned long long)));
   if (cap_B_ > 1) {
@@ -377,6 +394,7 @@ std::vector<P> FusedLstm::layer_params(const P& p, const P& pu, const float* fea
     x.packed = packed_.get() + l * dirs_ * packed_floats_;
     x.pack_flags = pack_flags_.get() + l * dirs_ * kPack;
     x.epoch = ++epoch_ == 0 ? ++epoch_ : epoch_;   // skips 0 when the counter wraps
+    x.progress = progress_.get() + l * cap_B_ * dirs_ * kMaxCl;
     x.features = l == 0 ? features
                  : copy ? xbuf_.get() + (l - 1) * cap_B_ * cap_T_ * HI
                         : scratch_.get() + (l - 1) * scratch_layer + 6 * cap_T_ * H;
@@ -444,7 +462,7 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
   };
   // The cluster variant: cl_ blocks a sequence and direction; one block: a cluster of the 2 directions' blocks.
   auto recur = [&](Params& q, bool ext) {
-    launch(q, kernel(ext), dim3(ub * ud * (hr_ > 0 ? 1u : static_cast<unsigned>(cl_))), rec_threads_, smem_bytes_,
+    launch(q, kernel(ext, q.a.proj_flags != nullptr), dim3(ub * ud * (hr_ > 0 ? 1u : static_cast<unsigned>(cl_))), rec_threads_, smem_bytes_,
            hr_ > 0 ? ud : static_cast<unsigned>(cl_));
   };
   // A layer's weight gradients, then (K > 1) the sums over groups and (head: the top layer) over sequences.
@@ -473,6 +491,23 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
   // stage, then the head kernel, then its backward stage seeded by the head's d loss / d h_t.
   const int64_t HI = shape_.head_input();
   const bool copy = copies_between(drop_between);
+  // Overlapped (Args::fwd_words): each layer's flags, its forward words first, then its projection's chunks, then
+  // the input gradient's tiles that its backward polls.
+  const bool ov = overlap_ && overlap_on_ && a.stream && !drop_between;
+  if (ov) {
+    const int64_t proj_flags = cap_B_ * ((cap_T_ + 7) / 8) * ((4 * H + kMaxProjThreads - 1) / kMaxProjThreads);
+    for (int64_t l = 0; l < L; ++l) {
+      Args& x = lp[static_cast<size_t>(l)].a;
+      unsigned long long* const f = flags_.get() + l * layer_flags_;
+      x.fwd_words = l + 1 < L ? f : nullptr;
+      x.proj_flags = f + cap_B_ * kMaxCl;
+      x.dx_flags = l + 1 < L ? x.proj_flags + proj_flags : nullptr;
+      if (l > 0) {
+        x.below_words = flags_.get() + (l - 1) * layer_flags_;
+        x.below_epoch = lp[static_cast<size_t>(l - 1)].a.epoch;
+      }
+    }
+  }
   mark(0);
   for (int64_t l = 0; l < L; ++l) {
     Params& q = lp[static_cast<size_t>(l)];
@@ -504,7 +539,11 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
   weight_grads(lp.back(), sg_[L > 1 ? 1 : 0], true);
   for (int64_t l = L - 2; l >= 0; --l) {
     Params g = lp[static_cast<size_t>(l + 1)];   // layer l + 1's d gates and W_ih
-    g.a.dx = dh_ext_.get();
+    float* const dh = dh_ext_.get() + (ov ? l * cap_B_ * cap_T_ * H : 0);   // (overlapped: its own slab)
+    g.a.dx = dh;
+    g.a.overlap = ov;
+    g.a.dx_flags = lp[static_cast<size_t>(l)].a.dx_flags;
+    g.a.dx_epoch = lp[static_cast<size_t>(l)].a.epoch;
     g.a.between = drop_between ? between : FusedHeadDropout{};
     g.a.between_layer = static_cast<int32_t>(l);
     launch(g, fused_input_grad_kernel(),
@@ -512,7 +551,7 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
            0);
     Params& q = lp[static_cast<size_t>(l)];
     q.a.stage = kStageBackward;
-    q.a.dh_ext = dh_ext_.get();
+    q.a.dh_ext = dh;
     recur(q, true);
     weight_grads(q, sg_[l == 0 ? 0 : 1], false);
   }
@@ -607,7 +646,10 @@ double FusedLstm::time_us(int64_t B, int64_t T, cudaStream_t s) {
 bool FusedLstm::copies_between(bool drop_between) const { return shape_.layers > 1 && (drop_between || dirs_ == 2); }
 
 std::string FusedLstm::describe() const {
-  const std::string layers = RT_MSG((shape_.layers > 1 ? RT_MSG(shape_.layers << " layers in turn, ") : "")
+  const std::string layers = RT_MSG((shape_.layers > 1 ? RT_MSG(shape_.layers << " layers "
+                                                                  << (overlap_ && overlap_on_ ? "overlapped" : "in turn")
+                                                                  << ", ")
+                                                          : "")
                                     << (apart_ ? "bidirectional, the directions apart, " : ""));
   if (hr_ == 0)
     return RT_MSG("fused kernel (" << layers << "recurrent weights in the registers of a " << cl_

@@ -87,6 +87,9 @@ class FusedLstm {
   // Whether the weight-gradient GEMM sums each chunk of timesteps as the backward publishes it (default), or waits
   // for the whole recurrence kernel (the budget test times both).
   void set_streaming(bool on) { streaming_ = on; }
+  // Whether stacked layers overlap where they can (default; Args::fwd_words), or run one after another (the tests
+  // compare the two bit for bit).
+  void set_overlap(bool on) { overlap_on_ = on; }
   FusedCycles last_cycles(cudaStream_t s);
 
   // Median microseconds of one run over B sequences of length T on random data (its own buffers; `s` is
@@ -114,7 +117,9 @@ class FusedLstm {
   // Whether a layer above reads a copy of the layer below's output (xbuf_: with dropout between layers, or two
   // directions) instead of its h in place.
   bool copies_between(bool drop_between) const;
-  const void* kernel(bool ext = false) const;   // the recurrence kernel's variant for this H (ext: adds dh_ext)
+  // The recurrence kernel's variant for this H (ext: adds dh_ext; chain: the overlapped chain's, Args::fwd_words;
+  // the variant with ext has it too).
+  const void* kernel(bool ext = false, bool chain = false) const;
   // The split weight-gradient GEMM's tiles for a layer of `inputs` input features (B > 16): its block tile in warps,
   // its tiles, and its parts of the timesteps at most.
   struct SplitTiles {
@@ -132,6 +137,12 @@ class FusedLstm {
   // cluster each), the head in a kernel of its own between them (Args::pooled_out). Else (H <= 64, one layer) a
   // 2-block cluster a sequence runs both with the head between them.
   bool apart_ = false;
+  // Stacked, one direction, H > 64: the layers overlap (Args::fwd_words) when a step streams its weight gradients
+  // (up to kStreamMaxB sequences) and has no dropout between layers; else they run one after another.
+  bool overlap_ = false;
+  bool overlap_on_ = true;
+  DeviceBuffer<unsigned long long> flags_;   // overlap_: (layers, layer_flags_) the chain's flags
+  int64_t layer_flags_ = 0;
   int64_t n_grad_ = 0, stride_ = 0;
   int hr_ = 0;                     // H <= 64: padded to 32, 48, 52, 56 or 64 (the one-block kernel's template argument);
                                    // 0: the cluster variant (64 < H <= 256)
@@ -158,7 +169,7 @@ class FusedLstm {
   DeviceBuffer<float> wpart_;      // (dirs, groups, max(F, H) + H + 1, wstride_) weight-gradient partial sums, B > 1
   int32_t wstride_ = 0;            // a column of them: 4H rounded up to 8
   SplitTiles sg_[2];               // the split GEMM's tiles: layer 0 (F inputs), the layers above (dirs H inputs)
-  DeviceBuffer<unsigned long long> progress_;   // (cap_B, dirs, 4) the backward's progress words per sequence
+  DeviceBuffer<unsigned long long> progress_;   // (layers, cap_B, dirs, kMaxCl) the backward's progress words
   uint32_t epoch_ = 0;             // runs so far: tags the progress words of this run
   // More than 16 sequences (kInline): the slot table, copied on its own stream into one of three device tables in
   // turn (run explains why three).

@@ -142,7 +142,8 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
   float* const ws = xs + kProjT * kp;
   if (static_cast<int>(blockIdx.y) < a.pack_rows) {   // the pack rows
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    // (Overlapped, a layer above the first: the parameters are final, the first layer's projection waited for them.)
+    if (!a.below_words) asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
     // (z = direction + dirs x row tile: each direction's W_hh packed by the pack blocks of row tile 0.)
@@ -178,11 +179,17 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
   // A stacked layer's inputs are the layer below's h, written by the kernels before this one: staged after it.
   if (a.x_early) stage_x(0, min(a.fc, F));
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (!a.below_words) asm volatile("griddepcontrol.wait;" ::: "memory");
   // Let the recurrence kernel start its prologue now: the parameters are final (the cluster variant's then waits for
   // the pack blocks' flags before it reads the packed W_hh).
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+  if (a.below_words) {   // overlapped: the layer below's h of this chunk's steps is stored once each block says so
+    if (tid < a.words)
+      while (!fwd_reached(a.below_words + static_cast<int64_t>(b) * kMaxCl + tid, a.below_epoch, t_begin + n))
+        __nanosleep(64);
+    __syncthreads();
+  }
   if (!a.x_early) stage_x(0, min(a.fc, F));
   // lane (g, t4)'s rows: r0 + 8 ni + {0, 1} (gate rows of the whole layer; ws holds the tile's from row0)
   const int g = lane >> 2, t4 = lane & 3, r0 = row0 + 32 * warp + 2 * t4;
@@ -252,6 +259,11 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
           *reinterpret_cast<float2*>(gb + tt * tstep + r) =
               make_float2(bias[ni][0] + acc[mi][ni][2 * h], bias[ni][1] + acc[mi][ni][2 * h + 1]);
       }
+  if (a.proj_flags) {   // overlapped: this chunk's gate rows of the tile are stored
+    __syncthreads();
+    if (tid == 0)
+      publish_progress(a.proj_flags + proj_flag(a, b, t_begin / a.tc, row0 / kMaxProjThreads), a.epoch, 0);
+  }
 }
 
 }  // namespace

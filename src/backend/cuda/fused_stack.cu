@@ -47,7 +47,8 @@ __global__ void __launch_bounds__(256) input_grad_kernel(const __grid_constant__
   __shared__ float ds[kIgT][kIgR + 1];
   __shared__ float ws[kIgR][kIgK + 1];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");   // this layer's d gates (and the layer below's last use of dx)
+  // This layer's d gates (and the layer below's last use of dx); overlapped, its backward's progress words say which.
+  if (!a.overlap) asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   const int b = static_cast<int>(blockIdx.y), H = a.H, G = 4 * H, F = a.F;
@@ -55,6 +56,12 @@ __global__ void __launch_bounds__(256) input_grad_kernel(const __grid_constant__
   const int len = slot.length;
   const int t0 = static_cast<int>(blockIdx.x) * kIgT, k0 = static_cast<int>(blockIdx.z) * kIgK;
   if (t0 >= len) return;   // the whole block
+  const int tid0 = static_cast<int>(threadIdx.x);
+  if (a.overlap) {   // every d gate of steps >= t0 stored, by every block of the sequence's cluster
+    if (tid0 < a.words)
+      while (!progress_reached(a.progress + static_cast<int64_t>(b) * kMaxCl + tid0, a.epoch, t0)) __nanosleep(64);
+    __syncthreads();
+  }
   const int n = min(kIgT, len - t0);
   const int tid = static_cast<int>(threadIdx.x), tt = tid >> 4, kk = tid & 15;
   float acc[2][4] = {};
@@ -96,6 +103,11 @@ __global__ void __launch_bounds__(256) input_grad_kernel(const __grid_constant__
             a.between.threshold ? acc[i][c] * between_keep(a, slot.pos, t, k) : acc[i][c];
       }
     }
+  if (a.dx_flags) {   // overlapped: this tile of the layer below's dh_ext is stored
+    __syncthreads();
+    if (tid0 == 0)
+      publish_progress(a.dx_flags + dx_flag(a, b, blockIdx.x, blockIdx.z), a.dx_epoch, 0);
+  }
 }
 
 }  // namespace
