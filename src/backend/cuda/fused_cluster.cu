@@ -164,7 +164,7 @@ __device__ __forceinline__ float cluster_forward(const ClusterStep& st, const fl
 // each chunk boundary, and thread 0 publishes the block's progress word (the warps meet at no barrier otherwise).
 // kExt (a layer below the top of a stacked LSTM): d h_t also gets the layer above's d loss / d h_t (ext_j: unit j's
 // column of Args::dh_ext), loaded 4 steps ahead with the rest.
-template <class M, bool kExt>
+template <class M, bool kExt, bool kChain>
 __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const float (&wb)[M::kCols], float seed,
                                                  int seed_at, unsigned long long* progress, uint32_t epoch,
                                                  int bar_threads, const float* ext_j) {
@@ -202,8 +202,9 @@ __device__ __forceinline__ void cluster_backward(const ClusterStep& st, const fl
     published = v;
   };
   for (int t0 = len - 1; t0 >= 0; t0 -= 4) {
-    // Each warp stored step t0 + 1's d gates at its end (after its send), so steps >= t0 + 2 are all in.
-    const int v = wg_chunk_ceil(t0 + 2);
+    // Each warp stored step t0 + 1's d gates at its end (after its send), so steps >= t0 + 2 are all in. (The
+    // overlapped chain's variant publishes every 8 steps: the input gradient of the layer below waits for them.)
+    const int v = kChain ? (t0 + 2 + 7) / 8 * 8 : wg_chunk_ceil(t0 + 2);
     if (progress && v < published) publish(v);
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
@@ -370,7 +371,7 @@ __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(cons
       __syncthreads();
     }
     if (active)
-      cluster_backward<M, kExt>(st, wb, 0.0f, 0,
+      cluster_backward<M, kExt, kChain>(st, wb, 0.0f, 0,
                                 a.stream ? a.progress + static_cast<int64_t>(seq) * kMaxCl + rank : nullptr, a.epoch,
                                 bar_threads, ext_j);
     cluster.sync();
@@ -389,7 +390,7 @@ __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(cons
 
   const float seed = valid ? (a.pool == 1 ? dh_s[j] / static_cast<float>(len) : dh_s[j]) : 0.0f;
   if (active)
-    cluster_backward<M, kExt>(st, wb, seed, a.pool == 0 ? len - 1 : acc.at,
+    cluster_backward<M, kExt, kChain>(st, wb, seed, a.pool == 0 ? len - 1 : acc.at,
                               a.stream ? a.progress + static_cast<int64_t>(seq) * kMaxCl + rank : nullptr, a.epoch,
                               bar_threads, ext_j);
   mark(a, 4);

@@ -71,7 +71,7 @@ __device__ __forceinline__ bool fwd_reached(const unsigned long long* word, uint
 }
 
 // The overlapped chain's flags (Args::proj_flags, dx_flags): chunks of 8 timesteps of the projection (its chunk
-// a.tc is a multiple of 8), tiles of 32 timesteps x 64 columns of the input gradient.
+// a.tc is a multiple of 8), tiles of kIgT timesteps x 64 columns of the input gradient.
 __device__ __forceinline__ int proj_flag(const Args& a, int b, int chunk, int tile) {
   return (b * ((a.t_cap + 7) / 8) + chunk) * ((4 * a.H + kMaxProjThreads - 1) / kMaxProjThreads) + tile;
 }

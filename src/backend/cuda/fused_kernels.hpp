@@ -53,8 +53,9 @@ constexpr int kClBars = 8;               // floats ahead of h_s: 4 mbarriers (h,
 template <class M>
 constexpr int kClusterSmemFixed = kClBars + 10 * M::kVec + 2 * M::kHmax + 4;
 
-// The input gradient of a stacked layer (fused_stack.cu): a block's tile of timesteps x input features.
-constexpr int kIgT = 32, kIgK = 64;
+// The input gradient of a stacked layer (fused_stack.cu): a block's tile of timesteps x input features. (16
+// timesteps: overlapped, the backward below waits for a whole tile of the layer above's, so the tile is its lag.)
+constexpr int kIgT = 16, kIgK = 64;
 
 // The split weight-gradient GEMM (fused_split_grad.cu).
 constexpr int kSgC = 32;              // timesteps per staged chunk
@@ -143,7 +144,7 @@ struct Args {
   //    ((B, t_cap / 8 rounded up, row tiles), v = 0), which the recurrence polls (proj_flags set) before it loads a
   //    chunk's gates, instead of waiting for the projection kernel;
   //  - the input gradient (overlap set) polls the layer above's backward progress words (Args::progress) for each
-  //    tile of 32 timesteps, and publishes each tile in dx_flags ((B, t_cap / 32 rounded up, H / 64 rounded up),
+  //    tile of kIgT timesteps, and publishes each tile in dx_flags ((B, t_cap / kIgT rounded up, H / 64 rounded up),
   //    the layer below's epoch dx_epoch), which that layer's backward polls before it loads a tile's rows of dh_ext.
   unsigned long long* fwd_words = nullptr;
   const unsigned long long* below_words = nullptr;

@@ -37,11 +37,12 @@ __global__ void __launch_bounds__(256) layer_input_kernel(const __grid_constant_
 }
 
 // dx[b][t][k] = sum over the directions d and gate rows r (interleaved, r = 4 j + q) of dg_t[r] W_ih[q H + j][k]
-// (direction d's d gates and W_ih), through the dropout mask of the layer below's output: a 32-timestep x 64-column
-// tile of slot b a block, the rows in chunks of 32 staged in shared memory; each thread 2 timesteps x 4 columns,
+// (direction d's d gates and W_ih), through the dropout mask of the layer below's output: a kIgT-timestep x 64-column
+// tile of slot b a block, the rows in chunks of 32 staged in shared memory; each thread kIgT / 16 timesteps x 4 columns,
 // summed over d and r in order (a rerun gives the same bits). Column k is d loss / d h of the layer below's
 // direction k / H, unit k mod H: written to that direction's rows of dx (B dirs, t_cap, H) in its processing order.
 constexpr int kIgR = 32;   // (kIgT x kIgK outputs a block: fused_kernels.hpp)
+constexpr int kIgU = kIgT / 16;   // timesteps a thread (16 x 16 threads)
 __global__ void __launch_bounds__(256) input_grad_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
   __shared__ float ds[kIgT][kIgR + 1];
@@ -64,7 +65,7 @@ __global__ void __launch_bounds__(256) input_grad_kernel(const __grid_constant__
   }
   const int n = min(kIgT, len - t0);
   const int tid = static_cast<int>(threadIdx.x), tt = tid >> 4, kk = tid & 15;
-  float acc[2][4] = {};
+  float acc[kIgU][4] = {};
   for (int d = 0; d < a.dirs; ++d) {
     const FusedLayout& lay = lay_of(a, d);
     // Timestep t0 + t of direction d: its processing row (direction 1: len - 1 - (t0 + t)).
@@ -81,19 +82,21 @@ __global__ void __launch_bounds__(256) input_grad_kernel(const __grid_constant__
       __syncthreads();
 #pragma unroll 8
       for (int r = 0; r < kIgR; ++r) {
-        const float d0 = ds[tt][r], d1 = ds[tt + 16][r];
+        float dv[kIgU];
+#pragma unroll
+        for (int i = 0; i < kIgU; ++i) dv[i] = ds[tt + 16 * i][r];
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
           const float w = ws[r][kk + 16 * c];
-          acc[0][c] += d0 * w;
-          acc[1][c] += d1 * w;
+#pragma unroll
+          for (int i = 0; i < kIgU; ++i) acc[i][c] += dv[i] * w;
         }
       }
       __syncthreads();
     }
   }
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < kIgU; ++i)
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int t = t0 + tt + 16 * i, k = k0 + kk + 16 * c;
