@@ -354,10 +354,7 @@ __global__ void __launch_bounds__(M::kThreads, 1) fused_lstm_cluster_kernel(cons
   const float pooled = active && stage != kStageBackward ? cluster_forward<M, kChain>(st, wf, acc) : 0.0f;
   if (stage == kStageForward) {
     // The top layer of directions run apart: its pooled value (and the step pooling took) for pool_head_kernel.
-    if (a.pooled_out && valid && q == 0 && pp == 0) {
-      a.pooled_out[static_cast<int64_t>(seq) * H + j] = pooled;
-      a.pooled_at[static_cast<int64_t>(seq) * H + j] = a.pool == 0 ? len - 1 : acc.at;
-    }
+    if (a.pooled_out && valid && q == 0 && pp == 0) store_pooled(a, seq, j, pooled, acc, len);
     cluster.sync();   // no block leaves while another may still send into it
     return;
   }

@@ -19,6 +19,18 @@ struct PoolAcc {
   int at = 0;
 };
 
+// Unit j's input to the head after the forward: h_{len-1} (h_last), or the mean or the max of h over the steps.
+__device__ __forceinline__ float pooled_of(const Args& a, const PoolAcc& acc, float h_last, int len) {
+  return a.pool == 0 ? h_last : (a.pool == 1 ? acc.v / static_cast<float>(len) : acc.v);
+}
+
+// The top layer's forward stage when the directions run apart (Args::pooled_out): unit j's pooled value v of
+// sequence seq (slot b dirs + direction d) and the step pooling took.
+__device__ __forceinline__ void store_pooled(const Args& a, int64_t seq, int j, float v, const PoolAcc& acc, int len) {
+  a.pooled_out[seq * a.H + j] = v;
+  a.pooled_at[seq * a.H + j] = a.pool == 0 ? len - 1 : acc.at;
+}
+
 // The head dropout's factor of head input k of the sequence at shard position pos: 0 or 1/(1-p) (1 without). The
 // pooled vector is multiplied by it where each unit's value is written (in parallel, before the head reads it), d
 // loss / d pooled h where head() writes it, as the CPU reference does.

@@ -293,6 +293,8 @@ __device__ __forceinline__ void exchange_pooled(float* pool2, int d, int H, int 
 // backward's entries read straight from global memory touched 8-16 sectors a warp's load for 4 useful bytes a lane: on
 // the H200 the prologue took ~3.9 us at H = 50, the first step waiting for it; rows straight into registers, 32
 // sectors a load, took 8.2 K cycles at K = 128.)
+// Block b dirs + d runs direction d of slot b (a cluster of the two when bidirectional); its scratch (int offsets
+// within it: t_cap * 4H fits easily) and progress words are indexed by blockIdx.x.
 template <int HR, bool kExt>
 __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
@@ -308,13 +310,10 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, nt = static_cast<int>(blockDim.x);
   const int r = tid, j = r >> 2, q = r & 3, quad = lane & ~3;
   const bool valid = r < G;
-  // Block b dirs + d: direction d of slot b (a cluster of the two when bidirectional); its scratch and progress
-  // words are indexed by blockIdx.x.
   const int d = a.dirs == 2 ? static_cast<int>(blockIdx.x) & 1 : 0, b = static_cast<int>(blockIdx.x) / a.dirs;
   const GatherSlot slot = slot_of(p, b);
   const int len = slot.length;
   const int label = a.classification ? a.labels[slot.pos] : 0;   // for the head, loaded long before
-  // This sequence's scratch (int offsets: t_cap * 4H fits easily).
   float* gbuf = a.scratch + static_cast<int64_t>(blockIdx.x) * a.per_seq;   // (t_cap, G) by interleaved row
   float* cbuf = gbuf + a.t_cap * G;                                          // (t_cap, H)
   float* tcbuf = cbuf + a.t_cap * H;
@@ -390,13 +389,9 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
                 kExt ? a.dh_ext + static_cast<int64_t>(blockIdx.x) * a.t_cap * H + j : nullptr};
   PoolAcc acc;
   const int cur = a.stage != kStageBackward ? forward_recurrence<HR>(st, wf, acc) : 0;
-  if (a.stage == kStageForward) {   // (no other block of a cluster waits for this one)
-    // The top layer of directions run apart: its pooled value (and the step pooling took) for pool_head_kernel.
-    if (a.pooled_out && valid && q == 0) {
-      const int64_t at = static_cast<int64_t>(blockIdx.x) * H + j;
-      a.pooled_out[at] = a.pool == 0 ? h_s[cur * HP + j] : (a.pool == 1 ? acc.v / static_cast<float>(len) : acc.v);
-      a.pooled_at[at] = a.pool == 0 ? len - 1 : acc.at;
-    }
+  if (a.stage == kStageForward) {   // (no other block of a cluster waits for this one; apart: the pooled values)
+    if (a.pooled_out && valid && q == 0)
+      store_pooled(a, blockIdx.x, j, pooled_of(a, acc, h_s[cur * HP + j], len), acc, len);
     return;
   }
   float wb[HR];   // the backward's weights from the staged W_hh (untouched since the prologue)
@@ -428,13 +423,13 @@ __global__ void __launch_bounds__(256, 1) fused_lstm_kernel(const __grid_constan
     return;
   }
   if (a.dirs == 2) {
-    const float v = a.pool == 0 ? h_s[cur * HP + j] : (a.pool == 1 ? acc.v / static_cast<float>(len) : acc.v);
+    const float v = pooled_of(a, acc, h_s[cur * HP + j], len);
     const bool write = valid && q == 0;
     exchange_pooled(pool2, d, H, j, write, write && a.drop.threshold ? v * head_keep(a, slot.pos, d * H + j) : v);
     pooled = pool2;
   } else if (a.pool != 0 || a.drop.threshold) {
     if (valid && q == 0) {
-      const float v = a.pool == 0 ? h_s[cur * HP + j] : (a.pool == 1 ? acc.v / static_cast<float>(len) : acc.v);
+      const float v = pooled_of(a, acc, h_s[cur * HP + j], len);
       h_s[(cur ^ 1) * HP + j] = a.drop.threshold ? v * head_keep(a, slot.pos, j) : v;
     }
     __syncthreads();
