@@ -70,8 +70,9 @@ class Background {
     const std::string inner = bin() + " " + args;
     const std::string rank_cmd = inner + " & p=$!; echo $p > " + dir_ + "/pid.$OMPI_COMM_WORLD_RANK; wait $p; rc=$?; " +
                                  record_exit_code(dir_, np);
-    const std::string cmd = "(timeout " + std::to_string(static_cast<int>(120 * time_scale())) + " mpirun --oversubscribe -np " + std::to_string(np) + " sh -c '" + rank_cmd +
-                            "'; echo $? > " + dir_ + "/mpirun.rc) > " + dir_ + "/output.log 2>&1 &";
+    const std::string cmd = "(timeout " + std::to_string(static_cast<int>(120 * time_scale())) + " " + mpirun(np) +
+                            " sh -c '" + rank_cmd + "'; echo $? > " + dir_ + "/mpirun.rc) > " + dir_ +
+                            "/output.log 2>&1 &";
     np_ = np;
     EXPECT_EQ(std::system(cmd.c_str()), 0);
   }
@@ -85,6 +86,15 @@ class Background {
     return p;
   }
   void signal(int rank, int sig) const { ASSERT_EQ(::kill(pid(rank), sig), 0) << "rank " << rank; }
+  // SIGKILL to rank `first`, then to every other rank still running: the whole job killed, as a lost node or
+  // `scancel --signal=KILL` ends it. Rank `first` alone would leave the others waiting for it in their next
+  // collective until the watchdog ends them (--comm-timeout, 20 s by default): 20 s of each such test, spent
+  // on nothing it checks.
+  void kill_job(int first) const {
+    signal(first, SIGKILL);
+    for (int r = 0; r < np_; ++r)
+      if (r != first) ::kill(pid(r), SIGKILL);   // no check: the rank may have ended already
+  }
   // Waits for mpirun; returns its exit code and fills every rank's (-1: killed before recording one).
   int wait(std::vector<int>& rank_rcs) const {
     const std::string f = dir_ + "/mpirun.rc";
@@ -311,14 +321,16 @@ TEST(Signals, HardKillAndSecondSignalLeaveALoadableCheckpoint) {
   const std::string args = "--batch-per-rank 2 --epochs 40 --checkpoint-every 1 --keep 2";
   Background killed(d, 2, train(d, "run", args), "killed");
   ASSERT_TRUE(wait_for_text(d / "run/metrics.jsonl", "\"event\":\"checkpoint\"", 20, 60));
-  killed.signal(0, SIGKILL);
+  killed.kill_job(0);   // rank 0 writes the checkpoints
   std::vector<int> rcs;
   EXPECT_NE(killed.wait(rcs), 0);
   Result e = run(1, "eval --checkpoint " + d / "run/checkpoint.h5" + " --data " + d / "val.h5");
   EXPECT_EQ(e.rc, 0) << e.output;
 
-  // Two signals in a row: the second ends the rank at once, the checkpoint on disk stays whole.
-  Background twice(d, 2, train(d, "run", args + " --resume " + d / "run"), "twice");
+  // Two signals in a row: the second ends the rank at once, the checkpoint on disk stays whole. (Sent back to back,
+  // the two often merge into one pending signal, which stops both ranks with exit 75.) When rank 1 does end at once,
+  // rank 0 waits for it in a collective until its watchdog ends the job: after 5 s (--comm-timeout), not 20.
+  Background twice(d, 2, train(d, "run", args + " --comm-timeout 5 --resume " + d / "run"), "twice");
   ASSERT_TRUE(wait_for_text(d / "run/metrics.jsonl", "\"event\":\"resume\"", 1, 30));
   const pid_t p = twice.pid(1);
   ::kill(p, SIGUSR1);
@@ -494,10 +506,11 @@ class Tmpfs {
 
 }  // namespace
 
-// A SIGKILL that really lands inside a checkpoint write, twice, made deterministic by the writer's test hook
-// (RAGTRAIN_TEST_CHECKPOINT_PAUSE): first half-way through the temporary file of step 50, then between the rename
-// of the complete step-100 file and the switch of checkpoint.h5. Each time the previous checkpoint loads, and
-// --resume of the folder continues from the newest complete one to the very result of an uninterrupted run.
+// A SIGKILL that really lands inside a checkpoint write (rank 0's; the job's other rank is killed after it), twice,
+// made deterministic by the writer's test hook (RAGTRAIN_TEST_CHECKPOINT_PAUSE): first half-way through the
+// temporary file of step 50, then between the rename of the complete step-100 file and the switch of checkpoint.h5.
+// Each time the previous checkpoint loads, and --resume of the folder continues from the newest complete one to the
+// very result of an uninterrupted run.
 TEST(Signals, SigkillInsideACheckpointWriteKeepsThePreviousOneAndResumeFinishesTheSameRun) {
   Scratch d;
   data(d);
@@ -512,7 +525,7 @@ TEST(Signals, SigkillInsideACheckpointWriteKeepsThePreviousOneAndResumeFinishesT
     const std::vector<std::string> torn = temporaries(d / "run");
     ASSERT_EQ(torn.size(), 1u) << "the half-written temporary file of step 50";
     EXPECT_EQ(torn[0].rfind("checkpoint-step000000050.h5.tmp.", 0), 0u) << torn[0];
-    killed.signal(0, SIGKILL);
+    killed.kill_job(0);
     EXPECT_NE(killed.wait(rcs), 0) << killed.output();
   }
   EXPECT_FALSE(fs::exists(d / "run/checkpoint-step000000050.h5"));
@@ -524,7 +537,7 @@ TEST(Signals, SigkillInsideACheckpointWriteKeepsThePreviousOneAndResumeFinishesT
     Background killed(d, 2, train(d, "run", args + " --resume " + d / "run"), "link");
     ASSERT_TRUE(wait_for_text(d / "link/output.log", "paused in the link of the step 100 checkpoint", 1, 60))
         << killed.output();
-    killed.signal(0, SIGKILL);
+    killed.kill_job(0);
     EXPECT_NE(killed.wait(rcs), 0) << killed.output();
   }
   EXPECT_EQ(step_of(d / "run/checkpoint.h5"), 90) << "checkpoint.h5 was not switched yet";
