@@ -327,15 +327,22 @@ TEST(Signals, HardKillAndSecondSignalLeaveALoadableCheckpoint) {
   Result e = run(1, "eval --checkpoint " + d / "run/checkpoint.h5" + " --data " + d / "val.h5");
   EXPECT_EQ(e.rc, 0) << e.output;
 
-  // Two signals in a row: the second ends the rank at once, the checkpoint on disk stays whole. (Sent back to back,
-  // the two often merge into one pending signal, which stops both ranks with exit 75.) When rank 1 does end at once,
-  // rank 0 waits for it in a collective until its watchdog ends the job: after 5 s (--comm-timeout), not 20.
-  Background twice(d, 2, train(d, "run", args + " --comm-timeout 5 --resume " + d / "run"), "twice");
+  // Two signals in a row: the second ends the rank at once, while rank 0 writes a checkpoint every step, and the
+  // checkpoint on disk stays whole. The step-boundary check is off (--signal-check-every), so the first signal
+  // cannot stop the run in good order first, and the two are 300 ms apart, two deliveries (back to back they merge
+  // into one). Rank 0 then waits for rank 1 in a collective until its watchdog ends the job: after 5 s
+  // (--comm-timeout), not 20.
+  Background twice(d, 2,
+                   train(d, "run", args + " --comm-timeout 5 --signal-check-every 1000000 --resume " + d / "run"),
+                   "twice");
   ASSERT_TRUE(wait_for_text(d / "run/metrics.jsonl", "\"event\":\"resume\"", 1, 30));
   const pid_t p = twice.pid(1);
   ::kill(p, SIGUSR1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ::kill(p, SIGUSR1);
   EXPECT_NE(twice.wait(rcs), 0);
+  ASSERT_EQ(rcs.size(), 2u);
+  EXPECT_EQ(rcs[1], 128 + SIGUSR1) << twice.output();
   e = run(1, "eval --checkpoint " + d / "run/checkpoint.h5" + " --data " + d / "val.h5");
   EXPECT_EQ(e.rc, 0) << e.output;
 
