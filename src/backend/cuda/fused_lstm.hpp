@@ -40,7 +40,7 @@ struct FusedHeadDropout {
   const int64_t* indices = nullptr;  // (device) the shard's global sequence indices, by slot.pos
 };
 
-// Stacked layers the fused step runs at most (each layer's kernels in turn).
+// Stacked layers the fused step runs at most (each layer's kernels in turn, or overlapped: FusedLstm::overlap_).
 constexpr int64_t kFusedMaxLayers = 4;
 
 // Why the fused kernel cannot run this model (empty when it can): more than kFusedMaxLayers layers, H > 256, ...
