@@ -70,17 +70,14 @@ __device__ __forceinline__ bool fwd_reached(const unsigned long long* word, uint
   return static_cast<uint32_t>(val >> 32) == epoch && static_cast<int>(static_cast<uint32_t>(val)) >= v;
 }
 
-// The overlapped chain's flags (Args::proj_flags, dx_flags): chunks of 8 timesteps of the projection (its chunk
-// a.tc is a multiple of 8), tiles of kIgT timesteps x 64 columns of the input gradient.
-__device__ __forceinline__ int proj_flag(const Args& a, int b, int chunk, int tile) {
-  return (b * ((a.t_cap + 7) / 8) + chunk) * ((4 * a.H + kMaxProjThreads - 1) / kMaxProjThreads) + tile;
-}
+// The input gradient's flag of (slot b, tile tblock x kblock) (fused_kernels.hpp's chain_dx_flag).
 __device__ __forceinline__ int dx_flag(const Args& a, int b, int tblock, int kblock) {
-  return (b * ((a.t_cap + kIgT - 1) / kIgT) + tblock) * ((a.H + kIgK - 1) / kIgK) + kblock;
+  return chain_dx_flag(a.t_cap, a.H, b, tblock, kblock);
 }
 // Spins until every flag of the gates' chunk holding step t (its tile of gate rows) is published.
 __device__ __forceinline__ void wait_proj(const Args& a, int b, int t, int tile) {
-  while (!progress_reached(a.proj_flags + proj_flag(a, b, t / a.tc, tile), a.epoch, 0)) __nanosleep(32);
+  while (!progress_reached(a.proj_flags + chain_proj_flag(a.t_cap, a.H, b, t / a.tc, tile), a.epoch, 0))
+    __nanosleep(32);
 }
 
 // Direction d's gate blocks (0 forward, 1 reverse).

@@ -18,6 +18,7 @@
 
 #include "batch_gather.hpp"
 #include "fused_lanes.hpp"
+#include "host_device.hpp"
 #include "fused_lstm.hpp"
 
 namespace ragtrain {
@@ -160,6 +161,17 @@ struct Params {
   Args a;
   GatherSlot slot[kInline];
 };
+
+// Where a flag of the overlapped chain sits (Args::proj_flags, dx_flags), for the host that sizes the buffers and the
+// kernels that publish and poll: the projection's chunks of 8 timesteps (its chunk a.tc is a multiple of 8) of each
+// row tile of gate rows, the input gradient's tiles of kIgT timesteps x kIgK columns, by slot. Slot b = the number of
+// slots gives a layer's count.
+RAGTRAIN_HD int chain_proj_flag(int t_cap, int H, int b, int chunk, int tile) {
+  return (b * ((t_cap + 7) / 8) + chunk) * ((4 * H + kMaxProjThreads - 1) / kMaxProjThreads) + tile;
+}
+RAGTRAIN_HD int chain_dx_flag(int t_cap, int H, int b, int tblock, int kblock) {
+  return (b * ((t_cap + kIgT - 1) / kIgT) + tblock) * ((H + kIgK - 1) / kIgK) + kblock;
+}
 
 }  // namespace
 

@@ -270,9 +270,8 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   const int64_t slabs = overlap_ ? L - 1 : 1;
   if (L > 1 || apart_) dh_ext_.resize_discard(static_cast<size_t>(slabs * cap_B_ * dirs_ * cap_T_ * H));
   if (overlap_) {   // every flag of the overlapped chain, each layer's own (Args::fwd_words)
-    const int64_t chunks = (cap_T_ + 7) / 8, tiles = (4 * H + kMaxProjThreads - 1) / kMaxProjThreads;
-    const int64_t tblocks = (cap_T_ + kIgT - 1) / kIgT, kblocks = (H + kIgK - 1) / kIgK;
-    layer_flags_ = cap_B_ * (kMaxCl + chunks * tiles + tblocks * kblocks);
+    const int T = static_cast<int>(cap_T_), Hi = static_cast<int>(H), Bc = static_cast<int>(cap_B_);
+    layer_flags_ = cap_B_ * kMaxCl + chain_proj_flag(T, Hi, Bc, 0, 0) + chain_dx_flag(T, Hi, Bc, 0, 0);
     flags_.resize_discard(static_cast<size_t>(L * layer_flags_));
     CUDA_CHECK(cudaMemset(flags_.get(), 0, flags_.size() * sizeof(unsigned long long)));
   }
@@ -462,8 +461,8 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
   };
   // The cluster variant: cl_ blocks a sequence and direction; one block: a cluster of the 2 directions' blocks.
   auto recur = [&](Params& q, bool ext) {
-    launch(q, kernel(ext, q.a.proj_flags != nullptr), dim3(ub * ud * (hr_ > 0 ? 1u : static_cast<unsigned>(cl_))), rec_threads_, smem_bytes_,
-           hr_ > 0 ? ud : static_cast<unsigned>(cl_));
+    launch(q, kernel(ext, q.a.proj_flags != nullptr), dim3(ub * ud * (hr_ > 0 ? 1u : static_cast<unsigned>(cl_))),
+           rec_threads_, smem_bytes_, hr_ > 0 ? ud : static_cast<unsigned>(cl_));
   };
   // A layer's weight gradients, then (K > 1) the sums over groups and (head: the top layer) over sequences.
   auto weight_grads = [&](Params& q, const SplitTiles& tiles, bool head) {
@@ -495,7 +494,8 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
   // the input gradient's tiles that its backward polls.
   const bool ov = overlap_ && overlap_on_ && a.stream && !drop_between;
   if (ov) {
-    const int64_t proj_flags = cap_B_ * ((cap_T_ + 7) / 8) * ((4 * H + kMaxProjThreads - 1) / kMaxProjThreads);
+    const int proj_flags =
+        chain_proj_flag(static_cast<int>(cap_T_), static_cast<int>(H), static_cast<int>(cap_B_), 0, 0);
     for (int64_t l = 0; l < L; ++l) {
       Args& x = lp[static_cast<size_t>(l)].a;
       unsigned long long* const f = flags_.get() + l * layer_flags_;
@@ -646,10 +646,8 @@ double FusedLstm::time_us(int64_t B, int64_t T, cudaStream_t s) {
 bool FusedLstm::copies_between(bool drop_between) const { return shape_.layers > 1 && (drop_between || dirs_ == 2); }
 
 std::string FusedLstm::describe() const {
-  const std::string layers = RT_MSG((shape_.layers > 1 ? RT_MSG(shape_.layers << " layers "
-                                                                  << (overlap_ && overlap_on_ ? "overlapped" : "in turn")
-                                                                  << ", ")
-                                                          : "")
+  const std::string overlap = overlap_ && overlap_on_ ? "overlapped" : "in turn";
+  const std::string layers = RT_MSG((shape_.layers > 1 ? RT_MSG(shape_.layers << " layers " << overlap << ", ") : "")
                                     << (apart_ ? "bidirectional, the directions apart, " : ""));
   if (hr_ == 0)
     return RT_MSG("fused kernel (" << layers << "recurrent weights in the registers of a " << cl_

@@ -262,7 +262,8 @@ __global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__
   if (a.proj_flags) {   // overlapped: this chunk's gate rows of the tile are stored
     __syncthreads();
     if (tid == 0)
-      publish_progress(a.proj_flags + proj_flag(a, b, t_begin / a.tc, row0 / kMaxProjThreads), a.epoch, 0);
+      publish_progress(a.proj_flags + chain_proj_flag(a.t_cap, H, b, t_begin / a.tc, row0 / kMaxProjThreads), a.epoch,
+                       0);
   }
 }
 

@@ -38,8 +38,8 @@ __global__ void __launch_bounds__(256) layer_input_kernel(const __grid_constant_
 
 // dx[b][t][k] = sum over the directions d and gate rows r (interleaved, r = 4 j + q) of dg_t[r] W_ih[q H + j][k]
 // (direction d's d gates and W_ih), through the dropout mask of the layer below's output: a kIgT-timestep x 64-column
-// tile of slot b a block, the rows in chunks of 32 staged in shared memory; each thread kIgT / 16 timesteps x 4 columns,
-// summed over d and r in order (a rerun gives the same bits). Column k is d loss / d h of the layer below's
+// tile of slot b a block, the rows in chunks of 32 staged in shared memory; each thread kIgT / 16 timesteps x 4
+// columns, summed over d and r in order (a rerun gives the same bits). Column k is d loss / d h of the layer below's
 // direction k / H, unit k mod H: written to that direction's rows of dx (B dirs, t_cap, H) in its processing order.
 constexpr int kIgR = 32;   // (kIgT x kIgK outputs a block: fused_kernels.hpp)
 constexpr int kIgU = kIgT / 16;   // timesteps a thread (16 x 16 threads)
@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(256) input_grad_kernel(const __grid_constant__
   if (a.dx_flags) {   // overlapped: this tile of the layer below's dh_ext is stored
     __syncthreads();
     if (tid0 == 0)
-      publish_progress(a.dx_flags + dx_flag(a, b, blockIdx.x, blockIdx.z), a.dx_epoch, 0);
+      publish_progress(a.dx_flags + chain_dx_flag(a.t_cap, H, b, blockIdx.x, blockIdx.z), a.dx_epoch, 0);
   }
 }
 
