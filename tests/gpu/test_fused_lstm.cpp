@@ -186,10 +186,13 @@ TEST(FusedAgreement, RegressionRegistersH40ThreeFeatureChunks) {
 
 namespace {
 
-// n sequences (and an empty slot) in one step, lengths 1 .. 130.
-void many_sequences(const ModelShape& shape, int64_t n) {
+// n sequences (and an empty slot) in one step, lengths 1 .. 130. groups: CudaTuning::fused_groups (above 16
+// sequences at 128 < H <= 256, lock-step groups on the tensor cores; else one sequence a cluster).
+void many_sequences(const ModelShape& shape, int64_t n, bool groups = true) {
   const ParamLayout layout(shape);
-  CudaBackend gpu(shape, options("cuda", "sgd", n + 1), fused_tuning());
+  CudaTuning tuning = fused_tuning();
+  tuning.fused_groups = groups;
+  CudaBackend gpu(shape, options("cuda", "sgd", n + 1), tuning);
   ASSERT_TRUE(gpu.fused_active()) << gpu.describe();
   auto cpu = make_backend(shape, options("cpu", "sgd"));
   const std::vector<float> params = init_params(layout, 77);
@@ -287,10 +290,36 @@ TEST(FusedAgreement, ClassificationCluster16H256TwentySequences) {
 }
 
 // The 16-block cluster with more sequences than the GPU runs clusters at once (8 on 132 SMs: 41 sequences take 6
-// waves), ragged lengths 1-130, the split weight-gradient GEMM. Every pooling, both tasks.
+// waves), ragged lengths 1-130, the split weight-gradient GEMM. Every pooling, both tasks. (Above 16 sequences the
+// step runs in lock-step groups by default: FusedGroupAgreement below; this one runs a sequence a cluster.)
 TEST(FusedAgreement, ClassificationCluster16H256FortyOneSequences) {
   RT_SKIP_WITHOUT_GPU();
-  many_sequences({36, 256, 1, 10, Task::Classification}, 41);
+  many_sequences({36, 256, 1, 10, Task::Classification}, 41, false);
+}
+
+// Above 16 sequences at 128 < H <= 256: the slots sorted by length in groups of up to 16 in lock step a 16-block
+// cluster, the recurrent matvecs on the tensor cores (three tf32 products), the head between the forward and the
+// backward stage. Groups of 3-5 (one tile of 8 sequences), of 16 (two tiles), more groups than clusters at once
+// (waves), H not a multiple of 16 (a block's units partly past H), both tasks, every pool, two directions, 2 layers.
+TEST(FusedGroupAgreement, ClassificationH256ThirtyThreeSequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences({36, 256, 1, 10, Task::Classification}, 33);
+}
+TEST(FusedGroupAgreement, MeanRegressionH200OneHundredTwentySequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences(with_pool({20, 200, 1, 3, Task::Regression}, Pool::Mean), 120);
+}
+TEST(FusedGroupAgreement, ClassificationH136TwoHundredSequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences({36, 136, 1, 10, Task::Classification}, 200);
+}
+TEST(FusedGroupAgreement, MeanClassificationBidirectionalH200TwentySequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences(with_pool({36, 200, 1, 10, Task::Classification, true}, Pool::Mean), 20);
+}
+TEST(FusedGroupAgreement, RegressionTwoLayersH256TwentyFourSequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences({36, 256, 2, 4, Task::Regression}, 24);
 }
 TEST(FusedPoolAgreement, MaxRegressionCluster16H200ThirtyThreeSequences) {
   RT_SKIP_WITHOUT_GPU();
@@ -612,6 +641,12 @@ TEST(FusedTraining, Adam100StepsK4) {
 TEST(FusedTraining, Sgd100StepsK24) {
   RT_SKIP_WITHOUT_GPU();
   compare_training({36, 50, 1, 10, Task::Classification}, "sgd", 0.05f, 24);
+}
+
+// K = 20 at H = 200: the grouped recurrence (above 16 sequences) in every step.
+TEST(FusedTraining, Sgd100StepsK20H200Grouped) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_training({36, 200, 1, 10, Task::Classification}, "sgd", 0.05f, 20);
 }
 
 // SGD, not Adam, at H = 128: Adam divides by sqrt(v), which turns float rounding in tiny gradients into visible

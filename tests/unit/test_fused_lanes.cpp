@@ -141,3 +141,42 @@ TEST(FusedLanes, ClusterMapsHoldEveryWeightOnce) {
 
 }  // namespace
 
+
+// The grouped variant (fused_group.cu): each block's lanes hold every weight of its 64 gate rows (all 256 columns)
+// exactly once in the forward's fragments, and again exactly once in the backward's; the mma tiles' rows are those
+// of the m16n8k8 layout (row g or g + 8, column t or t + 4 of the tile); the forward's h sends reach every block with
+// each of the four chunks of a block's units once.
+TEST(FusedLanes, GroupMapHoldsEveryWeightOncePerPass) {
+  using ragtrain::GroupMap;
+  constexpr int kRows = GroupMap::kRows, kCols = GroupMap::kHmax;
+  std::vector<int> fwd(kRows * kCols, 0), bwd(kRows * kCols, 0);
+  for (int w = 0; w < GroupMap::kThreads / 32; ++w)
+    for (int lane = 0; lane < 32; ++lane)
+      for (int i = 0; i < 4; ++i) {
+        const int r = GroupMap::fwd_row(w, lane, i);
+        EXPECT_EQ(r % 16, (lane >> 2) + 8 * (i & 1));
+        for (int kt = 0; kt < GroupMap::kFwdTiles; ++kt) {
+          const int k = GroupMap::fwd_col(w, lane, kt, i);
+          EXPECT_EQ(k % 8, (lane & 3) + 4 * (i >> 1));
+          ASSERT_TRUE(r >= 0 && r < kRows && k >= 0 && k < kCols) << r << " " << k;
+          ++fwd[static_cast<size_t>(r * kCols + k)];
+        }
+        for (int mm = 0; mm < 2; ++mm) {
+          const int col = GroupMap::bwd_col(w, lane, mm, i);
+          EXPECT_EQ(col / GroupMap::kUnits, 2 * w + mm) << "warp " << w << " sends block 2 w + mm its units";
+          for (int kt = 0; kt < GroupMap::kBwdTiles; ++kt) {
+            const int r2 = GroupMap::bwd_row(lane, kt, i);
+            ASSERT_TRUE(r2 >= 0 && r2 < kRows && col >= 0 && col < kCols) << r2 << " " << col;
+            ++bwd[static_cast<size_t>(r2 * kCols + col)];
+          }
+        }
+      }
+  for (int e = 0; e < kRows * kCols; ++e) {
+    EXPECT_EQ(fwd[static_cast<size_t>(e)], 1) << "forward row " << e / kCols << " column " << e % kCols;
+    EXPECT_EQ(bwd[static_cast<size_t>(e)], 1) << "backward row " << e / kCols << " column " << e % kCols;
+  }
+  std::vector<int> sends(GroupMap::kCl * 4, 0);   // (destination block, chunk)
+  for (int u = 0; u < 16; ++u)
+    for (int i = 0; i < 4; ++i) ++sends[static_cast<size_t>(GroupMap::h_dest(u, i) * 4 + GroupMap::h_chunk(u))];
+  for (int e = 0; e < GroupMap::kCl * 4; ++e) EXPECT_EQ(sends[static_cast<size_t>(e)], 1) << "block " << e / 4;
+}

@@ -35,9 +35,11 @@ struct CudaTuning {
   int64_t probe_length = 100;   // sequence length at which the algorithms are measured
   LstmPath lstm = LstmPath::Cudnn;   // cudnn | fused (fused_lstm.hpp; models it does not cover use cuDNN) | auto (the
                                 // faster, measured at start-up at the run's batch width); the CLI's --lstm
+  bool fused_groups = true;     // the fused kernel runs steps of more than 16 sequences at 128 < H <= 256 in lock-step
+                                // groups on the tensor cores (FusedLstm::set_grouping); RAGTRAIN_FUSED_GROUPS=0: off
 
-  // RAGTRAIN_CUDNN_ALGO (one of the names above), RAGTRAIN_CUDA_GRAPHS (0 = off) and RAGTRAIN_CUDA_BATCH_LAYOUT
-  // (padded | ragged). UserError on a bad value.
+  // RAGTRAIN_CUDNN_ALGO (one of the names above), RAGTRAIN_CUDA_GRAPHS (0 = off), RAGTRAIN_CUDA_BATCH_LAYOUT
+  // (padded | ragged) and RAGTRAIN_FUSED_GROUPS (0 = off). UserError on a bad value.
   static CudaTuning from_environment();
 };
 
@@ -149,6 +151,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CudnnLstm> lstm_;
   bool single_rank_ = false;              // the communicator has one rank: the all-reduce is the identity
   LstmPath lstm_mode_ = LstmPath::Cudnn;  // CudaTuning::lstm
+  bool fused_groups_ = true;              // CudaTuning::fused_groups
   std::unique_ptr<FusedLstm> fused_lstm_; // the fused kernel when the model is covered and the mode is not cudnn
   bool use_fused_ = false;                // this step width runs the fused kernel (rank 0's choice, broadcast)
   std::string lstm_note_;                 // why cuDNN (not covered), or the measurement behind auto's choice

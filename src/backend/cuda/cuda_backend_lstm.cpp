@@ -17,9 +17,11 @@ void CudaBackend::set_up_fused() {
   // The dropout masks (the head's, between stacked layers) the fused kernels draw themselves.
   if (why.empty()) {
     const FusedLayoutResult r = fused_layout_from_index(shape_, dev_index_, W_, N_);
-    if (r.ok)
+    if (r.ok) {
       fused_lstm_ =
           std::make_unique<FusedLstm>(shape_, r.layout, N_ + kFusedExtras, gpu_.device, r.reverse, r.upper);
+      fused_lstm_->set_grouping(fused_groups_);
+    }
     why = r.why;
   }
   lstm_note_ = why.empty() ? "" : "fused kernel not used: " + why;

@@ -8,7 +8,9 @@
 //   fused_sums.cu           sums_kernel                   K > 1: the sums over groups, parts and sequences
 //   fused_stack.cu          layer_input_kernel, input_grad_kernel   stacked layers: the next layer's input (dropout
 //                                                         between layers), d loss / d h of the layer below
-//   fused_pool_head.cu      pool_head_kernel              the head when the directions run apart (Args::pooled_out)
+//   fused_pool_head.cu      pool_head_kernel              the head when the recurrences run in stages (Args::pooled_out)
+//   fused_group.cu          group_forward_kernel<NT>, group_backward_kernel<NT>   recurrence stages, 128 < H <= 256
+//                                                         and more than 16 sequences: groups in lock step
 // The types and kernels stay in an anonymous namespace, as when all of this was one file: every kernel file compiles
 // its own copy (nvcc compiles each file's device code on its own, without device linking), and the kernels keep their
 // names (what profilers and kernel timelines match on). The host reaches a kernel only by its stub's address.
@@ -53,6 +55,22 @@ constexpr int kWgSlots = 32;     // sequences of one group at most (kMaxGatherSl
 constexpr int kClBars = 8;               // floats ahead of h_s: 4 mbarriers (h, then d gates, double-buffered)
 template <class M>
 constexpr int kClusterSmemFixed = kClBars + 10 * M::kVec + 2 * M::kHmax + 4;
+
+// The grouped recurrence's shared memory (fused_group.cu), in floats, for NT n tiles of 8 sequences: 2 mbarriers,
+// then forward: h of the group (2 buffers, by sequence) and the two column halves' partial matvecs (2 buffers);
+// backward: the 16 blocks' partial sums for this block's units (2 buffers) and the block's d gates (2 buffers).
+template <int NT>
+struct GroupSmem {
+  static constexpr int kNP = 8 * NT;     // sequences of a group at most
+  static constexpr int kHp = 256 + 4;    // h pitch: a B fragment's 8 sequences x 4 columns on distinct banks
+  static constexpr int kRp = 64 + 4;     // a block's gate rows, pitched likewise
+  static constexpr int kPp = kNP + 2;    // partial sums: the 16 units x 2 sequences a warp reads on distinct banks
+  static constexpr int kBars = 4;
+  static constexpr int kFwd = kBars + 2 * kNP * kHp + 4 * kNP * kRp;
+  static constexpr int kBwd = kBars + 2 * 16 * 16 * kPp + 2 * kNP * kRp;
+  static constexpr int kFloats = kFwd > kBwd ? kFwd : kBwd;
+};
+constexpr int kGroupMaxN = 16;   // sequences a group (and cluster) runs at most
 
 // The input gradient of a stacked layer (fused_stack.cu): a block's tile of timesteps x input features. (16
 // timesteps: overlapped, the backward below waits for a whole tile of the layer above's, so the tile is its lag.)
@@ -154,6 +172,9 @@ struct Args {
   unsigned long long* dx_flags = nullptr;
   uint32_t dx_epoch = 0;
   bool overlap = false;
+  // Grouped (FusedLstm's runs above kStreamMaxB sequences at 128 < H <= 256, fused_group.cu): the slots, sorted by
+  // length (longest first), form groups of group_n consecutive slots, each group (and direction) a 16-block cluster.
+  int32_t group_n = 0;
 };
 constexpr int32_t kStageAll = 0, kStageForward = 1, kStageBackward = 2;
 
@@ -184,6 +205,11 @@ const void* fused_one_block_kernel();   // HR = 32, 48, 52, 56, 64 (one_block_wi
 // and (true, true): the variant adding dh_ext runs only below the top of a stacked or apart model.
 template <class M, bool kExt, bool kChain>
 const void* fused_cluster_kernel();     // M = ClusterMap4, ClusterMap16
+// The grouped recurrence's stages (NT = 1, 2: up to 8 or 16 sequences a group).
+template <int NT>
+const void* fused_group_forward_kernel();
+template <int NT>
+const void* fused_group_backward_kernel();
 const void* fused_weight_grad_kernel();
 const void* fused_split_grad_kernel();
 const void* fused_sums_kernel();

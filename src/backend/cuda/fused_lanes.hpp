@@ -68,4 +68,35 @@ struct ClusterMap {
 using ClusterMap4 = ClusterMap<4, 128>;     // 64 < H <= 128
 using ClusterMap16 = ClusterMap<16, 256>;   // 128 < H <= 256: a non-portable cluster size (Hopper: up to 16)
 
+// The grouped variant (fused_group.cu, 128 < H <= 256, more than 16 sequences a step): a group of up to 16 sequences
+// in lock step on a cluster of 16 blocks, each block owning the 16 units j = 16 rank + u (its 64 gate rows 4 u + q,
+// unit-major as in the scratch) and holding its share of W_hh in registers as tf32 fragments of the tensor cores'
+// m16n8k8 (tf32_split.hpp: lane (g, t) = (lane / 4, lane % 4) holds A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4]
+// of a 16 x 8 tile, element i of a tile being row g + 8 (i & 1), column t + 4 (i >> 1)).
+//   forward:  warp w: the 16 gate rows 16 (w & 3) .. of the block (local row r = 4 u + q: W_hh[q H + j]) times the
+//             columns k of half w / 4 (kFwdTiles tiles of 8): A = W_hh rows; B = h of the group, by sequence.
+//   backward: warp w: W_hh^T for the units of blocks 2 w and 2 w + 1 (m = destination unit) over the block's own 64
+//             gate rows (k): each block sums W_hh^T d gates over its rows for every unit, and sends each block the
+//             partial sums of that block's units (a reduce-scatter over the cluster), so the d gates never leave it.
+// Host and device, so the unit tests check that every weight of the block's rows is held exactly once per pass.
+struct GroupMap {
+  static constexpr int kCl = 16, kUnits = 16, kHmax = kCl * kUnits, kThreads = 256, kRows = 4 * kUnits;
+  static constexpr int kFwdTiles = kHmax / 2 / 8;   // k tiles of a forward warp (its half of the columns)
+  static constexpr int kBwdTiles = kRows / 8;       // k tiles of a backward warp (the block's gate rows)
+  // Forward: element i of k tile kt of warp w, lane: the block's gate row and the column.
+  RAGTRAIN_HD static int fwd_row(int w, int lane, int i) { return 16 * (w & 3) + (lane >> 2) + 8 * (i & 1); }
+  RAGTRAIN_HD static int fwd_col(int w, int lane, int kt, int i) {
+    return (kHmax / 2) * (w >> 2) + 8 * kt + (lane & 3) + 4 * (i >> 1);
+  }
+  // Backward: element i of tile (mm, kt) of warp w: the column (the unit of block 2 w + mm) and the block's gate row.
+  RAGTRAIN_HD static int bwd_col(int w, int lane, int mm, int i) {
+    return kUnits * (2 * w + mm) + (lane >> 2) + 8 * (i & 1);
+  }
+  RAGTRAIN_HD static int bwd_row(int lane, int kt, int i) { return 8 * kt + (lane & 3) + 4 * (i >> 1); }
+  // The forward's h: lane u of a sequence's 16 lanes sends units 4 (u % 4) .. + 3 of its block to blocks
+  // u / 4 + 4 i, i < 4 (each block gets all four float4s of every block).
+  RAGTRAIN_HD static int h_chunk(int u) { return u & 3; }
+  RAGTRAIN_HD static int h_dest(int u, int i) { return (u >> 2) + 4 * i; }
+};
+
 }  // namespace ragtrain

@@ -143,6 +143,28 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
     CUDA_CHECK(cudaFuncSetAttribute(v, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
     if (cl_ > 8) CUDA_CHECK(cudaFuncSetAttribute(v, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   }
+  grouped_ok_ = cl_ == GroupMap::kCl;
+  if (grouped_ok_) {   // the grouped stages' kernels (fused_group.cu): one shared-memory size, the larger one's
+    group_smem_bytes_ = static_cast<size_t>(GroupSmem<2>::kFloats) * sizeof(float);
+    for (const void* v : {fused_group_forward_kernel<1>(), fused_group_forward_kernel<2>(),
+                          fused_group_backward_kernel<1>(), fused_group_backward_kernel<2>()}) {
+      CUDA_CHECK(cudaFuncSetAttribute(v, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(group_smem_bytes_)));
+      CUDA_CHECK(cudaFuncSetAttribute(v, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    }
+    cudaLaunchConfig_t probe = {};
+    cudaLaunchAttribute dims = {};
+    dims.id = cudaLaunchAttributeClusterDimension;
+    dims.val.clusterDim.x = GroupMap::kCl;
+    dims.val.clusterDim.y = dims.val.clusterDim.z = 1;
+    probe.gridDim = dim3(GroupMap::kCl);
+    probe.blockDim = dim3(GroupMap::kThreads);
+    probe.dynamicSmemBytes = group_smem_bytes_;
+    probe.attrs = &dims;
+    probe.numAttrs = 1;
+    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&group_clusters_, fused_group_forward_kernel<2>(), &probe));
+    grouped_ok_ = group_clusters_ >= 1;
+  }
   if (cl_ > 8) {   // 16 blocks: above the portable cluster size (8), which the GPU must allow and fit
     cudaLaunchConfig_t probe = {};
     cudaLaunchAttribute dims = {};
@@ -183,7 +205,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   pack_flags_.resize_discard(LD * kPack);
   // Epoch 0 is never a run's: a flag not yet written reads as not packed.
   CUDA_CHECK(cudaMemset(pack_flags_.get(), 0, LD * kPack * sizeof(unsigned long long)));
-  if (apart_) {   // the head's block: the pooled vector and its gradient, the logits, misc
+  if (apart_ || grouped_ok_) {   // the head's block: the pooled vector and its gradient, the logits, misc
     head_smem_bytes_ = static_cast<size_t>(2 * ((HI + 3) / 4 * 4) + Cp_ + 4) * sizeof(float);
     RT_CHECK(static_cast<int64_t>(head_smem_bytes_) <= optin, "fused LSTM: the head exceeds shared memory");
     CUDA_CHECK(cudaFuncSetAttribute(fused_pool_head_kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -232,6 +254,14 @@ int FusedLstm::weight_grad_groups(int64_t B, int64_t timesteps, const SplitTiles
   return static_cast<int>(B == 1 ? 1 : std::min<int64_t>(B, kMaxGroups));
 }
 
+// Grouped: the groups of both directions fill the clusters that run at once, at most kGroupMaxN sequences a group (a
+// larger step runs in waves). (Not in a recorded run: that times the one-sequence kernels.)
+int FusedLstm::group_size(int64_t B) const {
+  if (!grouped_ok_ || !grouping_on_ || record_ || B <= kStreamMaxB) return 0;
+  const int64_t n = (B * dirs_ + group_clusters_ - 1) / group_clusters_;
+  return static_cast<int>(std::min<int64_t>(n, kGroupMaxN));
+}
+
 // The split weight-gradient GEMM (B > kStreamMaxB) over z = [x, h, 1] of inputs + H + 1 columns: warp tiles of 32 x
 // 32, block tiles of <= 4 warps along z's columns and <= kSgWarps warps, as few block tiles as that allows, and parts
 // of the timesteps for about two blocks per SM.
@@ -268,14 +298,14 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   if (L > 1) xbuf_.resize_discard(static_cast<size_t>((L - 1) * cap_B_ * cap_T_ * HI));
   // (Overlapped, a slab per layer boundary: two layers' backwards run at once.)
   const int64_t slabs = overlap_ ? L - 1 : 1;
-  if (L > 1 || apart_) dh_ext_.resize_discard(static_cast<size_t>(slabs * cap_B_ * dirs_ * cap_T_ * H));
+  if (L > 1 || apart_ || grouped_ok_) dh_ext_.resize_discard(static_cast<size_t>(slabs * cap_B_ * dirs_ * cap_T_ * H));
   if (overlap_) {   // every flag of the overlapped chain, each layer's own (Args::fwd_words)
     const int T = static_cast<int>(cap_T_), Hi = static_cast<int>(H), Bc = static_cast<int>(cap_B_);
     layer_flags_ = cap_B_ * kMaxCl + chain_proj_flag(T, Hi, Bc, 0, 0) + chain_dx_flag(T, Hi, Bc, 0, 0);
     flags_.resize_discard(static_cast<size_t>(L * layer_flags_));
     CUDA_CHECK(cudaMemset(flags_.get(), 0, flags_.size() * sizeof(unsigned long long)));
   }
-  if (apart_) {
+  if (apart_ || grouped_ok_) {
     pooled_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * H));
     pooled_at_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * H));
   }
@@ -449,7 +479,10 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
   // The cluster variant's pack blocks first (the first kPack blocks of the first rows), then a row per sequence of
   // its time chunks.
   const int64_t proj_x = (T + a.tc - 1) / a.tc;
-  const int32_t pack_rows = hr_ > 0 ? 0 : static_cast<int32_t>((kPack + proj_x - 1) / proj_x);
+  // Grouped (Args::group_n): the recurrences run in stages, the head between them, as when the directions run apart;
+  // their kernels read W_hh from the parameters (no packed copy).
+  const bool grouped = a.group_n > 0, staged = apart_ || grouped;
+  const int32_t pack_rows = hr_ > 0 || grouped ? 0 : static_cast<int32_t>((kPack + proj_x - 1) / proj_x);
   const unsigned ud = static_cast<unsigned>(dirs_);
   const int G = static_cast<int>(4 * H);
   auto project = [&](Params& q) {
@@ -461,6 +494,16 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
   };
   // The cluster variant: cl_ blocks a sequence and direction; one block: a cluster of the 2 directions' blocks.
   auto recur = [&](Params& q, bool ext) {
+    if (grouped) {   // a 16-block cluster a group and direction
+      const int n = q.a.group_n;
+      const bool two = n > 8;
+      const void* fn = q.a.stage == kStageBackward
+                           ? (two ? fused_group_backward_kernel<2>() : fused_group_backward_kernel<1>())
+                           : (two ? fused_group_forward_kernel<2>() : fused_group_forward_kernel<1>());
+      const unsigned clusters = static_cast<unsigned>((B + n - 1) / n) * ud;
+      launch(q, fn, dim3(clusters * GroupMap::kCl), GroupMap::kThreads, group_smem_bytes_, GroupMap::kCl);
+      return;
+    }
     launch(q, kernel(ext, q.a.proj_flags != nullptr), dim3(ub * ud * (hr_ > 0 ? 1u : static_cast<unsigned>(cl_))),
            rec_threads_, smem_bytes_, hr_ > 0 ? ud : static_cast<unsigned>(cl_));
   };
@@ -512,9 +555,9 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
   for (int64_t l = 0; l < L; ++l) {
     Params& q = lp[static_cast<size_t>(l)];
     const bool top = l + 1 == L;
-    q.a.stage = !top || apart_ ? kStageForward : kStageAll;
-    q.a.pooled_out = top && apart_ ? pooled_.get() : nullptr;
-    q.a.pooled_at = top && apart_ ? pooled_at_.get() : nullptr;
+    q.a.stage = !top || staged ? kStageForward : kStageAll;
+    q.a.pooled_out = top && staged ? pooled_.get() : nullptr;
+    q.a.pooled_at = top && staged ? pooled_at_.get() : nullptr;
     project(q);
     mark(1);
     recur(q, false);
@@ -528,7 +571,7 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
       launch(x, fused_layer_input_kernel(), dim3(static_cast<unsigned>((T * HI + 255) / 256), ub), 256, 0);
     }
   }
-  if (apart_) {
+  if (staged) {
     Params& q = lp.back();
     q.a.dx = dh_ext_.get();
     q.a.dh_ext = dh_ext_.get();
@@ -557,10 +600,20 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
   }
 }
 
-void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features, const int32_t* labels,
+void FusedLstm::run(const std::vector<GatherSlot>& batch, const float* features, const int32_t* labels,
                     const float* targets, const float* params, float* grads, cudaStream_t s,
                     const FusedHeadDropout& drop, const FusedHeadDropout& between) {
-  const int64_t B = static_cast<int64_t>(slots.size());
+  const int64_t B = static_cast<int64_t>(batch.size());
+  // Grouped, the slots run longest first, so that each group's members take about as many steps (a group runs as
+  // long as its longest). The order is the kernels' alone: every output is a sum over the slots.
+  const int group_n = group_size(B);
+  std::vector<GatherSlot> sorted;
+  if (group_n > 0) {
+    sorted = batch;
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const GatherSlot& x, const GatherSlot& y) { return x.length > y.length; });
+  }
+  const std::vector<GatherSlot>& slots = group_n > 0 ? sorted : batch;
   RT_CHECK(B >= 1 && B <= kMaxGatherSlots, "fused LSTM: " << B << " sequences in one step");
   int64_t T = 0, timesteps = 0;
   for (const GatherSlot& g : slots) {
@@ -573,6 +626,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& slots, const float* features,
     reserve(B, T);
   }
   Params p = common_params<Params>(B, T, features, labels, targets, params, grads, drop);
+  p.a.group_n = group_n;
   const int64_t L = shape_.layers, H = shape_.hidden;
   RT_CHECK(!record_ || (L == 1 && !apart_), "fused LSTM: a recorded run times one layer of one kernel chain");
   RT_CHECK(between.threshold == 0 || between.indices, "fused LSTM: dropout between layers without the shard's indices");
@@ -652,7 +706,14 @@ std::string FusedLstm::describe() const {
   if (hr_ == 0)
     return RT_MSG("fused kernel (" << layers << "recurrent weights in the registers of a " << cl_
                                    << "-block cluster per sequence"
-                                   << ", " << rec_threads_ << " threads a block)");
+                                   << ", " << rec_threads_ << " threads a block"
+                                   << (grouped_ok_ && grouping_on_
+                                           ? RT_MSG("; above " << kStreamMaxB << " sequences a step, groups of up to "
+                                                               << kGroupMaxN << " in lock step a cluster, "
+                                                               << group_clusters_
+                                                               << " clusters at once, on the tensor cores")
+                                           : "")
+                                   << ")");
   return RT_MSG("fused kernel (" << layers
                                   << (dirs_ == 2 && !apart_ ? "bidirectional, a 2-block cluster per sequence, " : "")
                                   << "recurrent weights in registers, " << rec_threads_ << " threads, "

@@ -90,6 +90,9 @@ class FusedLstm {
   // Whether stacked layers overlap where they can (default; Args::fwd_words), or run one after another (the tests
   // compare the two bit for bit).
   void set_overlap(bool on) { overlap_on_ = on; }
+  // Whether steps of more than 16 sequences at 128 < H <= 256 run in lock-step groups on the tensor cores (default;
+  // fused_group.cu), or one sequence a cluster (the tests run both against the CPU reference).
+  void set_grouping(bool on) { grouping_on_ = on; }
   FusedCycles last_cycles(cudaStream_t s);
 
   // Median microseconds of one run over B sequences of length T on random data (its own buffers; `s` is
@@ -141,6 +144,14 @@ class FusedLstm {
   // (up to kStreamMaxB sequences) and has no dropout between layers; else they run one after another.
   bool overlap_ = false;
   bool overlap_on_ = true;
+  // 128 < H <= 256: a step of more than kStreamMaxB sequences runs its recurrences in groups (Args::group_n) of up to
+  // kGroupMaxN sequences a 16-block cluster, sized so that the groups fill the clusters the GPU runs at once
+  // (group_clusters_), with the head between the stages as when the directions run apart.
+  bool grouped_ok_ = false;
+  bool grouping_on_ = true;
+  int group_clusters_ = 0;
+  size_t group_smem_bytes_ = 0;
+  int group_size(int64_t B) const;   // sequences a group for a step of B (0: not grouped)
   DeviceBuffer<unsigned long long> flags_;   // overlap_: (layers, layer_flags_) the chain's flags
   int64_t layer_flags_ = 0;
   int64_t n_grad_ = 0, stride_ = 0;
