@@ -97,6 +97,25 @@ FusedLayoutResult fused_layout_from_index(const ModelShape& shape, const std::ve
   return res;
 }
 
+namespace {
+// How many clusters of cl blocks of kernel k the GPU runs at once.
+int active_clusters(const void* k, int cl, int threads, size_t smem) {
+  cudaLaunchConfig_t probe = {};
+  cudaLaunchAttribute dims = {};
+  dims.id = cudaLaunchAttributeClusterDimension;
+  dims.val.clusterDim.x = static_cast<unsigned>(cl);
+  dims.val.clusterDim.y = dims.val.clusterDim.z = 1;
+  probe.gridDim = dim3(static_cast<unsigned>(cl));
+  probe.blockDim = dim3(static_cast<unsigned>(threads));
+  probe.dynamicSmemBytes = smem;
+  probe.attrs = &dims;
+  probe.numAttrs = 1;
+  int clusters = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &probe));
+  return clusters;
+}
+}  // namespace
+
 FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t n_grad, int device,
                      const FusedLayout& reverse, const std::vector<FusedLayout>& upper)
     : shape_(shape), layout_(layout), reverse_(reverse), dirs_(shape.bidirectional ? 2 : 1), n_grad_(n_grad),
@@ -152,34 +171,13 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
                                       static_cast<int>(group_smem_bytes_)));
       CUDA_CHECK(cudaFuncSetAttribute(v, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     }
-    cudaLaunchConfig_t probe = {};
-    cudaLaunchAttribute dims = {};
-    dims.id = cudaLaunchAttributeClusterDimension;
-    dims.val.clusterDim.x = GroupMap::kCl;
-    dims.val.clusterDim.y = dims.val.clusterDim.z = 1;
-    probe.gridDim = dim3(GroupMap::kCl);
-    probe.blockDim = dim3(GroupMap::kThreads);
-    probe.dynamicSmemBytes = group_smem_bytes_;
-    probe.attrs = &dims;
-    probe.numAttrs = 1;
-    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&group_clusters_, fused_group_forward_kernel<2>(), &probe));
+    group_clusters_ = active_clusters(fused_group_forward_kernel<2>(), GroupMap::kCl, GroupMap::kThreads,
+                                      group_smem_bytes_);
     grouped_ok_ = group_clusters_ >= 1;
   }
-  if (cl_ > 8) {   // 16 blocks: above the portable cluster size (8), which the GPU must allow and fit
-    cudaLaunchConfig_t probe = {};
-    cudaLaunchAttribute dims = {};
-    dims.id = cudaLaunchAttributeClusterDimension;
-    dims.val.clusterDim.x = static_cast<unsigned>(cl_);
-    dims.val.clusterDim.y = dims.val.clusterDim.z = 1;
-    probe.gridDim = dim3(static_cast<unsigned>(cl_));
-    probe.blockDim = dim3(static_cast<unsigned>(rec_threads_));
-    probe.dynamicSmemBytes = smem_bytes_;
-    probe.attrs = &dims;
-    probe.numAttrs = 1;
-    int clusters = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &probe));
-    RT_CHECK(clusters >= 1, "fused LSTM: this GPU runs no cluster of " << cl_ << " blocks");
-  }
+  if (cl_ > 8)   // 16 blocks: above the portable cluster size (8), which the GPU must allow and fit
+    RT_CHECK(active_clusters(k, cl_, rec_threads_, smem_bytes_) >= 1,
+             "fused LSTM: this GPU runs no cluster of " << cl_ << " blocks");
   // The projection's staged chunks: the widest of layer 0's (F inputs) and the layers above's (HI).
   proj_smem_bytes_ = static_cast<size_t>((kProjT + proj_threads_) * (proj_chunk(stacked ? std::max(F, HI) : F) + 4)) *
                      sizeof(float);
@@ -436,6 +434,26 @@ std::vector<P> FusedLstm::layer_params(const P& p, const P& pu, const float* fea
   return lp;
 }
 
+// Overlapped (Args::fwd_words): each layer's flags, its forward words first, then its projection's chunks, then the
+// input gradient's tiles that its backward polls.
+template <class P>
+void FusedLstm::set_chain_flags(std::vector<P>& lp) {
+  const int64_t L = shape_.layers;
+  const int proj_flags =
+      chain_proj_flag(static_cast<int>(cap_T_), static_cast<int>(shape_.hidden), static_cast<int>(cap_B_), 0, 0);
+  for (int64_t l = 0; l < L; ++l) {
+    Args& x = lp[static_cast<size_t>(l)].a;
+    unsigned long long* const f = flags_.get() + l * layer_flags_;
+    x.fwd_words = l + 1 < L ? f : nullptr;
+    x.proj_flags = f + cap_B_ * kMaxCl;
+    x.dx_flags = l + 1 < L ? x.proj_flags + proj_flags : nullptr;
+    if (l > 0) {
+      x.below_words = flags_.get() + (l - 1) * layer_flags_;
+      x.below_epoch = lp[static_cast<size_t>(l - 1)].a.epoch;
+    }
+  }
+}
+
 // The step's launches for the layers' fields lp (layer_params): each layer's forward in turn, then down the layers.
 template <class P>
 void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool drop_between,
@@ -533,24 +551,9 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
   // stage, then the head kernel, then its backward stage seeded by the head's d loss / d h_t.
   const int64_t HI = shape_.head_input();
   const bool copy = copies_between(drop_between);
-  // Overlapped (Args::fwd_words): each layer's flags, its forward words first, then its projection's chunks, then
-  // the input gradient's tiles that its backward polls.
+  // Overlapped (Args::fwd_words): the chain's flags.
   const bool ov = overlap_ && overlap_on_ && a.stream && !drop_between;
-  if (ov) {
-    const int proj_flags =
-        chain_proj_flag(static_cast<int>(cap_T_), static_cast<int>(H), static_cast<int>(cap_B_), 0, 0);
-    for (int64_t l = 0; l < L; ++l) {
-      Args& x = lp[static_cast<size_t>(l)].a;
-      unsigned long long* const f = flags_.get() + l * layer_flags_;
-      x.fwd_words = l + 1 < L ? f : nullptr;
-      x.proj_flags = f + cap_B_ * kMaxCl;
-      x.dx_flags = l + 1 < L ? x.proj_flags + proj_flags : nullptr;
-      if (l > 0) {
-        x.below_words = flags_.get() + (l - 1) * layer_flags_;
-        x.below_epoch = lp[static_cast<size_t>(l - 1)].a.epoch;
-      }
-    }
-  }
+  if (ov) set_chain_flags(lp);
   mark(0);
   for (int64_t l = 0; l < L; ++l) {
     Params& q = lp[static_cast<size_t>(l)];

@@ -114,6 +114,8 @@ class FusedLstm {
   std::vector<P> layer_params(const P& p, const P& pu, const float* features, bool drop_between, int64_t B,
                               int64_t timesteps);
   template <class P>
+  void set_chain_flags(std::vector<P>& lp);
+  template <class P>
   void launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool drop_between, const FusedHeadDropout& between,
                      cudaStream_t s);
   int64_t per_seq() const;         // floats of one sequence's scratch
