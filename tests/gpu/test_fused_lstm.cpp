@@ -299,11 +299,16 @@ TEST(FusedAgreement, ClassificationCluster16H256FortyOneSequences) {
 
 // Above 16 sequences at 128 < H <= 256: the slots sorted by length in groups of up to 16 in lock step a 16-block
 // cluster, the recurrent matvecs on the tensor cores (three tf32 products), the head between the forward and the
-// backward stage. Groups of 3-5 (one tile of 8 sequences), of 16 (two tiles), more groups than clusters at once
-// (waves), H not a multiple of 16 (a block's units partly past H), both tasks, every pool, two directions, 2 layers.
+// backward stage. On the 7 clusters of 16 blocks an H100 runs at once: groups of 3-5 (one tile of 8 sequences), 12
+// (two tiles), 18 (three), more groups than clusters (waves: 200 sequences in groups of 24), H not a multiple of 16 (a
+// block's units partly past H), both tasks, every pool, two directions, 2 layers.
 TEST(FusedGroupAgreement, ClassificationH256ThirtyThreeSequences) {
   RT_SKIP_WITHOUT_GPU();
   many_sequences({36, 256, 1, 10, Task::Classification}, 33);
+}
+TEST(FusedGroupAgreement, ClassificationH256EightyFourSequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences({36, 256, 1, 10, Task::Classification}, 84);
 }
 TEST(FusedGroupAgreement, MeanRegressionH200OneHundredTwentySequences) {
   RT_SKIP_WITHOUT_GPU();

@@ -7,8 +7,8 @@
 // Why: one sequence on a 16-block cluster (fused_cluster.cu) uses the tensor of a whole cluster for one matvec a
 // step, so at most 8 sequences run at once on 132 SMs and K = 32 takes four waves (998 us a step on the H100). Here
 // the step of every sequence of a group is one small matrix product, W_hh (64 gate rows of the block x 256) times h
-// (256 x up to 16 sequences), as m16n8k8 tf32 mma with three products per float product (tf32_split.hpp: float
-// accuracy, what the CPU reference's tolerance needs), so 8 clusters hold 128 sequences at once. Block `rank` owns the
+// (256 x up to 24 sequences), as m16n8k8 tf32 mma with three products per float product (tf32_split.hpp: float
+// accuracy, what the CPU reference's tolerance needs), so the 7 clusters an H100 runs at once hold 168 sequences. Block `rank` owns the
 // units j = 16 rank + u (GroupMap, fused_lanes.hpp, where the unit tests check which lane holds which weight).
 //   forward:  each block computes its 64 gate rows for the group from the whole h_{t-1} (every block sends its units'
 //             h to every block: st.async into each one's buffer, bytes counted on its mbarrier), a thread per (unit,
@@ -49,39 +49,45 @@ __device__ __forceinline__ float w_hh(const Args& a, const FusedLayout& lay, int
   return (j < a.H && k < a.H) ? __ldcg(a.params + lay.w_hh[q] + static_cast<int64_t>(j) * a.H + k) : 0.0f;
 }
 
-// What every thread knows of its group, and the (unit, sequence) it updates (threads below 16 kNP: u = tid mod 16,
-// s = tid / 16; their slot's scratch).
-struct GroupLane {
-  int rank, d, first, nb, maxlen;   // cluster rank, direction, the group's first slot, members, longest length
-  int u, s, j, len;                 // this thread's unit and member, the unit's index, the member's length (0: none)
-  bool elem, member;                // elem: the thread updates (u, s); member: s is a slot of the group
-  int64_t seq;                      // the member's sequence index (slot dirs + d): its scratch
-  float *gbuf, *cbuf, *tcbuf, *hbuf;
+// The group a cluster runs: direction d's slots first .. first + nb - 1 (sorted: the first is the longest).
+struct GroupOf {
+  int d, first, nb, maxlen;
 };
-
-template <int NT>
-__device__ __forceinline__ GroupLane group_lane(const Params& p, int rank) {
+__device__ __forceinline__ GroupOf group_of(const Params& p) {
   const Args& a = p.a;
-  GroupLane g{};
-  const int ci = static_cast<int>(blockIdx.x) / GM::kCl, tid = static_cast<int>(threadIdx.x);
-  g.rank = rank;
+  const int ci = static_cast<int>(blockIdx.x) / GM::kCl;
+  GroupOf g;
   g.d = ci % a.dirs;
   g.first = (ci / a.dirs) * a.group_n;
   g.nb = min(a.group_n, a.B - g.first);
-  g.maxlen = slot_of(p, g.first).length;   // sorted: the first member is the longest
-  g.u = tid & 15;
-  g.s = tid >> 4;
-  g.j = GM::kUnits * rank + g.u;
-  g.elem = tid < 16 * 8 * NT;
-  g.member = g.elem && g.s < g.nb;
-  g.len = g.member ? slot_of(p, g.first + g.s).length : 0;
-  g.seq = static_cast<int64_t>(g.first + (g.member ? g.s : 0)) * a.dirs + g.d;
-  g.gbuf = a.scratch + g.seq * a.per_seq;   // the one-block kernel's scratch layout
-  g.cbuf = g.gbuf + static_cast<int64_t>(a.t_cap) * 4 * a.H;
-  g.tcbuf = g.cbuf + static_cast<int64_t>(a.t_cap) * a.H;
-  g.hbuf = g.tcbuf + static_cast<int64_t>(a.t_cap) * a.H;
+  g.maxlen = slot_of(p, g.first).length;
   return g;
 }
+
+// A (unit, member) pair whose cell a thread updates: pair e of thread tid is unit u = tid mod 16 of the block and
+// member s = tid / 16 + 16 e (3 tiles: the first 128 threads take a second member, warp by warp).
+struct GroupSeq {
+  int s, len;           // len 0: s is no member of the group
+  bool elem, unit_ok;   // elem: s < kNP (the thread updates the pair); unit_ok: a member and unit j below H
+  int64_t seq;          // the member's sequence index (slot dirs + d)
+  float* gbuf;          // its scratch (the one-block kernel's layout): gates (4H a step), then c, tanh(c), h (H each)
+};
+template <int NT>
+__device__ __forceinline__ GroupSeq group_seq(const Params& p, const GroupOf& g, int j, int e) {
+  const Args& a = p.a;
+  GroupSeq q;
+  q.s = (static_cast<int>(threadIdx.x) >> 4) + 16 * e;
+  q.elem = q.s < 8 * NT;
+  const bool member = q.elem && q.s < g.nb;
+  q.len = member ? slot_of(p, g.first + q.s).length : 0;
+  q.unit_ok = member && j < a.H;
+  q.seq = static_cast<int64_t>(g.first + (member ? q.s : 0)) * a.dirs + g.d;
+  q.gbuf = a.scratch + q.seq * a.per_seq;
+  return q;
+}
+// Pairs a thread updates: 16 kNP over the block's threads.
+template <int NT>
+constexpr int kGroupPairs = (16 * 8 * NT + GM::kThreads - 1) / GM::kThreads;
 
 // Sets up the block's mbarriers (each one's first phase expects one step's vector, `bytes`) and, after every block of
 // the cluster did, lets the sends begin; then waits for the kernel before this one (its scratch).
@@ -109,15 +115,16 @@ __device__ __forceinline__ void group_wait(uint32_t bars, int i, uint32_t bytes)
 template <int NT>
 __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __grid_constant__ Params p) {
   using S = GroupSmem<NT>;
-  constexpr int kNP = S::kNP, kTiles = GM::kFwdTiles;
+  constexpr int kNP = S::kNP, kTiles = GM::kFwdTiles, kPairs = kGroupPairs<NT>;
   const Args& a = p.a;
   extern __shared__ float4 group_smem4[];
   float* const base = reinterpret_cast<float*>(group_smem4);
   float* const h_s = base + S::kBars;          // (2, kNP, kHp) h of the group by sequence
   float* const red = h_s + 2 * kNP * S::kHp;   // (2, 2, kNP, kRp) each column half's W_hh h by sequence
   const int rank = static_cast<int>(cooperative_groups::this_cluster().block_rank());
-  const GroupLane g = group_lane<NT>(p, rank);
+  const GroupOf g = group_of(p);
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31, H = a.H, G = 4 * H;
+  const int u = tid & 15, j = GM::kUnits * rank + u;
   // The block's rows of W_hh as tf32 pairs, loaded before the wait (the parameters change only between steps).
   const FusedLayout& lay = lay_of(a, g.d);
   uint32_t ah[kTiles][4], al[kTiles][4];
@@ -130,22 +137,32 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
     }
   for (int i = tid; i < 2 * kNP * S::kHp; i += GM::kThreads) h_s[i] = 0.0f;
   const uint32_t bars = smem_addr(base), bytes = GM::kHmax * kNP * 4;
-  // Lane u of a member's 16 lanes sends units 4 (u mod 4) .. of the block to blocks u / 4 + 4 i.
+  // Lane u of a member's 16 lanes sends units 4 (u mod 4) .. of the block to blocks u / 4 + 4 i (pair e: member
+  // s + 16 e, 16 rows further).
   uint32_t far_h[4], far_bar[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const int to = GM::h_dest(g.u, i);
-    far_h[i] = remote_addr(smem_addr(h_s + g.s * S::kHp + GM::kUnits * rank + 4 * GM::h_chunk(g.u)), to);
+    const int to = GM::h_dest(u, i);
+    far_h[i] = remote_addr(smem_addr(h_s + (tid >> 4) * S::kHp + GM::kUnits * rank + 4 * GM::h_chunk(u)), to);
     far_bar[i] = remote_addr(bars, to);
+  }
+  GroupSeq sq[kPairs];
+  float c[kPairs], h_last[kPairs];
+  PoolAcc acc[kPairs];
+  float4 x[kPairs];   // step t's gate inputs (the projection), loaded a step ahead
+#pragma unroll
+  for (int e = 0; e < kPairs; ++e) {
+    sq[e] = group_seq<NT>(p, g, j, e);
+    c[e] = h_last[e] = 0.0f;
+    x[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
   group_start(bars, bytes);
 
-  const bool unit_ok = g.member && g.j < H;
-  float c = 0.0f, h_last = 0.0f;
-  PoolAcc acc;
-  float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);   // step t's gate inputs (the projection), loaded a step ahead
-  if (unit_ok) x = __ldcg(reinterpret_cast<const float4*>(g.gbuf + 4 * g.j));
+#pragma unroll
+  for (int e = 0; e < kPairs; ++e)
+    if (sq[e].unit_ok) x[e] = __ldcg(reinterpret_cast<const float4*>(sq[e].gbuf + 4 * j));
   const int mt = warp & 3, kh = warp >> 2;
+  const int64_t tcap = a.t_cap;
   for (int t = 0; t < g.maxlen; ++t) {
     float* const rb = red + (t & 1) * 2 * kNP * S::kRp;
     if (t > 0) {   // W_hh h_{t-1} for the group: rows 16 mt .., columns of half kh
@@ -170,46 +187,54 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
       }
     }
     __syncthreads();
-    if (!g.elem) continue;
-    const bool live = unit_ok && t < g.len;
-    float4 z = x;
-    if (t > 0) {
-      const float4 r0 = *reinterpret_cast<const float4*>(rb + g.s * S::kRp + 4 * g.u);
-      const float4 r1 = *reinterpret_cast<const float4*>(rb + (kNP + g.s) * S::kRp + 4 * g.u);
-      z.x += r0.x + r1.x;
-      z.y += r0.y + r1.y;
-      z.z += r0.z + r1.z;
-      z.w += r0.w + r1.w;
-    }
-    const float ig = sigmoid_f(z.x), fg = sigmoid_f(z.y), gg = tanh_f(z.z), og = sigmoid_f(z.w);
-    c = (t > 0 ? fg * c : 0.0f) + ig * gg;
-    const float tc = tanh_f(c), h = og * tc;
-    const float hv = live ? h : 0.0f;
-    if (t + 1 < g.maxlen) {   // h_t of the block's units to every block: four float4s a member from four lanes
-      const int src = (lane & 16) + 4 * GM::h_chunk(g.u);
-      const float4 v = make_float4(__shfl_sync(kFull, hv, src), __shfl_sync(kFull, hv, src + 1),
-                                   __shfl_sync(kFull, hv, src + 2), __shfl_sync(kFull, hv, src + 3));
-      const uint32_t off = 4 * (t & 1) * kNP * S::kHp;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) send4(far_h[i] + off, v, far_bar[i] + 8 * (t & 1));
-    }
-    if (live) {
-      *reinterpret_cast<float4*>(g.gbuf + static_cast<int64_t>(t) * G + 4 * g.j) = make_float4(ig, fg, gg, og);
-      const int64_t o = static_cast<int64_t>(t) * H + g.j;
-      g.hbuf[o] = h;
-      g.cbuf[o] = c;
-      g.tcbuf[o] = tc;
-      if (a.pool == 1) {
-        acc.v += h;
-      } else if (a.pool == 2 && (t == 0 || h > acc.v || (g.d == 1 && h == acc.v))) {   // ties: the first step
-        acc.v = h;                                                                     // (reverse: the last)
-        acc.at = t;
+    for (int e = 0; e < kPairs; ++e) {
+      const GroupSeq& q = sq[e];
+      if (!q.elem) continue;   // (warp-uniform)
+      const bool live = q.unit_ok && t < q.len;
+      float4 z = x[e];
+      if (t > 0) {
+        const float4 r0 = *reinterpret_cast<const float4*>(rb + q.s * S::kRp + 4 * u);
+        const float4 r1 = *reinterpret_cast<const float4*>(rb + (kNP + q.s) * S::kRp + 4 * u);
+        z.x += r0.x + r1.x;
+        z.y += r0.y + r1.y;
+        z.z += r0.z + r1.z;
+        z.w += r0.w + r1.w;
       }
-      h_last = h;
-      if (t + 1 < g.len) x = __ldcg(reinterpret_cast<const float4*>(g.gbuf + static_cast<int64_t>(t + 1) * G + 4 * g.j));
+      const float ig = sigmoid_f(z.x), fg = sigmoid_f(z.y), gg = tanh_f(z.z), og = sigmoid_f(z.w);
+      c[e] = (t > 0 ? fg * c[e] : 0.0f) + ig * gg;
+      const float tc = tanh_f(c[e]), h = og * tc;
+      const float hv = live ? h : 0.0f;
+      if (t + 1 < g.maxlen) {   // h_t of the block's units to every block: four float4s a member from four lanes
+        const int src = (lane & 16) + 4 * GM::h_chunk(u);
+        const float4 v = make_float4(__shfl_sync(kFull, hv, src), __shfl_sync(kFull, hv, src + 1),
+                                     __shfl_sync(kFull, hv, src + 2), __shfl_sync(kFull, hv, src + 3));
+        const uint32_t off = 4 * ((t & 1) * kNP + 16 * e) * S::kHp;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) send4(far_h[i] + off, v, far_bar[i] + 8 * (t & 1));
+      }
+      if (live) {
+        float* const row = q.gbuf + t * G;
+        *reinterpret_cast<float4*>(row + 4 * j) = make_float4(ig, fg, gg, og);
+        float* const cj = q.gbuf + tcap * G + t * H + j;   // c, then tanh(c), then h: t_cap H apart
+        cj[0] = c[e];
+        cj[tcap * H] = tc;
+        cj[2 * tcap * H] = h;
+        if (a.pool == 1) {
+          acc[e].v += h;
+        } else if (a.pool == 2 && (t == 0 || h > acc[e].v || (g.d == 1 && h == acc[e].v))) {   // ties: the first
+          acc[e].v = h;                                                                        // step (reverse: the
+          acc[e].at = t;                                                                       // last)
+        }
+        h_last[e] = h;
+        if (t + 1 < q.len) x[e] = __ldcg(reinterpret_cast<const float4*>(row + G + 4 * j));
+      }
     }
   }
-  if (a.pooled_out && unit_ok) store_pooled(a, g.seq, g.j, pooled_of(a, acc, h_last, g.len), acc, g.len);
+#pragma unroll
+  for (int e = 0; e < kPairs; ++e)
+    if (a.pooled_out && sq[e].unit_ok)
+      store_pooled(a, sq[e].seq, j, pooled_of(a, acc[e], h_last[e], sq[e].len), acc[e], sq[e].len);
   cooperative_groups::this_cluster().sync();   // no block leaves while another may still send into it
 }
 
@@ -217,15 +242,16 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
 template <int NT>
 __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const __grid_constant__ Params p) {
   using S = GroupSmem<NT>;
-  constexpr int kNP = S::kNP, kTiles = GM::kBwdTiles, kPart = GM::kUnits * S::kPp;
+  constexpr int kNP = S::kNP, kTiles = GM::kBwdTiles, kPart = GM::kUnits * S::kPp, kPairs = kGroupPairs<NT>;
   const Args& a = p.a;
   extern __shared__ float4 group_smem4[];
   float* const base = reinterpret_cast<float*>(group_smem4);
   float* const part = base + S::kBars;                // (2, 16 blocks, 16 units, kPp) partial d h of the block's units
   float* const dgl = part + 2 * GM::kCl * kPart;      // (2, kNP, kRp) the block's d gates by sequence
   const int rank = static_cast<int>(cooperative_groups::this_cluster().block_rank());
-  const GroupLane g = group_lane<NT>(p, rank);
+  const GroupOf g = group_of(p);
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31, H = a.H, G = 4 * H;
+  const int u = tid & 15, j = GM::kUnits * rank + u;
   const FusedLayout& lay = lay_of(a, g.d);
   uint32_t ah[2][kTiles][4], al[2][kTiles][4];
 #pragma unroll
@@ -248,45 +274,57 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
     far_p[mm] = remote_addr(smem_addr(part + rank * kPart + (lane >> 2) * S::kPp + 2 * (lane & 3)), to);
     far_bar[mm] = remote_addr(bars, to);
   }
+  GroupSeq sq[kPairs];
+#pragma unroll
+  for (int e = 0; e < kPairs; ++e) sq[e] = group_seq<NT>(p, g, j, e);
   group_start(bars, bytes);
 
-  const bool unit_ok = g.member && g.j < H;
-  const float* const ext = a.dh_ext + g.seq * a.t_cap * H + g.j;
-  float dc = 0.0f;
-  // Step t's activations, c_{t-1}, tanh(c_t) and d loss / d h_t from outside, loaded a step ahead.
-  float4 act = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  float cp = 0.0f, tcv = 0.0f, ev = 0.0f;
-  auto fetch = [&](int t) {
-    if (!unit_ok || t < 0) return;
-    act = __ldcg(reinterpret_cast<const float4*>(g.gbuf + static_cast<int64_t>(t) * G + 4 * g.j));
-    cp = t >= 1 ? __ldcg(g.cbuf + static_cast<int64_t>(t - 1) * H + g.j) : 0.0f;
-    tcv = __ldcg(g.tcbuf + static_cast<int64_t>(t) * H + g.j);
-    ev = __ldcg(ext + static_cast<int64_t>(t) * H);
+  const int64_t tcap = a.t_cap;
+  // Each pair's d c, and step t's activations, c_{t-1}, tanh(c_t) and d loss / d h_t from outside, loaded a step
+  // ahead.
+  float dc[kPairs], cp[kPairs], tcv[kPairs], ev[kPairs];
+  float4 act[kPairs];
+  auto fetch = [&](int e, int t) {
+    const GroupSeq& q = sq[e];
+    if (!q.unit_ok || t < 0) return;
+    act[e] = __ldcg(reinterpret_cast<const float4*>(q.gbuf + t * G + 4 * j));
+    const float* const cj = q.gbuf + tcap * G + t * H + j;
+    cp[e] = t >= 1 ? __ldcg(cj - H) : 0.0f;
+    tcv[e] = __ldcg(cj + tcap * H);
+    ev[e] = __ldcg(a.dh_ext + q.seq * tcap * H + t * H + j);
   };
-  fetch(g.len - 1);
+#pragma unroll
+  for (int e = 0; e < kPairs; ++e) {
+    dc[e] = cp[e] = tcv[e] = ev[e] = 0.0f;
+    act[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    fetch(e, sq[e].len - 1);
+  }
   for (int i = 0; i < g.maxlen; ++i) {
-    if (g.elem) {
-      const int t = g.len - 1 - i;
-      const bool live = unit_ok && t >= 0;
+    if (i > 0 && sq[0].elem) group_wait(bars, i - 1, bytes);   // (thread 0, the lead, has an element)
+#pragma unroll
+    for (int e = 0; e < kPairs; ++e) {
+      const GroupSeq& q = sq[e];
+      if (!q.elem) continue;
+      const int t = q.len - 1 - i;
+      const bool live = q.unit_ok && t >= 0;
       float P = 0.0f;   // W_hh^T d gates of step t + 1, summed over the 16 blocks' rows in block order
       if (i > 0) {
-        group_wait(bars, i - 1, bytes);
-        const float* pp = part + ((i - 1) & 1) * GM::kCl * kPart + g.u * S::kPp + g.s;
+        const float* pp = part + ((i - 1) & 1) * GM::kCl * kPart + u * S::kPp + q.s;
 #pragma unroll
         for (int src = 0; src < GM::kCl; ++src) P += pp[src * kPart];
       }
-      const float dh = P + ev;
-      const float ig = act.x, fg = act.y, gg = act.z, og = act.w;
-      const float dct = dc + dh * og * (1.0f - tcv * tcv);
+      const float dh = P + ev[e];
+      const float ig = act[e].x, fg = act[e].y, gg = act[e].z, og = act[e].w, tc = tcv[e];
+      const float dct = dc[e] + dh * og * (1.0f - tc * tc);
       const float d0 = dct * gg * ig * (1.0f - ig);
-      const float d1 = t > 0 ? dct * cp * fg * (1.0f - fg) : 0.0f;
+      const float d1 = t > 0 ? dct * cp[e] * fg * (1.0f - fg) : 0.0f;
       const float d2 = dct * ig * (1.0f - gg * gg);
-      const float d3 = dh * tcv * og * (1.0f - og);
-      dc = dct * fg;
+      const float d3 = dh * tc * og * (1.0f - og);
+      dc[e] = dct * fg;
       const float4 dg = live ? make_float4(d0, d1, d2, d3) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      *reinterpret_cast<float4*>(dgl + ((i & 1) * kNP + g.s) * S::kRp + 4 * g.u) = dg;
-      if (live) *reinterpret_cast<float4*>(g.gbuf + static_cast<int64_t>(t) * G + 4 * g.j) = dg;
-      fetch(t - 1);
+      *reinterpret_cast<float4*>(dgl + ((i & 1) * kNP + q.s) * S::kRp + 4 * u) = dg;
+      if (live) *reinterpret_cast<float4*>(q.gbuf + t * G + 4 * j) = dg;
+      fetch(e, t - 1);
     }
     if (i + 1 == g.maxlen) break;
     __syncthreads();
@@ -328,7 +366,9 @@ const void* fused_group_backward_kernel() {
 }
 template const void* fused_group_forward_kernel<1>();
 template const void* fused_group_forward_kernel<2>();
+template const void* fused_group_forward_kernel<3>();
 template const void* fused_group_backward_kernel<1>();
 template const void* fused_group_backward_kernel<2>();
+template const void* fused_group_backward_kernel<3>();
 
 }  // namespace ragtrain

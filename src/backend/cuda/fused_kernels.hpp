@@ -70,7 +70,8 @@ struct GroupSmem {
   static constexpr int kBwd = kBars + 2 * 16 * 16 * kPp + 2 * kNP * kRp;
   static constexpr int kFloats = kFwd > kBwd ? kFwd : kBwd;
 };
-constexpr int kGroupMaxN = 16;   // sequences a group (and cluster) runs at most
+constexpr int kGroupMaxNT = 3;                 // n tiles of 8 sequences at most
+constexpr int kGroupMaxN = 8 * kGroupMaxNT;    // sequences a group (and cluster) runs at most
 
 // The input gradient of a stacked layer (fused_stack.cu): a block's tile of timesteps x input features. (16
 // timesteps: overlapped, the backward below waits for a whole tile of the layer above's, so the tile is its lag.)
@@ -205,7 +206,7 @@ const void* fused_one_block_kernel();   // HR = 32, 48, 52, 56, 64 (one_block_wi
 // and (true, true): the variant adding dh_ext runs only below the top of a stacked or apart model.
 template <class M, bool kExt, bool kChain>
 const void* fused_cluster_kernel();     // M = ClusterMap4, ClusterMap16
-// The grouped recurrence's stages (NT = 1, 2: up to 8 or 16 sequences a group).
+// The grouped recurrence's stages (NT = 1, 2, 3: up to 8, 16 or 24 sequences a group).
 template <int NT>
 const void* fused_group_forward_kernel();
 template <int NT>

@@ -164,14 +164,15 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   }
   grouped_ok_ = cl_ == GroupMap::kCl;
   if (grouped_ok_) {   // the grouped stages' kernels (fused_group.cu): one shared-memory size, the larger one's
-    group_smem_bytes_ = static_cast<size_t>(GroupSmem<2>::kFloats) * sizeof(float);
+    group_smem_bytes_ = static_cast<size_t>(GroupSmem<kGroupMaxNT>::kFloats) * sizeof(float);
     for (const void* v : {fused_group_forward_kernel<1>(), fused_group_forward_kernel<2>(),
-                          fused_group_backward_kernel<1>(), fused_group_backward_kernel<2>()}) {
+                          fused_group_forward_kernel<3>(), fused_group_backward_kernel<1>(),
+                          fused_group_backward_kernel<2>(), fused_group_backward_kernel<3>()}) {
       CUDA_CHECK(cudaFuncSetAttribute(v, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(group_smem_bytes_)));
       CUDA_CHECK(cudaFuncSetAttribute(v, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     }
-    group_clusters_ = active_clusters(fused_group_forward_kernel<2>(), GroupMap::kCl, GroupMap::kThreads,
+    group_clusters_ = active_clusters(fused_group_forward_kernel<kGroupMaxNT>(), GroupMap::kCl, GroupMap::kThreads,
                                       group_smem_bytes_);
     grouped_ok_ = group_clusters_ >= 1;
   }
@@ -513,11 +514,11 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
   // The cluster variant: cl_ blocks a sequence and direction; one block: a cluster of the 2 directions' blocks.
   auto recur = [&](Params& q, bool ext) {
     if (grouped) {   // a 16-block cluster a group and direction
-      const int n = q.a.group_n;
-      const bool two = n > 8;
-      const void* fn = q.a.stage == kStageBackward
-                           ? (two ? fused_group_backward_kernel<2>() : fused_group_backward_kernel<1>())
-                           : (two ? fused_group_forward_kernel<2>() : fused_group_forward_kernel<1>());
+      const int n = q.a.group_n, nt = (n + 7) / 8;
+      const bool back = q.a.stage == kStageBackward;
+      const void* fn = nt == 1   ? (back ? fused_group_backward_kernel<1>() : fused_group_forward_kernel<1>())
+                       : nt == 2 ? (back ? fused_group_backward_kernel<2>() : fused_group_forward_kernel<2>())
+                                 : (back ? fused_group_backward_kernel<3>() : fused_group_forward_kernel<3>());
       const unsigned clusters = static_cast<unsigned>((B + n - 1) / n) * ud;
       launch(q, fn, dim3(clusters * GroupMap::kCl), GroupMap::kThreads, group_smem_bytes_, GroupMap::kCl);
       return;
