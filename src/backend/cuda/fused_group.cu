@@ -33,15 +33,24 @@ namespace {
 
 using GM = GroupMap;
 
-// d += A B in three tf32 products (lo hi, hi lo, hi hi): A split once (ah, al), B's two values split here.
-__device__ __forceinline__ void mma3(float (&d)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4], float x0,
-                                     float x1) {
-  uint32_t h0, l0, h1, l1;
-  tf32_split(x0, h0, l0);
-  tf32_split(x1, h1, l1);
-  mma_tf32(d, al, h0, h1);
-  mma_tf32(d, ah, l0, l1);
-  mma_tf32(d, ah, h0, h1);
+// d[q] += A[q] B[q] for 4 k tiles q, each in three tf32 products (lo hi, hi lo, hi hi; A split once, B's values
+// b[q][0], b[q][4] split here), issued product by product over the 4 tiles: an mma waits for the one before it on the
+// same accumulator, and issued tile by tile (three in a row on one accumulator) the step's matvec ran ~16 cycles an
+// mma a sub-partition on the H100.
+template <class A>
+__device__ __forceinline__ void mma3x4(float (*d[4])[4], const A& ah, const A& al, int kt0, const float* const (&b)[4]) {
+  uint32_t bh[4][2], bl[4][2];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    tf32_split(b[q][0], bh[q][0], bl[q][0]);
+    tf32_split(b[q][4], bh[q][1], bl[q][1]);
+  }
+#pragma unroll
+  for (int q = 0; q < 4; ++q) mma_tf32(*d[q], al[kt0 + q], bh[q][0], bh[q][1]);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) mma_tf32(*d[q], ah[kt0 + q], bl[q][0], bl[q][1]);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) mma_tf32(*d[q], ah[kt0 + q], bh[q][0], bh[q][1]);
 }
 
 // W_hh[q H + j][k] of direction d, zero past H (the padding of the 256 x 256 tile).
@@ -168,13 +177,15 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
     if (t > 0) {   // W_hh h_{t-1} for the group: rows 16 mt .., columns of half kh
       group_wait(bars, t - 1, bytes);
       const float* hb = h_s + ((t - 1) & 1) * kNP * S::kHp + (lane >> 2) * S::kHp + (lane & 3);
-      float ac[4][NT][4] = {};
+      float ac[4][NT][4] = {};   // accumulator kt mod 4
 #pragma unroll
-      for (int kt = 0; kt < kTiles; ++kt)
+      for (int kt0 = 0; kt0 < kTiles; kt0 += 4)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const float* b = hb + nt * 8 * S::kHp + (GM::kHmax / 2) * kh + 8 * kt;
-          mma3(ac[kt & 3][nt], ah[kt], al[kt], b[0], b[4]);
+          const float* const b0 = hb + nt * 8 * S::kHp + (GM::kHmax / 2) * kh + 8 * kt0;
+          float(*d[4])[4] = {&ac[0][nt], &ac[1][nt], &ac[2][nt], &ac[3][nt]};
+          const float* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
+          mma3x4(d, ah, al, kt0, b);
         }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
@@ -332,13 +343,15 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
     const float* db = dgl + (i & 1) * kNP * S::kRp + (lane >> 2) * S::kRp + (lane & 3);
 #pragma unroll
     for (int mm = 0; mm < 2; ++mm) {
-      float ac[4][NT][4] = {};
+      float ac[4][NT][4] = {};   // accumulator kt mod 4
 #pragma unroll
-      for (int kt = 0; kt < kTiles; ++kt)
+      for (int kt0 = 0; kt0 < kTiles; kt0 += 4)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const float* b = db + nt * 8 * S::kRp + 8 * kt;
-          mma3(ac[kt & 3][nt], ah[mm][kt], al[mm][kt], b[0], b[4]);
+          const float* const b0 = db + nt * 8 * S::kRp + 8 * kt0;
+          float(*d[4])[4] = {&ac[0][nt], &ac[1][nt], &ac[2][nt], &ac[3][nt]};
+          const float* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
+          mma3x4(d, ah[mm], al[mm], kt0, b);
         }
       const uint32_t off = 4 * (i & 1) * GM::kCl * kPart;
 #pragma unroll
