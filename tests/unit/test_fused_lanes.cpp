@@ -144,7 +144,8 @@ TEST(FusedLanes, ClusterMapsHoldEveryWeightOnce) {
 
 // The grouped variant (fused_group.cu): each block's lanes hold every weight of its 64 gate rows (all 256 columns)
 // exactly once in the forward's fragments, and again exactly once in the backward's; the mma tiles' rows are those
-// of the m16n8k8 layout (row g or g + 8, column t or t + 4 of the tile).
+// of the m16n8k8 layout (row g or g + 8, column t or t + 4 of the tile); the forward's h sends reach every block with
+// each of the four chunks of a block's units once.
 TEST(FusedLanes, GroupMapHoldsEveryWeightOncePerPass) {
   using ragtrain::GroupMap;
   constexpr int kRows = GroupMap::kRows, kCols = GroupMap::kHmax;
@@ -174,4 +175,8 @@ TEST(FusedLanes, GroupMapHoldsEveryWeightOncePerPass) {
     EXPECT_EQ(fwd[static_cast<size_t>(e)], 1) << "forward row " << e / kCols << " column " << e % kCols;
     EXPECT_EQ(bwd[static_cast<size_t>(e)], 1) << "backward row " << e / kCols << " column " << e % kCols;
   }
+  std::vector<int> sends(GroupMap::kCl * 4, 0);   // (destination block, chunk)
+  for (int u = 0; u < 16; ++u)
+    for (int i = 0; i < 4; ++i) ++sends[static_cast<size_t>(GroupMap::h_dest(u, i) * 4 + GroupMap::h_chunk(u))];
+  for (int e = 0; e < GroupMap::kCl * 4; ++e) EXPECT_EQ(sends[static_cast<size_t>(e)], 1) << "block " << e / 4;
 }

@@ -55,16 +55,6 @@ __device__ __forceinline__ void send4(uint32_t at, float4 v, uint32_t bar) {
                : "memory");
 }
 
-// `bytes` (a multiple of 16) of this block's shared memory at src into the remote address `at` (both 16-byte
-// aligned) as one asynchronous bulk copy, counted on the remote mbarrier `bar`. The stores that wrote src must be
-// ordered before it by fence_async() in each writing thread and a barrier (the copy reads through the async proxy).
-__device__ __forceinline__ void bulk_send(uint32_t at, uint32_t src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(at),
-               "r"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
-__device__ __forceinline__ void fence_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-
 // Both shares of direction d's W_hh into a lane's registers from the packed copy (zero-padded past H), all loads in
 // flight.
 template <class M>

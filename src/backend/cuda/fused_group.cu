@@ -10,14 +10,12 @@
 // (256 x up to 24 sequences), as m16n8k8 tf32 mma with three products per float product (tf32_split.hpp: float
 // accuracy, what the CPU reference's tolerance needs), so the 7 clusters an H100 runs at once hold 168 sequences. Block `rank` owns the
 // units j = 16 rank + u (GroupMap, fused_lanes.hpp, where the unit tests check which lane holds which weight).
-//   forward:  each block computes its 64 gate rows for the group from the whole h_{t-1}, a thread per (unit,
-//             sequence) then does the cell update; every block sends its units' h to every block;
+//   forward:  each block computes its 64 gate rows for the group from the whole h_{t-1} (every block sends its units'
+//             h to every block: st.async into each one's buffer, bytes counted on its mbarrier), a thread per (unit,
+//             sequence) then does the cell update;
 //   backward: each block multiplies W_hh^T, restricted to its own 64 gate rows, by its own d gates: partial sums of
 //             d h_{t-1} for every unit, and sends each block the partial sums of that block's units (a reduce-scatter:
 //             16 x fewer bytes than sending every block the d gates); the receiver adds its 16 parts in block order.
-// The sends are bulk copies of shared memory (each warp's rows to each block, counted on the receiver's mbarrier):
-// as one 4- or 8-byte remote store per value (st.async, the one-sequence kernel's way), a step cost ~0.8 us more for
-// every 8 sequences of a group on the H100 — thousands of remote stores, each counted on one mbarrier.
 // Fixed orders throughout (the mma's tiles, the parts, the blocks): reruns are bitwise equal. Ragged groups: member s
 // runs its own steps (forward t = i, backward t = len_s - 1 - i at lock step i); a member past its end computes on
 // zeros and stores nothing. Double buffers need no other barrier: a block's step i + 1 starts only after every block
@@ -158,9 +156,8 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
   const Args& a = p.a;
   extern __shared__ float4 group_smem4[];
   float* const base = reinterpret_cast<float*>(group_smem4);
-  float* const h_s = base + S::kBars;               // (2, 16, kNP, kHq) h of the group: block, sequence, unit
-  float* const red = h_s + 2 * 16 * S::kHblock;     // (2, 2, kNP, kRp) each column half's W_hh h by sequence
-  float* const h_own = red + 4 * kNP * S::kRp;      // (2, kNP, kHq) this block's h, staged for the bulk copies
+  float* const h_s = base + S::kBars;          // (2, kNP, kHp) h of the group by sequence
+  float* const red = h_s + 2 * kNP * S::kHp;   // (2, 2, kNP, kRp) each column half's W_hh h by sequence
   const int rank = static_cast<int>(cooperative_groups::this_cluster().block_rank());
   const GroupOf g = group_of(p);
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31, H = a.H, G = 4 * H;
@@ -175,13 +172,17 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
       const int r = GM::fwd_row(warp, lane, i);
       weight_parts(w_hh(a, lay, GM::kUnits * rank + r / 4, r % 4, GM::fwd_col(warp, lane, kt, i)), ah[kt][i], ax[kt][i]);
     }
-  for (int i = tid; i < 2 * 16 * S::kHblock + 2 * S::kHblock; i += GM::kThreads) (i < 2 * 16 * S::kHblock ? h_s[i] :
-                                                                               h_own[i - 2 * 16 * S::kHblock]) = 0.0f;
-  const uint32_t bars = smem_addr(base), bytes = 16 * S::kHblock * 4;
-  // A warp's two members (pair e: tid / 16 + 16 e and the next) are two consecutive rows of h_own; lane l < 16 sends
-  // them to block l, into its h_s at this block's rows.
-  const uint32_t far_h = remote_addr(smem_addr(h_s + rank * S::kHblock + 2 * warp * S::kHq), lane & 15);
-  const uint32_t far_bar = remote_addr(bars, lane & 15);
+  for (int i = tid; i < 2 * kNP * S::kHp; i += GM::kThreads) h_s[i] = 0.0f;
+  const uint32_t bars = smem_addr(base), bytes = GM::kHmax * kNP * 4;
+  // Lane u of a member's 16 lanes sends units 4 (u mod 4) .. of the block to blocks u / 4 + 4 i (pair e: member
+  // s + 16 e, 16 rows further).
+  uint32_t far_h[4], far_bar[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int to = GM::h_dest(u, i);
+    far_h[i] = remote_addr(smem_addr(h_s + (tid >> 4) * S::kHp + GM::kUnits * rank + 4 * GM::h_chunk(u)), to);
+    far_bar[i] = remote_addr(bars, to);
+  }
   GroupSeq sq[kPairs];
   float c[kPairs], h_last[kPairs];
   PoolAcc acc[kPairs];
@@ -203,17 +204,15 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
     float* const rb = red + (t & 1) * 2 * kNP * S::kRp;
     if (t > 0) {   // W_hh h_{t-1} for the group: rows 16 mt .., columns of half kh
       group_wait(bars, t - 1, bytes);
-      // B: h of column k = 16 r + v (block r's unit v) and sequence n at ((r kNP + n) kHq + v)
-      const float* hb = h_s + ((t - 1) & 1) * 16 * S::kHblock + (lane >> 2) * S::kHq + (lane & 3);
+      const float* hb = h_s + ((t - 1) & 1) * kNP * S::kHp + (lane >> 2) * S::kHp + (lane & 3);
       float ac[4][NT][4] = {};   // accumulator kt mod 4
 #pragma unroll
       for (int kt0 = 0; kt0 < kTiles; kt0 += 4)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          // columns 128 kh + 8 kt: block 8 kh + kt / 2, units 8 (kt mod 2) ..
-          const float* const b0 = hb + nt * 8 * S::kHq + (8 * kh + kt0 / 2) * S::kHblock;
+          const float* const b0 = hb + nt * 8 * S::kHp + (GM::kHmax / 2) * kh + 8 * kt0;
           float(*d[4])[4] = {&ac[0][nt], &ac[1][nt], &ac[2][nt], &ac[3][nt]};
-          const float* const b[4] = {b0, b0 + 8, b0 + S::kHblock, b0 + S::kHblock + 8};
+          const float* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
           mma2x4(d, ah, ax, kt0, b);
         }
 #pragma unroll
@@ -245,15 +244,13 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
       c[e] = (t > 0 ? fg * c[e] : 0.0f) + ig * gg;
       const float tc = tanh_f(c[e]), h = og * tc;
       const float hv = live ? h : 0.0f;
-      if (t + 1 < g.maxlen) {   // h_t of the block's units to every block: the warp's two rows, a bulk copy a block
-        float* const own = h_own + ((t & 1) * kNP + q.s) * S::kHq;
-        own[u] = hv;
-        fence_async();
-        __syncwarp();
-        if (lane < 16)
-          bulk_send(far_h + 4 * ((t & 1) * 16 * S::kHblock + 16 * e * S::kHq),
-                    smem_addr(h_own + ((t & 1) * kNP + 2 * warp + 16 * e) * S::kHq), 2 * S::kHq * 4,
-                    far_bar + 8 * (t & 1));
+      if (t + 1 < g.maxlen) {   // h_t of the block's units to every block: four float4s a member from four lanes
+        const int src = (lane & 16) + 4 * GM::h_chunk(u);
+        const float4 v = make_float4(__shfl_sync(kFull, hv, src), __shfl_sync(kFull, hv, src + 1),
+                                     __shfl_sync(kFull, hv, src + 2), __shfl_sync(kFull, hv, src + 3));
+        const uint32_t off = 4 * ((t & 1) * kNP + 16 * e) * S::kHp;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) send4(far_h[i] + off, v, far_bar[i] + 8 * (t & 1));
       }
       if (live) {
         float* const row = q.gbuf + t * G;
@@ -290,7 +287,6 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
   float* const base = reinterpret_cast<float*>(group_smem4);
   float* const part = base + S::kBars;                // (2, 16 blocks, 16 units, kPp) partial d h of the block's units
   float* const dgl = part + 2 * GM::kCl * kPart;      // (2, kNP, kRp) the block's d gates by sequence
-  float* const p_own = dgl + 2 * kNP * S::kRp;        // (2, 16 blocks, 16 units, kPp) its partial sums, staged
   const int rank = static_cast<int>(cooperative_groups::this_cluster().block_rank());
   const GroupOf g = group_of(p);
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31, H = a.H, G = 4 * H;
@@ -308,11 +304,15 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
                      ax[mm][kt][i]);
       }
   for (int i = tid; i < 2 * kNP * S::kRp; i += GM::kThreads) dgl[i] = 0.0f;
-  const uint32_t bars = smem_addr(base), bytes = GM::kCl * kPart * 4;
-  // Warp w sends blocks 2 w and 2 w + 1 their units' partial sums (lane l < 2: block 2 w + l), into their part at
-  // this block's slot.
-  const int to = 2 * warp + (lane & 1);
-  const uint32_t far_p = remote_addr(smem_addr(part + rank * kPart), to), far_bar = remote_addr(bars, to);
+  const uint32_t bars = smem_addr(base), bytes = GM::kHmax * kNP * 4;
+  // Warp w sends blocks 2 w and 2 w + 1 their units' partial sums: lane (g, t)'s units g, g + 8, sequences 2 t, + 1.
+  uint32_t far_p[2], far_bar[2];
+#pragma unroll
+  for (int mm = 0; mm < 2; ++mm) {
+    const int to = 2 * warp + mm;
+    far_p[mm] = remote_addr(smem_addr(part + rank * kPart + (lane >> 2) * S::kPp + 2 * (lane & 3)), to);
+    far_bar[mm] = remote_addr(bars, to);
+  }
   GroupSeq sq[kPairs];
 #pragma unroll
   for (int e = 0; e < kPairs; ++e) sq[e] = group_seq<NT>(p, g, j, e);
@@ -381,22 +381,16 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
           const float* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
           mma2x4(d, ah[mm], ax[mm], kt0, b);
         }
-      // lane (g, t): units g, g + 8 of block 2 warp + mm, sequences 2 t, 2 t + 1 of each tile
-      float* const o = p_own + ((i & 1) * GM::kCl + 2 * warp + mm) * kPart + (lane >> 2) * S::kPp + 2 * (lane & 3);
+      const uint32_t off = 4 * (i & 1) * GM::kCl * kPart;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         float v[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) v[e] = (ac[0][nt][e] + ac[1][nt][e]) + (ac[2][nt][e] + ac[3][nt][e]);
-        *reinterpret_cast<float2*>(o + 8 * nt) = make_float2(v[0], v[1]);
-        *reinterpret_cast<float2*>(o + 8 * S::kPp + 8 * nt) = make_float2(v[2], v[3]);
+        send2(far_p[mm] + off + 4 * 8 * nt, make_float2(v[0], v[1]), far_bar[mm] + 8 * (i & 1));
+        send2(far_p[mm] + off + 4 * (8 * S::kPp + 8 * nt), make_float2(v[2], v[3]), far_bar[mm] + 8 * (i & 1));
       }
     }
-    fence_async();
-    __syncwarp();
-    if (lane < 2)
-      bulk_send(far_p + 4 * (i & 1) * GM::kCl * kPart, smem_addr(p_own + ((i & 1) * GM::kCl + to) * kPart), kPart * 4,
-                far_bar + 8 * (i & 1));
   }
   cooperative_groups::this_cluster().sync();   // no block leaves while another may still send into it
 }

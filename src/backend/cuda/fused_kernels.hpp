@@ -57,20 +57,17 @@ template <class M>
 constexpr int kClusterSmemFixed = kClBars + 10 * M::kVec + 2 * M::kHmax + 4;
 
 // The grouped recurrence's shared memory (fused_group.cu), in floats, for NT n tiles of 8 sequences: 2 mbarriers,
-// then forward: h of the group by source block (2 buffers), the two column halves' partial matvecs (2 buffers) and
-// the block's own h, staged for its bulk copies (2 buffers); backward: the 16 blocks' partial sums for this block's
-// units (2 buffers), the block's d gates (2 buffers) and its partial sums for each block, staged (2 buffers).
+// then forward: h of the group (2 buffers, by sequence) and the two column halves' partial matvecs (2 buffers);
+// backward: the 16 blocks' partial sums for this block's units (2 buffers) and the block's d gates (2 buffers).
 template <int NT>
 struct GroupSmem {
   static constexpr int kNP = 8 * NT;     // sequences of a group at most
-  static constexpr int kHq = 16 + 4;     // h of a block's 16 units a sequence, pitched: a B fragment's 8 sequences x
-                                         // 4 columns on distinct banks (a multiple of 4: 16-byte rows)
+  static constexpr int kHp = 256 + 4;    // h pitch: a B fragment's 8 sequences x 4 columns on distinct banks
   static constexpr int kRp = 64 + 4;     // a block's gate rows, pitched likewise
   static constexpr int kPp = kNP + 2;    // partial sums: the 16 units x 2 sequences a warp reads on distinct banks
   static constexpr int kBars = 4;
-  static constexpr int kHblock = kNP * kHq;   // one block's h of the group
-  static constexpr int kFwd = kBars + 2 * 16 * kHblock + 4 * kNP * kRp + 2 * kHblock;
-  static constexpr int kBwd = kBars + 2 * 16 * 16 * kPp + 2 * kNP * kRp + 2 * 16 * 16 * kPp;
+  static constexpr int kFwd = kBars + 2 * kNP * kHp + 4 * kNP * kRp;
+  static constexpr int kBwd = kBars + 2 * 16 * 16 * kPp + 2 * kNP * kRp;
   static constexpr int kFloats = kFwd > kBwd ? kFwd : kBwd;
 };
 constexpr int kGroupMaxNT = 3;                 // n tiles of 8 sequences at most

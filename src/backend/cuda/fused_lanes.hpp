@@ -93,6 +93,10 @@ struct GroupMap {
     return kUnits * (2 * w + mm) + (lane >> 2) + 8 * (i & 1);
   }
   RAGTRAIN_HD static int bwd_row(int lane, int kt, int i) { return 8 * kt + (lane & 3) + 4 * (i >> 1); }
+  // The forward's h: lane u of a sequence's 16 lanes sends units 4 (u % 4) .. + 3 of its block to blocks
+  // u / 4 + 4 i, i < 4 (each block gets all four float4s of every block).
+  RAGTRAIN_HD static int h_chunk(int u) { return u & 3; }
+  RAGTRAIN_HD static int h_dest(int u, int i) { return (u >> 2) + 4 * i; }
 };
 
 }  // namespace ragtrain
