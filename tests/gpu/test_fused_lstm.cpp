@@ -1,7 +1,9 @@
 // The fused LSTM kernel (--lstm fused) against the CPU reference: loss and every gradient for lengths 1 to 130 (and one
 // long sequence), each alone and several per step with an empty slot, both tasks, both kernel variants (one block for H
 // <= 64: H = 19, 40, 50, 55, 64; a 4-block cluster above: H = 65, its smallest, 77, 96, 100, 128, and 40 sequences of H
-// = 128 in one step; a 16-block cluster above: H = 129, 200, 256, and 20 sequences of H = 256); 100 SGD and Adam steps against the CPU backend at K = 1 and K = 4 (H = 96 and 128: SGD);
+// = 128 in one step; a 16-block cluster above: H = 129, 200, 256, and 41 sequences of H = 256 one a cluster; above 16
+// sequences the groups in lock step on the tensor cores: K = 17-201, H = 136, 200, 256, two directions, 2-3 layers);
+// 100 SGD and Adam steps against the CPU backend at K = 1 and K = 4 (H = 96 and 128: SGD; K = 20 at H = 200 grouped);
 // bidirectional at H <= 64 (both directions in a 2-block cluster: every pool, K = 1, 9, 20, 70, training, reruns);
 // 2 to 4 stacked layers (every variant, K = 1, 9, 17, 20, 24; training; reruns);
 // bitwise-identical reruns; the fallback to cuDNN for models it does not cover; the per-timestep cycle budget and the

@@ -1,7 +1,8 @@
 // The fused LSTM training step (H <= 256, 1 to 4 layers, one or two directions; --pool last, mean or max): for one
 // layer three kernels per step with no launch or grid-wide barrier per timestep: the input projection of every
 // timestep (many blocks, all SMs), the recurrence kernel (one thread block per sequence for H <= 64, a cluster of 4
-// blocks on 4 SMs up to 128, of 16 up to 256:
+// blocks on 4 SMs up to 128, of 16 up to 256 — above 16 sequences a step there, groups of up to 24 sequences in lock
+// step a 16-block cluster on the tensor cores (fused_group.cu):
 // forward recurrence with the pooling over time, the Linear head and loss, backward recurrence), and the weight
 // gradients (a tiled GEMM over all timesteps and sequences: with few sequences on the other SMs, summing each chunk of
 // timesteps while the backward goes on; with more, on all SMs after it, split over equal parts of the timesteps; with
