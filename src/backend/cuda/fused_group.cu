@@ -58,9 +58,9 @@ __device__ __forceinline__ void weight_parts(float w, uint32_t& hi, uint32_t& x)
 // d[q] += A[q] B[q] for 4 k tiles q of 8 (B's values b[q][0], b[q][4]) to float accuracy in two mma a tile: the tf32
 // product hi hi, and the cross products lo hi + hi lo as one bf16 m16n8k16 whose 16 columns are the tile's 8, each
 // twice: lane (g, t)'s bf16 columns 2t, 2t + 1 are tf32 column t's (w_lo, w_hi) against (h_hi, h_lo), and so on, so
-// the lane holds the same weights in both forms. (A weight's lo and hi lose 3 bits to bf16: each cross product stays
-// within ~2^-20 of the float product, as the third tf32 product would within ~2^-21, at 2/3 of the mma: a bf16
-// m16n8k16 costs what a tf32 m16n8k8 does. On the H100 that made a step 3% faster at K = 128, 0.5% at K = 32: the mma
+// the lane holds the same weights in both forms. (The cross products' operands lose bits to bf16: the three products
+// stay within 2^-18 of the float product, against 2^-19 for three tf32 products (the unit tests' worst over 121
+// binades: 2^-18.1), at 2/3 of the mma: a bf16 m16n8k16 costs what a tf32 m16n8k8 does. On the H100 that made a step 3% faster at K = 128, 0.5% at K = 32: the mma
 // are not what bounds the step.) Issued product by product over the 4 tiles, so that no mma waits on the one before
 // (against three tf32 products tile by tile: within 1%).
 template <class A>
