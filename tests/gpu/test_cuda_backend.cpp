@@ -1,6 +1,7 @@
 // The CUDA backend against the CPU reference: loss and every gradient within 1e-5 relative for lengths 1, 2, 7,
 // 130, 2000, layers 1-3, both tasks, one and several sequences per step, every cuDNN algorithm, with and without
-// CUDA graphs; 100 SGD steps (parameters within 1e-4) and 100 Adam/AdamW steps (losses within 1e-3); inference.
+// CUDA graphs; 100 SGD steps (parameters within 1e-4) and 100 Adam/AdamW steps (losses within 1e-3); inference; the
+// tuning knobs from the environment (no GPU needed).
 //
 // Tolerances: |gpu - ref| <= atol + 1e-5 |ref| per element, atol = 1e-5 * max|ref| of the tensor (near-zero
 // entries are judged against their tensor's scale). cuDNN's persistent kernels (the fast algorithms) are less
@@ -9,6 +10,10 @@
 // 5e-5. The standard algorithm is therefore also checked with a ten times smaller atol (EveryAlgorithm).
 #include <gtest/gtest.h>
 #include <mpi.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "../../src/backend/cuda/cuda_backend.hpp"
 #include "agreement.hpp"
@@ -271,4 +276,37 @@ TEST(GpuBackend, PhaseTimesAreReported) {
   ASSERT_EQ(phases.size(), 4u);
   EXPECT_GT(phases[0].second, 0.0);   // forward_backward
   std::printf("[ agree    ] %s\n", gpu.describe().c_str());
+}
+
+// The CUDA backend's tuning knobs from the environment (doc/cli.md, "Environment"): each takes its documented values
+// and refuses any other with a UserError that names the variable and says what to use. No GPU needed.
+TEST(CudaTuningEnvironment, TakesTheDocumentedValuesAndRefusesOthers) {
+  struct Knob {
+    const char* name;
+    std::vector<std::string> good;
+    std::string bad;
+  };
+  const std::vector<Knob> knobs = {{"RAGTRAIN_CUDNN_ALGO", {"auto", "standard", "persist_static"}, "fastest"},
+                                   {"RAGTRAIN_CUDA_GRAPHS", {"0", "1"}, "yes"},
+                                   {"RAGTRAIN_CUDA_BATCH_LAYOUT", {"padded", "ragged"}, "packed"},
+                                   {"RAGTRAIN_FUSED_GROUPS", {"0", "1"}, "2"}};
+  for (const Knob& k : knobs) {
+    for (const std::string& v : k.good) {
+      ASSERT_EQ(setenv(k.name, v.c_str(), 1), 0);
+      EXPECT_NO_THROW(CudaTuning::from_environment()) << k.name << "=" << v;
+    }
+    ASSERT_EQ(setenv(k.name, k.bad.c_str(), 1), 0);
+    try {
+      CudaTuning::from_environment();
+      ADD_FAILURE() << k.name << "=" << k.bad << " was taken";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(k.name), std::string::npos) << e.what();
+      EXPECT_FALSE(e.hint().empty()) << k.name;
+    }
+    unsetenv(k.name);
+  }
+  ASSERT_EQ(setenv("RAGTRAIN_FUSED_GROUPS", "0", 1), 0);
+  EXPECT_FALSE(CudaTuning::from_environment().fused_groups);
+  unsetenv("RAGTRAIN_FUSED_GROUPS");
+  EXPECT_TRUE(CudaTuning::from_environment().fused_groups);
 }
