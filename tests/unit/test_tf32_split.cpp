@@ -90,9 +90,7 @@ TEST(Tf32Split, TheGroupsMixedProductsWithin2ToTheMinus18) {
   const std::vector<float> v = samples();
   double worst = 0.0;
   for (size_t i = 0; i + 1 < v.size(); i += 2) {
-    uint32_t hw = 0, lw = 0, hh = 0, lh = 0;
-    tf32_split(v[i], hw, lw);
-    tf32_split(v[i + 1], hh, lh);
+    const uint32_t hw = ragtrain::tf32_round(v[i]), hh = ragtrain::tf32_round(v[i + 1]);
     const float rw = v[i] - bits_float(hw), rh = v[i + 1] - bits_float(hh);   // exact in float
     const double xy = static_cast<double>(v[i]) * static_cast<double>(v[i + 1]);
     const double mixed = value(hw) * value(hh) + bf16(rw) * bf16(bits_float(hh)) + bf16(bits_float(hw)) * bf16(rh);

@@ -4,11 +4,11 @@
 // run apart: the forward stage leaves the pooled values (pool_head_kernel runs the head), the backward stage is seeded
 // by d loss / d h_t in Args::dh_ext.
 //
-// Why: one sequence on a 16-block cluster (fused_cluster.cu) uses the tensor of a whole cluster for one matvec a
-// step, so at most 8 sequences run at once on 132 SMs and K = 32 takes four waves (998 us a step on the H100). Here
-// the step of every sequence of a group is one small matrix product, W_hh (64 gate rows of the block x 256) times h
-// (256 x up to 24 sequences), as m16n8k8 tf32 mma with three products per float product (tf32_split.hpp: float
-// accuracy, what the CPU reference's tolerance needs), so the 7 clusters an H100 runs at once hold 168 sequences. Block `rank` owns the
+// Why: one sequence on a 16-block cluster (fused_cluster.cu) uses a whole cluster for one matvec a step, so at most
+// 8 sequences run at once on 132 SMs and K = 32 takes four waves (998 us a step on the H100). Here the step of every
+// sequence of a group is one small matrix product, W_hh (64 gate rows of the block x 256) times h (256 x up to 24
+// sequences), on the tensor cores to float accuracy (a tf32 product and a bf16 one for the cross terms: mma2x4), what
+// the CPU reference's tolerance needs; the 7 clusters an H100 runs at once hold 168 sequences. Block `rank` owns the
 // units j = 16 rank + u (GroupMap, fused_lanes.hpp, where the unit tests check which lane holds which weight).
 //   forward:  each block computes its 64 gate rows for the group from the whole h_{t-1} (every block sends its units'
 //             h to every block: st.async into each one's buffer, bytes counted on its mbarrier), a thread per (unit,
@@ -50,8 +50,7 @@ __device__ __forceinline__ uint32_t bf16x2(float lo_half, float hi_half) {
 // A weight's two parts: hi, its tf32 rounding (for the tf32 product hi hi), and x, bf16 of (w - hi, hi) (the two cross
 // products' weights, element by element of the tf32 fragment: see mma2x4).
 __device__ __forceinline__ void weight_parts(float w, uint32_t& hi, uint32_t& x) {
-  uint32_t lo;
-  tf32_split(w, hi, lo);
+  hi = tf32_round(w);
   x = bf16x2(w - bits_float(hi), bits_float(hi));
 }
 
@@ -60,19 +59,19 @@ __device__ __forceinline__ void weight_parts(float w, uint32_t& hi, uint32_t& x)
 // twice: lane (g, t)'s bf16 columns 2t, 2t + 1 are tf32 column t's (w_lo, w_hi) against (h_hi, h_lo), and so on, so
 // the lane holds the same weights in both forms. (The cross products' operands lose bits to bf16: the three products
 // stay within 2^-18 of the float product, against 2^-19 for three tf32 products (the unit tests' worst over 121
-// binades: 2^-18.1), at 2/3 of the mma: a bf16 m16n8k16 costs what a tf32 m16n8k8 does. On the H100 that made a step 3% faster at K = 128, 0.5% at K = 32: the mma
-// are not what bounds the step.) Issued product by product over the 4 tiles, so that no mma waits on the one before
-// (against three tf32 products tile by tile: within 1%).
+// binades: 2^-18.1), at 2/3 of the mma: a bf16 m16n8k16 costs what a tf32 m16n8k8 does. On the H100 that made a
+// step 3% faster at K = 128, 0.5% at K = 32: the mma are not what bounds the step.) Issued product by product over
+// the 4 tiles, so that no mma waits on the one before (against three tf32 products tile by tile: within 1%).
 template <class A>
-__device__ __forceinline__ void mma2x4(float (*d[4])[4], const A& ah, const A& ax, int kt0, const float* const (&b)[4]) {
+__device__ __forceinline__ void mma2x4(float (*d[4])[4], const A& ah, const A& ax, int kt0,
+                                       const float* const (&b)[4]) {
   uint32_t bh[4][2], bx[4][2];
 #pragma unroll
   for (int q = 0; q < 4; ++q)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float v = b[q][4 * r];
-      uint32_t lo;
-      tf32_split(v, bh[q][r], lo);
+      bh[q][r] = tf32_round(v);
       bx[q][r] = bf16x2(bits_float(bh[q][r]), v - bits_float(bh[q][r]));
     }
 #pragma unroll
@@ -170,7 +169,8 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int r = GM::fwd_row(warp, lane, i);
-      weight_parts(w_hh(a, lay, GM::kUnits * rank + r / 4, r % 4, GM::fwd_col(warp, lane, kt, i)), ah[kt][i], ax[kt][i]);
+      weight_parts(w_hh(a, lay, GM::kUnits * rank + r / 4, r % 4, GM::fwd_col(warp, lane, kt, i)), ah[kt][i],
+                   ax[kt][i]);
     }
   for (int i = tid; i < 2 * kNP * S::kHp; i += GM::kThreads) h_s[i] = 0.0f;
   const uint32_t bars = smem_addr(base), bytes = GM::kHmax * kNP * 4;

@@ -38,8 +38,9 @@ RAGTRAIN_HD float bits_float(uint32_t u) {
 // instruction on sm_90 (ncu's SASS: a test for infinity, a select and the masking around each), and with it the split
 // GEMM ran no faster than on the CUDA cores (25.0 / 29.5 us against 25.5 / 30.1 at K = 128, H = 50 on the H200).
 // Finite x only: within 2^-12 of FLT_MAX the rounding carries hi to infinity.
+RAGTRAIN_HD uint32_t tf32_round(float x) { return (float_bits(x) + 0x1000u) & 0xffffe000u; }   // hi alone
 RAGTRAIN_HD void tf32_split(float x, uint32_t& hi, uint32_t& lo) {
-  hi = (float_bits(x) + 0x1000u) & 0xffffe000u;
+  hi = tf32_round(x);
   lo = float_bits(x - bits_float(hi)) & 0xffffe000u;
 }
 
