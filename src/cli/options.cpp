@@ -462,7 +462,7 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
       {"train", "tune", "eval", "predict", "bench"});
   b.add("lstm", po::value(&c.backend.lstm)->default_value(c.backend.lstm, lstm_path_name(c.backend.lstm)),
       "CUDA backend's LSTM: cudnn | fused (ragtrain's kernels, no launch per timestep: 1 to 4 layers of one or both "
-      "directions with H <= 256, stacked layers overlapped, both directions at once; any --pool, --dropout "
+      "directions with H <= 512, stacked layers overlapped, both directions at once; any --pool, --dropout "
       "and --head-dropout; other models use cuDNN) | auto "
       "(the faster of the two, measured at start-up; fused only when at least 10% faster there)",
       {"train", "bench"});

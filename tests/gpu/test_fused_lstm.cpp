@@ -110,6 +110,7 @@ const ModelShape kMaxH19{5, 19, 1, 3, Task::Regression, false, Pool::Max};
 const ModelShape kMaxH100{36, 100, 1, 10, Task::Classification, false, Pool::Max};
 const ModelShape kMaxBidirH50{36, 50, 1, 10, Task::Classification, true, Pool::Max};
 const ModelShape kMaxBidirH96{36, 96, 1, 10, Task::Classification, true, Pool::Max};
+const ModelShape kMaxH320{36, 320, 1, 10, Task::Classification, false, Pool::Max};
 // Two layers at H = 96: at H = 100 (and 72, 80, 112, 128) these data hold a unit whose max is within 6e-6 of another
 // step's value (measured on the CPU; 3.1e-6 at H = 100 on the H100 first).
 const ModelShape kMaxStackedH96{36, 96, 2, 10, Task::Classification, false, Pool::Max};
@@ -328,6 +329,46 @@ TEST(FusedGroupAgreement, RegressionTwoLayersH256TwentyFourSequences) {
   RT_SKIP_WITHOUT_GPU();
   many_sequences({36, 256, 2, 4, Task::Regression}, 24);
 }
+
+// 256 < H <= 512: every step in lock-step groups on 64 blocks each, exchanging through L2 (fused_wide.cu). One
+// sequence (K = 1 with an empty slot: one group of 1 on one cohort), a few (K = 6: every block's flags, ragged), more
+// than the cohorts hold at once (K = 71 on the 2 cohorts of an H100 or H200: groups of 24 in two rounds, the last
+// ragged and short), H not a multiple of 8 (a block's units partly past H), both tasks, every pool, two directions
+// (a cohort a direction), 2 layers, and one sequence of each length 1 .. 130 alone (fused_grid).
+TEST(FusedWideAgreement, ClassificationH512OneSequence) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences({36, 512, 1, 10, Task::Classification}, 1);
+}
+TEST(FusedWideAgreement, ClassificationH512ThirtyThreeSequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences({36, 512, 1, 10, Task::Classification}, 33);
+}
+TEST(FusedWideAgreement, MeanRegressionH300FiveSequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences(with_pool({20, 300, 1, 3, Task::Regression}, Pool::Mean), 5);
+}
+TEST(FusedWideAgreement, MaxClassificationH320) {
+  expect_grid_argmax_separated(kMaxH320, kMixed);
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid(kMaxH320, kMixed);
+}
+TEST(FusedWideAgreement, ClassificationH257SeventySequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences({36, 257, 1, 10, Task::Classification}, 70);
+}
+TEST(FusedWideAgreement, MeanClassificationBidirectionalH384SevenSequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences(with_pool({36, 384, 1, 10, Task::Classification, true}, Pool::Mean), 7);
+}
+TEST(FusedWideAgreement, RegressionTwoLayersH320TwentySequences) {
+  RT_SKIP_WITHOUT_GPU();
+  many_sequences({36, 320, 2, 4, Task::Regression}, 20);
+}
+TEST(FusedWideAgreement, ClassificationH509EachLengthAlone) {
+  RT_SKIP_WITHOUT_GPU();
+  fused_grid({36, 509, 1, 10, Task::Classification}, kMixed);
+}
+
 TEST(FusedPoolAgreement, MaxRegressionCluster16H200ThirtyThreeSequences) {
   RT_SKIP_WITHOUT_GPU();
   many_sequences(with_pool({20, 200, 1, 3, Task::Regression}, Pool::Max), 33);
@@ -656,6 +697,12 @@ TEST(FusedTraining, Sgd100StepsK20H200Grouped) {
   compare_training({36, 200, 1, 10, Task::Classification}, "sgd", 0.05f, 20);
 }
 
+// K = 8 at H = 384: the wide recurrence (fused_wide.cu) in every step.
+TEST(FusedTraining, Sgd100StepsK8H384Wide) {
+  RT_SKIP_WITHOUT_GPU();
+  compare_training({36, 384, 1, 10, Task::Classification}, "sgd", 0.05f, 8);
+}
+
 // SGD, not Adam, at H = 128: Adam divides by sqrt(v), which turns float rounding in tiny gradients into visible
 // parameter differences once the loss is near zero (seen: loss 0.02 after 100 steps, 1.2e-3 relative apart).
 TEST(FusedTraining, Sgd100StepsK4H128) {
@@ -902,6 +949,20 @@ TEST(FusedDeterminism, BitwiseIdenticalRerunsManySequencesCluster16) {
   }
 }
 
+// 256 < H <= 512 (fused_wide.cu): K = 1, 9 and 40 (two rounds a cohort on an H100), bidirectional K = 9.
+TEST(FusedDeterminism, BitwiseIdenticalRerunsWide) {
+  RT_SKIP_WITHOUT_GPU();
+  for (bool bi : {false, true}) {
+    const ModelShape shape{36, 400, 1, 10, Task::Classification, bi, Pool::Mean};
+    const Shard shard = make_shard(shape, {130, 1, 64, 97, 5, 120, 2, 77}, 3);
+    const std::string what = RT_MSG("H=400" << (bi ? " bidirectional" : ""));
+    expect_identical_reruns(shape, shard, 9, {{0}, {0, 1, 2, 3, 4, 5, 6, 7, -1}}, 9, what);
+    if (bi) continue;
+    const auto [lengths, batch] = ragged_batch(40);
+    expect_identical_reruns(shape, make_shard(shape, lengths, 5), 40, {batch, batch}, 11, what + ", 40 sequences");
+  }
+}
+
 // Stacked: 2 layers at H = 50 and 3 at H = 128, K = 1, 9 (streaming) and 24 (split GEMM).
 TEST(FusedDeterminism, BitwiseIdenticalRerunsStacked) {
   RT_SKIP_WITHOUT_GPU();
@@ -949,8 +1010,8 @@ TEST(FusedDeterminism, BitwiseIdenticalRerunsBidirectional) {
 TEST(FusedFallback, UncoveredModelsUseCudnn) {
   RT_SKIP_WITHOUT_GPU();
   for (const ModelShape& shape : {ModelShape{36, 50, 5, 10, Task::Classification},
-                                  ModelShape{36, 257, 1, 10, Task::Classification},
-                                  ModelShape{36, 257, 1, 10, Task::Classification, true},
+                                  ModelShape{36, 513, 1, 10, Task::Classification},
+                                  ModelShape{36, 513, 1, 10, Task::Classification, true},
                                   ModelShape{36, 100, 5, 10, Task::Classification, true}}) {
     CudaBackend gpu(shape, options("cuda", "adam"), fused_tuning());
     EXPECT_FALSE(gpu.fused_active());
@@ -1092,7 +1153,9 @@ TEST(FusedLayout, GateBlocksFromTheIndexMap) {
   EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 4, 5, 2, Task::Classification}), "");
   EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 4, 2, 2, Task::Classification, true}), "");
   EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 4, 5, 2, Task::Classification, true}), "");
-  EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 257, 1, 2, Task::Classification}), "");
+  EXPECT_NE(fused_lstm_unsupported(ModelShape{3, 513, 1, 2, Task::Classification}), "");
+  EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 512, 1, 2, Task::Classification}), "");
+  EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 257, 1, 2, Task::Classification}), "");
   EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 256, 1, 2, Task::Classification}), "");
   EXPECT_EQ(fused_lstm_unsupported(ModelShape{3, 129, 1, 2, Task::Classification}), "");
   for (Pool pool : {Pool::Mean, Pool::Max})
@@ -1122,7 +1185,9 @@ TEST(FusedLayout, GateBlocksFromTheIndexMap) {
   EXPECT_EQ(fused_lstm_unsupported(bi), "");
   bi.hidden = 256;
   EXPECT_EQ(fused_lstm_unsupported(bi), "");
-  bi.hidden = 257;
+  bi.hidden = 512;
+  EXPECT_EQ(fused_lstm_unsupported(bi), "");
+  bi.hidden = 513;
   EXPECT_NE(fused_lstm_unsupported(bi), "");
   // Stacked: each upper layer's gate blocks, its W_ih H columns wide.
   const ModelShape st{3, 4, 3, 2, Task::Classification};

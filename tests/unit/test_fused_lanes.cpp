@@ -180,3 +180,36 @@ TEST(FusedLanes, GroupMapHoldsEveryWeightOncePerPass) {
     for (int i = 0; i < 4; ++i) ++sends[static_cast<size_t>(GroupMap::h_dest(u, i) * 4 + GroupMap::h_chunk(u))];
   for (int e = 0; e < GroupMap::kCl * 4; ++e) EXPECT_EQ(sends[static_cast<size_t>(e)], 1) << "block " << e / 4;
 }
+
+TEST(FusedLanes, WideMapHoldsEveryWeightOncePerPass) {
+  using ragtrain::WideMap;
+  constexpr int kRows = WideMap::kRows, kCols = WideMap::kHmax;
+  std::vector<int> fwd(kRows * kCols, 0), bwd(kRows * kCols, 0);
+  for (int w = 0; w < WideMap::kThreads / 32; ++w)
+    for (int lane = 0; lane < 32; ++lane)
+      for (int i = 0; i < 4; ++i) {
+        const int r = WideMap::fwd_row(w, lane, i);
+        EXPECT_EQ(r % 16, (lane >> 2) + 8 * (i & 1));
+        for (int kt = 0; kt < WideMap::kFwdTiles; ++kt) {
+          const int k = WideMap::fwd_col(w, lane, kt, i);
+          EXPECT_EQ(k % 8, (lane & 3) + 4 * (i >> 1));
+          ASSERT_TRUE(r >= 0 && r < kRows && k >= 0 && k < kCols) << r << " " << k;
+          ++fwd[static_cast<size_t>(r * kCols + k)];
+        }
+        for (int mm = 0; mm < WideMap::kBwdM; ++mm) {
+          const int col = WideMap::bwd_col(w, lane, mm, i);
+          EXPECT_EQ(col % 16, (lane >> 2) + 8 * (i & 1));
+          EXPECT_EQ(col / (16 * WideMap::kBwdM), w) << "warp w sums the units 64 w ..";
+          for (int kt = 0; kt < WideMap::kBwdTiles; ++kt) {
+            const int r2 = WideMap::bwd_row(lane, kt, i);
+            EXPECT_EQ(r2 % 8, (lane & 3) + 4 * (i >> 1));
+            ASSERT_TRUE(r2 >= 0 && r2 < kRows && col >= 0 && col < kCols) << r2 << " " << col;
+            ++bwd[static_cast<size_t>(r2 * kCols + col)];
+          }
+        }
+      }
+  for (int e = 0; e < kRows * kCols; ++e) {
+    EXPECT_EQ(fwd[static_cast<size_t>(e)], 1) << "forward row " << e / kCols << " column " << e % kCols;
+    EXPECT_EQ(bwd[static_cast<size_t>(e)], 1) << "backward row " << e / kCols << " column " << e % kCols;
+  }
+}

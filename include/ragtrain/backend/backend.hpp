@@ -135,8 +135,8 @@ enum class Device { Cpu, Cuda, Auto };
 const char* device_name(Device d);                           // "cpu" | "cuda" | "auto"
 std::optional<Device> parse_device(const std::string& name);
 
-// --lstm, parsed once at the command line: the CUDA backend's LSTM. Fused: one kernel per step (1 layer,
-// H <= 256; other models use cuDNN). Auto: the faster of the two, measured at start-up on rank 0.
+// --lstm, parsed once at the command line: the CUDA backend's LSTM. Fused: ragtrain's kernels, no launch per timestep
+// (1 to 4 layers, one or both directions, H <= 512; other models use cuDNN). Auto: the faster of the two, measured at start-up on rank 0.
 enum class LstmPath { Cudnn, Fused, Auto };
 const char* lstm_path_name(LstmPath p);                      // "cudnn" | "fused" | "auto"
 

@@ -37,6 +37,7 @@ struct CudaTuning {
                                 // faster, measured at start-up at the run's batch width); the CLI's --lstm
   bool fused_groups = true;     // the fused kernel runs steps of more than 16 sequences at 128 < H <= 256 in lock-step
                                 // groups on the tensor cores (FusedLstm::set_grouping); RAGTRAIN_FUSED_GROUPS=0: off
+                                // (256 < H <= 512 always runs in groups: fused_wide.cu)
 
   // RAGTRAIN_CUDNN_ALGO (one of the names above), RAGTRAIN_CUDA_GRAPHS (0 = off), RAGTRAIN_CUDA_BATCH_LAYOUT
   // (padded | ragged) and RAGTRAIN_FUSED_GROUPS (0 = off). UserError on a bad value.

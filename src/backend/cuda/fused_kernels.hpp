@@ -11,6 +11,8 @@
 //   fused_pool_head.cu      pool_head_kernel              the head when the recurrences run in stages (Args::pooled_out)
 //   fused_group.cu          group_forward_kernel<NT>, group_backward_kernel<NT>   recurrence stages, 128 < H <= 256
 //                                                         and more than 16 sequences: groups in lock step
+//   fused_wide.cu           wide_forward_kernel<NT>, wide_backward_kernel<NT>     recurrence stages, 256 < H <= 512:
+//                                                         groups in lock step over 64 blocks each
 // The types and kernels stay in an anonymous namespace, as when all of this was one file: every kernel file compiles
 // its own copy (nvcc compiles each file's device code on its own, without device linking), and the kernels keep their
 // names (what profilers and kernel timelines match on). The host reaches a kernel only by its stub's address.
@@ -28,7 +30,7 @@ namespace {
 
 constexpr int kInline = 16;     // slots passed in the kernel parameters (larger batches: a device table)
 constexpr int kTables = 3;      // device slot tables used in turn (FusedLstm::run)
-constexpr int kMaxH = 256;
+constexpr int kMaxH = 512;
 constexpr int kMaxProjThreads = 512;   // the projection kernel's block (its launch bound): 4H > 512 in row tiles
 // Bidirectional, one layer, H <= 64: the one-block kernel with both directions at once, a cluster of 2 blocks (one per
 // direction), the head between them. Otherwise (H > 64 or stacked) the directions run apart (Args::pooled_out).
@@ -72,6 +74,21 @@ struct GroupSmem {
 };
 constexpr int kGroupMaxNT = 3;                 // n tiles of 8 sequences at most
 constexpr int kGroupMaxN = 8 * kGroupMaxNT;    // sequences a group (and cluster) runs at most
+
+// The wide recurrence's shared memory (fused_wide.cu), in floats, for NT n tiles of 8 sequences: forward, h_{t-1} of
+// the group and the four column quarters' partial products; backward, the block's d gates by sequence and every
+// block's partial sums for the block's units. (Its global
+// buffers, Args::wide_h and wide_part, are laid out for kGroupMaxN sequences.)
+template <int NT>
+struct WideSmem {
+  static constexpr int kNP = 8 * NT;
+  static constexpr int kHp = WideMap::kHmax + 4;   // h of a sequence, pitched: a B fragment's 8 sequences x 4
+                                                   // columns on distinct banks (16-byte rows)
+  static constexpr int kRp = WideMap::kRows + 4;   // a block's gate rows, pitched likewise
+  static constexpr int kFwd = kNP * kHp + 4 * kNP * kRp;
+  static constexpr int kBwd = kNP * kRp + WideMap::kBlocks * WideMap::kUnits * kNP;
+  static constexpr int kFloats = kFwd > kBwd ? kFwd : kBwd;
+};
 
 // The input gradient of a stacked layer (fused_stack.cu): a block's tile of timesteps x input features. (16
 // timesteps: overlapped, the backward below waits for a whole tile of the layer above's, so the tile is its lag.)
@@ -176,6 +193,14 @@ struct Args {
   // Grouped (FusedLstm's runs above kStreamMaxB sequences at 128 < H <= 256, fused_group.cu): the slots, sorted by
   // length (longest first), form groups of group_n consecutive slots, each group (and direction) a 16-block cluster.
   int32_t group_n = 0;
+  // Wide (256 < H <= 512, fused_wide.cu): every step runs grouped, a group (and direction) on a cohort of
+  // WideMap::kBlocks blocks; cohort c runs groups x directions c, c + cohorts, ... in rounds. Each cohort's h of the
+  // last step (2 buffers x kGroupMaxN sequences x kHmax), its blocks' partial sums of d h (2 buffers x kBlocks source
+  // blocks x kHmax units x the group's sequences) and a flag a block: (epoch << 32 | stage << 31 | steps the block
+  // completed in this kernel), epoch the layer's, stage 1 the backward.
+  float* wide_h = nullptr;
+  float* wide_part = nullptr;
+  unsigned long long* wide_flags = nullptr;
 };
 constexpr int32_t kStageAll = 0, kStageForward = 1, kStageBackward = 2;
 
@@ -211,6 +236,11 @@ template <int NT>
 const void* fused_group_forward_kernel();
 template <int NT>
 const void* fused_group_backward_kernel();
+// The wide recurrence's stages (NT = 1, 2, 3).
+template <int NT>
+const void* fused_wide_forward_kernel();
+template <int NT>
+const void* fused_wide_backward_kernel();
 const void* fused_weight_grad_kernel();
 const void* fused_split_grad_kernel();
 const void* fused_sums_kernel();

@@ -99,4 +99,29 @@ struct GroupMap {
   RAGTRAIN_HD static int h_dest(int u, int i) { return (u >> 2) + 4 * i; }
 };
 
+// The wide variant (fused_wide.cu, 256 < H <= 512): a group of sequences in lock step (and direction) on kBlocks
+// blocks anywhere on the GPU, each block owning the 8 units j = 8 rank + u (its 32 gate rows 4 u + q, unit-major) with
+// its share of W_hh in registers as GroupMap's fragments; h (forward) and the partial sums (backward) go through global
+// memory, not a cluster's shared memory: in the split form W_hh takes 8 MB at H = 512, twice the registers of the 16
+// SMs a cluster can span.
+//   forward:  warp w: the 16 gate rows 16 (w & 1) .. of the block times the columns of quarter w / 2 (kFwdTiles tiles
+//             of 8);
+//   backward: warp w: W_hh^T for the units 64 w .. 64 w + 63 (kBwdM m tiles: the units of blocks 8 w .. 8 w + 7) over
+//             the block's 32 gate rows (kBwdTiles k tiles): the partial sums of d h_{t-1} over the block's rows, which
+//             each owner sums over the kBlocks blocks in block order (a reduce-scatter).
+struct WideMap {
+  static constexpr int kBlocks = 64, kUnits = 8, kHmax = kBlocks * kUnits, kThreads = 256, kRows = 4 * kUnits;
+  static constexpr int kFwdTiles = kHmax / 4 / 8;   // k tiles of a forward warp (its quarter of the columns)
+  static constexpr int kBwdM = kHmax / 8 / 16;      // m tiles of a backward warp
+  static constexpr int kBwdTiles = kRows / 8;       // k tiles of a backward warp (the block's gate rows)
+  RAGTRAIN_HD static int fwd_row(int w, int lane, int i) { return 16 * (w & 1) + (lane >> 2) + 8 * (i & 1); }
+  RAGTRAIN_HD static int fwd_col(int w, int lane, int kt, int i) {
+    return (kHmax / 4) * (w >> 1) + 8 * kt + (lane & 3) + 4 * (i >> 1);
+  }
+  RAGTRAIN_HD static int bwd_col(int w, int lane, int mm, int i) {
+    return 16 * (kBwdM * w + mm) + (lane >> 2) + 8 * (i & 1);
+  }
+  RAGTRAIN_HD static int bwd_row(int lane, int kt, int i) { return 8 * kt + (lane & 3) + 4 * (i >> 1); }
+};
+
 }  // namespace ragtrain

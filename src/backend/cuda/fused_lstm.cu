@@ -98,6 +98,18 @@ FusedLayoutResult fused_layout_from_index(const ModelShape& shape, const std::ve
 }
 
 namespace {
+// The grouped stages' kernel for nt tiles of 8 sequences: a 16-block cluster's (fused_group.cu) or, wide, a cohort's
+// (fused_wide.cu); the backward stage's or the forward's.
+const void* stage_kernel(bool wide, int nt, bool back) {
+  if (wide)
+    return nt == 1   ? (back ? fused_wide_backward_kernel<1>() : fused_wide_forward_kernel<1>())
+           : nt == 2 ? (back ? fused_wide_backward_kernel<2>() : fused_wide_forward_kernel<2>())
+                     : (back ? fused_wide_backward_kernel<3>() : fused_wide_forward_kernel<3>());
+  return nt == 1   ? (back ? fused_group_backward_kernel<1>() : fused_group_forward_kernel<1>())
+         : nt == 2 ? (back ? fused_group_backward_kernel<2>() : fused_group_forward_kernel<2>())
+                   : (back ? fused_group_backward_kernel<3>() : fused_group_forward_kernel<3>());
+}
+
 // How many clusters of cl blocks of kernel k the GPU runs at once.
 int active_clusters(const void* k, int cl, int threads, size_t smem) {
   cudaLaunchConfig_t probe = {};
@@ -131,9 +143,10 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   const int H = static_cast<int>(shape.hidden), F = static_cast<int>(shape.input_size), G = 4 * H;
   const int HI = static_cast<int>(shape.head_input());   // a layer above's inputs
   hr_ = one_block_width(H);   // 0: the cluster variant
+  wide_ = H > ClusterMap16::kHmax;
   apart_ = dirs_ == 2 && (H > kMaxBidirH || stacked);
-  overlap_ = stacked && dirs_ == 1 && hr_ == 0;
-  cl_ = hr_ > 0 ? 0 : (H <= ClusterMap4::kHmax ? ClusterMap4::kCl : ClusterMap16::kCl);
+  overlap_ = stacked && dirs_ == 1 && hr_ == 0 && !wide_;
+  cl_ = hr_ > 0 || wide_ ? 0 : (H <= ClusterMap4::kHmax ? ClusterMap4::kCl : ClusterMap16::kCl);
   threads_ = round_up(G, 32);   // the one-block recurrence
   proj_threads_ = std::min(threads_, kMaxProjThreads);
   proj_tiles_ = (threads_ + kMaxProjThreads - 1) / kMaxProjThreads;
@@ -154,11 +167,11 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   const int64_t fixed = (hr_ > 0 ? one_block : cluster_fixed) + Cp_ + fc_smem_;
   RT_CHECK(fixed * static_cast<int64_t>(sizeof(float)) <= optin, "fused LSTM: the head exceeds shared memory");
   smem_bytes_ = static_cast<size_t>(fixed) * sizeof(float);
-  const void* k = kernel();
+  const void* k = wide_ ? nullptr : kernel();
   // (Stacked: the layers below the top run the variant that adds dh_ext; directions apart, the top layer too;
   // overlapped, the chain's variant.)
   for (const void* v : {kernel(), kernel(true), kernel(false, true)}) {
-    if (v != k && !stacked && !apart_) break;
+    if (wide_ || (v != k && !stacked && !apart_)) break;
     CUDA_CHECK(cudaFuncSetAttribute(v, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
     if (cl_ > 8) CUDA_CHECK(cudaFuncSetAttribute(v, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   }
@@ -176,6 +189,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
                                       group_smem_bytes_);
     grouped_ok_ = group_clusters_ >= 1;
   }
+  if (wide_) init_wide(device);
   if (cl_ > 8)   // 16 blocks: above the portable cluster size (8), which the GPU must allow and fit
     RT_CHECK(active_clusters(k, cl_, rec_threads_, smem_bytes_) >= 1,
              "fused LSTM: this GPU runs no cluster of " << cl_ << " blocks");
@@ -196,7 +210,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   RT_CHECK(static_cast<int64_t>(sg_max) <= optin, "fused LSTM: the weight-gradient tiles exceed shared memory");
   CUDA_CHECK(cudaFuncSetAttribute(fused_split_grad_kernel(),
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sg_max)));
-  packed_floats_ = hr_ > 0    ? 0
+  packed_floats_ = hr_ > 0 || wide_ ? 0
                    : cl_ == 4 ? ClusterMap4::kCl * 2 * ClusterMap4::kCols * ClusterMap4::kThreads
                               : ClusterMap16::kCl * 2 * ClusterMap16::kCols * ClusterMap16::kThreads;
   const size_t LD = static_cast<size_t>(shape.layers * dirs_);   // (layer, direction)
@@ -204,7 +218,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   pack_flags_.resize_discard(LD * kPack);
   // Epoch 0 is never a run's: a flag not yet written reads as not packed.
   CUDA_CHECK(cudaMemset(pack_flags_.get(), 0, LD * kPack * sizeof(unsigned long long)));
-  if (apart_ || grouped_ok_) {   // the head's block: the pooled vector and its gradient, the logits, misc
+  if (apart_ || grouped_ok_ || wide_) {   // the head's block: the pooled vector and its gradient, the logits, misc
     head_smem_bytes_ = static_cast<size_t>(2 * ((HI + 3) / 4 * 4) + Cp_ + 4) * sizeof(float);
     RT_CHECK(static_cast<int64_t>(head_smem_bytes_) <= optin, "fused LSTM: the head exceeds shared memory");
     CUDA_CHECK(cudaFuncSetAttribute(fused_pool_head_kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -213,6 +227,31 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   slots_host_ = PinnedBuffer<GatherSlot>(2 * kMaxGatherSlots, false);
   slots_dev_.resize_discard(kTables * 2 * kMaxGatherSlots);
   cycles_.resize_discard(8);
+}
+
+// The wide stages' kernels (fused_wide.cu): their shared memory, and the cohorts of WideMap::kBlocks blocks the GPU
+// holds at once (a grid never larger: a group's blocks wait on each other's flags). Fewer SMs than a cohort: the model
+// is refused here (CudaBackend then runs cuDNN).
+void FusedLstm::init_wide(int device) {
+  wide_smem_bytes_ = static_cast<size_t>(WideSmem<kGroupMaxNT>::kFloats) * sizeof(float);
+  for (const void* v : {fused_wide_forward_kernel<1>(), fused_wide_forward_kernel<2>(), fused_wide_forward_kernel<3>(),
+                        fused_wide_backward_kernel<1>(), fused_wide_backward_kernel<2>(),
+                        fused_wide_backward_kernel<3>()})
+    CUDA_CHECK(cudaFuncSetAttribute(v, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(wide_smem_bytes_)));
+  int per_sm = 0, sms = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_wide_forward_kernel<kGroupMaxNT>(),
+                                                           WideMap::kThreads, wide_smem_bytes_));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  wide_cohorts_ = per_sm * sms / WideMap::kBlocks;
+  RT_CHECK(wide_cohorts_ >= 1, "fused LSTM: H=" << shape_.hidden << " needs " << WideMap::kBlocks
+                                                << " blocks at once; this GPU holds " << per_sm * sms);
+  const size_t C = static_cast<size_t>(wide_cohorts_);
+  wide_h_.resize_discard(C * 2 * kGroupMaxN * WideMap::kHmax);
+  wide_part_.resize_discard(C * 2 * WideMap::kBlocks * WideMap::kHmax * kGroupMaxN);
+  wide_flags_.resize_discard(C * WideMap::kBlocks);
+  // Epoch 0 is never a run's: a flag not yet written never reads as a completed step.
+  CUDA_CHECK(cudaMemset(wide_flags_.get(), 0, wide_flags_.size() * sizeof(unsigned long long)));
 }
 
 const void* FusedLstm::kernel(bool ext, bool chain) const {
@@ -256,6 +295,7 @@ int FusedLstm::weight_grad_groups(int64_t B, int64_t timesteps, const SplitTiles
 // Grouped: the groups of both directions fill the clusters that run at once, at most kGroupMaxN sequences a group (a
 // larger step runs in waves). (Not in a recorded run: that times the one-sequence kernels.)
 int FusedLstm::group_size(int64_t B) const {
+  if (wide_) return static_cast<int>(std::min<int64_t>((B * dirs_ + wide_cohorts_ - 1) / wide_cohorts_, kGroupMaxN));
   if (!grouped_ok_ || !grouping_on_ || record_ || B <= kStreamMaxB) return 0;
   const int64_t n = (B * dirs_ + group_clusters_ - 1) / group_clusters_;
   return static_cast<int>(std::min<int64_t>(n, kGroupMaxN));
@@ -297,14 +337,14 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   if (L > 1) xbuf_.resize_discard(static_cast<size_t>((L - 1) * cap_B_ * cap_T_ * HI));
   // (Overlapped, a slab per layer boundary: two layers' backwards run at once.)
   const int64_t slabs = overlap_ ? L - 1 : 1;
-  if (L > 1 || apart_ || grouped_ok_) dh_ext_.resize_discard(static_cast<size_t>(slabs * cap_B_ * dirs_ * cap_T_ * H));
+  if (L > 1 || apart_ || grouped_ok_ || wide_) dh_ext_.resize_discard(static_cast<size_t>(slabs * cap_B_ * dirs_ * cap_T_ * H));
   if (overlap_) {   // every flag of the overlapped chain, each layer's own (Args::fwd_words)
     const int T = static_cast<int>(cap_T_), Hi = static_cast<int>(H), Bc = static_cast<int>(cap_B_);
     layer_flags_ = cap_B_ * kMaxCl + chain_proj_flag(T, Hi, Bc, 0, 0) + chain_dx_flag(T, Hi, Bc, 0, 0);
     flags_.resize_discard(static_cast<size_t>(L * layer_flags_));
     CUDA_CHECK(cudaMemset(flags_.get(), 0, flags_.size() * sizeof(unsigned long long)));
   }
-  if (apart_ || grouped_ok_) {
+  if (apart_ || grouped_ok_ || wide_) {
     pooled_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * H));
     pooled_at_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * H));
   }
@@ -364,7 +404,10 @@ P FusedLstm::common_params(int64_t B, int64_t T, const float* features, const in
   a.progress = progress_.get();
   // Streaming needs the weight-gradient blocks launched while the recurrence runs (not in a recorded run, whose
   // kernels are separated by events).
-  a.stream = streaming_ && !record_ && B <= kStreamMaxB;
+  a.stream = streaming_ && !record_ && !wide_ && B <= kStreamMaxB;   // (the wide stages publish no progress)
+  a.wide_h = wide_h_.get();
+  a.wide_part = wide_part_.get();
+  a.wide_flags = wide_flags_.get();
   a.words = hr_ > 0 ? 1 : cl_;
   a.packed_floats = packed_floats_;
   return p;
@@ -513,14 +556,17 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
   };
   // The cluster variant: cl_ blocks a sequence and direction; one block: a cluster of the 2 directions' blocks.
   auto recur = [&](Params& q, bool ext) {
-    if (grouped) {   // a 16-block cluster a group and direction
-      const int n = q.a.group_n, nt = (n + 7) / 8;
-      const bool back = q.a.stage == kStageBackward;
-      const void* fn = nt == 1   ? (back ? fused_group_backward_kernel<1>() : fused_group_forward_kernel<1>())
-                       : nt == 2 ? (back ? fused_group_backward_kernel<2>() : fused_group_forward_kernel<2>())
-                                 : (back ? fused_group_backward_kernel<3>() : fused_group_forward_kernel<3>());
-      const unsigned clusters = static_cast<unsigned>((B + n - 1) / n) * ud;
-      launch(q, fn, dim3(clusters * GroupMap::kCl), GroupMap::kThreads, group_smem_bytes_, GroupMap::kCl);
+    if (grouped) {   // a group and direction a 16-block cluster, or (wide) a cohort of blocks, in rounds over the
+                     // cohorts the GPU holds at once
+      const int n = q.a.group_n;
+      const void* fn = stage_kernel(wide_, (n + 7) / 8, q.a.stage == kStageBackward);
+      const int64_t units = (B + n - 1) / n * dirs_;
+      if (wide_)
+        launch(q, fn, dim3(static_cast<unsigned>(std::min<int64_t>(units, wide_cohorts_)) * WideMap::kBlocks),
+               WideMap::kThreads, wide_smem_bytes_);
+      else
+        launch(q, fn, dim3(static_cast<unsigned>(units) * GroupMap::kCl), GroupMap::kThreads, group_smem_bytes_,
+               GroupMap::kCl);
       return;
     }
     launch(q, kernel(ext, q.a.proj_flags != nullptr), dim3(ub * ud * (hr_ > 0 ? 1u : static_cast<unsigned>(cl_))),
@@ -632,7 +678,8 @@ void FusedLstm::run(const std::vector<GatherSlot>& batch, const float* features,
   Params p = common_params<Params>(B, T, features, labels, targets, params, grads, drop);
   p.a.group_n = group_n;
   const int64_t L = shape_.layers, H = shape_.hidden;
-  RT_CHECK(!record_ || (L == 1 && !apart_), "fused LSTM: a recorded run times one layer of one kernel chain");
+  RT_CHECK(!record_ || (L == 1 && !apart_ && !wide_),
+           "fused LSTM: a recorded run times one layer of one kernel chain (H <= 256)");
   RT_CHECK(between.threshold == 0 || between.indices, "fused LSTM: dropout between layers without the shard's indices");
   // A layer above reads the layer below's h as its features: in place (h_t of slot b is row b per_seq / H + t from
   // the h block of that layer's scratch), or, with dropout between layers or two directions, copied (masked) into
@@ -707,6 +754,11 @@ std::string FusedLstm::describe() const {
   const std::string overlap = overlap_ && overlap_on_ ? "overlapped" : "in turn";
   const std::string layers = RT_MSG((shape_.layers > 1 ? RT_MSG(shape_.layers << " layers " << overlap << ", ") : "")
                                     << (apart_ ? "bidirectional, the directions apart, " : ""));
+  if (wide_)
+    return RT_MSG("fused kernel (" << layers << "groups of up to " << kGroupMaxN << " sequences in lock step on "
+                                   << WideMap::kBlocks << " blocks each, " << wide_cohorts_
+                                   << " at once, recurrent weights in registers on the tensor cores, exchanged "
+                                      "through L2)");
   if (hr_ == 0)
     return RT_MSG("fused kernel (" << layers << "recurrent weights in the registers of a " << cl_
                                    << "-block cluster per sequence"

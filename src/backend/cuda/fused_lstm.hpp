@@ -1,8 +1,9 @@
-// The fused LSTM training step (H <= 256, 1 to 4 layers, one or two directions; --pool last, mean or max): for one
+// The fused LSTM training step (H <= 512, 1 to 4 layers, one or two directions; --pool last, mean or max): for one
 // layer three kernels per step with no launch or grid-wide barrier per timestep: the input projection of every
 // timestep (many blocks, all SMs), the recurrence kernel (one thread block per sequence for H <= 64, a cluster of 4
 // blocks on 4 SMs up to 128, of 16 up to 256 — above 16 sequences a step there, groups of up to 24 sequences in lock
-// step a 16-block cluster on the tensor cores (fused_group.cu):
+// step a 16-block cluster on the tensor cores (fused_group.cu); up to 512, groups in lock step on 64 blocks each,
+// exchanging through L2 (fused_wide.cu)):
 // forward recurrence with the pooling over time, the Linear head and loss, backward recurrence), and the weight
 // gradients (a tiled GEMM over all timesteps and sequences: with few sequences on the other SMs, summing each chunk of
 // timesteps while the backward goes on; with more, on all SMs after it, split over equal parts of the timesteps; with
@@ -44,7 +45,7 @@ struct FusedHeadDropout {
 // Stacked layers the fused step runs at most (each layer's kernels in turn, or overlapped: FusedLstm::overlap_).
 constexpr int64_t kFusedMaxLayers = 4;
 
-// Why the fused kernel cannot run this model (empty when it can): more than kFusedMaxLayers layers, H > 256, ...
+// Why the fused kernel cannot run this model (empty when it can): more than kFusedMaxLayers layers, H > 512, ...
 std::string fused_lstm_unsupported(const ModelShape& shape);
 
 // The layout above from the backend's PyTorch -> device index map, or an empty optional-like result (ok = false)
@@ -155,6 +156,14 @@ class FusedLstm {
   int group_clusters_ = 0;
   size_t group_smem_bytes_ = 0;
   int group_size(int64_t B) const;   // sequences a group for a step of B (0: not grouped)
+  void init_wide(int device);
+  // 256 < H <= 512: every step runs grouped (fused_wide.cu), a group and direction on a cohort of WideMap::kBlocks
+  // blocks, as many cohorts as the GPU holds at once (wide_cohorts_), each with its exchange buffers and flags.
+  bool wide_ = false;
+  int wide_cohorts_ = 0;
+  size_t wide_smem_bytes_ = 0;
+  DeviceBuffer<float> wide_h_, wide_part_;
+  DeviceBuffer<unsigned long long> wide_flags_;
   DeviceBuffer<unsigned long long> flags_;   // overlap_: (layers, layer_flags_) the chain's flags
   int64_t layer_flags_ = 0;
   int64_t n_grad_ = 0, stride_ = 0;
