@@ -2,8 +2,10 @@
 // long sequence), each alone and several per step with an empty slot, both tasks, both kernel variants (one block for H
 // <= 64: H = 19, 40, 50, 55, 64; a 4-block cluster above: H = 65, its smallest, 77, 96, 100, 128, and 40 sequences of H
 // = 128 in one step; a 16-block cluster above: H = 129, 200, 256, and 41 sequences of H = 256 one a cluster; above 16
-// sequences the groups in lock step on the tensor cores: K = 17-201, H = 136, 200, 256, two directions, 2-3 layers);
-// 100 SGD and Adam steps against the CPU backend at K = 1 and K = 4 (H = 96 and 128: SGD; K = 20 at H = 200 grouped);
+// sequences the groups in lock step on the tensor cores: K = 17-201, H = 136, 200, 256, two directions, 2-3 layers;
+// 256 < H <= 512 the groups on 64 blocks each: K = 2-71, H = 257-512, two directions, 2 layers, every pool);
+// 100 SGD and Adam steps against the CPU backend at K = 1 and K = 4 (H = 96 and 128: SGD; K = 20 at H = 200 grouped;
+// K = 8 at H = 384 wide);
 // bidirectional at H <= 64 (both directions in a 2-block cluster: every pool, K = 1, 9, 20, 70, training, reruns);
 // 2 to 4 stacked layers (every variant, K = 1, 9, 17, 20, 24; training; reruns);
 // bitwise-identical reruns; the fallback to cuDNN for models it does not cover; the per-timestep cycle budget and the
@@ -300,8 +302,8 @@ TEST(FusedAgreement, ClassificationCluster16H256FortyOneSequences) {
   many_sequences({36, 256, 1, 10, Task::Classification}, 41, false);
 }
 
-// Above 16 sequences at 128 < H <= 256: the slots sorted by length in groups of up to 16 in lock step a 16-block
-// cluster, the recurrent matvecs on the tensor cores (three tf32 products), the head between the forward and the
+// Above 16 sequences at 128 < H <= 256: the slots sorted by length in groups of up to 24 in lock step a 16-block
+// cluster, the recurrent matvecs on the tensor cores (a tf32 and a bf16 product), the head between the forward and the
 // backward stage. On the 7 clusters of 16 blocks an H100 runs at once: groups of 3-5 (one tile of 8 sequences), 12
 // (two tiles), 18 (three), more groups than clusters (waves: 200 sequences in groups of 24), H not a multiple of 16 (a
 // block's units partly past H), both tasks, every pool, two directions, 2 layers.

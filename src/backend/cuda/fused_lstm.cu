@@ -24,7 +24,8 @@
 // quarter of the columns (forward) and, for four units' columns, a quarter of one gate's rows (backward), so it
 // loads a quarter of the step's vector instead of all of it (slice_matvec; zero-padded to 32, 48, 52, 56 or 64 so
 // the unrolled loops have no branches); 64 < H <= 128 spread over the 4 SMs of a thread-block cluster, up to 256 over
-// 16, h and d gates exchanged through distributed shared memory (fused_cluster.cu).
+// 16, h and d gates exchanged through distributed shared memory (fused_cluster.cu); above 256 (up to 512) over the 64
+// blocks of a cohort, h and partial sums exchanged through L2 (fused_wide.cu).
 // The recurrence is latency-bound: what it costs is the chain of dependent instructions per timestep (shared-memory
 // loads, the FMA chains, the activations, the shuffles, the barrier) and every global round trip (~600 cycles)
 // left on that chain, so loads are issued far ahead and in batches; the projection and weight gradients, which do
