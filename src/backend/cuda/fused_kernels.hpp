@@ -76,8 +76,7 @@ constexpr int kGroupMaxNT = 3;                 // n tiles of 8 sequences at most
 constexpr int kGroupMaxN = 8 * kGroupMaxNT;    // sequences a group (and cluster) runs at most
 
 // The wide recurrence's shared memory (fused_wide.cu), in floats, for NT n tiles of 8 sequences: forward, h_{t-1} of
-// the group and the four column quarters' partial products; backward, the block's d gates by sequence and every
-// block's partial sums for the block's units. (Its global
+// the group and the four column quarters' partial products; backward, the block's d gates by sequence. (Its global
 // buffers, Args::wide_h and wide_part, are laid out for kGroupMaxN sequences.)
 template <int NT>
 struct WideSmem {
@@ -86,7 +85,7 @@ struct WideSmem {
                                                    // columns on distinct banks (16-byte rows)
   static constexpr int kRp = WideMap::kRows + 4;   // a block's gate rows, pitched likewise
   static constexpr int kFwd = kNP * kHp + 4 * kNP * kRp;
-  static constexpr int kBwd = kNP * kRp + WideMap::kBlocks * WideMap::kUnits * kNP;
+  static constexpr int kBwd = kNP * kRp;
   static constexpr int kFloats = kFwd > kBwd ? kFwd : kBwd;
 };
 
