@@ -115,6 +115,7 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
   lstm_mode_ = tuning.lstm;
   fused_groups_ = tuning.fused_groups;
   set_up_fused();
+  agree_on_fused();
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(comm_, &rank));
   if (rank == 0 && batch_ > 1 && tuning.algo == "auto")

@@ -115,6 +115,7 @@ class CudaBackend final : public Backend {
   static void check_limits(const ModelShape& shape, const BackendOptions& opts, const CudaTuning& tuning);
   void choose_algorithm(const CudaTuning& tuning);
   void set_up_fused();
+  void agree_on_fused();   // a collective: every rank has the fused kernels, or none keeps them
   void choose_lstm_path(int64_t K);
   void validate_lengths(int64_t lo, int64_t hi);   // the step shapes of a shard with these lengths
   void build_index();

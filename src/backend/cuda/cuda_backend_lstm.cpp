@@ -17,18 +17,36 @@ void CudaBackend::set_up_fused() {
   // The dropout masks (the head's, between stacked layers) the fused kernels draw themselves.
   if (why.empty()) {
     const FusedLayoutResult r = fused_layout_from_index(shape_, dev_index_, W_, N_);
+    why = r.why;
     if (r.ok) {
       fused_lstm_ =
           std::make_unique<FusedLstm>(shape_, r.layout, N_ + kFusedExtras, gpu_.device, r.reverse, r.upper);
       fused_lstm_->set_grouping(fused_groups_);
+      why = fused_lstm_->unsupported();   // what this GPU cannot run (a MIG slice: too few SMs a cluster or cohort)
+      if (!why.empty()) fused_lstm_.reset();
     }
-    why = r.why;
   }
   lstm_note_ = why.empty() ? "" : "fused kernel not used: " + why;
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(comm_, &rank));
   if (!why.empty() && lstm_mode_ == LstmPath::Fused && rank == 0)
     std::fprintf(stderr, "ragtrain: --lstm fused: %s; using cuDNN\n", why.c_str());
+}
+
+// Ranks differ only where their GPUs do (a MIG slice among whole GPUs: too few SMs for a cluster or cohort). If one
+// rank cannot run the fused kernels, every rank runs cuDNN: --lstm auto's choice is a collective that assumes all
+// ranks can take it, and every rank should compute the same way.
+void CudaBackend::agree_on_fused() {
+  if (lstm_mode_ == LstmPath::Cudnn) return;
+  int have = fused_lstm_ ? 1 : 0, all = 0;
+  MPI_CHECK(MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, comm_));
+  if (all || !fused_lstm_) return;
+  fused_lstm_.reset();
+  lstm_note_ = "fused kernel not used: another rank's GPU cannot run it";
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(comm_, &rank));
+  if (lstm_mode_ == LstmPath::Fused && rank == 0)
+    std::fprintf(stderr, "ragtrain: --lstm fused: another rank's GPU cannot run the fused kernels; using cuDNN\n");
 }
 
 namespace {
@@ -39,7 +57,7 @@ constexpr double kFusedAutoMargin = 0.10;
 void CudaBackend::choose_lstm_path(int64_t K) {
   int rank = 0;
   MPI_CHECK(MPI_Comm_rank(comm_, &rank));
-  if (!fused_lstm_) {   // cudnn, or a model the fused kernel does not cover (the same on every rank)
+  if (!fused_lstm_) {   // cudnn, or a model (or a GPU) the fused kernel does not cover (agree_on_fused: every rank)
     use_fused_ = false;
     return;
   }

@@ -191,9 +191,9 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
     grouped_ok_ = group_clusters_ >= 1;
   }
   if (wide_) init_wide(device);
-  if (cl_ > 8)   // 16 blocks: above the portable cluster size (8), which the GPU must allow and fit
-    RT_CHECK(active_clusters(k, cl_, rec_threads_, smem_bytes_) >= 1,
-             "fused LSTM: this GPU runs no cluster of " << cl_ << " blocks");
+  // 16 blocks: above the portable cluster size (8), which the GPU must allow and fit (a MIG slice may not)
+  if (cl_ > 8 && active_clusters(k, cl_, rec_threads_, smem_bytes_) < 1)
+    unsupported_ = RT_MSG("H=" << H << " needs a cluster of " << cl_ << " blocks, which this GPU does not run");
   // The projection's staged chunks: the widest of layer 0's (F inputs) and the layers above's (HI).
   proj_smem_bytes_ = static_cast<size_t>((kProjT + proj_threads_) * (proj_chunk(stacked ? std::max(F, HI) : F) + 4)) *
                      sizeof(float);
@@ -231,8 +231,8 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
 }
 
 // The wide stages' kernels (fused_wide.cu): their shared memory, and the cohorts of WideMap::kBlocks blocks the GPU
-// holds at once (a grid never larger: a group's blocks wait on each other's flags). Fewer SMs than a cohort: the model
-// is refused here (CudaBackend then runs cuDNN).
+// holds at once (a grid never larger: a group's blocks wait on each other's flags). A GPU that holds no cohort (e.g. a
+// MIG slice) leaves the model to cuDNN (unsupported()).
 void FusedLstm::init_wide(int device) {
   wide_smem_bytes_ = static_cast<size_t>(WideSmem<kGroupMaxNT>::kFloats) * sizeof(float);
   for (const void* v : {fused_wide_forward_kernel<1>(), fused_wide_forward_kernel<2>(), fused_wide_forward_kernel<3>(),
@@ -245,8 +245,11 @@ void FusedLstm::init_wide(int device) {
                                                            WideMap::kThreads, wide_smem_bytes_));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   wide_cohorts_ = per_sm * sms / WideMap::kBlocks;
-  RT_CHECK(wide_cohorts_ >= 1, "fused LSTM: H=" << shape_.hidden << " needs " << WideMap::kBlocks
-                                                << " blocks at once; this GPU holds " << per_sm * sms);
+  if (wide_cohorts_ < 1) {
+    unsupported_ = RT_MSG("H=" << shape_.hidden << " needs " << WideMap::kBlocks << " blocks at once; this GPU holds "
+                               << per_sm * sms);
+    return;
+  }
   const size_t C = static_cast<size_t>(wide_cohorts_);
   wide_h_.resize_discard(C * 2 * kGroupMaxN * WideMap::kHmax);
   wide_part_.resize_discard(C * 2 * WideMap::kBlocks * WideMap::kHmax * kGroupMaxN);
@@ -338,7 +341,8 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   if (L > 1) xbuf_.resize_discard(static_cast<size_t>((L - 1) * cap_B_ * cap_T_ * HI));
   // (Overlapped, a slab per layer boundary: two layers' backwards run at once.)
   const int64_t slabs = overlap_ ? L - 1 : 1;
-  if (L > 1 || apart_ || grouped_ok_ || wide_) dh_ext_.resize_discard(static_cast<size_t>(slabs * cap_B_ * dirs_ * cap_T_ * H));
+  if (L > 1 || apart_ || grouped_ok_ || wide_)
+    dh_ext_.resize_discard(static_cast<size_t>(slabs * cap_B_ * dirs_ * cap_T_ * H));
   if (overlap_) {   // every flag of the overlapped chain, each layer's own (Args::fwd_words)
     const int T = static_cast<int>(cap_T_), Hi = static_cast<int>(H), Bc = static_cast<int>(cap_B_);
     layer_flags_ = cap_B_ * kMaxCl + chain_proj_flag(T, Hi, Bc, 0, 0) + chain_dx_flag(T, Hi, Bc, 0, 0);

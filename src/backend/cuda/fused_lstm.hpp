@@ -102,6 +102,9 @@ class FusedLstm {
   double time_us(int64_t B, int64_t T, cudaStream_t s);
 
   std::string describe() const;   // "fused kernel (recurrent weights in registers, 224 threads, 3 KiB shared)"
+  // Why this GPU cannot run the model's kernels (empty when it can): a cluster of 16 blocks it does not run, or too
+  // few SMs for a wide cohort. The caller then runs cuDNN; run() must not be called.
+  const std::string& unsupported() const { return unsupported_; }
 
  private:
   void reserve(int64_t B, int64_t T);
@@ -204,6 +207,7 @@ class FusedLstm {
   Event marks_[5];                 // around the kernels of a recorded run
   bool record_ = false;
   bool streaming_ = true;
+  std::string unsupported_;
 };
 
 }  // namespace ragtrain
