@@ -6,7 +6,8 @@
 // H = 512, twice the registers of the 16 SMs a cluster can span; held as 64 blocks x 32 gate rows it takes the
 // registers the 16-block groups take at H = 256. The price is the exchange: a step's h (or partial sums) goes out as
 // global stores, a flag a block says which steps it completed, and every block waits for all 64 flags before it reads
-// (~µs a step, against the cluster's remote stores).
+// (at H = 512, K = 32 on the H100 under Nsight Compute's locked clocks: ~3.6 us a forward and ~4.0 us a backward
+// timestep, mostly that wait).
 //   forward:  each block computes its 32 gate rows for the group from the whole h_{t-1} (read into shared memory),
 //             a thread per (unit, sequence) does the cell update and stores h for every block to read;
 //   backward: each block multiplies W_hh^T, restricted to its own 32 gate rows, by its own d gates (partial sums of
