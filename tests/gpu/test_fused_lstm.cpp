@@ -951,7 +951,8 @@ TEST(FusedDeterminism, BitwiseIdenticalRerunsManySequencesCluster16) {
   }
 }
 
-// 256 < H <= 512 (fused_wide.cu): K = 1, 9 and 40 (two rounds a cohort on an H100), bidirectional K = 9.
+// 256 < H <= 512 (fused_wide.cu): K = 1, 9 and 40 (two groups of 20 on the two cohorts of an H100), bidirectional
+// K = 9.
 TEST(FusedDeterminism, BitwiseIdenticalRerunsWide) {
   RT_SKIP_WITHOUT_GPU();
   for (bool bi : {false, true}) {
