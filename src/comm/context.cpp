@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <string>
@@ -13,7 +14,21 @@
 
 namespace ragtrain {
 
+namespace {
+
+// Open MPI's OMPIO opens every file a second time for shared file pointers, by default through its sharedfp/sm
+// component, whose lock is a POSIX semaphore named after the file's base name alone (/dev/shm/sem.OMPIO_<name>):
+// one per node, shared by every job that opens a file of that name. A process killed inside that lock's critical
+// section leaves it at zero, and from then on every MPI_File_open of any file of that name on that node waits
+// forever (seen: one stuck `val.h5` semaphore hung every later run on the machine that read a val.h5). ragtrain
+// uses no shared file pointers and opens files through MPI-IO only to read them; `individual` takes no lock and
+// creates no file on such an open. A choice the user made (OMPI_MCA_sharedfp already set) is kept.
+void avoid_node_wide_file_locks() { setenv("OMPI_MCA_sharedfp", "individual", /*overwrite=*/0); }
+
+}  // namespace
+
 MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
+  avoid_node_wide_file_locks();
   // Reader threads (ShardLoad, ShardWindow) run beside the main thread but never call MPI: FUNNELED is the
   // level that allows it.
   int provided = MPI_THREAD_SINGLE;

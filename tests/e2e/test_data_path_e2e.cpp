@@ -1,7 +1,9 @@
 // The data path's record (issue 34): summary.json says how many bytes the ranks read, how fast, how long until the
 // first step, how long the loop waited for data and the largest rank's peak memory; a rank holds its shard once
 // (the reader wrote a file-order copy and scattered it, twice the shard at the peak, before).
+#include <fcntl.h>
 #include <hdf5.h>
+#include <semaphore.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -670,4 +672,26 @@ TEST(DataPath, StaleStoredStatisticsStopARunThatStartedStreamed) {
   EXPECT_TRUE(contains(r.output, "/statistics") && contains(r.output, "feature 2") && contains(r.output, "hint:"))
       << r.output;
   EXPECT_FALSE(std::filesystem::exists(d / "run/checkpoint.h5"));
+}
+
+// Open MPI's default shared-file-pointer lock is a semaphore per node named after the file's base name; one left at
+// zero by a process killed while holding it made every later MPI_File_open of a file of that name wait forever
+// (a whole CI run hung on a stale /dev/shm/sem.OMPIO_val.h5). ragtrain opens its data without that lock: a stale
+// one of the data file's own name, made here, must not stop a two-rank run.
+TEST(DataPath, AStaleNodeWideFileLockOfTheSameNameDoesNotHangTheRead) {
+  Scratch d;
+  const std::string file = "stale_lock_" + std::to_string(::getpid()) + ".h5";
+  gen(d, file, "--sequences 40 --features 3 --seed 1");
+  const std::string lock = "/OMPIO_" + file;
+  sem_t* held = sem_open(lock.c_str(), O_CREAT | O_EXCL, 0600, 0);   // value 0: "held" by nobody alive
+  ASSERT_NE(held, SEM_FAILED) << "cannot create the semaphore " << lock;
+  struct Unlink {
+    std::string name;
+    ~Unlink() { sem_unlink(name.c_str()); }
+  } unlink_at_end{lock};
+  sem_close(held);
+  const Result r = run(2, "train --data " + d / file + " --out " + d / "run" + " --epochs 1 --hidden 4 --quiet",
+                       static_cast<int>(60 * time_scale()));
+  EXPECT_EQ(r.rc, 0) << "exit " << r.rc << " after " << r.seconds << " s (124: it hung)\n" << r.output;
+  EXPECT_EQ(r.rank_rcs, (std::vector<int>{0, 0})) << r.output;
 }
