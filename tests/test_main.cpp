@@ -1,9 +1,12 @@
-// GoogleTest main for every test binary: MPI is initialised once, only rank 0 prints the result listener.
+// GoogleTest main for every test binary that is an MPI process: MPI starts as in ragtrain itself (MpiEnvironment:
+// the thread level, the error handler, the MPI-IO settings), only rank 0 prints the result listener.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "ragtrain/comm/context.hpp"
+
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  ragtrain::MpiEnvironment mpi(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -15,6 +18,5 @@ int main(int argc, char** argv) {
   // A failure on any rank fails the run on every rank.
   int any = rc;
   MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
   return any;
 }
