@@ -56,7 +56,9 @@ TEST(FusedChunks, PublicationsFollowTheStores) {
           first = t0;
           break;
         }
-      if (first >= 0) EXPECT_EQ(when[static_cast<size_t>(c)], first) << "len " << len << " chunk " << c;
+      if (first >= 0) {
+        EXPECT_EQ(when[static_cast<size_t>(c)], first) << "len " << len << " chunk " << c;
+      }
     }
   }
 }

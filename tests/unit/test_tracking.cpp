@@ -234,7 +234,7 @@ TEST(Compare, RowsShowTheOptionsThatDiffer) {
     Json s{{"world_size", 2}, {"config", config}, {"best_epoch", 3}, {"best_val_loss", 0.5},
            {"best_val_accuracy", best_acc}, {"val_loss", 0.6}, {"val_accuracy", 0.7}, {"train_loss", 0.4},
            {"steps", 30}, {"sequences_per_second", 1000.0}, {"wall_seconds", 2.5}, {"valid", true}};
-    return RunSummary{name, {}, s};
+    return RunSummary{name, {}, s, ""};
   };
   std::vector<RunSummary> runs = {run("a", "", 0.9), run("b", "", 0.8)};
   runs[0].options = {{"hidden", "8"}, {"lr", "0.001"}};
