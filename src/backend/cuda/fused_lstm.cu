@@ -124,7 +124,14 @@ int active_clusters(const void* k, int cl, int threads, size_t smem) {
   probe.attrs = &dims;
   probe.numAttrs = 1;
   int clusters = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &probe));
+  const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, k, &probe);
+  // A cluster the GPU cannot hold at all (a MIG slice's GPCs have fewer SMs than 16) may be answered with this error
+  // instead of 0; both mean none fits (FusedLstm::unsupported then leaves the model to cuDNN). Not sticky: cleared.
+  if (e == cudaErrorInvalidClusterSize) {
+    cudaGetLastError();
+    return 0;
+  }
+  CUDA_CHECK(e);
   return clusters;
 }
 }  // namespace
