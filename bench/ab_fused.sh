@@ -7,8 +7,8 @@
 #   BUILDS="dir_a dir_b" [CASES="50:128 50:1 128:1:2"] [ROUNDS=3] [LSTM=fused] OUT=$OUT bench/ab_fused.sh
 # Each build dir holds a `ragtrain`; a build is named by its folder's name. STEPS / WARMUP override the step counts
 # (default 5000 at K=1, 3000 else, after 300); DEVICE=cpu (with LSTM=) runs the script without a GPU. NCU=1 adds each
-# build's kernel durations (ncu, 10 launches after 100, serialized, caches not flushed between kernels: the step's
-# kernels read each other's output from L2) per case, in ncu.txt.
+# build's kernel durations (ncu, every kernel: NCU_LAUNCHES launches (10) after 100, serialized, caches not flushed
+# between kernels: the step's kernels read each other's output from L2) for each case of NCU_CASES (CASES), in ncu.txt.
 set -uo pipefail
 BUILDS=${BUILDS:?set BUILDS to the folders of the ragtrain builds to compare}
 CASES=${CASES:-50:128 50:1}
@@ -73,22 +73,26 @@ with open(out_path, "w") as f:
     json.dump(result, f, indent=1)
 PY
 [ "${NCU:-0}" = 1 ] || exit 0
-for c in $CASES; do
+for c in ${NCU_CASES:-$CASES}; do
   IFS=: read -r H K L <<< "$c"
   L=${L:-1}
   for b in "${builds[@]}"; do
-    timeout 120 mpirun -np 1 ncu --clock-control none --cache-control none \
-      --kernel-name regex:"projection|fused_lstm|weight_grad|split_grad|sums|fused_opt" \
-      --metrics gpu__time_duration.sum --launch-skip 100 --launch-count 10 --csv \
+    timeout 120 mpirun -np 1 ncu --clock-control none --cache-control none --print-kernel-base function \
+      --metrics gpu__time_duration.sum --launch-skip 100 --launch-count "${NCU_LAUNCHES:-10}" --csv \
       "$b/ragtrain" bench --device "$DEVICE" "${lstm_opt[@]}" --pool last --hidden "$H" --layers "$L" "${DATA[@]}" --optimizer adam \
       --lr 1e-3 --batch-per-rank "$K" --schedule balanced --steps 40 --warmup 5 > "$WORK/ncu.csv" 2>/dev/null
-    echo "ncu $(basename "$b") H=$H K=$K rc=$? (ns)"
+    echo "ncu $(basename "$b") H=$H K=$K rc=$?"
     python3 - "$WORK/ncu.csv" <<'PY'
 import csv, sys
 rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
-if rows:
-    h = rows[0]; k = h.index("Kernel Name"); v = h.index("Metric Value")
-    print("   " + "  ".join(f"{r[k].split('(')[0].split(' ')[-1][:18]}={r[v]}" for r in rows[1:]))
+if rows:   # each kernel's launches and mean duration, in the order first seen
+    h = rows[0]; k = h.index("Kernel Name"); v = h.index("Metric Value"); u = h.index("Metric Unit")
+    scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}
+    seen = {}
+    for r in rows[1:]:
+        seen.setdefault(r[k], []).append(float(r[v].replace(",", "")) * scale.get(r[u], float("nan")))
+    for name, d in seen.items():
+        print(f"   {name[:28]:<28} {len(d):3d} launches  mean {sum(d) / len(d):9.1f} us")
 PY
   done
 done 2>&1 | tee "$OUT/ncu.txt" | tee -a "$LOG"
