@@ -103,10 +103,8 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
   const Args& a = p.a;
   extern __shared__ float4 group_smem4[];
   float* const base = reinterpret_cast<float*>(group_smem4);
-  // (2, kNP, kHp) h of the group by sequence, split for the mma by the blocks that send it (not by each warp)
-  uint2* const h_s = reinterpret_cast<uint2*>(base + S::kBars);
-  float* const red = reinterpret_cast<float*>(h_s + 2 * kNP * S::kHp);   // (2, 2, kNP, kRp) each column half's
-                                                                         // W_hh h by sequence
+  float* const h_s = base + S::kBars;          // (2, kNP, kHp) h of the group by sequence
+  float* const red = h_s + 2 * kNP * S::kHp;   // (2, 2, kNP, kRp) each column half's W_hh h by sequence
   const int rank = static_cast<int>(cooperative_groups::this_cluster().block_rank());
   const GroupOf g = group_of(p);
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31, H = a.H, G = 4 * H;
@@ -122,8 +120,8 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
       weight_parts(w_hh(a, lay, GM::kUnits * rank + r / 4, r % 4, GM::fwd_col(warp, lane, kt, i)), ah[kt][i],
                    ax[kt][i]);
     }
-  for (int i = tid; i < 2 * kNP * S::kHp; i += GM::kThreads) h_s[i] = make_uint2(0u, 0u);   // the parts of 0
-  const uint32_t bars = smem_addr(base), bytes = GM::kHmax * kNP * 8;
+  for (int i = tid; i < 2 * kNP * S::kHp; i += GM::kThreads) h_s[i] = 0.0f;
+  const uint32_t bars = smem_addr(base), bytes = GM::kHmax * kNP * 4;
   // Lane u of a member's 16 lanes sends units 4 (u mod 4) .. of the block to blocks u / 4 + 4 i (pair e: member
   // s + 16 e, 16 rows further).
   uint32_t far_h[4], far_bar[4];
@@ -154,16 +152,16 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
     float* const rb = red + (t & 1) * 2 * kNP * S::kRp;
     if (t > 0) {   // W_hh h_{t-1} for the group: rows 16 mt .., columns of half kh
       group_wait(bars, t - 1, bytes);
-      const uint2* hb = h_s + ((t - 1) & 1) * kNP * S::kHp + (lane >> 2) * S::kHp + (lane & 3);
+      const float* hb = h_s + ((t - 1) & 1) * kNP * S::kHp + (lane >> 2) * S::kHp + (lane & 3);
       float ac[4][NT][4] = {};   // accumulator kt mod 4
 #pragma unroll
       for (int kt0 = 0; kt0 < kTiles; kt0 += 4)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const uint2* const b0 = hb + nt * 8 * S::kHp + (GM::kHmax / 2) * kh + 8 * kt0;
+          const float* const b0 = hb + nt * 8 * S::kHp + (GM::kHmax / 2) * kh + 8 * kt0;
           float(*d[4])[4] = {&ac[0][nt], &ac[1][nt], &ac[2][nt], &ac[3][nt]};
-          const uint2* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
-          mma2x4_split(d, ah, ax, kt0, b);
+          const float* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
+          mma2x4(d, ah, ax, kt0, b);
         }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
@@ -198,17 +196,9 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
         const int src = (lane & 16) + 4 * GM::h_chunk(u);
         const float4 v = make_float4(__shfl_sync(kFull, hv, src), __shfl_sync(kFull, hv, src + 1),
                                      __shfl_sync(kFull, hv, src + 2), __shfl_sync(kFull, hv, src + 3));
-        const uint2 p0 = operand_parts(v.x), p1 = operand_parts(v.y), p2 = operand_parts(v.z), p3 = operand_parts(v.w);
-        const float4 lo = make_float4(__uint_as_float(p0.x), __uint_as_float(p0.y), __uint_as_float(p1.x),
-                                      __uint_as_float(p1.y));
-        const float4 hi = make_float4(__uint_as_float(p2.x), __uint_as_float(p2.y), __uint_as_float(p3.x),
-                                      __uint_as_float(p3.y));
-        const uint32_t off = 8 * ((t & 1) * kNP + 16 * e) * S::kHp;
+        const uint32_t off = 4 * ((t & 1) * kNP + 16 * e) * S::kHp;
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          send4(far_h[i] + off, lo, far_bar[i] + 8 * (t & 1));
-          send4(far_h[i] + off + 16, hi, far_bar[i] + 8 * (t & 1));
-        }
+        for (int i = 0; i < 4; ++i) send4(far_h[i] + off, v, far_bar[i] + 8 * (t & 1));
       }
       if (live) {
         float* const row = q.gbuf + t * G;
@@ -244,8 +234,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
   extern __shared__ float4 group_smem4[];
   float* const base = reinterpret_cast<float*>(group_smem4);
   float* const part = base + S::kBars;                // (2, 16 blocks, 16 units, kPp) partial d h of the block's units
-  // (2, kNP, kRp2) the block's d gates by sequence, split for the mma where they are written (not by each warp)
-  uint2* const dgl = reinterpret_cast<uint2*>(part + 2 * GM::kCl * kPart);
+  float* const dgl = part + 2 * GM::kCl * kPart;      // (2, kNP, kRp) the block's d gates by sequence
   const int rank = static_cast<int>(cooperative_groups::this_cluster().block_rank());
   const GroupOf g = group_of(p);
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31, H = a.H, G = 4 * H;
@@ -262,7 +251,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
         weight_parts(w_hh(a, lay, GM::kUnits * rank + r / 4, r % 4, GM::bwd_col(warp, lane, mm, i)), ah[mm][kt][i],
                      ax[mm][kt][i]);
       }
-  for (int i = tid; i < 2 * kNP * S::kRp2; i += GM::kThreads) dgl[i] = make_uint2(0u, 0u);   // the parts of 0
+  for (int i = tid; i < 2 * kNP * S::kRp; i += GM::kThreads) dgl[i] = 0.0f;
   const uint32_t bars = smem_addr(base), bytes = GM::kHmax * kNP * 4;
   // Warp w sends blocks 2 w and 2 w + 1 their units' partial sums: lane (g, t)'s units g, g + 8, sequences 2 t, + 1.
   uint32_t far_p[2], far_bar[2];
@@ -320,14 +309,14 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
       const float d3 = dh * tc * og * (1.0f - og);
       dc[e] = dct * fg;
       const float4 dg = live ? make_float4(d0, d1, d2, d3) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      store_split4(dgl + ((i & 1) * kNP + q.s) * S::kRp2 + 4 * u, dg);
+      *reinterpret_cast<float4*>(dgl + ((i & 1) * kNP + q.s) * S::kRp + 4 * u) = dg;
       if (live) *reinterpret_cast<float4*>(q.gbuf + t * G + 4 * j) = dg;
       fetch(e, t - 1);
     }
     if (i + 1 == g.maxlen) break;
     __syncthreads();
     // W_hh^T (units of blocks 2 warp, + 1; the block's gate rows) times the block's d gates of step i.
-    const uint2* db = dgl + (i & 1) * kNP * S::kRp2 + (lane >> 2) * S::kRp2 + (lane & 3);
+    const float* db = dgl + (i & 1) * kNP * S::kRp + (lane >> 2) * S::kRp + (lane & 3);
 #pragma unroll
     for (int mm = 0; mm < 2; ++mm) {
       float ac[4][NT][4] = {};   // accumulator kt mod 4
@@ -335,10 +324,10 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
       for (int kt0 = 0; kt0 < kTiles; kt0 += 4)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const uint2* const b0 = db + nt * 8 * S::kRp2 + 8 * kt0;
+          const float* const b0 = db + nt * 8 * S::kRp + 8 * kt0;
           float(*d[4])[4] = {&ac[0][nt], &ac[1][nt], &ac[2][nt], &ac[3][nt]};
-          const uint2* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
-          mma2x4_split(d, ah[mm], ax[mm], kt0, b);
+          const float* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
+          mma2x4(d, ah[mm], ax[mm], kt0, b);
         }
       const uint32_t off = 4 * (i & 1) * GM::kCl * kPart;
 #pragma unroll

@@ -64,15 +64,12 @@ constexpr int kClusterSmemFixed = kClBars + 10 * M::kVec + 2 * M::kHmax + 4;
 template <int NT>
 struct GroupSmem {
   static constexpr int kNP = 8 * NT;     // sequences of a group at most
-  static constexpr int kHp = 256 + 4;    // h pitch (8 bytes a value, split for the mma): 2 kHp = 8 (mod 32), so a
-                                         // B fragment's 8 sequences x 4 columns on distinct banks in each half warp
+  static constexpr int kHp = 256 + 4;    // h pitch: a B fragment's 8 sequences x 4 columns on distinct banks
   static constexpr int kRp = 64 + 4;     // a block's gate rows, pitched likewise
-  static constexpr int kRp2 = 64 + 4;    // the d gates split for the mma (8 bytes a gate): 2 kRp2 = 8 (mod 32), so a
-                                         // B fragment's 64-bit loads fall on distinct banks in each half warp
   static constexpr int kPp = kNP + 2;    // partial sums: the 16 units x 2 sequences a warp reads on distinct banks
   static constexpr int kBars = 4;
-  static constexpr int kFwd = kBars + 2 * 2 * kNP * kHp + 4 * kNP * kRp;
-  static constexpr int kBwd = kBars + 2 * 16 * 16 * kPp + 2 * 2 * kNP * kRp2;
+  static constexpr int kFwd = kBars + 2 * kNP * kHp + 4 * kNP * kRp;
+  static constexpr int kBwd = kBars + 2 * 16 * 16 * kPp + 2 * kNP * kRp;
   static constexpr int kFloats = kFwd > kBwd ? kFwd : kBwd;
 };
 constexpr int kGroupMaxNT = 3;                 // n tiles of 8 sequences at most
@@ -84,12 +81,11 @@ constexpr int kGroupMaxN = 8 * kGroupMaxNT;    // sequences a group (and cluster
 template <int NT>
 struct WideSmem {
   static constexpr int kNP = 8 * NT;
-  static constexpr int kHp = WideMap::kHmax + 4;   // h of a sequence (split: 8 bytes a value), pitched: 2 kHp = 8
-                                                   // (mod 32), a B fragment's 64-bit loads on distinct banks
+  static constexpr int kHp = WideMap::kHmax + 4;   // h of a sequence, pitched: a B fragment's 8 sequences x 4
+                                                   // columns on distinct banks (16-byte rows)
   static constexpr int kRp = WideMap::kRows + 4;   // a block's gate rows, pitched likewise
-  static constexpr int kRp2 = WideMap::kRows + 4;  // the d gates split for the mma (8 bytes a gate; GroupSmem::kRp2)
-  static constexpr int kFwd = 2 * kNP * kHp + 4 * kNP * kRp;
-  static constexpr int kBwd = 2 * kNP * kRp2;
+  static constexpr int kFwd = kNP * kHp + 4 * kNP * kRp;
+  static constexpr int kBwd = kNP * kRp;
   static constexpr int kFloats = kFwd > kBwd ? kFwd : kBwd;
 };
 
@@ -198,9 +194,9 @@ struct Args {
   int32_t group_n = 0;
   // Wide (256 < H <= 512, fused_wide.cu): every step runs grouped, a group (and direction) on a cohort of
   // WideMap::kBlocks blocks; cohort c runs groups x directions c, c + cohorts, ... in rounds. Each cohort's h of the
-  // last step (2 buffers x kGroupMaxN sequences x kHmax, split for the mma: 2 words a value), its blocks' partial sums
-  // of d h (2 buffers x kBlocks source blocks x kHmax units x the group's sequences) and a flag a block: (epoch << 32 |
-  // stage << 31 | steps the block completed in this kernel), epoch the layer's, stage 1 the backward.
+  // last step (2 buffers x kGroupMaxN sequences x kHmax), its blocks' partial sums of d h (2 buffers x kBlocks source
+  // blocks x kHmax units x the group's sequences) and a flag a block: (epoch << 32 | stage << 31 | steps the block
+  // completed in this kernel), epoch the layer's, stage 1 the backward.
   float* wide_h = nullptr;
   float* wide_part = nullptr;
   unsigned long long* wide_flags = nullptr;

@@ -258,7 +258,7 @@ void FusedLstm::init_wide(int device) {
     return;
   }
   const size_t C = static_cast<size_t>(wide_cohorts_);
-  wide_h_.resize_discard(C * 2 * kGroupMaxN * WideMap::kHmax * 2);   // (split: 2 words a value)
+  wide_h_.resize_discard(C * 2 * kGroupMaxN * WideMap::kHmax);
   wide_part_.resize_discard(C * 2 * WideMap::kBlocks * WideMap::kHmax * kGroupMaxN);
   wide_flags_.resize_discard(C * WideMap::kBlocks);
   // Epoch 0 is never a run's: a flag not yet written never reads as a completed step.

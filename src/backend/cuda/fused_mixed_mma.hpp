@@ -61,29 +61,6 @@ __device__ __forceinline__ void mma2x4(float (*d[4])[4], const A& ah, const A& a
   for (int q = 0; q < 4; ++q) mma_tf32(*d[q], ah[kt0 + q], bp[q][0].x, bp[q][1].x);
 }
 
-// mma2x4 on B operands split once where they are written (operand_parts) instead of by every warp that reads them:
-// b[q] holds the parts at the lane's (column t, sequence g), b[q][4] at t + 4. The same products, bit for bit.
-template <class A>
-__device__ __forceinline__ void mma2x4_split(float (*d[4])[4], const A& ah, const A& ax, int kt0,
-                                             const uint2* const (&b)[4]) {
-  uint2 bp[4][2];
-#pragma unroll
-  for (int q = 0; q < 4; ++q)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) bp[q][r] = b[q][4 * r];
-#pragma unroll
-  for (int q = 0; q < 4; ++q) mma_bf16(*d[q], ax[kt0 + q], bp[q][0].y, bp[q][1].y);
-#pragma unroll
-  for (int q = 0; q < 4; ++q) mma_tf32(*d[q], ah[kt0 + q], bp[q][0].x, bp[q][1].x);
-}
-
-// A unit's four d gates, split (operand_parts), as two 16-byte stores at `to` (16-byte aligned).
-__device__ __forceinline__ void store_split4(uint2* to, float4 v) {
-  const uint2 a = operand_parts(v.x), b = operand_parts(v.y), c = operand_parts(v.z), d = operand_parts(v.w);
-  reinterpret_cast<uint4*>(to)[0] = make_uint4(a.x, a.y, b.x, b.y);
-  reinterpret_cast<uint4*>(to)[1] = make_uint4(c.x, c.y, d.x, d.y);
-}
-
 // W_hh[q H + j][k] of direction d, zero past H (the padding of the kernels' tiles).
 __device__ __forceinline__ float w_hh(const Args& a, const FusedLayout& lay, int j, int q, int k) {
   return (j < a.H && k < a.H) ? __ldcg(a.params + lay.w_hh[q] + static_cast<int64_t>(j) * a.H + k) : 0.0f;

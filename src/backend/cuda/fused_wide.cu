@@ -112,14 +112,12 @@ __global__ void __launch_bounds__(WM::kThreads, 1) wide_forward_kernel(const __g
   constexpr int kNP = S::kNP, kTiles = WM::kFwdTiles;
   const Args& a = p.a;
   extern __shared__ float4 wide_smem4[];
-  // (kNP, kHp) h_{t-1} of the group, split for the mma by the blocks that stored it (not by each warp that reads it)
-  uint2* const h_s = reinterpret_cast<uint2*>(wide_smem4);
-  float* const red = reinterpret_cast<float*>(h_s + kNP * S::kHp);   // (4, kNP, kRp) each column quarter's W_hh h
+  float* const h_s = reinterpret_cast<float*>(wide_smem4);   // (kNP, kHp) h_{t-1} of the group
+  float* const red = h_s + kNP * S::kHp;                     // (4, kNP, kRp) each column quarter's W_hh h
   const int rank = static_cast<int>(blockIdx.x) % WM::kBlocks, cohort = static_cast<int>(blockIdx.x) / WM::kBlocks;
   const int cohorts = static_cast<int>(gridDim.x) / WM::kBlocks;
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31, H = a.H, G = 4 * H;
-  // (2, kGroupMaxN, 512) the cohort's h, split
-  uint2* const hx = reinterpret_cast<uint2*>(a.wide_h) + static_cast<int64_t>(cohort) * 2 * kGroupMaxN * WM::kHmax;
+  float* const hx = a.wide_h + static_cast<int64_t>(cohort) * 2 * kGroupMaxN * WM::kHmax;   // (2, kGroupMaxN, 512)
   unsigned long long* const flags = a.wide_flags + cohort * WM::kBlocks;
   const unsigned long long key = wide_key(a, 0);
   const int units = (a.B + a.group_n - 1) / a.group_n * a.dirs;
@@ -153,24 +151,23 @@ __global__ void __launch_bounds__(WM::kThreads, 1) wide_forward_kernel(const __g
     for (int t = 0; t < g.maxlen; ++t, ++step) {
       if (step > 0) wide_wait(flags, key, step);   // h_{t-1} stored; buffer step mod 2 read by every block
       if (t > 0) {   // W_hh h_{t-1} for the group: rows 16 mt .., the columns of quarter kq
-        const uint2* const src = hx + ((step - 1) & 1) * kGroupMaxN * WM::kHmax;
-        for (int e = tid; e < kNP * WM::kHmax / 2; e += WM::kThreads) {   // 16 bytes: two values' parts
-          const int n = e / (WM::kHmax / 2), k2 = e % (WM::kHmax / 2);
-          cp_async16(reinterpret_cast<float*>(h_s + n * S::kHp + 2 * k2),
-                     reinterpret_cast<const float*>(src + n * WM::kHmax + 2 * k2), true);
+        const float* const src = hx + ((step - 1) & 1) * kGroupMaxN * WM::kHmax;
+        for (int e = tid; e < kNP * WM::kHmax / 4; e += WM::kThreads) {
+          const int n = e / (WM::kHmax / 4), k4 = e % (WM::kHmax / 4);
+          cp_async16(h_s + n * S::kHp + 4 * k4, src + n * WM::kHmax + 4 * k4, true);
         }
         asm volatile("cp.async.wait_all;" ::: "memory");
         __syncthreads();
-        const uint2* hb = h_s + (lane >> 2) * S::kHp + (WM::kHmax / 4) * kq + (lane & 3);
+        const float* hb = h_s + (lane >> 2) * S::kHp + (WM::kHmax / 4) * kq + (lane & 3);
         float ac[4][NT][4] = {};   // accumulator kt mod 4
 #pragma unroll
         for (int kt0 = 0; kt0 < kTiles; kt0 += 4)
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
-            const uint2* const b0 = hb + nt * 8 * S::kHp + 8 * kt0;
+            const float* const b0 = hb + nt * 8 * S::kHp + 8 * kt0;
             float(*d[4])[4] = {&ac[0][nt], &ac[1][nt], &ac[2][nt], &ac[3][nt]};
-            const uint2* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
-            mma2x4_split(d, ah, ax, kt0, b);
+            const float* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
+            mma2x4(d, ah, ax, kt0, b);
           }
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
@@ -197,7 +194,7 @@ __global__ void __launch_bounds__(WM::kThreads, 1) wide_forward_kernel(const __g
         const float ig = sigmoid_f(z.x), fg = sigmoid_f(z.y), gg = tanh_f(z.z), og = sigmoid_f(z.w);
         c = (t > 0 ? fg * c : 0.0f) + ig * gg;
         const float tc = tanh_f(c), h = og * tc;
-        hx[((step & 1) * kGroupMaxN + q.s) * WM::kHmax + j] = operand_parts(live ? h : 0.0f);
+        hx[((step & 1) * kGroupMaxN + q.s) * WM::kHmax + j] = live ? h : 0.0f;
         if (live) {
           float* const row = q.gbuf + t * G;
           *reinterpret_cast<float4*>(row + 4 * j) = make_float4(ig, fg, gg, og);
@@ -229,8 +226,7 @@ __global__ void __launch_bounds__(WM::kThreads, 1) wide_backward_kernel(const __
   constexpr int kNP = S::kNP, kTiles = WM::kBwdTiles, kM = WM::kBwdM;
   const Args& a = p.a;
   extern __shared__ float4 wide_smem4[];
-  // (kNP, kRp2) the block's d gates by sequence, split for the mma where they are written (not by each warp)
-  uint2* const dgl = reinterpret_cast<uint2*>(wide_smem4);
+  float* const dgl = reinterpret_cast<float*>(wide_smem4);   // (kNP, kRp) the block's d gates by sequence
   const int rank = static_cast<int>(blockIdx.x) % WM::kBlocks, cohort = static_cast<int>(blockIdx.x) / WM::kBlocks;
   const int cohorts = static_cast<int>(gridDim.x) / WM::kBlocks;
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31, H = a.H, G = 4 * H;
@@ -296,23 +292,23 @@ __global__ void __launch_bounds__(WM::kThreads, 1) wide_backward_kernel(const __
         const float d3 = dh * tc * og * (1.0f - og);
         dc = dct * fg;
         const float4 dg = live ? make_float4(d0, d1, d2, d3) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        store_split4(dgl + q.s * S::kRp2 + 4 * u, dg);
+        *reinterpret_cast<float4*>(dgl + q.s * S::kRp + 4 * u) = dg;
         if (live) *reinterpret_cast<float4*>(q.gbuf + t * G + 4 * j) = dg;
         fetch(t - 1);
       }
       __syncthreads();
       if (i + 1 < g.maxlen) {   // W_hh^T (the warp's units; the block's gate rows) times the block's d gates
-        const uint2* const db = dgl + (lane >> 2) * S::kRp2 + (lane & 3);
+        const float* const db = dgl + (lane >> 2) * S::kRp + (lane & 3);
         float* const out = part + (step & 1) * kPartBuf + static_cast<int64_t>(rank) * WM::kHmax * kNP;
 #pragma unroll
         for (int mm = 0; mm < kM; ++mm) {
           float ac[4][NT][4] = {};   // accumulator kt
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
-            const uint2* const b0 = db + nt * 8 * S::kRp2;
+            const float* const b0 = db + nt * 8 * S::kRp;
             float(*d[4])[4] = {&ac[0][nt], &ac[1][nt], &ac[2][nt], &ac[3][nt]};
-            const uint2* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
-            mma2x4_split(d, ah[mm], ax[mm], 0, b);
+            const float* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
+            mma2x4(d, ah[mm], ax[mm], 0, b);
           }
           // lane (g, t): units g, g + 8 of the tile, sequences 2 t, 2 t + 1 of each n tile
           const int unit = 16 * (kM * warp + mm) + (lane >> 2);
