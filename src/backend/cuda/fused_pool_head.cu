@@ -35,13 +35,16 @@ __global__ void __launch_bounds__(256) pool_head_kernel(const __grid_constant__ 
   __syncthreads();
   head(a, pool_s, lg_s, dh_s, misc, nullptr, slot.pos, label);
   // The pooling's backward, as the recurrence kernels seed it: every step d / len (mean), else the pooling's step.
-  const int64_t n = static_cast<int64_t>(len) * H;
-  for (int64_t i = tid; i < a.dirs * n; i += nt) {
-    const int d = static_cast<int>(i / n), s = static_cast<int>((i - d * n) / H);
-    const int j = static_cast<int>(i - d * n - static_cast<int64_t>(s) * H);
-    const float g = dh_s[d * H + j];
-    const float v = a.pool == 1 ? g / static_cast<float>(len) : (s == a.pooled_at[first + d * H + j] ? g : 0.0f);
-    a.dx[(first / H + d) * a.t_cap * H + static_cast<int64_t>(s) * H + j] = v;
+  // (32-bit indices within a direction, len H far below 2^31: 64-bit divisions cost ~70 instructions each.)
+  const int n = len * H;
+  for (int d = 0; d < a.dirs; ++d) {
+    float* const dxd = a.dx + (first / H + d) * a.t_cap * H;
+    const int32_t* const at = a.pooled_at + first + d * H;
+    for (int i = tid; i < n; i += nt) {
+      const int s = i / H, j = i - s * H;
+      const float g = dh_s[d * H + j];
+      dxd[i] = a.pool == 1 ? g / static_cast<float>(len) : (s == at[j] ? g : 0.0f);
+    }
   }
   head_emit(a, pool_s, lg_s, misc, b, nullptr);
 }
