@@ -7,8 +7,9 @@
 #   BUILDS="dir_a dir_b" [CASES="50:128 50:1 128:1:2"] [ROUNDS=3] [LSTM=fused] OUT=$OUT bench/ab_fused.sh
 # Each build dir holds a `ragtrain`; a build is named by its folder's name. STEPS / WARMUP override the step counts
 # (default 5000 at K=1, 3000 else, after 300); DEVICE=cpu (with LSTM=) runs the script without a GPU. NCU=1 adds each
-# build's kernel durations (ncu, every kernel: NCU_LAUNCHES launches (10) after 100, serialized, caches not flushed
-# between kernels: the step's kernels read each other's output from L2) for each case of NCU_CASES (CASES), in ncu.txt.
+# build's kernel durations (ncu, the fused step's kernels or those NCU_KERNELS matches: NCU_LAUNCHES launches (10)
+# after 100, serialized, caches not flushed between kernels: the step's kernels read each other's output from L2) for
+# each case of NCU_CASES (CASES), in ncu.txt.
 set -uo pipefail
 BUILDS=${BUILDS:?set BUILDS to the folders of the ragtrain builds to compare}
 CASES=${CASES:-50:128 50:1}
@@ -73,11 +74,14 @@ with open(out_path, "w") as f:
     json.dump(result, f, indent=1)
 PY
 [ "${NCU:-0}" = 1 ] || exit 0
+# The fused step's kernels (the bench first runs cuDNN's, which a bare --launch-skip would time instead).
+fused_kernels="projection|group_|wide_|pool_head|split_grad|weight_grad|sums|fused_optimizer|recurrence|cluster|gather|input_grad|layer_input"
 for c in ${NCU_CASES:-$CASES}; do
   IFS=: read -r H K L <<< "$c"
   L=${L:-1}
   for b in "${builds[@]}"; do
     timeout 120 mpirun -np 1 ncu --clock-control none --cache-control none --print-kernel-base function \
+      --kernel-name "regex:${NCU_KERNELS:-$fused_kernels}" \
       --metrics gpu__time_duration.sum --launch-skip 100 --launch-count "${NCU_LAUNCHES:-10}" --csv \
       "$b/ragtrain" bench --device "$DEVICE" "${lstm_opt[@]}" --pool last --hidden "$H" --layers "$L" "${DATA[@]}" --optimizer adam \
       --lr 1e-3 --batch-per-rank "$K" --schedule balanced --steps 40 --warmup 5 > "$WORK/ncu.csv" 2>/dev/null
