@@ -17,11 +17,9 @@
 //             d h_{t-1} for every unit, and sends each block the partial sums of that block's units (a reduce-scatter:
 //             16 x fewer bytes than sending every block the d gates); the receiver adds its 16 parts in block order.
 // Fixed orders throughout (the mma's tiles, the parts, the blocks): reruns are bitwise equal. Ragged groups: member s
-// runs its own steps (forward t = i, backward t = len_s - 1 - i at lock step i); a member past its end, like the
-// padding of the last tile, computes on whatever its column holds and stores nothing, and no block sends it anything
-// (vector_bytes). Double buffers need no other barrier: a block's step i + 1 starts only after every block sent it
-// step i's vector, which each block sends only after all its warps passed the step's barrier (a vector is sent while
-// a member uses it, and a member that uses vector i + 1 also used vector i).
+// runs its own steps (forward t = i, backward t = len_s - 1 - i at lock step i); a member past its end computes on
+// zeros and stores nothing. Double buffers need no other barrier: a block's step i + 1 starts only after every block
+// sent it step i's vector, which each block sends only after all its warps passed the step's barrier.
 #include <cooperative_groups.h>
 
 #include "fused_cluster_device.hpp"
@@ -75,30 +73,12 @@ __device__ __forceinline__ GroupSeq group_seq(const Params& p, const GroupOf& g,
 template <int NT>
 constexpr int kGroupPairs = (16 * 8 * NT + GM::kThreads - 1) / GM::kThreads;
 
-// Only the members that use a step's vector get it: vector k (h_k forward, the partial sums of lock step k backward)
-// is used at lock step k + 1, by the members still running then. The padding of the last tile and members past their
-// end get nothing (their columns of the products are never stored, and a column's products use only that column), so
-// a step sends and counts only what is used: at K = 128 a group holds 19 members in 3 tiles of 8.
-// Warp 0's lane s holds member s's length (0: no member).
-__device__ __forceinline__ int member_len(const Params& p, const GroupOf& g) {
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  return threadIdx.x < 32 && lane < g.nb ? slot_of(p, g.first + lane).length : 0;
-}
-// (Warp 0, every lane.) The bytes of vector k that every block receives: forward, 4 kHmax a member that uses it;
-// backward, whose lanes send two members' sums at once, kCl kUnits 8 a pair (2 p, 2 p + 1) of which one uses it.
-template <bool kBack>
-__device__ __forceinline__ uint32_t vector_bytes(int my_len, int k) {
-  const uint32_t used = __ballot_sync(kFull, k + 1 < my_len);
-  return kBack ? GM::kCl * GM::kUnits * 8 * __popc((used | (used >> 1)) & 0x55555555u) : 4 * GM::kHmax * __popc(used);
-}
-
-// Sets up the block's mbarriers (the first phases expect vectors 0 and 1, bytes0 and bytes1) and, after every block of
+// Sets up the block's mbarriers (each one's first phase expects one step's vector, `bytes`) and, after every block of
 // the cluster did, lets the sends begin; then waits for the kernel before this one (its scratch).
-__device__ __forceinline__ void group_start(uint32_t bars, uint32_t bytes0, uint32_t bytes1) {
+__device__ __forceinline__ void group_start(uint32_t bars, uint32_t bytes) {
   if (threadIdx.x == 0) {
     for (int b = 0; b < 2; ++b) mbar_init(bars + 8 * b);
-    if (bytes0) mbar_arm(bars, bytes0);   // (group_wait: never a phase of 0 bytes)
-    if (bytes1) mbar_arm(bars + 8, bytes1);
+    for (int b = 0; b < 2; ++b) mbar_arm(bars + 8 * b, bytes);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   cooperative_groups::this_cluster().sync();
@@ -108,13 +88,10 @@ __device__ __forceinline__ void group_start(uint32_t bars, uint32_t bytes0, uint
 #endif
 }
 
-// Step i's vector in buffer i mod 2 (the (i / 2)-th phase of its mbarrier); the lead thread re-arms its next phase
-// for vector i + 2 (`bytes`, valid in thread 0). A vector no member uses is never waited for, and its phase is not
-// armed: armed for 0 bytes it would complete at once, and a warp of this block not yet past its wait for vector i
-// would then find the parity it waits for current again and wait forever.
+// Step i's vector in buffer i mod 2 (the (i / 2)-th phase of its mbarrier); the lead thread re-arms its next phase.
 __device__ __forceinline__ void group_wait(uint32_t bars, int i, uint32_t bytes) {
   mbar_wait(bars + 8 * (i & 1), (i >> 1) & 1);
-  if (threadIdx.x == 0 && bytes) mbar_arm(bars + 8 * (i & 1), bytes);
+  if (threadIdx.x == 0) mbar_arm(bars + 8 * (i & 1), bytes);
 }
 
 // The forward stage: gates, c, tanh(c) and h of every member into its scratch, the pooled values into
@@ -144,8 +121,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
                    ax[kt][i]);
     }
   for (int i = tid; i < 2 * kNP * S::kHp; i += GM::kThreads) h_s[i] = 0.0f;
-  const uint32_t bars = smem_addr(base);
-  const int my_len = member_len(p, g);
+  const uint32_t bars = smem_addr(base), bytes = GM::kHmax * kNP * 4;
   // Lane u of a member's 16 lanes sends units 4 (u mod 4) .. of the block to blocks u / 4 + 4 i (pair e: member
   // s + 16 e, 16 rows further).
   uint32_t far_h[4], far_bar[4];
@@ -165,10 +141,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
     c[e] = h_last[e] = 0.0f;
     x[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
-  {
-    const uint32_t b0 = warp == 0 ? vector_bytes<false>(my_len, 0) : 0, b1 = warp == 0 ? vector_bytes<false>(my_len, 1) : 0;
-    group_start(bars, b0, b1);
-  }
+  group_start(bars, bytes);
 
 #pragma unroll
   for (int e = 0; e < kPairs; ++e)
@@ -178,7 +151,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
   for (int t = 0; t < g.maxlen; ++t) {
     float* const rb = red + (t & 1) * 2 * kNP * S::kRp;
     if (t > 0) {   // W_hh h_{t-1} for the group: rows 16 mt .., columns of half kh
-      group_wait(bars, t - 1, warp == 0 ? vector_bytes<false>(my_len, t + 1) : 0);
+      group_wait(bars, t - 1, bytes);
       const float* hb = h_s + ((t - 1) & 1) * kNP * S::kHp + (lane >> 2) * S::kHp + (lane & 3);
       float ac[4][NT][4] = {};   // accumulator kt mod 4
 #pragma unroll
@@ -224,9 +197,8 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
         const float4 v = make_float4(__shfl_sync(kFull, hv, src), __shfl_sync(kFull, hv, src + 1),
                                      __shfl_sync(kFull, hv, src + 2), __shfl_sync(kFull, hv, src + 3));
         const uint32_t off = 4 * ((t & 1) * kNP + 16 * e) * S::kHp;
-        if (t + 1 < q.len)   // (member s uses h_t)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) send4(far_h[i] + off, v, far_bar[i] + 8 * (t & 1));
+        for (int i = 0; i < 4; ++i) send4(far_h[i] + off, v, far_bar[i] + 8 * (t & 1));
       }
       if (live) {
         float* const row = q.gbuf + t * G;
@@ -280,8 +252,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
                      ax[mm][kt][i]);
       }
   for (int i = tid; i < 2 * kNP * S::kRp; i += GM::kThreads) dgl[i] = 0.0f;
-  const uint32_t bars = smem_addr(base);
-  const int my_len = member_len(p, g);
+  const uint32_t bars = smem_addr(base), bytes = GM::kHmax * kNP * 4;
   // Warp w sends blocks 2 w and 2 w + 1 their units' partial sums: lane (g, t)'s units g, g + 8, sequences 2 t, + 1.
   uint32_t far_p[2], far_bar[2];
 #pragma unroll
@@ -293,18 +264,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
   GroupSeq sq[kPairs];
 #pragma unroll
   for (int e = 0; e < kPairs; ++e) sq[e] = group_seq<NT>(p, g, j, e);
-  // The lane's sums of n tile nt are members 8 nt + 2 t, + 1: sent while one of them still runs (the longer length).
-  int pair_len[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int s0 = 8 * nt + 2 * (lane & 3);
-    pair_len[nt] = s0 < g.nb ? slot_of(p, g.first + s0).length : 0;   // (sorted or not: the longer of the two)
-    if (s0 + 1 < g.nb) pair_len[nt] = max(pair_len[nt], slot_of(p, g.first + s0 + 1).length);
-  }
-  {
-    const uint32_t b0 = warp == 0 ? vector_bytes<true>(my_len, 0) : 0, b1 = warp == 0 ? vector_bytes<true>(my_len, 1) : 0;
-    group_start(bars, b0, b1);
-  }
+  group_start(bars, bytes);
 
   const int64_t tcap = a.t_cap;
   // Each pair's d c, and step t's activations, c_{t-1}, tanh(c_t) and d loss / d h_t from outside, loaded a step
@@ -327,8 +287,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
     fetch(e, sq[e].len - 1);
   }
   for (int i = 0; i < g.maxlen; ++i) {
-    if (i > 0 && sq[0].elem)   // (thread 0, the lead, has an element; so has every thread of warp 0)
-      group_wait(bars, i - 1, warp == 0 ? vector_bytes<true>(my_len, i + 1) : 0);
+    if (i > 0 && sq[0].elem) group_wait(bars, i - 1, bytes);   // (thread 0, the lead, has an element)
 #pragma unroll
     for (int e = 0; e < kPairs; ++e) {
       const GroupSeq& q = sq[e];
@@ -373,7 +332,6 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
       const uint32_t off = 4 * (i & 1) * GM::kCl * kPart;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        if (i + 1 >= pair_len[nt]) continue;   // neither member uses this step's sums
         float v[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) v[e] = (ac[0][nt][e] + ac[1][nt][e]) + (ac[2][nt][e] + ac[3][nt][e]);
