@@ -148,20 +148,23 @@ __device__ __forceinline__ void load_grads(const OptimizerArgs& a, int64_t first
   }
 }
 // This thread's sum of (g / count)^2 over its elements, in element order.
-__device__ __forceinline__ double sum_squares(const OptimizerArgs& a, int64_t first, int64_t X, float inv,
+// s plus the squares of batch b's elements (those below a.n), in element order.
+__device__ __forceinline__ double add_squares(double s, const OptimizerArgs& a, int64_t b, int64_t X, float inv,
                                               const Elems& e) {
-  double s = 0.0;
 #pragma unroll
   for (int k = 0; k < kPer; ++k)
-    if (first + k * X < a.n) s = __dadd_rn(s, square_of_mean(e.g[k], inv));
+    if (b + k * X < a.n) s = __dadd_rn(s, square_of_mean(e.g[k], inv));
+  return s;
+}
+__device__ __forceinline__ double sum_squares(const OptimizerArgs& a, int64_t first, int64_t X, float inv,
+                                              const Elems& e) {
+  double s = add_squares(0.0, a, first, X, inv, e);
   // Elements past the first kPer in batches of kPer, each batch's loads in flight together (one at a time, a model of
   // 1.1 M parameters on 2 x 132 blocks waited ~9 memory latencies here and ~9 more in the update).
   for (int64_t b = first + kPer * X; b < a.n; b += kPer * X) {
     Elems t;
     load_grads(a, b, X, t);
-#pragma unroll
-    for (int k = 0; k < kPer; ++k)
-      if (b + k * X < a.n) s = __dadd_rn(s, square_of_mean(t.g[k], inv));
+    s = add_squares(s, a, b, X, inv, t);
   }
   return s;
 }
