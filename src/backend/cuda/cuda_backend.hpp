@@ -38,11 +38,9 @@ struct CudaTuning {
   bool fused_groups = true;     // the fused kernel runs steps of more than 16 sequences at 128 < H <= 256 in lock-step
                                 // groups on the tensor cores (FusedLstm::set_grouping); RAGTRAIN_FUSED_GROUPS=0: off
                                 // (256 < H <= 512 always runs in groups: fused_wide.cu)
-  bool fused_tf32 = false;       // the grouped kernel's recurrent products in tf32 alone (FusedLstm::set_tf32);
-                                // RAGTRAIN_FUSED_TF32=1: on
 
   // RAGTRAIN_CUDNN_ALGO (one of the names above), RAGTRAIN_CUDA_GRAPHS (0 = off), RAGTRAIN_CUDA_BATCH_LAYOUT
-  // (padded | ragged), RAGTRAIN_FUSED_GROUPS (0 = off) and RAGTRAIN_FUSED_TF32 (1 = on). UserError on a bad value.
+  // (padded | ragged) and RAGTRAIN_FUSED_GROUPS (0 = off). UserError on a bad value.
   static CudaTuning from_environment();
 };
 
@@ -156,7 +154,6 @@ class CudaBackend final : public Backend {
   bool single_rank_ = false;              // the communicator has one rank: the all-reduce is the identity
   LstmPath lstm_mode_ = LstmPath::Cudnn;  // CudaTuning::lstm
   bool fused_groups_ = true;              // CudaTuning::fused_groups
-  bool fused_tf32_ = false;              // CudaTuning::fused_tf32
   std::unique_ptr<FusedLstm> fused_lstm_; // the fused kernel when the model is covered and the mode is not cudnn
   bool use_fused_ = false;                // this step width runs the fused kernel (rank 0's choice, broadcast)
   std::string lstm_note_;                 // why cuDNN (not covered), or the measurement behind auto's choice

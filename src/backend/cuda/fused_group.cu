@@ -107,7 +107,7 @@ __device__ __forceinline__ void group_wait(uint32_t bars, int i, uint32_t bytes)
 
 // The forward stage: gates, c, tanh(c) and h of every member into its scratch, the pooled values into
 // Args::pooled_out (the top layer).
-template <int NT, bool kTf32>
+template <int NT>
 __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __grid_constant__ Params p) {
   using S = GroupSmem<NT>;
   constexpr int kNP = S::kNP, kTiles = GM::kFwdTiles, kPairs = kGroupPairs<NT>;
@@ -128,8 +128,8 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int r = GM::fwd_row(warp, lane, i);
-      weight_held<kTf32>(w_hh(a, lay, GM::kUnits * rank + r / 4, r % 4, GM::fwd_col(warp, lane, kt, i)), ah[kt][i],
-                         ax[kt][i]);
+      weight_parts(w_hh(a, lay, GM::kUnits * rank + r / 4, r % 4, GM::fwd_col(warp, lane, kt, i)), ah[kt][i],
+                   ax[kt][i]);
     }
   for (int i = tid; i < 2 * kNP * S::kHp; i += GM::kThreads) h_s[i] = 0.0f;
   const uint32_t bars = smem_addr(base), bytes = group_bytes(g);
@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
           const float* const b0 = hb + nt * 8 * S::kHp + (GM::kHmax / 2) * kh + 8 * kt0;
           float(*d[4])[4] = {&ac[0][nt], &ac[1][nt], &ac[2][nt], &ac[3][nt]};
           const float* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
-          mma_x4<kTf32>(d, ah, ax, kt0, b);
+          mma2x4(d, ah, ax, kt0, b);
         }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
 }
 
 // The backward stage, seeded by Args::dh_ext alone: d gates replace the activations in each member's scratch.
-template <int NT, bool kTf32>
+template <int NT>
 __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const __grid_constant__ Params p) {
   using S = GroupSmem<NT>;
   constexpr int kNP = S::kNP, kTiles = GM::kBwdTiles, kPart = GM::kUnits * S::kPp, kPairs = kGroupPairs<NT>;
@@ -261,8 +261,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int r = GM::bwd_row(lane, kt, i);
-        weight_held<kTf32>(w_hh(a, lay, GM::kUnits * rank + r / 4, r % 4, GM::bwd_col(warp, lane, mm, i)),
-                           ah[mm][kt][i],
+        weight_parts(w_hh(a, lay, GM::kUnits * rank + r / 4, r % 4, GM::bwd_col(warp, lane, mm, i)), ah[mm][kt][i],
                      ax[mm][kt][i]);
       }
   for (int i = tid; i < 2 * kNP * S::kRp; i += GM::kThreads) dgl[i] = 0.0f;
@@ -342,7 +341,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
           const float* const b0 = db + nt * 8 * S::kRp + 8 * kt0;
           float(*d[4])[4] = {&ac[0][nt], &ac[1][nt], &ac[2][nt], &ac[3][nt]};
           const float* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
-          mma_x4<kTf32>(d, ah[mm], ax[mm], kt0, b);
+          mma2x4(d, ah[mm], ax[mm], kt0, b);
         }
       const uint32_t off = 4 * (i & 1) * GM::kCl * kPart;
 #pragma unroll
@@ -361,23 +360,19 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
 
 }  // namespace
 
-template <int NT, bool kTf32>
+template <int NT>
 const void* fused_group_forward_kernel() {
-  return reinterpret_cast<const void*>(group_forward_kernel<NT, kTf32>);
+  return reinterpret_cast<const void*>(group_forward_kernel<NT>);
 }
-template <int NT, bool kTf32>
+template <int NT>
 const void* fused_group_backward_kernel() {
-  return reinterpret_cast<const void*>(group_backward_kernel<NT, kTf32>);
+  return reinterpret_cast<const void*>(group_backward_kernel<NT>);
 }
-#define RAGTRAIN_GROUP_STAGES(NT, TF32)                               \
-  template const void* fused_group_forward_kernel<NT, TF32>();        \
-  template const void* fused_group_backward_kernel<NT, TF32>();
-RAGTRAIN_GROUP_STAGES(1, false)
-RAGTRAIN_GROUP_STAGES(2, false)
-RAGTRAIN_GROUP_STAGES(3, false)
-RAGTRAIN_GROUP_STAGES(1, true)
-RAGTRAIN_GROUP_STAGES(2, true)
-RAGTRAIN_GROUP_STAGES(3, true)
-#undef RAGTRAIN_GROUP_STAGES
+template const void* fused_group_forward_kernel<1>();
+template const void* fused_group_forward_kernel<2>();
+template const void* fused_group_forward_kernel<3>();
+template const void* fused_group_backward_kernel<1>();
+template const void* fused_group_backward_kernel<2>();
+template const void* fused_group_backward_kernel<3>();
 
 }  // namespace ragtrain

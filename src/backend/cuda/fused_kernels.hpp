@@ -235,11 +235,10 @@ const void* fused_one_block_kernel();   // HR = 32, 48, 52, 56, 64 (one_block_wi
 // and (true, true): the variant adding dh_ext runs only below the top of a stacked or apart model.
 template <class M, bool kExt, bool kChain>
 const void* fused_cluster_kernel();     // M = ClusterMap4, ClusterMap16
-// The grouped recurrence's stages (NT = 1, 2, 3: up to 8, 16 or 24 sequences a group; kTf32: the recurrent products in
-// tf32 alone, FusedLstm::set_tf32).
-template <int NT, bool kTf32>
+// The grouped recurrence's stages (NT = 1, 2, 3: up to 8, 16 or 24 sequences a group).
+template <int NT>
 const void* fused_group_forward_kernel();
-template <int NT, bool kTf32>
+template <int NT>
 const void* fused_group_backward_kernel();
 // The wide recurrence's stages (NT = 1, 2, 3).
 template <int NT>

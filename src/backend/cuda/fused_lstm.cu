@@ -100,20 +100,16 @@ FusedLayoutResult fused_layout_from_index(const ModelShape& shape, const std::ve
 }
 
 namespace {
-// The grouped stages' kernel for nt tiles of 8 sequences: a 16-block cluster's (fused_group.cu; tf32: the products in
-// tf32 alone) or, wide, a cohort's (fused_wide.cu); the backward stage's or the forward's.
-template <bool kTf32>
-const void* group_stage_kernel(int nt, bool back) {
-  return nt == 1   ? (back ? fused_group_backward_kernel<1, kTf32>() : fused_group_forward_kernel<1, kTf32>())
-         : nt == 2 ? (back ? fused_group_backward_kernel<2, kTf32>() : fused_group_forward_kernel<2, kTf32>())
-                   : (back ? fused_group_backward_kernel<3, kTf32>() : fused_group_forward_kernel<3, kTf32>());
-}
-const void* stage_kernel(bool wide, int nt, bool back, bool tf32) {
+// The grouped stages' kernel for nt tiles of 8 sequences: a 16-block cluster's (fused_group.cu) or, wide, a cohort's
+// (fused_wide.cu); the backward stage's or the forward's.
+const void* stage_kernel(bool wide, int nt, bool back) {
   if (wide)
     return nt == 1   ? (back ? fused_wide_backward_kernel<1>() : fused_wide_forward_kernel<1>())
            : nt == 2 ? (back ? fused_wide_backward_kernel<2>() : fused_wide_forward_kernel<2>())
                      : (back ? fused_wide_backward_kernel<3>() : fused_wide_forward_kernel<3>());
-  return tf32 ? group_stage_kernel<true>(nt, back) : group_stage_kernel<false>(nt, back);
+  return nt == 1   ? (back ? fused_group_backward_kernel<1>() : fused_group_forward_kernel<1>())
+         : nt == 2 ? (back ? fused_group_backward_kernel<2>() : fused_group_forward_kernel<2>())
+                   : (back ? fused_group_backward_kernel<3>() : fused_group_forward_kernel<3>());
 }
 
 // How many clusters of cl blocks of kernel k the GPU runs at once.
@@ -209,17 +205,15 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   grouped_ok_ = cl_ == GroupMap::kCl;
   if (grouped_ok_) {   // the grouped stages' kernels (fused_group.cu): one shared-memory size, the larger one's
     group_smem_bytes_ = static_cast<size_t>(GroupSmem<kGroupMaxNT>::kFloats) * sizeof(float);
-    std::vector<const void*> stages;
-    for (int nt = 1; nt <= kGroupMaxNT; ++nt)
-      for (bool back : {false, true})
-        for (bool tf32 : {false, true}) stages.push_back(stage_kernel(false, nt, back, tf32));
-    for (const void* v : stages) {
+    for (const void* v : {fused_group_forward_kernel<1>(), fused_group_forward_kernel<2>(),
+                          fused_group_forward_kernel<3>(), fused_group_backward_kernel<1>(),
+                          fused_group_backward_kernel<2>(), fused_group_backward_kernel<3>()}) {
       CUDA_CHECK(cudaFuncSetAttribute(v, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(group_smem_bytes_)));
       CUDA_CHECK(cudaFuncSetAttribute(v, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     }
-    group_clusters_ = active_clusters(stage_kernel(false, kGroupMaxNT, false, false), GroupMap::kCl,
-                                      GroupMap::kThreads, group_smem_bytes_);
+    group_clusters_ = active_clusters(fused_group_forward_kernel<kGroupMaxNT>(), GroupMap::kCl, GroupMap::kThreads,
+                                      group_smem_bytes_);
     grouped_ok_ = group_clusters_ >= 1;
   }
   if (wide_) init_wide(device);
@@ -596,7 +590,7 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
     if (grouped) {   // a group and direction a 16-block cluster, or (wide) a cohort of blocks, in rounds over the
                      // cohorts the GPU holds at once
       const int n = q.a.group_n;
-      const void* fn = stage_kernel(wide_, (n + 7) / 8, q.a.stage == kStageBackward, tf32_);
+      const void* fn = stage_kernel(wide_, (n + 7) / 8, q.a.stage == kStageBackward);
       const int64_t units = (q.a.group_count > 0 ? q.a.group_count : (B + n - 1) / n) * dirs_;
       if (wide_)
         launch(q, fn, dim3(static_cast<unsigned>(std::min<int64_t>(units, wide_cohorts_)) * WideMap::kBlocks),

@@ -98,9 +98,6 @@ class FusedLstm {
   // Whether a grouped step that fits the clusters at once cuts its groups to their own sizes (default; group_plan.hpp),
   // or into groups of one size (the tests compare the two bit for bit).
   void set_group_plan(bool on) { planning_on_ = on; }
-  // Whether the grouped recurrence (fused_group.cu) multiplies in tf32 alone (one tensor-core product a tile, about
-  // 2^-11 of the float product) instead of to float accuracy (RAGTRAIN_FUSED_TF32=1; off by default).
-  void set_tf32(bool on) { tf32_ = on; }
   FusedCycles last_cycles(cudaStream_t s);
 
   // Median microseconds of one run over B sequences of length T on random data (its own buffers; `s` is
@@ -165,7 +162,6 @@ class FusedLstm {
   int group_clusters_ = 0;
   size_t group_smem_bytes_ = 0;
   bool planning_on_ = true;
-  bool tf32_ = false;
   int group_size(int64_t B) const;   // sequences a group for a step of B (0: not grouped)
   void init_wide(int device);
   // 256 < H <= 512: every step runs grouped (fused_wide.cu), a group and direction on a cohort of WideMap::kBlocks

@@ -61,25 +61,6 @@ __device__ __forceinline__ void mma2x4(float (*d[4])[4], const A& ah, const A& a
   for (int q = 0; q < 4; ++q) mma_tf32(*d[q], ah[kt0 + q], bp[q][0].x, bp[q][1].x);
 }
 
-// A recurrent weight as a lane holds it: both parts (mma2x4), or (kTf32) its tf32 rounding alone.
-template <bool kTf32>
-__device__ __forceinline__ void weight_held(float w, uint32_t& hi, uint32_t& x) {
-  if constexpr (kTf32) hi = tf32_round(w);
-  else weight_parts(w, hi, x);
-}
-// d[q] += A[q] B[q] for 4 k tiles q: mma2x4, or (kTf32) one tf32 product a tile, B rounded to tf32 too (each product
-// within about 2^-11 of the float one: the accuracy cuDNN's LSTM has with TF32 allowed, PyTorch's default).
-template <bool kTf32, class A>
-__device__ __forceinline__ void mma_x4(float (*d[4])[4], const A& ah, const A& ax, int kt0,
-                                       const float* const (&b)[4]) {
-  if constexpr (kTf32) {
-#pragma unroll
-    for (int q = 0; q < 4; ++q) mma_tf32(*d[q], ah[kt0 + q], tf32_round(b[q][0]), tf32_round(b[q][4]));
-  } else {
-    mma2x4(d, ah, ax, kt0, b);
-  }
-}
-
 // W_hh[q H + j][k] of direction d, zero past H (the padding of the kernels' tiles).
 __device__ __forceinline__ float w_hh(const Args& a, const FusedLayout& lay, int j, int q, int k) {
   return (j < a.H && k < a.H) ? __ldcg(a.params + lay.w_hh[q] + static_cast<int64_t>(j) * a.H + k) : 0.0f;
