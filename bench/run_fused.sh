@@ -13,7 +13,7 @@
 # The fused column is filled only where `ragtrain bench` ran the fused kernel (its JSON's backend_description says
 # so); a model it does not cover runs cuDNN under --lstm fused, and the column says "-".
 # TORCH=0 leaves out PyTorch, FLOOR=0 the floor (also left out when $BIN has no cudnn_floor).
-# Output: $OUT/bench.log, summary.txt, summary.json, results.tgz.
+# Output: $OUT/bench.log, summary.txt, summary.json, results.tgz (the last three rewritten before every case).
 set -uo pipefail
 BIN=${BIN:-build-gpu/bin}
 SCRIPTS=${SCRIPTS:-bench}   # where torch_reference.py and torch_graph_anchor.py are
@@ -28,38 +28,9 @@ common=$(dirname "$0")/bench_common.sh
 [ -f "$common" ] || common=bench/bench_common.sh
 . "$common"
 
-steps_for() { case $1 in 1) echo 5000 ;; *) echo 3000 ;; esac; }
-for c in $CASES; do
-  IFS=: read -r H K L BI <<< "$c"
-  L=${L:-1} BI=${BI:-}
-  tag=h${H}_k${K}_l${L}${BI:+_bi}
-  model=(--hidden "$H" --layers "$L")
-  [ "$BI" = bi ] && model+=(--bidirectional)
-  echo "## $c" | tee -a "$LOG"
-  for lstm in cudnn fused; do
-    timeout 150 mpirun -np 1 "$BIN/ragtrain" bench --device cuda --lstm "$lstm" --pool last "${model[@]}" "${DATA[@]}" \
-      --optimizer adam --lr 1e-3 --batch-per-rank "$K" --schedule balanced --steps "$(steps_for "$K")" \
-      --warmup 300 --out "$WORK/${lstm}_$tag.json" 2>&1 | tee -a "$LOG"
-  done
-  if [ "$FLOOR" = 1 ] && [ -x "$BIN/cudnn_floor" ] && [ -z "$BI" ]; then
-    timeout 150 "$BIN/cudnn_floor" --hidden "$H" --layers "$L" --features 36 --min-length 60 --max-length 130 \
-      --seed 1 --sequences 2000 --passes 1 --batch "$K" --layouts padded --algo all --out "$WORK/floor_$tag.json" 2>&1 |
-      tee -a "$LOG"
-  fi
-  [ "$TORCH" = 1 ] || continue
-  eager_steps=600
-  [ "$K" != 1 ] && eager_steps=150
-  timeout 150 python3 "$SCRIPTS/torch_reference.py" --data "$WORK/data.h5" --hidden "$H" --layers "$L" \
-    ${BI:+--bidirectional} --batch "$K" --steps "$eager_steps" --warmup 30 --out "$WORK/torch_$tag.json" 2>&1 |
-    tee -a "$LOG"
-  if [ "$L" = 1 ] && [ -z "$BI" ]; then
-    timeout 240 python3 "$SCRIPTS/torch_graph_anchor.py" --data "$WORK/data.h5" --hidden "$H" --batch "$K" \
-      --steps 3000 --warmup 200 --out "$WORK/graph_$tag.json" 2>&1 | tee -a "$LOG"
-  fi
-done
-tar -C "$WORK" -czf "$OUT/results.tgz" --exclude data.h5 .
-
-CASES="$CASES" python3 - "$WORK" "$OUT/summary.json" <<'EOF' 2>&1 | tee "$OUT/summary.txt" | tee -a "$LOG"
+# The table (summary.txt, summary.json) and results.tgz from the JSON files so far, rewritten before every case and
+# at the end: a run stopped early (a device call's time limit) leaves the cases it finished, '-' for the rest.
+read -r -d '' SUMMARY_PY <<'EOF'
 import json, os, sys
 work, out_path = sys.argv[1], sys.argv[2]
 # (H, K, layers, bidirectional): seq/s lines (doc/performance.md; issue 36).
@@ -100,7 +71,8 @@ for c in os.environ["CASES"].split():
     cell = lambda r: f"{seq(r):10.0f} ({r['us_per_step']:5.1f})" if r else f"{'-':>18}"
     tgt = TARGET.get((h, k, layers, bi))
     met = None if tgt is None or not rs["fused"] else seq(rs["fused"]) >= tgt
-    verdict = "" if tgt is None else f">= {tgt:,.0f}: " + ("MET" if met else "MISSED")
+    state = "fused not run" if met is None else "MET" if met else "MISSED"
+    verdict = "" if tgt is None else f">= {tgt:,.0f}: {state}"
     cells = " | ".join(cell(rs[n]) for n in NAMES)
     ratio = lambda a, b: f"{seq(rs[a]) / seq(rs[b]):.2f}x" if rs[a] and rs[b] else "-"   # '-': one side not run
     ratios = f"{ratio('fused', 'cudnn'):>11} {ratio('fused', 'graph'):>13}"
@@ -114,3 +86,40 @@ for c in os.environ["CASES"].split():
 with open(out_path, "w") as f:
     json.dump(summary, f, indent=1)
 EOF
+summarize() {
+  CASES="$CASES" python3 -c "$SUMMARY_PY" "$WORK" "$OUT/summary.json" > "$OUT/summary.txt" 2>&1
+  tar -C "$WORK" -czf "$OUT/results.tgz" --exclude data.h5 .
+}
+
+steps_for() { case $1 in 1) echo 5000 ;; *) echo 3000 ;; esac; }
+for c in $CASES; do
+  summarize
+  IFS=: read -r H K L BI <<< "$c"
+  L=${L:-1} BI=${BI:-}
+  tag=h${H}_k${K}_l${L}${BI:+_bi}
+  model=(--hidden "$H" --layers "$L")
+  [ "$BI" = bi ] && model+=(--bidirectional)
+  echo "## $c" | tee -a "$LOG"
+  for lstm in cudnn fused; do
+    timeout 150 mpirun -np 1 "$BIN/ragtrain" bench --device cuda --lstm "$lstm" --pool last "${model[@]}" "${DATA[@]}" \
+      --optimizer adam --lr 1e-3 --batch-per-rank "$K" --schedule balanced --steps "$(steps_for "$K")" \
+      --warmup 300 --out "$WORK/${lstm}_$tag.json" 2>&1 | tee -a "$LOG"
+  done
+  if [ "$FLOOR" = 1 ] && [ -x "$BIN/cudnn_floor" ] && [ -z "$BI" ]; then
+    timeout 150 "$BIN/cudnn_floor" --hidden "$H" --layers "$L" --features 36 --min-length 60 --max-length 130 \
+      --seed 1 --sequences 2000 --passes 1 --batch "$K" --layouts padded --algo all --out "$WORK/floor_$tag.json" 2>&1 |
+      tee -a "$LOG"
+  fi
+  [ "$TORCH" = 1 ] || continue
+  eager_steps=600
+  [ "$K" != 1 ] && eager_steps=150
+  timeout 150 python3 "$SCRIPTS/torch_reference.py" --data "$WORK/data.h5" --hidden "$H" --layers "$L" \
+    ${BI:+--bidirectional} --batch "$K" --steps "$eager_steps" --warmup 30 --out "$WORK/torch_$tag.json" 2>&1 |
+    tee -a "$LOG"
+  if [ "$L" = 1 ] && [ -z "$BI" ]; then
+    timeout 240 python3 "$SCRIPTS/torch_graph_anchor.py" --data "$WORK/data.h5" --hidden "$H" --batch "$K" \
+      --steps 3000 --warmup 200 --out "$WORK/graph_$tag.json" 2>&1 | tee -a "$LOG"
+  fi
+done
+summarize
+tee -a "$LOG" < "$OUT/summary.txt"
