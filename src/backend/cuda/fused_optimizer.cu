@@ -147,8 +147,7 @@ __device__ __forceinline__ void load_grads(const OptimizerArgs& a, int64_t first
     e.g[k] = i < a.n ? a.grads[i] : 0.0f;
   }
 }
-// This thread's sum of (g / count)^2 over its elements, in element order.
-// s plus the squares of batch b's elements (those below a.n), in element order.
+// s plus the squares (g / count)^2 of batch b's elements (those below a.n), in element order.
 __device__ __forceinline__ double add_squares(double s, const OptimizerArgs& a, int64_t b, int64_t X, float inv,
                                               const Elems& e) {
 #pragma unroll
@@ -156,6 +155,7 @@ __device__ __forceinline__ double add_squares(double s, const OptimizerArgs& a, 
     if (b + k * X < a.n) s = __dadd_rn(s, square_of_mean(e.g[k], inv));
   return s;
 }
+// This thread's sum of (g / count)^2 over its elements, in element order.
 __device__ __forceinline__ double sum_squares(const OptimizerArgs& a, int64_t first, int64_t X, float inv,
                                               const Elems& e) {
   double s = add_squares(0.0, a, first, X, inv, e);
