@@ -98,6 +98,11 @@ constexpr int kSgC = 32;              // timesteps per staged chunk
 constexpr int kSgWarps = 12;          // warps of a block tile at most (two blocks an SM)
 constexpr int kSgMaxThreads = 32 * kSgWarps;
 
+// The sums over the weight gradients' partials (fused_sums.cu): up to kSumFew partials an entry, a thread sums an
+// entry's (256 entries a block); more, 8 warps share an entry's (32 entries a block).
+constexpr int kSumFew = 32;
+constexpr int sum_entries_per_block(int partials) { return partials <= kSumFew ? 256 : 32; }
+
 struct Args {
   const float* params = nullptr;
   float* out = nullptr;           // B == 1: the fused buffer (+=); else the partials (=), block b at b * stride

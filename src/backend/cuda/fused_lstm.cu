@@ -485,7 +485,8 @@ std::vector<P> FusedLstm::layer_params(const P& p, const P& pu, const float* fea
     x.groups = weight_grad_groups(B, timesteps, tiles);
     x.sg_wm = tiles.wm;
     x.sg_wn = tiles.wn;
-    x.sum_blocks = static_cast<int32_t>((4 * H * (Fl + H + 1) + 31) / 32);   // 32 entries a block
+    const int per_block = sum_entries_per_block(x.groups);
+    x.sum_blocks = static_cast<int32_t>((4 * H * (Fl + H + 1) + per_block - 1) / per_block);
   }
   return lp;
 }

@@ -86,11 +86,11 @@ __device__ void split_map(const SplitSmem& sm, int B, int i_lo, int i_hi, int c,
 // The copies of the chunk mapped in buffer `buf` (d gates rows [m0, m0 + BM), z columns [n0, n0 + BN); zeros past
 // the part, G, or F + H + 1), as one cp.async group. A warp per row of the chunk (a timestep: its sources' addresses
 // once per row), lanes along the row: the d gates as float4s (a timestep's row of G is 16-byte aligned, G and BM
-// multiples of 4), z = [x, h_{t-1}, 1] element by element. (A thread per element, stepping by whole rows plus a
-// remainder, recomputed each element's slot and source: ncu counted 10.4 M instructions for the kernel at K = 128,
-// H = 50, 10.0 M this way; the step 144.8 -> 143.7 us, builds alternating on the H200.)
-// Direction d's (bidirectional: its d gates and h in its processing order, step t of direction 1 reading x at
-// timestep len - 1 - t).
+// multiples of 4), z = [x, h_{t-1}, 1] in float4s where it can (vec), else element by element. (A thread per
+// element, stepping by whole rows plus a remainder, recomputed each element's slot and source: ncu counted 10.4 M
+// instructions for the kernel at K = 128, H = 50, 10.0 M this way; the step 144.8 -> 143.7 us, builds alternating on
+// the H200.) Direction d's (bidirectional: its d gates and h in its processing order, step t of direction 1 reading
+// x at timestep len - 1 - t).
 __device__ void split_stage(const Args& a, const SplitSmem& sm, int d, int buf, int m0, int n0, int BM, int BN) {
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int nw = static_cast<int>(blockDim.x) >> 5, H = a.H, F = a.F, G = 4 * H;
@@ -99,6 +99,10 @@ __device__ void split_stage(const Args& a, const SplitSmem& sm, int d, int buf, 
   float* const A = sm.As + buf * kSgC * sm.pa;
   float* const Z = sm.Zs + buf * kSgC * sm.pb;
   const float* const hb = a.scratch + static_cast<int64_t>(a.t_cap) * (G + 2 * H);   // + b * per_seq: h_t at t * H
+  // z's x and h parts in whole float4s (F and H multiples of 4, x and h 16-byte aligned): a quarter of the copies.
+  // (Element by element, z's copies took more of the kernel's instructions than its mma.)
+  const bool vec =
+      ((F | H) & 3) == 0 && ((reinterpret_cast<uintptr_t>(a.features) | reinterpret_cast<uintptr_t>(hb)) & 15) == 0;
   for (int l = warp; l < kSgC; l += nw) {
     const int b = mb[l], t = mt[l];   // the same in the whole warp
     const int64_t sb = b < 0 ? 0 : b * a.dirs + d;   // the scratch of (slot b, direction d)
@@ -111,12 +115,27 @@ __device__ void split_stage(const Args& a, const SplitSmem& sm, int d, int buf, 
     const int tx = b < 0 ? 0 : (d ? sm.pre[b + 1] - sm.pre[b] - 1 - t : t);
     const float* const xrow = a.features + (b < 0 ? 0 : sm.rows[b] + tx) * F;
     const float* const hrow = hb + sb * a.per_seq + static_cast<int64_t>(t - 1) * H;
-    for (int e = lane; e < BN; e += 32) {
+    auto element = [&](int e) {
       const int n = n0 + e;
       const bool x = n < F, h = !x && n < F + H && t > 0, one = n == F + H;   // h_{-1} = 0
       const bool ok = b >= 0 && (x || h || one);
       const float* const src = !ok ? a.params : (x ? xrow + n : (h ? hrow + (n - F) : &kOneF));
       cp_async4(Z + l * sm.pb + e, src, ok);
+    };
+    if (vec) {   // a lane 4 columns: a float4 of x or of h, else (the bias' 1 and the padding) one at a time
+      for (int e = 4 * lane; e < BN; e += 128) {
+        const int n = n0 + e;
+        if (n + 4 <= F) {
+          cp_async16(Z + l * sm.pb + e, b >= 0 ? xrow + n : a.params, b >= 0);
+        } else if (n >= F && n + 4 <= F + H) {
+          const bool ok = b >= 0 && t > 0;
+          cp_async16(Z + l * sm.pb + e, ok ? hrow + (n - F) : a.params, ok);
+        } else {
+          for (int k = 0; k < 4; ++k) element(e + k);
+        }
+      }
+    } else {
+      for (int e = lane; e < BN; e += 32) element(e);
     }
   }
   asm volatile("cp.async.commit_group;" ::: "memory");

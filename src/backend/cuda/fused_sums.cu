@@ -9,14 +9,13 @@ namespace {
 
 // B > 1, both sums into the fused buffer in one launch (launched early, programmatic dependent launch):
 //  - blocks [0, a.dirs a.sum_blocks), a.sum_blocks a direction: each weight-gradient entry += its sum over the
-//    a.groups partial sums of its direction, in order: 32 entries a block, lane l of warp w summing slice w of entry
-//    l's partials (one 128-byte line a load, every load of a slice in flight at once), then warp 0 the 8 slices in
-//    order (a thread per entry over 132 partials waited one memory latency per 32; 8 slices of an entry in
-//    adjacent lanes took 9 us at K = 128, 8 lines a load);
-//  - the blocks after: the head's gradients and the extras, entries [a.head_lo, a.n_grad), += the sum over the
-//    sequences of the partials. A warp per entry, lane l summing b = l, l + 32, ... in order, then the lanes in a
-//    fixed butterfly: every load of a warp in flight at once (summing b in order in one thread waited one memory
-//    latency per 8 sequences: 13.8 us at K = 128).
+//    a.groups partial sums of its direction, in order. Up to kSumFew partials (the sequence groups of K <= 16, the
+//    split GEMM's parts above H = 64: 8 at H = 256, 2 at H = 512) a thread an entry, its loads all in flight, 256
+//    entries a block (32 entries a block over 8 parts, 9,400 blocks at H = 256, took 55 us at K = 128 on the H100,
+//    as long as the GEMM's sums over 12,000 timesteps took a sixth of); more (the split GEMM's 132 parts at H = 50),
+//    32 entries a block, lane l of warp w summing slice w of entry l's partials (one 128-byte line a load, every load
+//    of a slice in flight at once), then warp 0 the 8 slices in order (a thread per entry over 132 partials waited
+//    one memory latency per 32; 8 slices of an entry in adjacent lanes took 9 us at K = 128, 8 lines a load);
 constexpr int kSumSlices = 8;
 __global__ void __launch_bounds__(256) sums_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
@@ -24,6 +23,27 @@ __global__ void __launch_bounds__(256) sums_kernel(const __grid_constant__ Param
   asm volatile("griddepcontrol.wait;" ::: "memory");   // the weight-gradient kernel (and so the recurrence) ended
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+  if (static_cast<int>(blockIdx.x) < a.sum_blocks * a.dirs && a.groups <= kSumFew) {   // a thread an entry
+    const int NW = a.F + a.H + 1, G = 4 * a.H;
+    const int d = static_cast<int>(blockIdx.x) / a.sum_blocks;
+    const int i = (static_cast<int>(blockIdx.x) - d * a.sum_blocks) * 256 + static_cast<int>(threadIdx.x);
+    if (i >= G * NW) return;
+    const int n = i / G, m = i - n * G;   // column-major, as the partials
+    const int64_t gstride = static_cast<int64_t>(NW) * a.wstride;
+    const float* const src = a.wpart + d * a.groups * gstride + static_cast<int64_t>(n) * a.wstride + m;
+    float v[kSumFew];
+#pragma unroll
+    for (int g = 0; g < kSumFew; ++g) v[g] = g < a.groups ? src[g * gstride] : 0.0f;
+    float s = 0.0f;
+#pragma unroll
+    for (int g = 0; g < kSumFew; ++g)
+      if (g < a.groups) s += v[g];
+    const int mm[1] = {m}, nn[1] = {n};
+    const bool ok[1] = {true};
+    const float sv[1] = {s};
+    wg_add(a, d, mm, nn, ok, sv);
+    return;
+  }
   if (static_cast<int>(blockIdx.x) < a.sum_blocks * a.dirs) {   // direction d's a.sum_blocks, d = 0 first
     static_assert(kSumSlices * 32 == 256, "a warp per slice");
     __shared__ float slice_sum[kSumSlices][32];
