@@ -9,7 +9,7 @@
 # (default 5000 at K=1, 3000 else, after 300); DEVICE=cpu (with LSTM=) runs the script without a GPU. NCU=1 adds each
 # build's kernel durations (ncu, the fused step's kernels or those NCU_KERNELS matches: NCU_LAUNCHES launches (10)
 # after 100, serialized, caches not flushed between kernels: the step's kernels read each other's output from L2) for
-# each case of NCU_CASES (CASES), in ncu.txt.
+# each case of NCU_CASES (CASES), in ncu.txt; ROUNDS=0 NCU=1 gives the kernel durations alone.
 set -uo pipefail
 BUILDS=${BUILDS:?set BUILDS to the folders of the ragtrain builds to compare}
 CASES=${CASES:-50:128 50:1}
