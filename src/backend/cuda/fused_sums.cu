@@ -11,11 +11,15 @@ namespace {
 //  - blocks [0, a.dirs a.sum_blocks), a.sum_blocks a direction: each weight-gradient entry += its sum over the
 //    a.groups partial sums of its direction, in order. Up to kSumFew partials (the sequence groups of K <= 16, the
 //    split GEMM's parts above H = 64: 8 at H = 256, 2 at H = 512) a thread an entry, its loads all in flight, 256
-//    entries a block (32 entries a block over 8 parts, 9,400 blocks at H = 256, took 55 us at K = 128 on the H100,
-//    as long as the GEMM's sums over 12,000 timesteps took a sixth of); more (the split GEMM's 132 parts at H = 50),
-//    32 entries a block, lane l of warp w summing slice w of entry l's partials (one 128-byte line a load, every load
-//    of a slice in flight at once), then warp 0 the 8 slices in order (a thread per entry over 132 partials waited
-//    one memory latency per 32; 8 slices of an entry in adjacent lanes took 9 us at K = 128, 8 lines a load);
+//    entries a block (the slices below over 8 parts, 9,400 blocks of 32 entries at H = 256, took 55 us at K = 128 on
+//    the H100, a sixth of the GEMM whose parts they add); more (the split GEMM's 132 parts at H = 50), 32 entries a
+//    block, lane l of warp w summing slice w of entry l's partials (one 128-byte line a load, every load of a slice
+//    in flight at once), then warp 0 the 8 slices in order (a thread per entry over 132 partials waited one memory
+//    latency per 32; 8 slices of an entry in adjacent lanes took 9 us at K = 128, 8 lines a load);
+//  - the blocks after: the head's gradients and the extras, entries [a.head_lo, a.n_grad), += the sum over the
+//    sequences of the partials. A warp per entry, lane l summing b = l, l + 32, ... in order, then the lanes in a
+//    fixed butterfly: every load of a warp in flight at once (summing b in order in one thread waited one memory
+//    latency per 8 sequences: 13.8 us at K = 128).
 constexpr int kSumSlices = 8;
 __global__ void __launch_bounds__(256) sums_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
