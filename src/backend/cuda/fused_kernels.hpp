@@ -101,7 +101,7 @@ constexpr int kSgMaxThreads = 32 * kSgWarps;
 // The sums over the weight gradients' partials (fused_sums.cu): up to kSumFew partials an entry, a thread sums an
 // entry's (256 entries a block); more, 8 warps share an entry's (32 entries a block).
 constexpr int kSumFew = 32;
-constexpr int sum_entries_per_block(int partials) { return partials <= kSumFew ? 256 : 32; }
+RAGTRAIN_HD int sum_entries_per_block(int partials) { return partials <= kSumFew ? 256 : 32; }
 
 struct Args {
   const float* params = nullptr;

@@ -21,6 +21,13 @@ namespace {
 //    fixed butterfly: every load of a warp in flight at once (summing b in order in one thread waited one memory
 //    latency per 8 sequences: 13.8 us at K = 128).
 constexpr int kSumSlices = 8;
+// Direction d's weight-gradient entry (m, n) += s.
+__device__ __forceinline__ void add_entry(const Args& a, int d, int m, int n, float s) {
+  const int mm[1] = {m}, nn[1] = {n};
+  const bool ok[1] = {true};
+  const float sv[1] = {s};
+  wg_add(a, d, mm, nn, ok, sv);
+}
 __global__ void __launch_bounds__(256) sums_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -30,7 +37,8 @@ __global__ void __launch_bounds__(256) sums_kernel(const __grid_constant__ Param
   if (static_cast<int>(blockIdx.x) < a.sum_blocks * a.dirs && a.groups <= kSumFew) {   // a thread an entry
     const int NW = a.F + a.H + 1, G = 4 * a.H;
     const int d = static_cast<int>(blockIdx.x) / a.sum_blocks;
-    const int i = (static_cast<int>(blockIdx.x) - d * a.sum_blocks) * 256 + static_cast<int>(threadIdx.x);
+    const int i = (static_cast<int>(blockIdx.x) - d * a.sum_blocks) * sum_entries_per_block(a.groups) +
+                  static_cast<int>(threadIdx.x);
     if (i >= G * NW) return;
     const int n = i / G, m = i - n * G;   // column-major, as the partials
     const int64_t gstride = static_cast<int64_t>(NW) * a.wstride;
@@ -42,10 +50,7 @@ __global__ void __launch_bounds__(256) sums_kernel(const __grid_constant__ Param
 #pragma unroll
     for (int g = 0; g < kSumFew; ++g)
       if (g < a.groups) s += v[g];
-    const int mm[1] = {m}, nn[1] = {n};
-    const bool ok[1] = {true};
-    const float sv[1] = {s};
-    wg_add(a, d, mm, nn, ok, sv);
+    add_entry(a, d, m, n, s);
     return;
   }
   if (static_cast<int>(blockIdx.x) < a.sum_blocks * a.dirs) {   // direction d's a.sum_blocks, d = 0 first
@@ -54,7 +59,7 @@ __global__ void __launch_bounds__(256) sums_kernel(const __grid_constant__ Param
     const int NW = a.F + a.H + 1, n_all = 4 * a.H * NW;
     const int lane = static_cast<int>(threadIdx.x) & 31, slice = static_cast<int>(threadIdx.x) >> 5;
     const int d = static_cast<int>(blockIdx.x) / a.sum_blocks;
-    const int i = (static_cast<int>(blockIdx.x) - d * a.sum_blocks) * 32 + lane;
+    const int i = (static_cast<int>(blockIdx.x) - d * a.sum_blocks) * 32 + lane;   // (sum_entries_per_block)
     const bool in = i < n_all;
     const int G = 4 * a.H, n = in ? i / G : 0, m = in ? i - n * G : 0;   // column-major, as the partials
     // Direction d's partials are d a.groups + 0 .. a.groups - 1. (As an offset of src instead, ptxas gave the kernel
@@ -76,10 +81,7 @@ __global__ void __launch_bounds__(256) sums_kernel(const __grid_constant__ Param
     __syncthreads();
     if (slice != 0 || !in) return;
     for (int w = 1; w < kSumSlices; ++w) s += slice_sum[w][lane];
-    const int mm[1] = {m}, nn[1] = {n};
-    const bool ok[1] = {true};
-    const float sv[1] = {s};
-    wg_add(a, d, mm, nn, ok, sv);
+    add_entry(a, d, m, n, s);
     return;
   }
   const int lane = static_cast<int>(threadIdx.x) & 31, B = a.B;
