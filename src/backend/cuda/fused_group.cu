@@ -33,37 +33,26 @@ namespace {
 
 using GM = GroupMap;
 
-// The group a cluster runs: direction d's slots first .. first + nb - 1 (sorted: the first is the longest), nt tiles
-// of 8 of them (at most the kernel's NT: a group of a plan may be smaller than the largest; its lock steps skip the
-// tiles past its members).
+// The group a cluster runs: direction d's slots first .. first + nb - 1 (sorted: the first is the longest).
 struct GroupOf {
-  int d, first, nb, nt, maxlen;
+  int d, first, nb, maxlen;
 };
 __device__ __forceinline__ GroupOf group_of(const Params& p) {
   const Args& a = p.a;
-  const int ci = static_cast<int>(blockIdx.x) / GM::kCl, gi = ci / a.dirs;
+  const int ci = static_cast<int>(blockIdx.x) / GM::kCl;
   GroupOf g;
   g.d = ci % a.dirs;
-  if (a.group_count > 0) {
-    g.first = a.group_first[gi];
-    g.nb = a.group_first[gi + 1] - g.first;
-  } else {
-    g.first = gi * a.group_n;
-    g.nb = min(a.group_n, a.B - g.first);
-  }
-  g.nt = (g.nb + 7) / 8;
+  g.first = (ci / a.dirs) * a.group_n;
+  g.nb = min(a.group_n, a.B - g.first);
   g.maxlen = slot_of(p, g.first).length;
   return g;
 }
-// The bytes of one step's vector into a block (forward: the group's h; backward: the 16 blocks' partial sums of the
-// block's units), for the group's tiles.
-__device__ __forceinline__ uint32_t group_bytes(const GroupOf& g) { return GM::kHmax * 8 * g.nt * 4; }
 
 // A (unit, member) pair whose cell a thread updates: pair e of thread tid is unit u = tid mod 16 of the block and
 // member s = tid / 16 + 16 e (3 tiles: the first 128 threads take a second member, warp by warp).
 struct GroupSeq {
   int s, len;           // len 0: s is no member of the group
-  bool elem, unit_ok;   // elem: s in the group's tiles (the thread updates the pair); unit_ok: a member, j below H
+  bool elem, unit_ok;   // elem: s < kNP (the thread updates the pair); unit_ok: a member and unit j below H
   int64_t seq;          // the member's sequence index (slot dirs + d)
   float* gbuf;          // its scratch (the one-block kernel's layout): gates (4H a step), then c, tanh(c), h (H each)
 };
@@ -72,7 +61,7 @@ __device__ __forceinline__ GroupSeq group_seq(const Params& p, const GroupOf& g,
   const Args& a = p.a;
   GroupSeq q;
   q.s = (static_cast<int>(threadIdx.x) >> 4) + 16 * e;
-  q.elem = q.s < 8 * g.nt;   // (warp-uniform: a warp's two members are in one tile)
+  q.elem = q.s < 8 * NT;
   const bool member = q.elem && q.s < g.nb;
   q.len = member ? slot_of(p, g.first + q.s).length : 0;
   q.unit_ok = member && j < a.H;
@@ -132,7 +121,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
                    ax[kt][i]);
     }
   for (int i = tid; i < 2 * kNP * S::kHp; i += GM::kThreads) h_s[i] = 0.0f;
-  const uint32_t bars = smem_addr(base), bytes = group_bytes(g);
+  const uint32_t bars = smem_addr(base), bytes = GM::kHmax * kNP * 4;
   // Lane u of a member's 16 lanes sends units 4 (u mod 4) .. of the block to blocks u / 4 + 4 i (pair e: member
   // s + 16 e, 16 rows further).
   uint32_t far_h[4], far_bar[4];
@@ -169,7 +158,6 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
       for (int kt0 = 0; kt0 < kTiles; kt0 += 4)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          if (nt >= g.nt) continue;
           const float* const b0 = hb + nt * 8 * S::kHp + (GM::kHmax / 2) * kh + 8 * kt0;
           float(*d[4])[4] = {&ac[0][nt], &ac[1][nt], &ac[2][nt], &ac[3][nt]};
           const float* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
@@ -177,7 +165,6 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
         }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        if (nt >= g.nt) continue;
         float* const o = rb + kh * kNP * S::kRp + (nt * 8 + 2 * (lane & 3)) * S::kRp + 16 * mt + (lane >> 2);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
@@ -265,7 +252,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
                      ax[mm][kt][i]);
       }
   for (int i = tid; i < 2 * kNP * S::kRp; i += GM::kThreads) dgl[i] = 0.0f;
-  const uint32_t bars = smem_addr(base), bytes = group_bytes(g);
+  const uint32_t bars = smem_addr(base), bytes = GM::kHmax * kNP * 4;
   // Warp w sends blocks 2 w and 2 w + 1 their units' partial sums: lane (g, t)'s units g, g + 8, sequences 2 t, + 1.
   uint32_t far_p[2], far_bar[2];
 #pragma unroll
@@ -337,7 +324,6 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
       for (int kt0 = 0; kt0 < kTiles; kt0 += 4)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          if (nt >= g.nt) continue;
           const float* const b0 = db + nt * 8 * S::kRp + 8 * kt0;
           float(*d[4])[4] = {&ac[0][nt], &ac[1][nt], &ac[2][nt], &ac[3][nt]};
           const float* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
@@ -346,7 +332,6 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
       const uint32_t off = 4 * (i & 1) * GM::kCl * kPart;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        if (nt >= g.nt) continue;
         float v[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) v[e] = (ac[0][nt][e] + ac[1][nt][e]) + (ac[2][nt][e] + ac[3][nt][e]);

@@ -42,7 +42,6 @@
 #include "fill.hpp"
 #include "fused_kernels.hpp"
 #include "fused_lanes.hpp"
-#include "group_plan.hpp"
 #include "ragtrain/core/error_cuda.hpp"
 
 namespace ragtrain {
@@ -134,24 +133,6 @@ int active_clusters(const void* k, int cl, int threads, size_t smem) {
   }
   CUDA_CHECK(e);
   return clusters;
-}
-
-// Grouped on 16-block clusters, `sorted` the step's slots longest first: groups of their own sizes (group_plan.hpp)
-// into a.group_count and group_first, the largest size into a.group_n (the stage kernels' tiles), when they fit
-// groups_max clusters a direction at once; else a keeps the groups of one size (FusedLstm::group_size).
-void plan_group_sizes(const std::vector<GatherSlot>& sorted, int groups_max, Args& a) {
-  std::vector<int> lengths;
-  for (const GatherSlot& g : sorted) lengths.push_back(static_cast<int>(g.length));
-  const std::vector<int> first = plan_groups(lengths, groups_max, kGroupMaxN);
-  if (first.empty()) return;
-  a.group_count = static_cast<int32_t>(first.size() - 1);
-  int largest = 0;
-  for (size_t g = 0; g + 1 < first.size(); ++g) {
-    a.group_first[g] = static_cast<int16_t>(first[g]);
-    largest = std::max(largest, first[g + 1] - first[g]);
-  }
-  a.group_first[a.group_count] = static_cast<int16_t>(first.back());
-  a.group_n = largest;
 }
 }  // namespace
 
@@ -604,7 +585,7 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
                      // cohorts the GPU holds at once
       const int n = q.a.group_n;
       const void* fn = stage_kernel(wide_, (n + 7) / 8, q.a.stage == kStageBackward);
-      const int64_t units = (q.a.group_count > 0 ? q.a.group_count : (B + n - 1) / n) * dirs_;
+      const int64_t units = (B + n - 1) / n * dirs_;
       if (wide_)
         launch(q, fn, dim3(static_cast<unsigned>(std::min<int64_t>(units, wide_cohorts_)) * WideMap::kBlocks),
                WideMap::kThreads, wide_smem_bytes_);
@@ -721,8 +702,6 @@ void FusedLstm::run(const std::vector<GatherSlot>& batch, const float* features,
   }
   Params p = common_params<Params>(B, T, features, labels, targets, params, grads, drop);
   p.a.group_n = group_n;
-  if (group_n > 0 && !wide_ && planning_on_)
-    plan_group_sizes(slots, std::min(kMaxPlannedGroups, group_clusters_ / dirs_), p.a);
   const int64_t L = shape_.layers, H = shape_.hidden;
   RT_CHECK(!record_ || (L == 1 && !apart_ && !wide_),
            "fused LSTM: a recorded run times one layer of one kernel chain (H <= 256)");
