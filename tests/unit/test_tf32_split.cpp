@@ -100,24 +100,4 @@ TEST(Tf32Split, TheGroupsMixedProductsWithin2ToTheMinus18) {
   EXPECT_LE(worst, std::ldexp(1.0, -18));
 }
 
-// The split GEMM's truncating split: tf32 parts within 2^-20 |x| of x, three products within 2^-18 of the float
-// product (the worst seen is printed: doc/performance.md reports it).
-TEST(Tf32Split, TruncatingSplitWithin2ToTheMinus20AndItsProductsWithin2ToTheMinus18) {
-  const std::vector<float> v = samples();
-  double worst = 0.0;
-  for (size_t i = 0; i + 1 < v.size(); i += 2) {
-    uint32_t hx = 0, lx = 0, hy = 0, ly = 0;
-    ragtrain::tf32_split_trunc(v[i], hx, lx);
-    ragtrain::tf32_split_trunc(v[i + 1], hy, ly);
-    for (const uint32_t part : {hx, lx, hy, ly}) ASSERT_EQ(part & 0x1fffu, 0u) << v[i];
-    const double x = static_cast<double>(v[i]);
-    ASSERT_LE(std::fabs(x - (value(hx) + value(lx))), std::ldexp(std::fabs(x), -20)) << v[i];
-    const double xy = x * static_cast<double>(v[i + 1]);
-    const double three = value(lx) * value(hy) + value(hx) * value(ly) + value(hx) * value(hy);
-    worst = std::max(worst, std::fabs(xy - three) / std::fabs(xy));
-  }
-  std::printf("[ split    ] the split GEMM's truncating split: worst relative error 2^%.2f\n", std::log2(worst));
-  EXPECT_LE(worst, std::ldexp(1.0, -18));
-}
-
 }  // namespace

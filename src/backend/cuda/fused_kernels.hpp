@@ -94,11 +94,9 @@ struct WideSmem {
 constexpr int kIgT = 16, kIgK = 64;
 
 // The split weight-gradient GEMM (fused_split_grad.cu).
-constexpr int kSgC = 16;              // timesteps per staged chunk
-constexpr int kSgStages = 3;          // chunks staged at once: two in flight while one is summed
-constexpr int kSgMaps = 4;            // chunk maps (slot and timestep of each row) at once
-constexpr int kSgWarps = 8;           // warps of a block tile (two blocks an SM)
-constexpr int kSgThreads = 32 * kSgWarps;
+constexpr int kSgC = 32;              // timesteps per staged chunk
+constexpr int kSgWarps = 12;          // warps of a block tile at most (two blocks an SM)
+constexpr int kSgMaxThreads = 32 * kSgWarps;
 
 // The sums over the weight gradients' partials (fused_sums.cu): up to kSumFew partials an entry, a thread sums an
 // entry's (256 entries a block); more, 8 warps share an entry's (32 entries a block).
@@ -134,7 +132,7 @@ struct Args {
   float* grads = nullptr;         // the fused buffer
   float* wpart = nullptr;         // groups > 1: (dirs, groups, F + H + 1, wstride) partial sums, column-major
   int32_t wstride = 0;            // a column's floats: 4H rounded up to 8
-  int32_t sg_wm = 0, sg_wn = 0;   // split_grad_kernel: its block tile in warps (64 x 32 outputs each)
+  int32_t sg_wm = 0, sg_wn = 0;   // split_grad_kernel: its block tile in warps (32 x 32 outputs each)
   int32_t sum_blocks = 0;         // sums_kernel: blocks of the weight-gradient sums (the head's sums after them)
   int64_t head_lo = 0, n_grad = 0;   // the head's gradients and the extras: fused-buffer entries [head_lo, n_grad)
   // The backward's progress, kMaxCl words per sequence (one per block of a cluster; the one-block kernel uses the

@@ -312,37 +312,25 @@ int FusedLstm::group_size(int64_t B) const {
   return static_cast<int>(std::min<int64_t>(n, kGroupMaxN));
 }
 
-// The split weight-gradient GEMM (B > kStreamMaxB) over z = [x, h, 1] of inputs + H + 1 columns: warp tiles of 64 x
-// 32, kSgWarps warps a block as (wm, wn) = 4 x 2, 2 x 4 or 1 x 8 (8 x 1's staged chunks would not let two blocks
-// share an SM), whichever leaves the fewest warps on padding, then moves the fewest bytes into shared memory (a
-// row of d gates is read by every block column, a row of z by every block row); parts of the timesteps for two
-// blocks per SM.
+// The split weight-gradient GEMM (B > kStreamMaxB) over z = [x, h, 1] of inputs + H + 1 columns: warp tiles of 32 x
+// 32, block tiles of <= 4 warps along z's columns and <= kSgWarps warps, as few block tiles as that allows, and parts
+// of the timesteps for about two blocks per SM.
 FusedLstm::SplitTiles FusedLstm::split_tiles(int64_t inputs, int sms) const {
   const int64_t H = shape_.hidden;
-  const int rows64 = static_cast<int>((4 * H + 63) / 64), cols32 = static_cast<int>((inputs + H + 1 + 31) / 32);
-  SplitTiles best;
-  int64_t best_idle = 0, best_bytes = 0;
-  for (const int wm : {4, 2, 1}) {
-    SplitTiles t;
-    t.wm = wm;
-    t.wn = kSgWarps / wm;
-    t.mtiles = (rows64 + t.wm - 1) / t.wm;
-    t.ntiles = (cols32 + t.wn - 1) / t.wn;
-    const int64_t idle = int64_t{t.mtiles} * t.ntiles * kSgWarps - int64_t{rows64} * cols32;
-    const int64_t bytes = int64_t{t.ntiles} * t.mtiles * 64 * t.wm + int64_t{t.mtiles} * t.ntiles * 32 * t.wn;
-    if (best.wm == 0 || idle < best_idle || (idle == best_idle && bytes < best_bytes)) {
-      best = t;
-      best_idle = idle;
-      best_bytes = bytes;
-    }
-  }
-  best.parts = std::max(1, 2 * sms / (best.mtiles * best.ntiles));
-  return best;
+  const int rows32 = static_cast<int>((4 * H + 31) / 32), cols32 = static_cast<int>((inputs + H + 1 + 31) / 32);
+  SplitTiles t;
+  t.ntiles = (cols32 + 3) / 4;
+  t.wn = (cols32 + t.ntiles - 1) / t.ntiles;
+  const int wm_max = kSgWarps / t.wn;
+  t.mtiles = (rows32 + wm_max - 1) / wm_max;
+  t.wm = (rows32 + t.mtiles - 1) / t.mtiles;
+  t.parts = std::max(1, 2 * sms / (t.mtiles * t.ntiles));
+  return t;
 }
 
 size_t FusedLstm::split_smem_bytes(int64_t B, const SplitTiles& tiles) const {
-  return static_cast<size_t>(kSgStages * kSgC * (64 * tiles.wm + 32 * tiles.wn + 16)) * sizeof(float) +
-         static_cast<size_t>(B) * 8 + static_cast<size_t>(B + 1 + 2 * kSgMaps * kSgC) * sizeof(int);
+  return static_cast<size_t>(2 * kSgC * (32 * (tiles.wm + tiles.wn) + 16)) * sizeof(float) +
+         static_cast<size_t>(B) * 8 + static_cast<size_t>(B + 1 + 4 * kSgC) * sizeof(int);
 }
 
 // A sequence's scratch: gates (4H), c, tanh(c), h (H each) for cap_T steps, rounded to a multiple of 4 H floats: every
@@ -604,7 +592,7 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
       launch(q, fused_split_grad_kernel(),
              dim3(static_cast<unsigned>(q.a.groups) * ud, static_cast<unsigned>(tiles.mtiles),
                   static_cast<unsigned>(tiles.ntiles)),
-             kSgThreads, split_smem_bytes(B, tiles));
+             32 * tiles.wm * tiles.wn, split_smem_bytes(B, tiles));
     else
       launch(q, fused_weight_grad_kernel(),
              dim3(static_cast<unsigned>((G + kWgM - 1) / kWgM), static_cast<unsigned>((NW + kWgN - 1) / kWgN),

@@ -2,7 +2,6 @@
 // tensor cores over all SMs, split over equal parts of the batch's timesteps.
 #include "fused_device.hpp"
 #include "fused_kernels.hpp"
-#include "fused_split_frag.hpp"
 #include "tf32_split.hpp"
 
 namespace ragtrain {
@@ -10,29 +9,26 @@ namespace {
 
 // Phase 5 with many sequences (B > kStreamMaxB): the same sums as weight_grad_kernel, as a GEMM split over the
 // timesteps of all sequences instead of over sequence groups. The timesteps of the batch, concatenated in slot order,
-// are cut into a.groups equal parts, one per block column (two blocks per SM): each block sums its part for a tile of
-// (64 a.sg_wm) gate rows x (32 a.sg_wn) columns of z on the tensor cores, a warp per 64 x 32 (4 x 4 mma tiles of
-// 16 x 8, timesteps the reduction dimension, 8 an instruction; fused_split_frag.hpp), three tf32 products per float
-// product (tf32_split_trunc). The warp tile was 32 x 32 in blocks of 12 warps, two chunks of 32 timesteps staged
-// and two barriers a chunk: 278 us at K = 128, H = 256 on the H100 (ncu), where the tensor cores' tf32 peak would
-// need ~45 us for its products. What bounded it were the instructions around the mma (each operand loaded by a
-// scalar load and split again in every warp that reads it: ~4 instructions an mma) and the barriers; a warp tile of
-// twice the rows loads and splits a B operand for twice the products, its operands come as float4s, and one barrier
-// a chunk with two chunks in flight.
+// are cut into a.groups equal parts, one per block column (about two blocks per SM): each block sums its part for a
+// tile of (32 a.sg_wm) gate rows x (32 a.sg_wn) columns of z on the tensor cores, a warp per 32 x 32 (2 x 4 mma
+// tiles of 16 x 8, timesteps the reduction dimension, 8 an instruction), three tf32 products per float product
+// (tf32_split.hpp). On the CUDA cores (4 x 8 outputs a thread, two blocks an SM) the GEMM took 25.5 / 30.1 us at
+// K = 128, H = 50 on the H200 (ncu, two steps), on the tensor cores 22.6 / 24.5: the products are not what bounds it
+// (ncu: 45% of issue slots busy, a quarter of the warps' samples at the chunks' barriers).
 // Chunks of kSgC timesteps go to shared memory by cp.async (padding and the bias' 1 zero-filled or copied by it too),
-// kSgStages of them at once; rows of the chunk a pitch of 8 (mod 32) floats apart, so a quarter warp's float4 loads
-// fall on the 32 banks once. The partition and every sum's order depend only on the batch: reruns are bitwise
-// equal.
+// the next chunk in flight while the current one is summed; rows of the chunk a pitch of 8 (mod 32) floats apart, so
+// a fragment's loads (8 rows x 4 timesteps) fall on 32 distinct banks. The partition and every sum's order depend
+// only on the batch: reruns are bitwise equal.
 __device__ const float kOneF = 1.0f;  // the source of z's bias column
 
 // split_grad_kernel's shared memory (split_smem_bytes).
 struct SplitSmem {
-  float* As;       // (kSgStages, kSgC, pa) d gates, rows [m0, m0 + BM)
-  float* Zs;       // (kSgStages, kSgC, pb) z, columns [n0, n0 + BN)
+  float* As;       // (2, kSgC, pa) d gates, rows [m0, m0 + BM)
+  float* Zs;       // (2, kSgC, pb) z, columns [n0, n0 + BN)
   int64_t* rows;   // (B) feature row of each slot
   int* pre;        // (B + 1) timesteps before each slot
-  int* mb;         // (kSgMaps, kSgC) a chunk's slots (-1: past the part)
-  int* mt;         // (kSgMaps, kSgC) and timesteps
+  int* mb;         // (2, kSgC) the chunk's slots (-1: past the part)
+  int* mt;         // (2, kSgC) and timesteps
   int pa, pb;      // row pitches: BM + 8, BN + 8
 };
 
@@ -66,10 +62,9 @@ __device__ int split_prefix(const Params& p, const SplitSmem& sm) {
   return sm.pre[B];
 }
 
-// Chunk c of the part [i_lo, i_hi) into map buffer c % kSgMaps: each row's slot and timestep (the last slot starting
-// at or before it).
-__device__ void split_map(const SplitSmem& sm, int B, int i_lo, int i_hi, int c) {
-  const int buf = c % kSgMaps;
+// Chunk c of the part [i_lo, i_hi) into map buffer `buf`: each row's slot and timestep (the last slot starting at
+// or before it).
+__device__ void split_map(const SplitSmem& sm, int B, int i_lo, int i_hi, int c, int buf) {
   for (int r = static_cast<int>(threadIdx.x); r < kSgC; r += static_cast<int>(blockDim.x)) {
     const int i = i_lo + c * kSgC + r;
     int b = -1, t = 0;
@@ -88,21 +83,21 @@ __device__ void split_map(const SplitSmem& sm, int B, int i_lo, int i_hi, int c)
   }
 }
 
-// The copies of chunk c into stage buffer c % kSgStages (d gates rows [m0, m0 + BM), z columns [n0, n0 + BN); zeros
-// past the part, G, or F + H + 1); the caller commits them as one cp.async group. A warp per row of the chunk (a timestep: its sources' addresses
+// The copies of the chunk mapped in buffer `buf` (d gates rows [m0, m0 + BM), z columns [n0, n0 + BN); zeros past
+// the part, G, or F + H + 1), as one cp.async group. A warp per row of the chunk (a timestep: its sources' addresses
 // once per row), lanes along the row: the d gates as float4s (a timestep's row of G is 16-byte aligned, G and BM
 // multiples of 4), z = [x, h_{t-1}, 1] in float4s where it can (vec), else element by element. (A thread per
 // element, stepping by whole rows plus a remainder, recomputed each element's slot and source: ncu counted 10.4 M
 // instructions for the kernel at K = 128, H = 50, 10.0 M this way; the step 144.8 -> 143.7 us, builds alternating on
 // the H200.) Direction d's (bidirectional: its d gates and h in its processing order, step t of direction 1 reading
 // x at timestep len - 1 - t).
-__device__ void split_stage(const Args& a, const SplitSmem& sm, int d, int c, int m0, int n0, int BM, int BN) {
+__device__ void split_stage(const Args& a, const SplitSmem& sm, int d, int buf, int m0, int n0, int BM, int BN) {
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int nw = static_cast<int>(blockDim.x) >> 5, H = a.H, F = a.F, G = 4 * H;
-  const int* const mb = sm.mb + (c % kSgMaps) * kSgC;
-  const int* const mt = sm.mt + (c % kSgMaps) * kSgC;
-  float* const A = sm.As + (c % kSgStages) * kSgC * sm.pa;
-  float* const Z = sm.Zs + (c % kSgStages) * kSgC * sm.pb;
+  const int* const mb = sm.mb + buf * kSgC;
+  const int* const mt = sm.mt + buf * kSgC;
+  float* const A = sm.As + buf * kSgC * sm.pa;
+  float* const Z = sm.Zs + buf * kSgC * sm.pb;
   const float* const hb = a.scratch + static_cast<int64_t>(a.t_cap) * (G + 2 * H);   // + b * per_seq: h_t at t * H
   // z's x and h parts in whole float4s (F and H multiples of 4, x and h 16-byte aligned): a quarter of the copies.
   // (Element by element, z's copies took more of the kernel's instructions than its mma.)
@@ -143,30 +138,34 @@ __device__ void split_stage(const Args& a, const SplitSmem& sm, int d, int c, in
       for (int e = lane; e < BN; e += 32) element(e);
     }
   }
+  asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
-// A warp's 64 x 32 of one staged chunk (nl timesteps; the rows past nl are zeros): per 8 timesteps its A fragments
-// (4 row tiles) split once, then for each of the 4 column tiles its B fragment split and the 3 products per row
-// tile. A and Z point at the warp's first row / column.
-__device__ __forceinline__ void split_mma_chunk(float (&acc)[kSgMi][kSgNi][4], const float* A, const float* Z, int pa,
-                                                int pb, int nl, int lane) {
+// A warp's 32 x 32 of one staged chunk (nl timesteps; the rows past nl are zeros): per 8 timesteps its A fragments
+// (2 row tiles) split once, then for each of the 4 column tiles its B fragment and the 3 products per row tile.
+// A and Z point at the warp's first row / column, lane (g, t) offset by g.
+__device__ __forceinline__ void split_mma_chunk(float (&acc)[2][4][4], const float* A, const float* Z, int pa, int pb,
+                                                int nl, int t4) {
 #pragma unroll
   for (int kk = 0; kk < kSgC / 8; ++kk) {
     if (8 * kk >= nl) break;
-    float av[kSgMi][4], bv[kSgNi][2];
-    sg_fragments(A, pa, Z, pb, lane, kk, av, bv);
-    uint32_t ah[kSgMi][4], al[kSgMi][4];
+    const float* const Ak = A + (8 * kk + t4) * pa;
+    const float* const Zk = Z + (8 * kk + t4) * pb;
+    uint32_t ah[2][4], al[2][4];
 #pragma unroll
-    for (int mi = 0; mi < kSgMi; ++mi)
+    for (int mi = 0; mi < 2; ++mi) {
+      tf32_split(Ak[16 * mi], ah[mi][0], al[mi][0]);
+      tf32_split(Ak[16 * mi + 8], ah[mi][1], al[mi][1]);
+      tf32_split(Ak[4 * pa + 16 * mi], ah[mi][2], al[mi][2]);
+      tf32_split(Ak[4 * pa + 16 * mi + 8], ah[mi][3], al[mi][3]);
+    }
 #pragma unroll
-      for (int r = 0; r < 4; ++r) tf32_split_trunc(av[mi][r], ah[mi][r], al[mi][r]);
-#pragma unroll
-    for (int ni = 0; ni < kSgNi; ++ni) {
+    for (int ni = 0; ni < 4; ++ni) {
       uint32_t bh0, bl0, bh1, bl1;
-      tf32_split_trunc(bv[ni][0], bh0, bl0);
-      tf32_split_trunc(bv[ni][1], bh1, bl1);
+      tf32_split(Zk[8 * ni], bh0, bl0);
+      tf32_split(Zk[4 * pb + 8 * ni], bh1, bl1);
 #pragma unroll
-      for (int mi = 0; mi < kSgMi; ++mi) {   // small terms first
+      for (int mi = 0; mi < 2; ++mi) {   // small terms first
         mma_tf32(acc[mi][ni], al[mi], bh0, bh1);
         mma_tf32(acc[mi][ni], ah[mi], bl0, bl1);
         mma_tf32(acc[mi][ni], ah[mi], bh0, bh1);
@@ -175,22 +174,22 @@ __device__ __forceinline__ void split_mma_chunk(float (&acc)[kSgMi][kSgNi][4], c
   }
 }
 
-__global__ void __launch_bounds__(kSgThreads, 2) split_grad_kernel(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
   extern __shared__ float4 sg_smem4[];
   const int tid = static_cast<int>(threadIdx.x);
   const int G = 4 * a.H, NW = a.F + a.H + 1, B = a.B;
-  const int BM = 64 * a.sg_wm, BN = 32 * a.sg_wn;
+  const int BM = 32 * a.sg_wm, BN = 32 * a.sg_wn;
   const int m0 = static_cast<int>(blockIdx.y) * BM, n0 = static_cast<int>(blockIdx.z) * BN;
   SplitSmem sm;
   sm.pa = BM + 8;
   sm.pb = BN + 8;
   sm.As = reinterpret_cast<float*>(sg_smem4);
-  sm.Zs = sm.As + kSgStages * kSgC * sm.pa;
-  sm.rows = reinterpret_cast<int64_t*>(sm.Zs + kSgStages * kSgC * sm.pb);
+  sm.Zs = sm.As + 2 * kSgC * sm.pa;
+  sm.rows = reinterpret_cast<int64_t*>(sm.Zs + 2 * kSgC * sm.pb);
   sm.pre = reinterpret_cast<int*>(sm.rows + B);
   sm.mb = sm.pre + B + 1;
-  sm.mt = sm.mb + kSgMaps * kSgC;
+  sm.mt = sm.mb + 2 * kSgC;
   const int64_t total = split_prefix(p, sm);
   // x = d parts + part: direction d's part of the timesteps.
   const int parts = static_cast<int>(gridDim.x) / a.dirs, d = static_cast<int>(blockIdx.x) / parts;
@@ -201,52 +200,49 @@ __global__ void __launch_bounds__(kSgThreads, 2) split_grad_kernel(const __grid_
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");   // the sums kernel waits for this grid
   asm volatile("griddepcontrol.wait;" ::: "memory");                // the recurrence kernel's d gates and h
 #endif
-  const int warp = tid >> 5, lane = tid & 31;
-  const int wr = 64 * (warp % a.sg_wm), wc = 32 * (warp / a.sg_wm);   // the warp's tile within the block's
+  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  const int wr = 32 * (warp % a.sg_wm), wc = 32 * (warp / a.sg_wm);   // the warp's tile within the block's
   const bool computes = m0 + wr < G && n0 + wc < NW;                   // else all padding
-  float acc[kSgMi][kSgNi][4];
+  float acc[2][4][4];
 #pragma unroll
-  for (int mi = 0; mi < kSgMi; ++mi)
+  for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-    for (int ni = 0; ni < kSgNi; ++ni)
+    for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;
-  // One barrier a chunk: past it, chunk c is in shared memory (every thread's copies) and every warp is done with
-  // chunk c - 1, whose stage buffer chunk c + 2's copies then take; chunk c + 3's map goes into the buffer of chunk
-  // c - 1's, read when those copies were issued. A cp.async group a chunk, empty past the last, so that
-  // wait_group kSgStages - 2 always leaves chunk c complete.
-  for (int c = 0; c < kSgStages; ++c) split_map(sm, B, i_lo, i_hi, c);
+  // Two barriers a chunk: the map of chunk c + 2 is made after chunk c's sums, into the map buffer that chunk c's
+  // copies (issued an iteration earlier) read.
+  split_map(sm, B, i_lo, i_hi, 0, 0);
+  split_map(sm, B, i_lo, i_hi, 1, 1);
   __syncthreads();
-  for (int c = 0; c < kSgStages - 1; ++c) {
-    if (c < chunks) split_stage(a, sm, d, c, m0, n0, BM, BN);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  }
+  if (chunks > 0) split_stage(a, sm, d, 0, m0, n0, BM, BN);
   for (int c = 0; c < chunks; ++c) {
-    asm volatile("cp.async.wait_group %0;" ::"n"(kSgStages - 2) : "memory");
-    __syncthreads();
-    if (c + kSgStages - 1 < chunks) split_stage(a, sm, d, c + kSgStages - 1, m0, n0, BM, BN);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    if (c + kSgStages < chunks) split_map(sm, B, i_lo, i_hi, c + kSgStages);
+    const int buf = c & 1;
+    if (c + 1 < chunks) {   // the other buffers were last read before the previous chunk's closing barrier
+      split_stage(a, sm, d, buf ^ 1, m0, n0, BM, BN);
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+    } else {
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+    }
+    __syncthreads();   // chunk c is in shared memory, every thread's copies included
     if (computes)
-      split_mma_chunk(acc, sm.As + (c % kSgStages) * kSgC * sm.pa + wr, sm.Zs + (c % kSgStages) * kSgC * sm.pb + wc,
-                      sm.pa, sm.pb, min(kSgC, i_hi - i_lo - c * kSgC), lane);
+      split_mma_chunk(acc, sm.As + buf * kSgC * sm.pa + wr + g, sm.Zs + buf * kSgC * sm.pb + wc + g, sm.pa, sm.pb,
+                      min(kSgC, i_hi - i_lo - c * kSgC), t4);
+    if (c + 2 < chunks) split_map(sm, B, i_lo, i_hi, c + 2, buf);
+    __syncthreads();   // buffer buf is read before the next chunk's copies reuse it; the new map is visible
   }
   if (!computes) return;
-  // Part `part`'s partial sums, column-major (columns of a.wstride >= G floats, a multiple of 8): a lane's sums of
-  // four adjacent rows of one column as a float4 (G a multiple of 4: the four are all in or all out).
+  // Part `part`'s partial sums, column-major (columns of a.wstride >= G floats): a store instruction writes 4
+  // columns' runs of 8 adjacent rows.
   float* const out = a.wpart + static_cast<int64_t>(blockIdx.x) * NW * a.wstride;
 #pragma unroll
-  for (int q = 0; q < 2; ++q)
+  for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-    for (int ni = 0; ni < kSgNi; ++ni)
+    for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int m = m0 + wr + 32 * q + 4 * (lane >> 2), n = n0 + wc + sg_out_col(lane, ni, c);
-        if (m < G && n < NW) {
-          const SgVec v = sg_out4(acc, q, ni, c);
-          *reinterpret_cast<float4*>(out + static_cast<int64_t>(n) * a.wstride + m) =
-              make_float4(v.v[0], v.v[1], v.v[2], v.v[3]);
-        }
+      for (int e = 0; e < 4; ++e) {
+        const int m = m0 + wr + 16 * mi + g + 8 * (e >> 1), n = n0 + wc + 8 * ni + 2 * t4 + (e & 1);
+        if (m < G && n < NW) out[static_cast<int64_t>(n) * a.wstride + m] = acc[mi][ni][e];
       }
 }
 

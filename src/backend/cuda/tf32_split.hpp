@@ -43,14 +43,6 @@ RAGTRAIN_HD void tf32_split(float x, uint32_t& hi, uint32_t& lo) {
   hi = tf32_round(x);
   lo = float_bits(x - bits_float(hi)) & 0xffffe000u;
 }
-// The split weight-gradient GEMM's split, an instruction less a value: hi x truncated to tf32, lo the rest (exact)
-// truncated. |lo| < 2^-10 |x| instead of 2^-11, so x = hi + lo + e with |e| < 2^-20 |x|, and the three products stay
-// within 2^-18 of the float product instead of 2^-19 (unit tests); that GEMM splits every value again in each of
-// the warps that read it, most of its instructions besides the mma.
-RAGTRAIN_HD void tf32_split_trunc(float x, uint32_t& hi, uint32_t& lo) {
-  hi = float_bits(x) & 0xffffe000u;
-  lo = float_bits(x - bits_float(hi)) & 0xffffe000u;
-}
 
 #ifdef __CUDACC__
 // d += A (16 x 8) B (8 x 8) on the tensor cores, tf32 operands, float accumulation. Lane (g, t) = (lane / 4, lane % 4)
