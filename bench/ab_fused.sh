@@ -8,8 +8,9 @@
 # Each build dir holds a `ragtrain`; a build is named by its folder's name. STEPS / WARMUP override the step counts
 # (default 5000 at K=1, 3000 else, after 300); DEVICE=cpu (with LSTM=) runs the script without a GPU. NCU=1 adds each
 # build's kernel durations (ncu, the fused step's kernels or those NCU_KERNELS matches: NCU_LAUNCHES launches (10)
-# after 100, serialized, caches not flushed between kernels: the step's kernels read each other's output from L2) for
-# each case of NCU_CASES (CASES), in ncu.txt; ROUNDS=0 NCU=1 gives the kernel durations alone.
+# after 100 of a 150-step run, so that a filter matching one kernel a step still reaches them; serialized, caches not
+# flushed between kernels: the step's kernels read each other's output from L2) for each case of NCU_CASES (CASES),
+# in ncu.txt; ROUNDS=0 NCU=1 gives the kernel durations alone.
 set -uo pipefail
 BUILDS=${BUILDS:?set BUILDS to the folders of the ragtrain builds to compare}
 CASES=${CASES:-50:128 50:1}
@@ -84,7 +85,7 @@ for c in ${NCU_CASES:-$CASES}; do
       --kernel-name "regex:${NCU_KERNELS:-$fused_kernels}" \
       --metrics gpu__time_duration.sum --launch-skip 100 --launch-count "${NCU_LAUNCHES:-10}" --csv \
       "$b/ragtrain" bench --device "$DEVICE" "${lstm_opt[@]}" --pool last --hidden "$H" --layers "$L" "${DATA[@]}" --optimizer adam \
-      --lr 1e-3 --batch-per-rank "$K" --schedule balanced --steps 40 --warmup 5 > "$WORK/ncu.csv" 2>/dev/null
+      --lr 1e-3 --batch-per-rank "$K" --schedule balanced --steps 150 --warmup 5 > "$WORK/ncu.csv" 2>/dev/null
     echo "ncu $(basename "$b") H=$H K=$K rc=$?"
     python3 - "$WORK/ncu.csv" <<'PY'
 import csv, sys
@@ -97,6 +98,8 @@ if rows:   # each kernel's launches and mean duration, in the order first seen
         seen.setdefault(r[k], []).append(float(r[v].replace(",", "")) * scale.get(r[u], float("nan")))
     for name, d in seen.items():
         print(f"   {name[:28]:<28} {len(d):3d} launches  mean {sum(d) / len(d):9.1f} us")
+if len(rows) < 2:
+    print("   no launch timed: the filter matched fewer than the 100 skipped launches plus those timed")
 PY
   done
 done 2>&1 | tee "$OUT/ncu.txt" | tee -a "$LOG"
