@@ -820,17 +820,20 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> ragged_batch(int64_t n) {
   return {lengths, batch};
 }
 
-// in_turn: the second run's stacked layers run one after another (FusedLstm::set_overlap(false)), the first's overlap.
+// What the second run changes: nothing; its stacked layers run one after another (FusedLstm::set_overlap(false)), the
+// first's overlap; its groups are of one size (FusedLstm::set_group_plan(false)), the first's of their own sizes.
+enum class SecondRun { Same, LayersInTurn, EqualGroups };
 void expect_identical_reruns(const ModelShape& shape, const Shard& shard, int64_t K,
                              const std::vector<std::vector<int64_t>>& batches, uint64_t param_seed,
-                             const std::string& what, bool in_turn = false) {
+                             const std::string& what, SecondRun second_run = SecondRun::Same) {
   const std::vector<float> params = init_params(ParamLayout(shape), param_seed);
   std::vector<std::vector<float>> got[2];
   for (auto& run : got) {
     CudaBackend gpu(shape, options("cuda", "adam", K), fused_tuning());
     ASSERT_TRUE(gpu.fused_active());
-    if (in_turn) {
-      const bool second = &run == &got[1];
+    const bool second = &run == &got[1];
+    if (second && second_run == SecondRun::EqualGroups) gpu.fused_lstm()->set_group_plan(false);
+    if (second_run == SecondRun::LayersInTurn) {
       if (second) gpu.fused_lstm()->set_overlap(false);
       EXPECT_NE(gpu.fused_lstm()->describe().find(second ? "in turn" : "overlapped"), std::string::npos)
           << gpu.fused_lstm()->describe();
@@ -951,6 +954,28 @@ TEST(FusedDeterminism, BitwiseIdenticalRerunsManySequencesCluster16) {
   }
 }
 
+// Groups of their own sizes (group_plan.hpp) compute what groups of one size compute, bit for bit: a sequence is one
+// column of the tensor cores' products, whichever group and tile hold it. H = 256 with 100 sequences (lengths 1..130:
+// groups of 8 to 24 on the clusters of an H100) for each pool, 2 layers with 40, two directions with 30.
+TEST(FusedDeterminism, GroupsOfTheirOwnSizesAsGroupsOfOneSize) {
+  RT_SKIP_WITHOUT_GPU();
+  const auto [lengths, batch] = ragged_batch(100);
+  for (Pool pool : {Pool::Last, Pool::Mean, Pool::Max}) {
+    const ModelShape shape{36, 256, 1, 10, Task::Classification, false, pool};
+    expect_identical_reruns(shape, make_shard(shape, lengths, 5), 100, {batch, batch}, 11,
+                            RT_MSG("H=256 " << pool_name(pool) << " pool, 100 sequences, planned vs equal groups"),
+                            SecondRun::EqualGroups);
+  }
+  for (const auto& [L, bi, K] : std::vector<std::tuple<int64_t, bool, int64_t>>{{2, false, 40}, {1, true, 30}}) {
+    const ModelShape shape{36, 200, L, 10, Task::Classification, bi, Pool::Mean};
+    const auto [len, b] = ragged_batch(K);
+    expect_identical_reruns(shape, make_shard(shape, len, 5), K, {b, b}, 11,
+                            RT_MSG("H=200 L=" << L << (bi ? " bidirectional" : "") << ", " << K
+                                              << " sequences, planned vs equal groups"),
+                            SecondRun::EqualGroups);
+  }
+}
+
 // 256 < H <= 512 (fused_wide.cu): K = 1, 9 and 40 (two groups of 20 on the two cohorts of an H100), bidirectional
 // K = 9.
 TEST(FusedDeterminism, BitwiseIdenticalRerunsWide) {
@@ -991,7 +1016,7 @@ TEST(FusedStackedOverlap, SameBitsAsLayersInTurn) {
     const Shard shard = make_shard(shape, {130, 1, 64, 97, 5, 120, 2, 77}, 3);
     expect_identical_reruns(shape, shard, 9, {{0}, {0, 1, 2, 3, 4, 5, 6, 7, -1}, {3}}, 9,
                             RT_MSG("H=" << H << " L=" << L << " " << pool_name(pool) << " pool, overlapped vs in turn"),
-                            true);
+                            SecondRun::LayersInTurn);
   }
 }
 

@@ -37,6 +37,8 @@ struct CudaTuning {
                                 // faster, measured at start-up at the run's batch width); the CLI's --lstm
   bool fused_groups = true;     // the fused kernel runs steps of more than 16 sequences at 128 < H <= 256 in lock-step
                                 // groups on the tensor cores (FusedLstm::set_grouping); RAGTRAIN_FUSED_GROUPS=0: off
+  bool fused_group_plan = true;  // those groups of their own sizes (FusedLstm::set_group_plan); RAGTRAIN_FUSED_GROUP_PLAN=0:
+                                // groups of one size
                                 // (256 < H <= 512 always runs in groups: fused_wide.cu)
 
   // RAGTRAIN_CUDNN_ALGO (one of the names above), RAGTRAIN_CUDA_GRAPHS (0 = off), RAGTRAIN_CUDA_BATCH_LAYOUT
@@ -154,6 +156,7 @@ class CudaBackend final : public Backend {
   bool single_rank_ = false;              // the communicator has one rank: the all-reduce is the identity
   LstmPath lstm_mode_ = LstmPath::Cudnn;  // CudaTuning::lstm
   bool fused_groups_ = true;              // CudaTuning::fused_groups
+  bool fused_group_plan_ = true;          // CudaTuning::fused_group_plan
   std::unique_ptr<FusedLstm> fused_lstm_; // the fused kernel when the model is covered and the mode is not cudnn
   bool use_fused_ = false;                // this step width runs the fused kernel (rank 0's choice, broadcast)
   std::string lstm_note_;                 // why cuDNN (not covered), or the measurement behind auto's choice

@@ -39,11 +39,16 @@ struct GroupOf {
 };
 __device__ __forceinline__ GroupOf group_of(const Params& p) {
   const Args& a = p.a;
-  const int ci = static_cast<int>(blockIdx.x) / GM::kCl;
+  const int ci = static_cast<int>(blockIdx.x) / GM::kCl, gi = ci / a.dirs;
   GroupOf g;
   g.d = ci % a.dirs;
-  g.first = (ci / a.dirs) * a.group_n;
-  g.nb = min(a.group_n, a.B - g.first);
+  if (a.plan_n > 0) {
+    g.first = a.plan_lo[gi];
+    g.nb = a.plan_hi[gi] - g.first;
+  } else {
+    g.first = gi * a.group_n;
+    g.nb = min(a.group_n, a.B - g.first);
+  }
   g.maxlen = slot_of(p, g.first).length;
   return g;
 }
@@ -74,8 +79,9 @@ template <int NT>
 constexpr int kGroupPairs = (16 * 8 * NT + GM::kThreads - 1) / GM::kThreads;
 
 // Sets up the block's mbarriers (each one's first phase expects one step's vector, `bytes`) and, after every block of
-// the cluster did, lets the sends begin; then waits for the kernel before this one (its scratch).
-__device__ __forceinline__ void group_start(uint32_t bars, uint32_t bytes) {
+// the cluster did, lets the sends begin; then waits for the kernel before this one (its scratch), unless this launch
+// runs beside it (Args::plan_join: group_finish waits instead).
+__device__ __forceinline__ void group_start(const Args& a, uint32_t bars, uint32_t bytes) {
   if (threadIdx.x == 0) {
     for (int b = 0; b < 2; ++b) mbar_init(bars + 8 * b);
     for (int b = 0; b < 2; ++b) mbar_arm(bars + 8 * b, bytes);
@@ -83,8 +89,16 @@ __device__ __forceinline__ void group_start(uint32_t bars, uint32_t bytes) {
   }
   cooperative_groups::this_cluster().sync();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (!a.plan_join) asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// The end of a stage kernel: no block leaves while another may still send into it; a launch beside the one before it
+// ends only after that one (the kernel after this one waits for this one alone).
+__device__ __forceinline__ void group_finish(const Args& a) {
+  cooperative_groups::this_cluster().sync();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (a.plan_join) asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
 
@@ -141,7 +155,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
     c[e] = h_last[e] = 0.0f;
     x[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
-  group_start(bars, bytes);
+  group_start(a, bars, bytes);
 
 #pragma unroll
   for (int e = 0; e < kPairs; ++e)
@@ -222,7 +236,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
   for (int e = 0; e < kPairs; ++e)
     if (a.pooled_out && sq[e].unit_ok)
       store_pooled(a, sq[e].seq, j, pooled_of(a, acc[e], h_last[e], sq[e].len), acc[e], sq[e].len);
-  cooperative_groups::this_cluster().sync();   // no block leaves while another may still send into it
+  group_finish(a);
 }
 
 // The backward stage, seeded by Args::dh_ext alone: d gates replace the activations in each member's scratch.
@@ -264,7 +278,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
   GroupSeq sq[kPairs];
 #pragma unroll
   for (int e = 0; e < kPairs; ++e) sq[e] = group_seq<NT>(p, g, j, e);
-  group_start(bars, bytes);
+  group_start(a, bars, bytes);
 
   const int64_t tcap = a.t_cap;
   // Each pair's d c, and step t's activations, c_{t-1}, tanh(c_t) and d loss / d h_t from outside, loaded a step
@@ -340,7 +354,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
       }
     }
   }
-  cooperative_groups::this_cluster().sync();   // no block leaves while another may still send into it
+  group_finish(a);
 }
 
 }  // namespace

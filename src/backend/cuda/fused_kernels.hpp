@@ -74,6 +74,7 @@ struct GroupSmem {
 };
 constexpr int kGroupMaxNT = 3;                 // n tiles of 8 sequences at most
 constexpr int kGroupMaxN = 8 * kGroupMaxNT;    // sequences a group (and cluster) runs at most
+constexpr int kMaxPlannedGroups = 16;          // groups of their own sizes a direction at most (Args::plan_n)
 
 // The wide recurrence's shared memory (fused_wide.cu), in floats, for NT n tiles of 8 sequences: forward, h_{t-1} of
 // the group and the four column quarters' partial products; backward, the block's d gates by sequence. (Its global
@@ -197,6 +198,13 @@ struct Args {
   // Grouped (FusedLstm's runs above kStreamMaxB sequences at 128 < H <= 256, fused_group.cu): the slots, sorted by
   // length (longest first), form groups of group_n consecutive slots, each group (and direction) a 16-block cluster.
   int32_t group_n = 0;
+  // Groups of their own sizes (group_plan.hpp): a stage runs as one launch per tile count, all at once on their own
+  // clusters, and this launch's groups (of the kernel's tiles) of a direction are slots plan_lo[g] .. plan_hi[g] - 1,
+  // g < plan_n (0: groups of group_n consecutive slots). plan_join: a launch beside the one before it, which its
+  // trigger starts; it waits for that one only before it ends, so that the kernels after it see both.
+  int32_t plan_n = 0;
+  bool plan_join = false;
+  int16_t plan_lo[kMaxPlannedGroups] = {}, plan_hi[kMaxPlannedGroups] = {};
   // Wide (256 < H <= 512, fused_wide.cu): every step runs grouped, a group (and direction) on a cohort of
   // WideMap::kBlocks blocks; cohort c runs groups x directions c, c + cohorts, ... in rounds. Each cohort's h of the
   // last step (2 buffers x kGroupMaxN sequences x kHmax), its blocks' partial sums of d h (2 buffers x kBlocks source

@@ -42,6 +42,7 @@
 #include "fill.hpp"
 #include "fused_kernels.hpp"
 #include "fused_lanes.hpp"
+#include "group_plan.hpp"
 #include "ragtrain/core/error_cuda.hpp"
 
 namespace ragtrain {
@@ -512,6 +513,42 @@ void FusedLstm::set_chain_flags(std::vector<P>& lp) {
 }
 
 // The step's launches for the layers' fields lp (layer_params): each layer's forward in turn, then down the layers.
+// A grouped stage: a group and direction a 16-block cluster, or (wide) a cohort of blocks, in rounds over the cohorts
+// the GPU holds at once. Groups of their own sizes (plan_): a launch per tile count present, largest first, each
+// running its groups on the kernel of its tiles; all but the first beside the one before (Args::plan_join).
+template <class P, class Launch>
+void FusedLstm::launch_groups(P& q, int64_t B, const Launch& launch) const {
+  const bool back = q.a.stage == kStageBackward;
+  const unsigned ud = static_cast<unsigned>(dirs_);
+  if (!plan_.empty()) {
+    bool join = false;
+    for (int nt = kGroupMaxNT; nt >= 1; --nt) {
+      P qn = q;
+      qn.a.plan_n = 0;
+      for (size_t g = 0; g + 1 < plan_.size(); ++g)
+        if ((plan_[g + 1] - plan_[g] + 7) / 8 == nt) {
+          qn.a.plan_lo[qn.a.plan_n] = static_cast<int16_t>(plan_[g]);
+          qn.a.plan_hi[qn.a.plan_n++] = static_cast<int16_t>(plan_[g + 1]);
+        }
+      if (qn.a.plan_n == 0) continue;
+      qn.a.plan_join = join;
+      launch(qn, stage_kernel(false, nt, back), dim3(static_cast<unsigned>(qn.a.plan_n) * ud * GroupMap::kCl),
+             GroupMap::kThreads, group_smem_bytes_, GroupMap::kCl);
+      join = true;
+    }
+    return;
+  }
+  const int n = q.a.group_n;
+  const void* fn = stage_kernel(wide_, (n + 7) / 8, back);
+  const int64_t units = (B + n - 1) / n * dirs_;
+  if (wide_)
+    launch(q, fn, dim3(static_cast<unsigned>(std::min<int64_t>(units, wide_cohorts_)) * WideMap::kBlocks),
+           WideMap::kThreads, wide_smem_bytes_, 1u);
+  else
+    launch(q, fn, dim3(static_cast<unsigned>(units) * GroupMap::kCl), GroupMap::kThreads, group_smem_bytes_,
+           GroupMap::kCl);
+}
+
 template <class P>
 void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool drop_between,
                               const FusedHeadDropout& between, cudaStream_t s) {
@@ -569,17 +606,8 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
   };
   // The cluster variant: cl_ blocks a sequence and direction; one block: a cluster of the 2 directions' blocks.
   auto recur = [&](Params& q, bool ext) {
-    if (grouped) {   // a group and direction a 16-block cluster, or (wide) a cohort of blocks, in rounds over the
-                     // cohorts the GPU holds at once
-      const int n = q.a.group_n;
-      const void* fn = stage_kernel(wide_, (n + 7) / 8, q.a.stage == kStageBackward);
-      const int64_t units = (B + n - 1) / n * dirs_;
-      if (wide_)
-        launch(q, fn, dim3(static_cast<unsigned>(std::min<int64_t>(units, wide_cohorts_)) * WideMap::kBlocks),
-               WideMap::kThreads, wide_smem_bytes_);
-      else
-        launch(q, fn, dim3(static_cast<unsigned>(units) * GroupMap::kCl), GroupMap::kThreads, group_smem_bytes_,
-               GroupMap::kCl);
+    if (grouped) {
+      launch_groups(q, B, launch);
       return;
     }
     launch(q, kernel(ext, q.a.proj_flags != nullptr), dim3(ub * ud * (hr_ > 0 ? 1u : static_cast<unsigned>(cl_))),
@@ -690,6 +718,14 @@ void FusedLstm::run(const std::vector<GatherSlot>& batch, const float* features,
   }
   Params p = common_params<Params>(B, T, features, labels, targets, params, grads, drop);
   p.a.group_n = group_n;
+  // Groups of their own sizes where the step fits the clusters at once (group_plan.hpp): the longest members in
+  // groups of fewer tiles, each tile count on its own kernel (launch_layers).
+  plan_.clear();
+  if (group_n > 0 && !wide_ && planning_on_) {
+    std::vector<int> lengths;
+    for (const GatherSlot& g : slots) lengths.push_back(static_cast<int>(g.length));
+    plan_ = plan_groups(lengths, std::min(kMaxPlannedGroups, group_clusters_ / dirs_), kGroupMaxN);
+  }
   const int64_t L = shape_.layers, H = shape_.hidden;
   RT_CHECK(!record_ || (L == 1 && !apart_ && !wide_),
            "fused LSTM: a recorded run times one layer of one kernel chain (H <= 256)");

@@ -95,6 +95,10 @@ class FusedLstm {
   // Whether steps of more than 16 sequences at 128 < H <= 256 run in lock-step groups on the tensor cores (default;
   // fused_group.cu), or one sequence a cluster (the tests run both against the CPU reference).
   void set_grouping(bool on) { grouping_on_ = on; }
+  // Whether a grouped step that fits the clusters at once cuts its groups to their own sizes, each stage as one launch
+  // per tile count running at once (default; group_plan.hpp), or into groups of one size (the tests compare the two
+  // bit for bit).
+  void set_group_plan(bool on) { planning_on_ = on; }
   FusedCycles last_cycles(cudaStream_t s);
 
   // Median microseconds of one run over B sequences of length T on random data (its own buffers; `s` is
@@ -120,6 +124,9 @@ class FusedLstm {
                               int64_t timesteps);
   template <class P>
   void set_chain_flags(std::vector<P>& lp);
+  // A grouped stage's launches (one kernel, or with groups of their own sizes one per tile count at once).
+  template <class P, class Launch>
+  void launch_groups(P& q, int64_t B, const Launch& launch) const;
   template <class P>
   void launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool drop_between, const FusedHeadDropout& between,
                      cudaStream_t s);
@@ -158,6 +165,8 @@ class FusedLstm {
   bool grouping_on_ = true;
   int group_clusters_ = 0;
   size_t group_smem_bytes_ = 0;
+  bool planning_on_ = true;
+  std::vector<int> plan_;          // this step's groups of their own sizes: their first slots, then B (empty: none)
   int group_size(int64_t B) const;   // sequences a group for a step of B (0: not grouped)
   void init_wide(int device);
   // 256 < H <= 512: every step runs grouped (fused_wide.cu), a group and direction on a cohort of WideMap::kBlocks

@@ -1,0 +1,64 @@
+// How the grouped recurrence (fused_group.cu) cuts a step's slots into groups: pure host code, so the unit tests
+// check it without a GPU.
+//
+// Why groups of their own sizes: a group runs in lock step for as many steps as its longest member, and each lock
+// step costs more the more tiles of 8 members the group holds (a tile adds ~0.8 us to a lock step of ~0.6 us at
+// H = 256: the sweep over K on one H100, doc/performance.md). Groups of one size, sorted longest first, make the
+// group of the longest members as large as the others, and that group sets the stage's time while the groups of short
+// members finish early (at K = 128 on lengths 60..130, groups of 19, the cluster of the shortest group idles about half of
+// a stage). Giving
+// the longest members smaller groups and the shortest larger ones, on the same clusters, shortens the longest group.
+// Each tile count runs on the stage kernel instantiated for it (FusedLstm::launch_layers: a launch per tile count, at
+// once): the sweep's cost of a tile is that kernel's, and run by the largest group's kernel (skipping its unused tiles)
+// a 2-tile group cost what a 3-tile one did (2026-12-07, one H100: the plan 0.7% faster where this model said 27%).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace ragtrain {
+
+// A lock step's cost for a group of nt tiles, in the sweep's units (0.6 us + 0.8 us a tile, x 5).
+inline int64_t group_step_cost(int nt) { return 3 + 4 * static_cast<int64_t>(nt); }
+
+// The group starts (and, last, the number of slots) for `lengths`, sorted longest first, in at most `groups_max`
+// groups of at most `n_max` members (a multiple of 8), so that the largest of (a group's first length x its lock
+// step's cost) is as small as it can be: the threshold is the smallest product for which groups, each as large as the
+// threshold lets its first member's length allow, cover every slot. Empty when no plan fits (more slots than
+// groups_max x n_max). Depends on the lengths alone: a batch gets the same groups every time.
+inline std::vector<int> plan_groups(const std::vector<int>& lengths, int groups_max, int n_max) {
+  const int B = static_cast<int>(lengths.size()), nt_max = n_max / 8;
+  std::vector<int> first;
+  if (B == 0 || groups_max < 1 || nt_max < 1 || static_cast<int64_t>(groups_max) * n_max < B) return first;
+  // Greedy cover under threshold `cap`: each group takes as many tiles as its first length allows.
+  auto cover = [&](int64_t cap, std::vector<int>* out) {
+    int i = 0, groups = 0;
+    while (i < B) {
+      int nt = nt_max;
+      while (nt >= 1 && lengths[static_cast<size_t>(i)] * group_step_cost(nt) > cap) --nt;
+      if (nt < 1 || ++groups > groups_max) return false;
+      if (out) out->push_back(i);
+      i = std::min(B, i + 8 * nt);
+    }
+    if (out) out->push_back(B);
+    return true;
+  };
+  std::vector<int64_t> caps;   // every value the largest product can take
+  for (int len : lengths)
+    for (int nt = 1; nt <= nt_max; ++nt) caps.push_back(len * group_step_cost(nt));
+  std::sort(caps.begin(), caps.end());
+  caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
+  // Feasibility grows with the cap, and the largest cap always fits (the first length is the largest and every group
+  // may take n_max): the smallest feasible one by bisection.
+  size_t lo = 0, hi = caps.size() - 1;
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (cover(caps[mid], nullptr)) hi = mid;
+    else lo = mid + 1;
+  }
+  cover(caps[lo], &first);
+  return first;
+}
+
+}  // namespace ragtrain
