@@ -99,6 +99,8 @@ class FusedLstm {
   // per tile count running at once (default; group_plan.hpp), or into groups of one size (the tests compare the two
   // bit for bit).
   void set_group_plan(bool on) { planning_on_ = on; }
+  // The last step's groups of their own sizes (0: groups of one size, or not grouped): what the tests check ran.
+  int planned_groups() const { return plan_.empty() ? 0 : static_cast<int>(plan_.size()) - 1; }
   FusedCycles last_cycles(cudaStream_t s);
 
   // Median microseconds of one run over B sequences of length T on random data (its own buffers; `s` is
