@@ -20,7 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr uint64_t kDefaultSeed = 20261203;
-constexpr int kDefaultCasesPerCommand = 6;   // 54 runs: about a minute on a busy 2-core machine
+constexpr int kDefaultCasesPerCommand = 6;   // 60 runs (10 subcommands): about a minute on a busy 2-core machine
 
 uint64_t env_u64(const char* name, uint64_t fallback) {
   const char* v = std::getenv(name);
