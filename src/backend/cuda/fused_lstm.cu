@@ -243,6 +243,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   wstride_ = round_up(G, 8);
   int sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  sms_ = sms;
   sg_[0] = split_tiles(F, sms);
   sg_[1] = split_tiles(HI, sms);
   const size_t sg_max = std::max(split_smem_bytes(kMaxGatherSlots, sg_[0]),
@@ -398,8 +399,10 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   if (cap_B_ > 1) {
     partials_.resize_discard(static_cast<size_t>(cap_B_ * stride_));
     CUDA_CHECK(cudaMemset(partials_.get(), 0, partials_.size() * sizeof(float)));   // entries never written stay 0
-    const int64_t parts = std::max<int64_t>(std::min<int64_t>(cap_B_, kMaxGroups),
-                                            cap_B_ > kStreamMaxB ? std::max(sg_[0].parts, sg_[1].parts) : 1);
+    // (Grouped: twice the split GEMM's parts, for the GEMM beside the backward: backward_beside.)
+    const int64_t parts = std::max<int64_t>(
+        std::min<int64_t>(cap_B_, kMaxGroups),
+        cap_B_ > kStreamMaxB ? (grouped_ok_ ? 2 : 1) * std::max(sg_[0].parts, sg_[1].parts) : 1);
     wpart_.resize_discard(static_cast<size_t>(dirs_ * parts * ((L > 1 ? std::max(F, HI) : F) + H + 1) * wstride_));
   }
 }
@@ -786,7 +789,8 @@ void FusedLstm::run(const std::vector<GatherSlot>& batch, const float* features,
     for (const GatherSlot& g : slots) lengths.push_back(static_cast<int>(g.length));
     plan_ = plan_groups(lengths, std::min(kMaxPlannedGroups, group_clusters_ / dirs_), kGroupMaxN);
     if (!plan_.empty() && beside_on_ && !record_ && shape_.layers == 1 && dirs_ == 1)
-      beside_ = split_beside(plan_, lengths, weight_grad_groups(B, timesteps, sg_[0]));
+      beside_ = split_beside(plan_, weight_grad_groups(B, timesteps, sg_[0]), sms_, GroupMap::kCl,
+                             sg_[0].mtiles * sg_[0].ntiles);
   }
   const int64_t L = shape_.layers, H = shape_.hidden;
   RT_CHECK(!record_ || (L == 1 && !apart_ && !wide_),
@@ -807,6 +811,12 @@ void FusedLstm::run(const std::vector<GatherSlot>& batch, const float* features,
   Params pu = p;   // the layers above: their slots
   set_slots(slots, upper, p, pu);
   std::vector<Params> lp = layer_params(p, pu, features, drop_between, B, timesteps);
+  if (gemm_beside()) {   // the two GEMMs' parts, summed as one set (backward_beside)
+    Args& x = lp.back().a;
+    x.groups = beside_.main_parts + beside_.side_parts;
+    const int per_block = sum_entries_per_block(x.groups);
+    x.sum_blocks = static_cast<int32_t>((4 * H * (x.F + H + 1) + per_block - 1) / per_block);
+  }
   launch_layers(lp, B, T, drop_between, between, s);
 }
 

@@ -182,6 +182,7 @@ class FusedLstm {
   std::vector<int> plan_;          // this step's groups of their own sizes: their first slots, then B (empty: none)
   bool beside_on_ = true;
   BesideSplit beside_;             // this step's GEMM beside the backward (main_parts 0: none)
+  int sms_ = 0;                    // the GPU's SMs
   Stream side_stream_;             // its second stream, forked after the head kernel and joined before the sums
   Event fork_, join_;
   int group_size(int64_t B) const;   // sequences a group for a step of B (0: not grouped)
