@@ -6,11 +6,11 @@
 # usage, from the repository root:
 #   BUILDS="dir_a dir_b" [CASES="50:128 50:1 128:1:2"] [ROUNDS=3] [LSTM=fused] OUT=$OUT bench/ab_fused.sh
 # Each build dir holds a `ragtrain`; a build is named by its folder's name. STEPS / WARMUP override the step counts
-# (default 5000 at K=1, 3000 else, after 300); SCHEDULE the --schedule (balanced); DEVICE=cpu (with LSTM=) runs the script without a GPU. NCU=1 adds each
-# build's kernel durations (ncu, the fused step's kernels or those NCU_KERNELS matches: NCU_LAUNCHES launches (10)
-# after 100 of a 150-step run, so that a filter matching one kernel a step still reaches them; serialized, caches not
-# flushed between kernels: the step's kernels read each other's output from L2) for each case of NCU_CASES (CASES),
-# in ncu.txt; ROUNDS=0 NCU=1 gives the kernel durations alone.
+# (default 5000 at K=1, 3000 else, after 300), SCHEDULE the --schedule (balanced); DEVICE=cpu (with LSTM=) runs the
+# script without a GPU. NCU=1 adds each build's kernel durations (ncu, the fused step's kernels or those NCU_KERNELS
+# matches: NCU_LAUNCHES launches (10) after 100 of a 150-step run, so that a filter matching one kernel a step still
+# reaches them; serialized, caches not flushed between kernels: the step's kernels read each other's output from L2)
+# for each case of NCU_CASES (CASES), in ncu.txt; ROUNDS=0 NCU=1 gives the kernel durations alone.
 set -uo pipefail
 BUILDS=${BUILDS:?set BUILDS to the folders of the ragtrain builds to compare}
 CASES=${CASES:-50:128 50:1}
@@ -39,8 +39,8 @@ for c in $CASES; do
       rm -f "$json"
       timeout 150 mpirun -np 1 "$b/ragtrain" bench --device "$DEVICE" "${lstm_opt[@]}" --pool last --hidden "$H" \
         --layers "$L" \
-        "${DATA[@]}" --optimizer adam --lr 1e-3 --batch-per-rank "$K" --schedule "${SCHEDULE:-balanced}" --steps "$steps" \
-        --warmup "${WARMUP:-300}" --out "$json" >> "$LOG" 2>&1
+        "${DATA[@]}" --optimizer adam --lr 1e-3 --batch-per-rank "$K" --schedule "${SCHEDULE:-balanced}" \
+        --steps "$steps" --warmup "${WARMUP:-300}" --out "$json" >> "$LOG" 2>&1
       echo "$name H=$H K=$K L=$L round $r: rc=$?" | tee -a "$LOG"
     done
   done

@@ -842,8 +842,9 @@ void expect_identical_reruns(const ModelShape& shape, const Shard& shard, int64_
     gpu.set_train_shard(shard);
     for (const std::vector<int64_t>& batch : batches) {
       gpu.forward_backward(batch);
-      if (second_run == SecondRun::EqualGroups)   // the comparison is void unless the first run cut several groups
+      if (second_run == SecondRun::EqualGroups) {   // the comparison is void unless the first run cut several groups
         EXPECT_EQ(gpu.fused_lstm()->planned_groups() > 1, !second) << what;
+      }
       run.push_back(gpu.fused_buffer());
       gpu.allreduce();
       gpu.update(1e-3f);

@@ -512,7 +512,6 @@ void FusedLstm::set_chain_flags(std::vector<P>& lp) {
   }
 }
 
-// The step's launches for the layers' fields lp (layer_params): each layer's forward in turn, then down the layers.
 // A grouped stage: a group and direction a 16-block cluster, or (wide) a cohort of blocks, in rounds over the cohorts
 // the GPU holds at once. Groups of their own sizes (plan_): a launch per tile count present, largest first, each
 // running its groups on the kernel of its tiles; all but the first beside the one before (Args::plan_join).
@@ -549,6 +548,7 @@ void FusedLstm::launch_groups(P& q, int64_t B, const Launch& launch) const {
            GroupMap::kCl);
 }
 
+// The step's launches for the layers' fields lp (layer_params): each layer's forward in turn, then down the layers.
 template <class P>
 void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool drop_between,
                               const FusedHeadDropout& between, cudaStream_t s) {
