@@ -193,7 +193,8 @@ namespace {
 
 // n sequences (and an empty slot) in one step, lengths 1 .. 130. groups: CudaTuning::fused_groups (above 16
 // sequences at 128 < H <= 256, lock-step groups on the tensor cores; else one sequence a cluster).
-void many_sequences(const ModelShape& shape, int64_t n, bool groups = true) {
+// beside: the step must run its weight-gradient GEMM beside the backward (FusedLstm::gemm_beside).
+void many_sequences(const ModelShape& shape, int64_t n, bool groups = true, bool beside = false) {
   const ParamLayout layout(shape);
   CudaTuning tuning = fused_tuning();
   tuning.fused_groups = groups;
@@ -215,6 +216,9 @@ void many_sequences(const ModelShape& shape, int64_t n, bool groups = true) {
                               << " H" << shape.hidden << (shape.bidirectional ? " bidirectional " : " ")
                               << pool_name(shape.pool) << " pool K=" << n + 1),
               kGradAtolScale);
+  if (beside) {
+    EXPECT_TRUE(gpu.fused_lstm()->gemm_beside()) << "K=" << n + 1 << ": the GEMM did not run beside";
+  }
 }
 
 }  // namespace
@@ -313,11 +317,11 @@ TEST(FusedGroupAgreement, ClassificationH256ThirtyThreeSequences) {
 }
 TEST(FusedGroupAgreement, ClassificationH256EightyFourSequences) {
   RT_SKIP_WITHOUT_GPU();
-  many_sequences({36, 256, 1, 10, Task::Classification}, 84);
+  many_sequences({36, 256, 1, 10, Task::Classification}, 84, true, true);
 }
 TEST(FusedGroupAgreement, MeanRegressionH200OneHundredTwentySequences) {
   RT_SKIP_WITHOUT_GPU();
-  many_sequences(with_pool({20, 200, 1, 3, Task::Regression}, Pool::Mean), 120);
+  many_sequences(with_pool({20, 200, 1, 3, Task::Regression}, Pool::Mean), 120, true, true);
 }
 TEST(FusedGroupAgreement, ClassificationH136TwoHundredSequences) {
   RT_SKIP_WITHOUT_GPU();
@@ -821,8 +825,10 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> ragged_batch(int64_t n) {
 }
 
 // What the second run changes: nothing; its stacked layers run one after another (FusedLstm::set_overlap(false)), the
-// first's overlap; its groups are of one size (FusedLstm::set_group_plan(false)), the first's of their own sizes.
-enum class SecondRun { Same, LayersInTurn, EqualGroups };
+// first's overlap; its groups are of one size (FusedLstm::set_group_plan(false)), the first's of their own sizes (both
+// with the weight-gradient GEMM after the whole backward stage, whose parts then are the same); nothing, both running
+// the GEMM beside the backward (checked).
+enum class SecondRun { Same, LayersInTurn, EqualGroups, SameGemmBeside };
 void expect_identical_reruns(const ModelShape& shape, const Shard& shard, int64_t K,
                              const std::vector<std::vector<int64_t>>& batches, uint64_t param_seed,
                              const std::string& what, SecondRun second_run = SecondRun::Same) {
@@ -833,6 +839,7 @@ void expect_identical_reruns(const ModelShape& shape, const Shard& shard, int64_
     ASSERT_TRUE(gpu.fused_active());
     const bool second = &run == &got[1];
     if (second && second_run == SecondRun::EqualGroups) gpu.fused_lstm()->set_group_plan(false);
+    if (second_run == SecondRun::EqualGroups) gpu.fused_lstm()->set_gemm_beside(false);
     if (second_run == SecondRun::LayersInTurn) {
       if (second) gpu.fused_lstm()->set_overlap(false);
       EXPECT_NE(gpu.fused_lstm()->describe().find(second ? "in turn" : "overlapped"), std::string::npos)
@@ -844,6 +851,9 @@ void expect_identical_reruns(const ModelShape& shape, const Shard& shard, int64_
       gpu.forward_backward(batch);
       if (second_run == SecondRun::EqualGroups) {   // the comparison is void unless the first run cut several groups
         EXPECT_EQ(gpu.fused_lstm()->planned_groups() > 1, !second) << what;
+      }
+      if (second_run == SecondRun::SameGemmBeside) {
+        EXPECT_TRUE(gpu.fused_lstm()->gemm_beside()) << what;
       }
       run.push_back(gpu.fused_buffer());
       gpu.allreduce();
@@ -977,6 +987,20 @@ TEST(FusedDeterminism, GroupsOfTheirOwnSizesAsGroupsOfOneSize) {
                                               << " sequences, planned vs equal groups"),
                             SecondRun::EqualGroups);
   }
+}
+
+// The weight-gradient GEMM beside the backward (a second stream; FusedLstm::backward_beside) reruns bit for bit: H = 256
+// and 200 with 100 sequences of lengths 1..130 (groups of 1 to 3 tiles), each pool.
+TEST(FusedDeterminism, BitwiseIdenticalRerunsGemmBeside) {
+  RT_SKIP_WITHOUT_GPU();
+  const auto [lengths, batch] = ragged_batch(100);
+  for (int64_t H : {256, 200})
+    for (Pool pool : {Pool::Last, Pool::Mean, Pool::Max}) {
+      const ModelShape shape{36, H, 1, 10, Task::Classification, false, pool};
+      expect_identical_reruns(shape, make_shard(shape, lengths, 5), 100, {batch, batch}, 11,
+                              RT_MSG("H=" << H << " " << pool_name(pool) << " pool, 100 sequences, GEMM beside"),
+                              SecondRun::SameGemmBeside);
+    }
 }
 
 // 256 < H <= 512 (fused_wide.cu): K = 1, 9 and 40 (two groups of 20 on the two cohorts of an H100), bidirectional

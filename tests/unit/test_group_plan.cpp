@@ -110,4 +110,69 @@ TEST(GroupPlan, NoPlanForMoreSlotsThanTheClustersHoldAtOnce) {
   EXPECT_FALSE(plan_groups(std::vector<int>(168, 50), 7, 24).empty());
 }
 
+// The GEMM beside the backward: the groups of the largest tile count stay on the main stream, every other slot goes
+// to the side once, in order, in as few ranges as adjacency allows; the main GEMM keeps every part, the side's takes
+// as many as its blocks fit beside the long stage's clusters (two an SM), at least one, at most all.
+TEST(GroupPlan, BesideSplitCoversEverySlotOnceAndFitsTheFreeSms) {
+  std::mt19937 rng(13);
+  int split = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int groups = 2 + trial % 6, parts = 2 + trial % 7, tiles_per_part = 1 + trial % 40;
+    const int B = 17 + static_cast<int>(rng() % static_cast<uint32_t>(24 * groups - 16));
+    const std::vector<int> len = sorted_lengths(rng, B, 1 + trial % 7, 1 + trial % 7 + static_cast<int>(rng() % 150));
+    const std::vector<int> plan = plan_groups(len, groups, 24);
+    const ragtrain::BesideSplit s = ragtrain::split_beside(plan, parts, 132, 16, tiles_per_part);
+    int nt_max = 0, nt_min = 99, main_groups = 0;
+    for (size_t g = 0; g + 1 < plan.size(); ++g) {
+      nt_max = std::max(nt_max, (plan[g + 1] - plan[g] + 7) / 8);
+      nt_min = std::min(nt_min, (plan[g + 1] - plan[g] + 7) / 8);
+    }
+    for (size_t g = 0; g + 1 < plan.size(); ++g) main_groups += (plan[g + 1] - plan[g] + 7) / 8 == nt_max;
+    if (nt_min == nt_max) {
+      EXPECT_EQ(s.main_parts, 0) << "trial " << trial << ": one tile count, nothing beside";
+      EXPECT_TRUE(s.main.empty() && s.side.empty());
+      continue;
+    }
+    ++split;
+    EXPECT_EQ(s.nt_main, nt_max);
+    std::vector<int> where(static_cast<size_t>(B), -1);   // 0 main, 1 side
+    for (int side = 0; side < 2; ++side) {
+      const auto& ranges = side ? s.side : s.main;
+      EXPECT_LE(ranges.size(), 16u);
+      for (size_t r = 0; r < ranges.size(); ++r) {
+        EXPECT_LT(ranges[r].first, ranges[r].second);
+        if (r > 0) {
+          EXPECT_LT(ranges[r - 1].second, ranges[r].first) << "adjacent ranges left apart";
+        }
+        for (int b = ranges[r].first; b < ranges[r].second; ++b) {
+          EXPECT_EQ(where[static_cast<size_t>(b)], -1) << "slot " << b << " twice";
+          where[static_cast<size_t>(b)] = side;
+        }
+      }
+    }
+    for (size_t g = 0; g + 1 < plan.size(); ++g)
+      for (int b = plan[g]; b < plan[g + 1]; ++b)
+        EXPECT_EQ(where[static_cast<size_t>(b)], (plan[g + 1] - plan[g] + 7) / 8 < nt_max ? 1 : 0)
+            << "trial " << trial << ", slot " << b;
+    EXPECT_EQ(s.main_parts, parts);
+    const int fit = 2 * (132 - 16 * main_groups) / tiles_per_part;
+    EXPECT_EQ(s.side_parts, std::clamp(fit, 1, parts)) << "trial " << trial;
+  }
+  EXPECT_GT(split, 100) << "too few plans with two tile counts to test";
+}
+
+TEST(GroupPlan, NoBesideSplitWithoutAPlanOrParts) {
+  EXPECT_EQ(ragtrain::split_beside({}, 8, 132, 16, 33).main_parts, 0);
+  const std::vector<int> plan = {0, 3, 18};   // a 1-tile and a 2-tile group
+  EXPECT_EQ(ragtrain::split_beside(plan, 1, 132, 16, 33).main_parts, 0);
+  const ragtrain::BesideSplit s = ragtrain::split_beside(plan, 8, 132, 16, 33);   // H = 256's tiles on an H100
+  EXPECT_EQ(s.nt_main, 2);
+  ASSERT_EQ(s.side.size(), 1u);
+  EXPECT_EQ(s.side[0], std::make_pair(0, 3));
+  ASSERT_EQ(s.main.size(), 1u);
+  EXPECT_EQ(s.main[0], std::make_pair(3, 18));
+  EXPECT_EQ(s.main_parts, 8);
+  EXPECT_EQ(s.side_parts, 7);   // 232 blocks fit beside one 16-SM cluster: 7 parts of 33
+}
+
 }  // namespace

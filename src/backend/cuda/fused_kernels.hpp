@@ -134,6 +134,10 @@ struct Args {
   float* wpart = nullptr;         // groups > 1: (dirs, groups, F + H + 1, wstride) partial sums, column-major
   int32_t wstride = 0;            // a column's floats: 4H rounded up to 8
   int32_t sg_wm = 0, sg_wn = 0;   // split_grad_kernel: its block tile in warps (32 x 32 outputs each)
+  // split_grad_kernel over some groups alone (FusedLstm's GEMM beside the backward): the slots sg_lo[r] ..
+  // sg_hi[r] - 1, r < sg_nr (0: every slot), its parts the partial sums sg_part0 .. of the groups ones.
+  int32_t sg_nr = 0, sg_part0 = 0;
+  int16_t sg_lo[kMaxPlannedGroups] = {}, sg_hi[kMaxPlannedGroups] = {};
   int32_t sum_blocks = 0;         // sums_kernel: blocks of the weight-gradient sums (the head's sums after them)
   int64_t head_lo = 0, n_grad = 0;   // the head's gradients and the extras: fused-buffer entries [head_lo, n_grad)
   // The backward's progress, kMaxCl words per sequence (one per block of a cluster; the one-block kernel uses the

@@ -135,12 +135,43 @@ int active_clusters(const void* k, int cl, int threads, size_t smem) {
   CUDA_CHECK(e);
   return clusters;
 }
+// One kernel launch. Programmatic dependent launch (pdl): the projection's blocks stage their features while the
+// previous step's optimizer finishes, the recurrence kernel's blocks start while the projection runs, and the
+// weight-gradient blocks are resident when the recurrence ends. cluster > 1: the cluster variant's blocks of a
+// sequence, a group's 16 blocks, or the bidirectional one-block kernel's two directions.
+template <class P>
+void launch_kernel(const void* fn, P* q, dim3 grid, int threads, size_t smem, unsigned cluster, cudaStream_t stream,
+                   bool pdl) {
+  void* args[] = {q};
+  cudaLaunchAttribute attrs[2] = {};
+  int n = 0;
+  if (pdl) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = cluster;
+    attrs[n].val.clusterDim.y = 1;
+    attrs[n++].val.clusterDim.z = 1;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attrs;
+  cfg.numAttrs = static_cast<unsigned>(n);
+  CUDA_CHECK(cudaLaunchKernelExC(&cfg, fn, args));
+}
+
 }  // namespace
 
 FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t n_grad, int device,
                      const FusedLayout& reverse, const std::vector<FusedLayout>& upper)
     : shape_(shape), layout_(layout), reverse_(reverse), dirs_(shape.bidirectional ? 2 : 1), n_grad_(n_grad),
-      stride_((n_grad + 31) / 32 * 32), copy_stream_(Stream::create()) {
+      stride_((n_grad + 31) / 32 * 32), side_stream_(Stream::create()), fork_(Event::create(false)),
+      join_(Event::create(false)), copy_stream_(Stream::create()) {
   const std::string why = fused_lstm_unsupported(shape);
   RT_CHECK(why.empty(), "fused LSTM: " << why);
   RT_CHECK(static_cast<int64_t>(upper.size()) == (shape.layers - 1) * dirs_,
@@ -212,6 +243,7 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   wstride_ = round_up(G, 8);
   int sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  sms_ = sms;
   sg_[0] = split_tiles(F, sms);
   sg_[1] = split_tiles(HI, sms);
   const size_t sg_max = std::max(split_smem_bytes(kMaxGatherSlots, sg_[0]),
@@ -331,7 +363,7 @@ FusedLstm::SplitTiles FusedLstm::split_tiles(int64_t inputs, int sms) const {
 
 size_t FusedLstm::split_smem_bytes(int64_t B, const SplitTiles& tiles) const {
   return static_cast<size_t>(2 * kSgC * (32 * (tiles.wm + tiles.wn) + 16)) * sizeof(float) +
-         static_cast<size_t>(B) * 8 + static_cast<size_t>(B + 1 + 4 * kSgC) * sizeof(int);
+         static_cast<size_t>(B) * 8 + static_cast<size_t>(2 * B + 1 + 4 * kSgC) * sizeof(int);
 }
 
 // A sequence's scratch: gates (4H), c, tanh(c), h (H each) for cap_T steps, rounded to a multiple of 4 H floats: every
@@ -367,8 +399,10 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   if (cap_B_ > 1) {
     partials_.resize_discard(static_cast<size_t>(cap_B_ * stride_));
     CUDA_CHECK(cudaMemset(partials_.get(), 0, partials_.size() * sizeof(float)));   // entries never written stay 0
-    const int64_t parts = std::max<int64_t>(std::min<int64_t>(cap_B_, kMaxGroups),
-                                            cap_B_ > kStreamMaxB ? std::max(sg_[0].parts, sg_[1].parts) : 1);
+    // (Grouped: twice the split GEMM's parts, for the GEMM beside the backward: backward_beside.)
+    const int64_t parts = std::max<int64_t>(
+        std::min<int64_t>(cap_B_, kMaxGroups),
+        cap_B_ > kStreamMaxB ? (grouped_ok_ ? 2 : 1) * std::max(sg_[0].parts, sg_[1].parts) : 1);
     wpart_.resize_discard(static_cast<size_t>(dirs_ * parts * ((L > 1 ? std::max(F, HI) : F) + H + 1) * wstride_));
   }
 }
@@ -516,12 +550,12 @@ void FusedLstm::set_chain_flags(std::vector<P>& lp) {
 // the GPU holds at once. Groups of their own sizes (plan_): a launch per tile count present, largest first, each
 // running its groups on the kernel of its tiles; all but the first beside the one before (Args::plan_join).
 template <class P, class Launch>
-void FusedLstm::launch_groups(P& q, int64_t B, const Launch& launch) const {
+void FusedLstm::launch_groups(P& q, int64_t B, const Launch& launch, int nt_lo, int nt_hi) const {
   const bool back = q.a.stage == kStageBackward;
   const unsigned ud = static_cast<unsigned>(dirs_);
   if (!plan_.empty()) {
     bool join = false;
-    for (int nt = kGroupMaxNT; nt >= 1; --nt) {
+    for (int nt = nt_hi; nt >= nt_lo; --nt) {
       P qn = q;
       qn.a.plan_n = 0;
       for (size_t g = 0; g + 1 < plan_.size(); ++g)
@@ -548,6 +582,39 @@ void FusedLstm::launch_groups(P& q, int64_t B, const Launch& launch) const {
            GroupMap::kCl);
 }
 
+// The groups of fewer tiles than the largest end their backward stage early (at K = 128 balanced, the 2-tile groups
+// at ~0.65 of the 3-tile ones' time), so their weight-gradient GEMM runs on a second stream as soon as they end, on
+// the SMs the longer stage leaves, instead of after the whole stage. The long stage is launched first, so that its
+// clusters are placed before the side's; both GEMMs launch without the programmatic dependency: launched early,
+// their blocks would sit on free SMs (those a stage's clusters may still need) waiting for a stage to end.
+template <class P, class Launch, class Gemm>
+void FusedLstm::backward_beside(P& q, int64_t B, const Launch& launch, const Gemm& gemm, cudaStream_t& stream,
+                                bool& pdl) {
+  const cudaStream_t s = stream;
+  auto cover = [](P& g, const std::vector<std::pair<int, int>>& ranges, int part0) {
+    g.a.sg_nr = static_cast<int32_t>(ranges.size());
+    for (size_t r = 0; r < ranges.size(); ++r) {
+      g.a.sg_lo[r] = static_cast<int16_t>(ranges[r].first);
+      g.a.sg_hi[r] = static_cast<int16_t>(ranges[r].second);
+    }
+    g.a.sg_part0 = part0;
+  };
+  P qm = q, qs = q;
+  cover(qm, beside_.main, 0);
+  cover(qs, beside_.side, beside_.main_parts);
+  CUDA_CHECK(cudaEventRecord(fork_.get(), s));   // after the head kernel: the backward's seeds
+  launch_groups(qm, B, launch, beside_.nt_main, beside_.nt_main);
+  CUDA_CHECK(cudaStreamWaitEvent(side_stream_.get(), fork_.get(), 0));
+  stream = side_stream_.get();
+  launch_groups(qs, B, launch, 1, beside_.nt_main - 1);
+  pdl = false;   // also for the sums after the join (the caller restores it)
+  gemm(qs, beside_.side_parts);
+  CUDA_CHECK(cudaEventRecord(join_.get(), side_stream_.get()));
+  stream = s;
+  gemm(qm, beside_.main_parts);
+  CUDA_CHECK(cudaStreamWaitEvent(s, join_.get(), 0));
+}
+
 // The step's launches for the layers' fields lp (layer_params): each layer's forward in turn, then down the layers.
 template <class P>
 void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool drop_between,
@@ -560,33 +627,13 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
     if (record_) CUDA_CHECK(cudaEventRecord(marks_[i].get(), s));
   };
   const unsigned ub = static_cast<unsigned>(B);
-  // Programmatic dependent launch: the projection's blocks stage their features while the previous step's optimizer
-  // finishes, the recurrence kernel's blocks start while the projection runs, and the weight-gradient blocks are
-  // resident when the recurrence ends (a recorded run launches plainly, so the events between the kernels measure
-  // each one).
-  cudaLaunchAttribute pdl[1] = {};
-  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  // (cluster > 1: the cluster variant's blocks of a sequence, or the bidirectional one-block kernel's two directions.)
+  // Programmatic dependent launch (launch_kernel) unless recorded: a recorded run launches plainly, so that the
+  // events between the kernels measure each one. On `stream`: s, or the side stream of backward_beside, which also
+  // turns `with_pdl` off for some launches.
+  cudaStream_t stream = s;
+  bool with_pdl = !record_;
   auto launch = [&](Params& q, const void* fn, dim3 grid, int threads, size_t smem, unsigned cluster = 1) {
-    void* args[] = {&q};
-    cudaLaunchAttribute attrs[2] = {};
-    int n = 0;
-    if (!record_) attrs[n++] = pdl[0];
-    if (cluster > 1) {
-      attrs[n].id = cudaLaunchAttributeClusterDimension;
-      attrs[n].val.clusterDim.x = cluster;
-      attrs[n].val.clusterDim.y = 1;
-      attrs[n++].val.clusterDim.z = 1;
-    }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(static_cast<unsigned>(threads));
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cfg.attrs = attrs;
-    cfg.numAttrs = static_cast<unsigned>(n);
-    CUDA_CHECK(cudaLaunchKernelExC(&cfg, fn, args));
+    launch_kernel(fn, &q, grid, threads, smem, cluster, stream, with_pdl);
   };
   // The cluster variant's pack blocks first (the first kPack blocks of the first rows), then a row per sequence of
   // its time chunks.
@@ -607,31 +654,38 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
   // The cluster variant: cl_ blocks a sequence and direction; one block: a cluster of the 2 directions' blocks.
   auto recur = [&](Params& q, bool ext) {
     if (grouped) {
-      launch_groups(q, B, launch);
+      launch_groups(q, B, launch, 1, kGroupMaxNT);
       return;
     }
     launch(q, kernel(ext, q.a.proj_flags != nullptr), dim3(ub * ud * (hr_ > 0 ? 1u : static_cast<unsigned>(cl_))),
            rec_threads_, smem_bytes_, hr_ > 0 ? ud : static_cast<unsigned>(cl_));
   };
-  // A layer's weight gradients, then (K > 1) the sums over groups and (head: the top layer) over sequences.
-  auto weight_grads = [&](Params& q, const SplitTiles& tiles, bool head) {
-    const int NW = q.a.F + static_cast<int>(H) + 1;
-    if (B > kStreamMaxB)
-      launch(q, fused_split_grad_kernel(),
-             dim3(static_cast<unsigned>(q.a.groups) * ud, static_cast<unsigned>(tiles.mtiles),
-                  static_cast<unsigned>(tiles.ntiles)),
-             32 * tiles.wm * tiles.wn, split_smem_bytes(B, tiles));
-    else
-      launch(q, fused_weight_grad_kernel(),
-             dim3(static_cast<unsigned>((G + kWgM - 1) / kWgM), static_cast<unsigned>((NW + kWgN - 1) / kWgN),
-                  static_cast<unsigned>(q.a.groups) * ud),
-             kWgThreads, 0);
+  // A layer's weight gradients (split GEMM: `parts` of its q.a.groups partial sums, those of q.a.sg_* slots), then
+  // (K > 1) the sums over groups and (head: the top layer) over sequences.
+  auto split_gemm = [&](Params& q, const SplitTiles& tiles, int parts) {
+    launch(q, fused_split_grad_kernel(),
+           dim3(static_cast<unsigned>(parts) * ud, static_cast<unsigned>(tiles.mtiles),
+                static_cast<unsigned>(tiles.ntiles)),
+           32 * tiles.wm * tiles.wn, split_smem_bytes(B, tiles));
+  };
+  auto sums = [&](Params& q, bool head) {
     mark(3);
     if (B > 1) {   // (then groups > 1 too) the sums over groups and over sequences
       const int head_blocks = head ? static_cast<int>(((q.a.n_grad - q.a.head_lo) * 32 + 255) / 256) : 0;
       launch(q, fused_sums_kernel(), dim3(static_cast<unsigned>(q.a.sum_blocks * dirs_ + head_blocks)), 256, 0);
     }
     mark(4);
+  };
+  auto weight_grads = [&](Params& q, const SplitTiles& tiles, bool head) {
+    const int NW = q.a.F + static_cast<int>(H) + 1;
+    if (B > kStreamMaxB)
+      split_gemm(q, tiles, q.a.groups);
+    else
+      launch(q, fused_weight_grad_kernel(),
+             dim3(static_cast<unsigned>((G + kWgM - 1) / kWgM), static_cast<unsigned>((NW + kWgN - 1) / kWgN),
+                  static_cast<unsigned>(q.a.groups) * ud),
+             kWgThreads, 0);
+    sums(q, head);
   };
   // Stacked, each layer's forward in turn (the layer above's projection reads its h), the top layer's forward, head and
   // backward, then down the layers: the input gradient of the layer above (through the dropout mask), the backward
@@ -668,9 +722,16 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
     q.a.dh_ext = dh_ext_.get();
     launch(q, fused_pool_head_kernel(), dim3(ub), 256, head_smem_bytes_);
     q.a.stage = kStageBackward;
-    recur(q, true);
+    if (!gemm_beside()) recur(q, true);
   }
-  weight_grads(lp.back(), sg_[L > 1 ? 1 : 0], true);
+  if (gemm_beside()) {   // (one layer: the top layer's tiles are sg_[0])
+    backward_beside(lp.back(), B, launch, [&](Params& g, int parts) { split_gemm(g, sg_[0], parts); }, stream,
+                    with_pdl);
+    sums(lp.back(), true);
+    with_pdl = !record_;
+  } else {
+    weight_grads(lp.back(), sg_[L > 1 ? 1 : 0], true);
+  }
   for (int64_t l = L - 2; l >= 0; --l) {
     Params g = lp[static_cast<size_t>(l + 1)];   // layer l + 1's d gates and W_ih
     float* const dh = dh_ext_.get() + (ov ? l * cap_B_ * cap_T_ * H : 0);   // (overlapped: its own slab)
@@ -719,12 +780,17 @@ void FusedLstm::run(const std::vector<GatherSlot>& batch, const float* features,
   Params p = common_params<Params>(B, T, features, labels, targets, params, grads, drop);
   p.a.group_n = group_n;
   // Groups of their own sizes where the step fits the clusters at once (group_plan.hpp): the longest members in
-  // groups of fewer tiles, each tile count on its own kernel (launch_layers).
+  // groups of fewer tiles, each tile count on its own kernel (launch_layers); and then, one layer and direction, the
+  // GEMM over the groups of fewer tiles beside the others' backward stage (backward_beside).
   plan_.clear();
+  beside_ = BesideSplit{};
   if (group_n > 0 && !wide_ && planning_on_) {
     std::vector<int> lengths;
     for (const GatherSlot& g : slots) lengths.push_back(static_cast<int>(g.length));
     plan_ = plan_groups(lengths, std::min(kMaxPlannedGroups, group_clusters_ / dirs_), kGroupMaxN);
+    if (!plan_.empty() && beside_on_ && !record_ && shape_.layers == 1 && dirs_ == 1)
+      beside_ = split_beside(plan_, weight_grad_groups(B, timesteps, sg_[0]), sms_, GroupMap::kCl,
+                             sg_[0].mtiles * sg_[0].ntiles);
   }
   const int64_t L = shape_.layers, H = shape_.hidden;
   RT_CHECK(!record_ || (L == 1 && !apart_ && !wide_),
@@ -745,6 +811,12 @@ void FusedLstm::run(const std::vector<GatherSlot>& batch, const float* features,
   Params pu = p;   // the layers above: their slots
   set_slots(slots, upper, p, pu);
   std::vector<Params> lp = layer_params(p, pu, features, drop_between, B, timesteps);
+  if (gemm_beside()) {   // the two GEMMs' parts, summed as one set (backward_beside)
+    Args& x = lp.back().a;
+    x.groups = beside_.main_parts + beside_.side_parts;
+    const int per_block = sum_entries_per_block(x.groups);
+    x.sum_blocks = static_cast<int32_t>((4 * H * (x.F + H + 1) + per_block - 1) / per_block);
+  }
   launch_layers(lp, B, T, drop_between, between, s);
 }
 

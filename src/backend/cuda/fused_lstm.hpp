@@ -20,6 +20,7 @@
 
 #include "batch_gather.hpp"
 #include "cuda_raii.hpp"
+#include "group_plan.hpp"
 #include "ragtrain/model/model.hpp"
 
 namespace ragtrain {
@@ -101,6 +102,11 @@ class FusedLstm {
   void set_group_plan(bool on) { planning_on_ = on; }
   // The last step's groups of their own sizes (0: groups of one size, or not grouped): what the tests check ran.
   int planned_groups() const { return plan_.empty() ? 0 : static_cast<int>(plan_.size()) - 1; }
+  // Whether, one layer and direction, the weight-gradient GEMM over the groups of fewer tiles runs beside the others'
+  // backward stage (default; group_plan.hpp's BesideSplit), or after the whole stage (the tests compare the two);
+  // and whether the last step did.
+  void set_gemm_beside(bool on) { beside_on_ = on; }
+  bool gemm_beside() const { return beside_.main_parts > 0; }
   FusedCycles last_cycles(cudaStream_t s);
 
   // Median microseconds of one run over B sequences of length T on random data (its own buffers; `s` is
@@ -126,9 +132,14 @@ class FusedLstm {
                               int64_t timesteps);
   template <class P>
   void set_chain_flags(std::vector<P>& lp);
-  // A grouped stage's launches (one kernel, or with groups of their own sizes one per tile count at once).
+  // A grouped stage's launches (one kernel, or with groups of their own sizes one per tile count at once: those of
+  // tile counts nt_lo .. nt_hi).
   template <class P, class Launch>
-  void launch_groups(P& q, int64_t B, const Launch& launch) const;
+  void launch_groups(P& q, int64_t B, const Launch& launch, int nt_lo, int nt_hi) const;
+  // The top layer's backward stage and weight-gradient GEMM, split by beside_ over the step's stream (`stream`, which
+  // `launch` uses, as it does `pdl`) and side_stream_; the sums after them wait for both.
+  template <class P, class Launch, class Gemm>
+  void backward_beside(P& q, int64_t B, const Launch& launch, const Gemm& gemm, cudaStream_t& stream, bool& pdl);
   template <class P>
   void launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool drop_between, const FusedHeadDropout& between,
                      cudaStream_t s);
@@ -169,6 +180,11 @@ class FusedLstm {
   size_t group_smem_bytes_ = 0;
   bool planning_on_ = true;
   std::vector<int> plan_;          // this step's groups of their own sizes: their first slots, then B (empty: none)
+  bool beside_on_ = true;
+  BesideSplit beside_;             // this step's GEMM beside the backward (main_parts 0: none)
+  int sms_ = 0;                    // the GPU's SMs
+  Stream side_stream_;             // its second stream, forked after the head kernel and joined before the sums
+  Event fork_, join_;
   int group_size(int64_t B) const;   // sequences a group for a step of B (0: not grouped)
   void init_wide(int device);
   // 256 < H <= 512: every step runs grouped (fused_wide.cu), a group and direction on a cohort of WideMap::kBlocks

@@ -25,21 +25,40 @@ __device__ const float kOneF = 1.0f;  // the source of z's bias column
 struct SplitSmem {
   float* As;       // (2, kSgC, pa) d gates, rows [m0, m0 + BM)
   float* Zs;       // (2, kSgC, pb) z, columns [n0, n0 + BN)
-  int64_t* rows;   // (B) feature row of each slot
-  int* pre;        // (B + 1) timesteps before each slot
+  int64_t* rows;   // (B) feature row of each slot the kernel covers (Args::sg_nr), in slot order
+  int* pre;        // (B + 1) timesteps before each of them
+  int* slot;       // (B) its slot
   int* mb;         // (2, kSgC) the chunk's slots (-1: past the part)
   int* mt;         // (2, kSgC) and timesteps
   int pa, pb;      // row pitches: BM + 8, BN + 8
 };
 
-// The slot table into shared memory and the prefix sums of the lengths (warp 0, in lane-contiguous runs); returns
-// the batch's timesteps. Reads only the slot table (written before the projection).
-__device__ int split_prefix(const Params& p, const SplitSmem& sm) {
-  const int tid = static_cast<int>(threadIdx.x), nth = static_cast<int>(blockDim.x), B = p.a.B;
-  for (int b = tid; b < B; b += nth) {
+// The slot's index of the i-th slot the kernel covers: every slot, or those of the ranges Args::sg_lo / sg_hi.
+__device__ __forceinline__ int covered_slot(const Args& a, int i) {
+  for (int r = 0; r < a.sg_nr; ++r) {
+    const int n = a.sg_hi[r] - a.sg_lo[r];
+    if (i < n) return a.sg_lo[r] + i;
+    i -= n;
+  }
+  return i;
+}
+
+// The table of the slots covered into shared memory and the prefix sums of their lengths (warp 0, in lane-contiguous
+// runs); returns their number (`*count`) and timesteps. Reads only the slot table (written before the projection).
+__device__ int split_prefix(const Params& p, const SplitSmem& sm, int* count) {
+  const int tid = static_cast<int>(threadIdx.x), nth = static_cast<int>(blockDim.x);
+  int B = p.a.B;
+  if (p.a.sg_nr > 0) {
+    B = 0;
+    for (int r = 0; r < p.a.sg_nr; ++r) B += p.a.sg_hi[r] - p.a.sg_lo[r];
+  }
+  *count = B;
+  for (int i = tid; i < B; i += nth) {
+    const int b = covered_slot(p.a, i);
     const GatherSlot s = slot_of(p, b);
-    sm.rows[b] = s.row;
-    sm.pre[b + 1] = s.length;
+    sm.slot[i] = b;
+    sm.rows[i] = s.row;
+    sm.pre[i + 1] = s.length;
   }
   __syncthreads();
   if (tid < 32) {
@@ -105,7 +124,7 @@ __device__ void split_stage(const Args& a, const SplitSmem& sm, int d, int buf, 
       ((F | H) & 3) == 0 && ((reinterpret_cast<uintptr_t>(a.features) | reinterpret_cast<uintptr_t>(hb)) & 15) == 0;
   for (int l = warp; l < kSgC; l += nw) {
     const int b = mb[l], t = mt[l];   // the same in the whole warp
-    const int64_t sb = b < 0 ? 0 : b * a.dirs + d;   // the scratch of (slot b, direction d)
+    const int64_t sb = b < 0 ? 0 : sm.slot[b] * a.dirs + d;   // the scratch of (slot, direction d)
     const float* const drow = a.scratch + sb * a.per_seq + static_cast<int64_t>(t) * G;
     for (int e = lane; e < BM / 4; e += 32) {
       const int m = m0 + 4 * e;
@@ -188,9 +207,11 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
   sm.Zs = sm.As + 2 * kSgC * sm.pa;
   sm.rows = reinterpret_cast<int64_t*>(sm.Zs + 2 * kSgC * sm.pb);
   sm.pre = reinterpret_cast<int*>(sm.rows + B);
-  sm.mb = sm.pre + B + 1;
+  sm.slot = sm.pre + B + 1;
+  sm.mb = sm.slot + B;
   sm.mt = sm.mb + 2 * kSgC;
-  const int64_t total = split_prefix(p, sm);
+  int covered = B;
+  const int64_t total = split_prefix(p, sm, &covered);
   // x = d parts + part: direction d's part of the timesteps.
   const int parts = static_cast<int>(gridDim.x) / a.dirs, d = static_cast<int>(blockIdx.x) / parts;
   const int part = static_cast<int>(blockIdx.x) - d * parts;
@@ -212,8 +233,8 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
       for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;
   // Two barriers a chunk: the map of chunk c + 2 is made after chunk c's sums, into the map buffer that chunk c's
   // copies (issued an iteration earlier) read.
-  split_map(sm, B, i_lo, i_hi, 0, 0);
-  split_map(sm, B, i_lo, i_hi, 1, 1);
+  split_map(sm, covered, i_lo, i_hi, 0, 0);
+  split_map(sm, covered, i_lo, i_hi, 1, 1);
   __syncthreads();
   if (chunks > 0) split_stage(a, sm, d, 0, m0, n0, BM, BN);
   for (int c = 0; c < chunks; ++c) {
@@ -228,13 +249,13 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
     if (computes)
       split_mma_chunk(acc, sm.As + buf * kSgC * sm.pa + wr + g, sm.Zs + buf * kSgC * sm.pb + wc + g, sm.pa, sm.pb,
                       min(kSgC, i_hi - i_lo - c * kSgC), t4);
-    if (c + 2 < chunks) split_map(sm, B, i_lo, i_hi, c + 2, buf);
+    if (c + 2 < chunks) split_map(sm, covered, i_lo, i_hi, c + 2, buf);
     __syncthreads();   // buffer buf is read before the next chunk's copies reuse it; the new map is visible
   }
   if (!computes) return;
   // Part `part`'s partial sums, column-major (columns of a.wstride >= G floats): a store instruction writes 4
-  // columns' runs of 8 adjacent rows.
-  float* const out = a.wpart + static_cast<int64_t>(blockIdx.x) * NW * a.wstride;
+  // columns' runs of 8 adjacent rows. (Direction d's a.groups parts, of which this launch's start at sg_part0.)
+  float* const out = a.wpart + static_cast<int64_t>(d * a.groups + a.sg_part0 + part) * NW * a.wstride;
 #pragma unroll
   for (int mi = 0; mi < 2; ++mi)
 #pragma unroll

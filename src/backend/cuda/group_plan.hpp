@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace ragtrain {
@@ -60,6 +61,45 @@ inline std::vector<int> plan_groups(const std::vector<int>& lengths, int groups_
   }
   cover(caps[lo], &first);
   return first;
+}
+
+// The weight-gradient GEMM beside the backward stage (FusedLstm::backward_beside): the plan's groups of its largest
+// tile count run their backward on the step's stream and the GEMM over their slots after it; the other groups run
+// theirs on a second stream, with the GEMM over their slots as soon as they end, on the SMs the longer stage leaves
+// free (why: at K = 128 balanced, 2-tile groups end their backward stage at ~0.65 of the 3-tile ones' time).
+// A GEMM block sums one part of its slots' timesteps, and the GEMM's `parts` are as many as fill the GPU twice, so
+// its time is one part's: the main stream's GEMM keeps all `parts` (a part of its fewer timesteps is shorter), and
+// the side's takes as many as its blocks (`tiles_per_part` a part, two an SM) fit beside the long stage's clusters
+// (`cluster_sms` each) on `sms`, at least one, at most `parts`. Measured first with the parts shared between the two
+// in proportion to their timesteps, each GEMM took what the whole one did (one part's time).
+struct BesideSplit {
+  int nt_main = 0;                                 // the tile count whose groups stay on the step's stream
+  std::vector<std::pair<int, int>> main, side;     // their slot ranges [lo, hi), and the others', merged where adjacent
+  int main_parts = 0, side_parts = 0;              // 0: no split (one tile count, or fewer than 2 parts)
+};
+
+// From the plan (group starts, then B) for a GEMM of `parts` parts.
+inline BesideSplit split_beside(const std::vector<int>& plan, int parts, int sms, int cluster_sms,
+                                int tiles_per_part) {
+  BesideSplit s;
+  if (plan.size() < 3 || parts < 2 || tiles_per_part < 1) return s;
+  auto tiles = [&](size_t g) { return (plan[g + 1] - plan[g] + 7) / 8; };
+  for (size_t g = 0; g + 1 < plan.size(); ++g) s.nt_main = std::max(s.nt_main, tiles(g));
+  int main_groups = 0;
+  for (size_t g = 0; g + 1 < plan.size(); ++g) {
+    const bool side = tiles(g) < s.nt_main;
+    main_groups += side ? 0 : 1;
+    auto& ranges = side ? s.side : s.main;
+    if (!ranges.empty() && ranges.back().second == plan[g]) ranges.back().second = plan[g + 1];
+    else ranges.emplace_back(plan[g], plan[g + 1]);
+  }
+  if (s.side.empty()) {
+    s.main.clear();
+    return s;
+  }
+  s.main_parts = parts;
+  s.side_parts = std::clamp(2 * std::max(0, sms - main_groups * cluster_sms) / tiles_per_part, 1, parts);
+  return s;
 }
 
 }  // namespace ragtrain
