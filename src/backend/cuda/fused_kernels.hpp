@@ -31,7 +31,7 @@ namespace {
 constexpr int kInline = 16;     // slots passed in the kernel parameters (larger batches: a device table)
 constexpr int kTables = 3;      // device slot tables used in turn (FusedLstm::run)
 constexpr int kMaxH = 512;
-constexpr int kMaxProjThreads = 512;   // the projection kernel's block (its launch bound): 4H > 512 in row tiles
+constexpr int kMaxProjThreads = 256;   // the projection kernel's block (its launch bound): 4H > 256 in row tiles
 // Bidirectional, one layer, H <= 64: the one-block kernel with both directions at once, a cluster of 2 blocks (one per
 // direction), the head between them. Otherwise (H > 64 or stacked) the directions run apart (Args::pooled_out).
 constexpr int kMaxBidirH = 64;

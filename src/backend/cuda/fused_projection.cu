@@ -134,7 +134,7 @@ __device__ __forceinline__ void stage_w_ih(const Args& a, const FusedLayout& lay
 // each thread a row of W_ih in registers, the kernel took 14.8 / 16.7 us at K = 128, H = 50 on the H200, here 13.1 /
 // 15.4 (ncu, two steps): most of it is the staging's memory round trips, 26% of issue slots busy.)
 // Dynamic shared memory: xs (kProjT x pitch), then ws (threads x pitch).
-__global__ void __launch_bounds__(512) projection_kernel(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(kMaxProjThreads, 2) projection_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
   extern __shared__ float4 proj_smem[];
   const int kp = a.fc + 4;   // the rows' pitch
