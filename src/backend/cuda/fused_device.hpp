@@ -87,14 +87,5 @@ __device__ __forceinline__ GatherSlot slot_of(const Params& p, int b) {
   return p.a.B <= kInline ? p.slot[b] : p.a.slots[b];
 }
 
-// d loss / d h_t of unit j of sequence seq (slot b dirs + direction d, t in its processing order, len its steps) from
-// d loss / d pooled h (Args::dpool): every step's share (mean) or the pooled step's whole, as pool_head_kernel writes
-// it into dx otherwise (the same bits).
-__device__ __forceinline__ float pooled_seed(const Args& a, int64_t seq, int j, int t, int len) {
-  const int64_t k = seq * a.H + j;
-  const float g = __ldcg(a.dpool + k);
-  return a.pool == 1 ? g / static_cast<float>(len) : (t == __ldcg(a.pooled_at + k) ? g : 0.0f);
-}
-
 }  // namespace
 }  // namespace ragtrain

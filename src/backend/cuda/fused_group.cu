@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
   group_finish(a);
 }
 
-// The backward stage, seeded by Args::dh_ext (or the top layer's Args::dpool) alone: d gates replace the activations in each member's scratch.
+// The backward stage, seeded by Args::dh_ext alone: d gates replace the activations in each member's scratch.
 template <int NT>
 __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const __grid_constant__ Params p) {
   using S = GroupSmem<NT>;
@@ -292,7 +292,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
     const float* const cj = q.gbuf + tcap * G + t * H + j;
     cp[e] = t >= 1 ? __ldcg(cj - H) : 0.0f;
     tcv[e] = __ldcg(cj + tcap * H);
-    ev[e] = a.dpool ? pooled_seed(a, q.seq, j, t, q.len) : __ldcg(a.dh_ext + q.seq * tcap * H + t * H + j);
+    ev[e] = __ldcg(a.dh_ext + q.seq * tcap * H + t * H + j);
   };
 #pragma unroll
   for (int e = 0; e < kPairs; ++e) {

@@ -180,10 +180,6 @@ struct Args {
   // head from them and writes the top layer's d loss / d h_t into dx (then its dh_ext) as a layer above would.
   float* pooled_out = nullptr;
   int32_t* pooled_at = nullptr;
-  // Grouped or wide (their backward stages): pool_head_kernel stores d loss / d pooled h ((B dirs, H)) in dpool
-  // instead of the pooling's backward into dx, and the top layer's backward stage derives d loss / d h_t from it
-  // (pooled_seed): the same values, without a kernel writing and reading a (B, t_cap, H) tensor of them.
-  float* dpool = nullptr;
   // Stacked layers overlapped (FusedLstm::overlap_, up to kStreamMaxB sequences, one direction, the cluster variant,
   // no dropout between layers): every kernel of the chain polls flags of the kernels before it instead of waiting for
   // the one before to end, so layer l + 1 runs timestep t while layer l runs later ones, forward and backward.

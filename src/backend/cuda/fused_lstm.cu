@@ -392,7 +392,6 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   if (apart_ || grouped_ok_ || wide_) {
     pooled_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * H));
     pooled_at_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * H));
-    dpool_.resize_discard(static_cast<size_t>(cap_B_ * dirs_ * H));
   }
   progress_.resize_discard(static_cast<size_t>(L * cap_B_ * dirs_ * kMaxCl));   // each layer's own
   // Epoch 0 is never a run's: a word not yet written this run never reads as progress.
@@ -721,7 +720,6 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
     Params& q = lp.back();
     q.a.dx = dh_ext_.get();
     q.a.dh_ext = dh_ext_.get();
-    q.a.dpool = grouped ? dpool_.get() : nullptr;   // (the group and wide backward stages derive d loss / d h_t)
     launch(q, fused_pool_head_kernel(), dim3(ub), 256, head_smem_bytes_);
     q.a.stage = kStageBackward;
     if (!gemm_beside()) recur(q, true);

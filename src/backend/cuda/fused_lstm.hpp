@@ -217,7 +217,6 @@ class FusedLstm {
                                    // passes to the one below, in each direction's processing order
   DeviceBuffer<float> pooled_;     // directions apart: (cap_B, dirs, H) the top layer's pooled values
   DeviceBuffer<int32_t> pooled_at_;   // and the step pooling took (Args::pooled_at)
-  DeviceBuffer<float> dpool_;         // (cap_B, dirs, H) d loss / d pooled h, grouped or wide (Args::dpool)
   size_t head_smem_bytes_ = 0;     // pool_head_kernel's shared memory
   DeviceBuffer<float> partials_;   // (cap_B, stride) per-sequence head gradients and loss when B > 1
   DeviceBuffer<float> wpart_;      // (dirs, groups, max(F, H) + H + 1, wstride_) weight-gradient partial sums, B > 1

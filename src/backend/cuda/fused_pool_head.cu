@@ -1,9 +1,7 @@
 // The head of a bidirectional fused step whose directions run apart (H > 64 or stacked; fused_lstm.cu): each
 // direction's forward stage left its pooled values (Args::pooled_out); this runs the Linear head and loss on
 // [forward ; reverse], emits the head's gradients, and writes the pooling's backward, d loss / d h_t of the top layer
-// by direction, into dx, which that layer's backward stage then reads as dh_ext, as it reads a layer above's; or,
-// grouped or wide (Args::dpool), d loss / d pooled h alone, from which their backward stages derive d loss / d h_t.
-// (Writing every step's d loss / d h_t took 24 us of the H = 256, K = 128 step on the H100, between the stages.)
+// by direction, into dx, which that layer's backward stage then reads as dh_ext, as it reads a layer above's.
 #include "fused_device.hpp"
 #include "fused_head.hpp"
 #include "fused_kernels.hpp"
@@ -36,11 +34,6 @@ __global__ void __launch_bounds__(256) pool_head_kernel(const __grid_constant__ 
   }
   __syncthreads();
   head(a, pool_s, lg_s, dh_s, misc, nullptr, slot.pos, label);
-  if (a.dpool) {   // the backward stage derives d loss / d h_t (pooled_seed)
-    for (int k = tid; k < a.hin; k += nt) a.dpool[first + k] = dh_s[k];
-    head_emit(a, pool_s, lg_s, misc, b, nullptr);
-    return;
-  }
   // The pooling's backward, as the recurrence kernels seed it: every step d / len (mean), else the pooling's step.
   // A thread a unit (the unit's gradient and pooled step loaded once), the steps in turn, 8 stores in flight; the
   // warps' stores of a step are adjacent. (A thread an element, its step and unit from a division by H, took 36 us

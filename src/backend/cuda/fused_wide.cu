@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(WM::kThreads, 1) wide_forward_kernel(const __g
   }
 }
 
-// The backward stage, seeded by Args::dh_ext (or the top layer's Args::dpool) alone: d gates replace the activations in each member's scratch.
+// The backward stage, seeded by Args::dh_ext alone: d gates replace the activations in each member's scratch.
 template <int NT>
 __global__ void __launch_bounds__(WM::kThreads, 1) wide_backward_kernel(const __grid_constant__ Params p) {
   using S = WideSmem<NT>;
@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(WM::kThreads, 1) wide_backward_kernel(const __
       const float* const cj = q.gbuf + tcap * G + t * H + j;
       cp = t >= 1 ? __ldcg(cj - H) : 0.0f;
       tcv = __ldcg(cj + tcap * H);
-      ev = a.dpool ? pooled_seed(a, q.seq, j, t, q.len) : __ldcg(a.dh_ext + q.seq * tcap * H + t * H + j);
+      ev = __ldcg(a.dh_ext + q.seq * tcap * H + t * H + j);
     };
     fetch(q.len - 1);
     for (int i = 0; i < g.maxlen; ++i, ++step) {
