@@ -27,25 +27,23 @@ inline int64_t group_step_cost(int nt) { return 3 + 4 * static_cast<int64_t>(nt)
 // The group starts (and, last, the number of slots) for `lengths`, sorted longest first, in at most `groups_max`
 // groups of at most `n_max` members (a multiple of 8), so that the largest of (a group's first length x its lock
 // step's cost) is as small as it can be: the threshold is the smallest product for which groups, each as large as the
-// threshold lets its first member's length allow, cover every slot. Among the covers under that threshold, the one
-// with the tiles spread most evenly (the least sum of squared tile counts): with nearly equal lengths 16 tiles on 7
-// groups are then 3 3 2 2 2 2 2, not 3 3 3 3 3 1, the same stage under the cost model, and the groups of fewer tiles,
-// which end their backward early (split_beside), hold 80 slots instead of 8. Empty when no plan fits (more slots than
+// threshold lets its first member's length allow, cover every slot. Empty when no plan fits (more slots than
 // groups_max x n_max). Depends on the lengths alone: a batch gets the same groups every time.
 inline std::vector<int> plan_groups(const std::vector<int>& lengths, int groups_max, int n_max) {
   const int B = static_cast<int>(lengths.size()), nt_max = n_max / 8;
   std::vector<int> first;
   if (B == 0 || groups_max < 1 || nt_max < 1 || static_cast<int64_t>(groups_max) * n_max < B) return first;
-  // Greedy cover under threshold `cap`: each group takes as many tiles as its first length allows (the fewest
-  // groups, so a cover under `cap` exists exactly when this one fits in groups_max).
-  auto cover = [&](int64_t cap) {
+  // Greedy cover under threshold `cap`: each group takes as many tiles as its first length allows.
+  auto cover = [&](int64_t cap, std::vector<int>* out) {
     int i = 0, groups = 0;
     while (i < B) {
       int nt = nt_max;
       while (nt >= 1 && lengths[static_cast<size_t>(i)] * group_step_cost(nt) > cap) --nt;
       if (nt < 1 || ++groups > groups_max) return false;
+      if (out) out->push_back(i);
       i = std::min(B, i + 8 * nt);
     }
+    if (out) out->push_back(B);
     return true;
   };
   std::vector<int64_t> caps;   // every value the largest product can take
@@ -58,32 +56,10 @@ inline std::vector<int> plan_groups(const std::vector<int>& lengths, int groups_
   size_t lo = 0, hi = caps.size() - 1;
   while (lo < hi) {
     const size_t mid = (lo + hi) / 2;
-    if (cover(caps[mid])) hi = mid;
+    if (cover(caps[mid], nullptr)) hi = mid;
     else lo = mid + 1;
   }
-  // The spread: least sum of squared tiles over the suffix from slot i in at most g groups (sums of at most
-  // groups_max x nt_max^2, so int), by dynamic programming from the shortest members; kNone: no cover.
-  const int64_t cap = caps[lo];
-  constexpr int kNone = 1 << 30;
-  std::vector<int> best(static_cast<size_t>((B + 1) * (groups_max + 1)), kNone), take(best.size(), 0);
-  auto at = [&](int i, int g) { return static_cast<size_t>(i * (groups_max + 1) + g); };
-  for (int g = 0; g <= groups_max; ++g) best[at(B, g)] = 0;
-  for (int i = B - 1; i >= 0; --i)
-    for (int g = 1; g <= groups_max; ++g)
-      for (int nt = 1; nt <= nt_max; ++nt) {
-        const int next = std::min(B, i + 8 * nt);
-        if ((next - i + 7) / 8 < nt || lengths[static_cast<size_t>(i)] * group_step_cost(nt) > cap) break;
-        const int rest = best[at(next, g - 1)];
-        if (rest != kNone && rest + nt * nt < best[at(i, g)]) {
-          best[at(i, g)] = rest + nt * nt;
-          take[at(i, g)] = nt;
-        }
-      }
-  for (int i = 0, g = groups_max; i < B; --g) {   // the cap's greedy cover exists, so best[at(0, groups_max)] does
-    first.push_back(i);
-    i = std::min(B, i + 8 * take[at(i, g)]);
-  }
-  first.push_back(B);
+  cover(caps[lo], &first);
   return first;
 }
 
