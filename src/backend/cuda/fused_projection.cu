@@ -132,7 +132,9 @@ __device__ __forceinline__ void stage_w_ih(const Args& a, const FusedLayout& lay
 // shared memory with coalesced loads (W_ih by interleaved row 4 j + q), rows a.fc + 4 floats apart (4 mod 8: a
 // fragment's loads, 8 rows x 4 features, on 32 distinct banks), zero-padded to whole mma tiles. (On the CUDA cores,
 // each thread a row of W_ih in registers, the kernel took 14.8 / 16.7 us at K = 128, H = 50 on the H200, here 13.1 /
-// 15.4 (ncu, two steps): most of it is the staging's memory round trips, 26% of issue slots busy.)
+// 15.4 (ncu, two steps): most of it is the staging's memory round trips, 26% of issue slots busy.) Two blocks an SM
+// (128 registers a thread): one block's staging overlaps another's products and stores; with blocks of 512 rows, one
+// an SM, the H = 256 K = 128 step took 4.5-4.8 us longer (one H100, 2026-12-07).
 // Dynamic shared memory: xs (kProjT x pitch), then ws (threads x pitch).
 __global__ void __launch_bounds__(kMaxProjThreads, 2) projection_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
