@@ -53,6 +53,12 @@ int round_up(int v, int m) { return (v + m - 1) / m * m; }
 // The projection's features per shared-memory chunk for a layer of F inputs.
 int proj_chunk(int64_t F) { return std::min(round_up(static_cast<int>(F), 8), 64); }
 
+// sums_kernel's blocks a direction for a layer's weight gradients, 4H x (F + H + 1) entries over `groups` partials.
+int32_t sum_blocks_for(int groups, int64_t F, int64_t H) {
+  const int per_block = sum_entries_per_block(groups);
+  return static_cast<int32_t>((4 * H * (F + H + 1) + per_block - 1) / per_block);
+}
+
 }  // namespace
 
 std::string fused_lstm_unsupported(const ModelShape& shape) {
@@ -399,10 +405,11 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
   if (cap_B_ > 1) {
     partials_.resize_discard(static_cast<size_t>(cap_B_ * stride_));
     CUDA_CHECK(cudaMemset(partials_.get(), 0, partials_.size() * sizeof(float)));   // entries never written stay 0
-    // (Grouped: twice the split GEMM's parts, for the GEMM beside the backward: backward_beside.)
+    // (Grouped, one layer and direction: twice the split GEMM's parts, for the GEMM beside the backward.)
+    const bool beside = grouped_ok_ && L == 1 && dirs_ == 1;
     const int64_t parts = std::max<int64_t>(
         std::min<int64_t>(cap_B_, kMaxGroups),
-        cap_B_ > kStreamMaxB ? (grouped_ok_ ? 2 : 1) * std::max(sg_[0].parts, sg_[1].parts) : 1);
+        cap_B_ > kStreamMaxB ? (beside ? 2 : 1) * std::max(sg_[0].parts, sg_[1].parts) : 1);
     wpart_.resize_discard(static_cast<size_t>(dirs_ * parts * ((L > 1 ? std::max(F, HI) : F) + H + 1) * wstride_));
   }
 }
@@ -520,8 +527,7 @@ std::vector<P> FusedLstm::layer_params(const P& p, const P& pu, const float* fea
     x.groups = weight_grad_groups(B, timesteps, tiles);
     x.sg_wm = tiles.wm;
     x.sg_wn = tiles.wn;
-    const int per_block = sum_entries_per_block(x.groups);
-    x.sum_blocks = static_cast<int32_t>((4 * H * (Fl + H + 1) + per_block - 1) / per_block);
+    x.sum_blocks = sum_blocks_for(x.groups, Fl, H);
   }
   return lp;
 }
@@ -814,8 +820,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& batch, const float* features,
   if (gemm_beside()) {   // the two GEMMs' parts, summed as one set (backward_beside)
     Args& x = lp.back().a;
     x.groups = beside_.main_parts + beside_.side_parts;
-    const int per_block = sum_entries_per_block(x.groups);
-    x.sum_blocks = static_cast<int32_t>((4 * H * (x.F + H + 1) + per_block - 1) / per_block);
+    x.sum_blocks = sum_blocks_for(x.groups, x.F, H);
   }
   launch_layers(lp, B, T, drop_between, between, s);
 }
