@@ -259,6 +259,8 @@ template <int NT>
 const void* fused_wide_backward_kernel();
 const void* fused_weight_grad_kernel();
 const void* fused_split_grad_kernel();
+// Its wgmma form for column tiles of 32 nsub (1..5); nullptr where the build has none (RAGTRAIN_WGMMA).
+const void* fused_split_wgmma_kernel(int nsub);
 const void* fused_sums_kernel();
 const void* fused_layer_input_kernel();
 const void* fused_input_grad_kernel();
