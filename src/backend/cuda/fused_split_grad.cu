@@ -333,11 +333,9 @@ __global__ void __launch_bounds__(kSwThreads, 1) split_wgmma_kernel(const __grid
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");   // the sums kernel waits for this grid
   asm volatile("griddepcontrol.wait;" ::: "memory");                // the recurrence kernel's d gates and h
   const int warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
-  float acc[NSUB][16];
+  float acc[16 * NSUB];
 #pragma unroll
-  for (int s = 0; s < NSUB; ++s)
-#pragma unroll
-    for (int e = 0; e < 16; ++e) acc[s][e] = 0.0f;
+  for (int e = 0; e < 16 * NSUB; ++e) acc[e] = 0.0f;
   auto hi_of = [&](int buf) { return sw + 2 * buf * R * kSwRow; };
   // Chunk c's split (from the raw buffer) into swizzled buffer c % 2, visible to the tensor cores; then the raw
   // buffer is free for chunk c + 1's copies (mapped in map buffer (c + 1) % 2), and map buffer c % 2 for c + 2's.
@@ -363,37 +361,31 @@ __global__ void __launch_bounds__(kSwThreads, 1) split_wgmma_kernel(const __grid
     const uint64_t a_lo = wgmma_desc(hi + (R + wg * 64) * kSwRow), b_lo = wgmma_desc(hi + (R + BM) * kSwRow);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kSgC / 8; ++kk)
-#pragma unroll
-      for (int s = 0; s < NSUB; ++s) {   // small terms first; 32 rows of z (4,096 bytes) a column tile
-        const int ka = 32 * kk, kb = 32 * kk + 4096 * s;
-        wgmma_m64n32k8(acc[s], wgmma_advance(a_lo, ka), wgmma_advance(b_hi, kb));
-        wgmma_m64n32k8(acc[s], wgmma_advance(a_hi, ka), wgmma_advance(b_lo, kb));
-        wgmma_m64n32k8(acc[s], wgmma_advance(a_hi, ka), wgmma_advance(b_hi, kb));
-      }
+    for (int kk = 0; kk < kSgC / 8; ++kk) {   // small terms first
+      const int k = 32 * kk;   // bytes: 8 timesteps of tf32
+      wgmma_tf32<NSUB>(acc, wgmma_advance(a_lo, k), wgmma_advance(b_hi, k));
+      wgmma_tf32<NSUB>(acc, wgmma_advance(a_hi, k), wgmma_advance(b_lo, k));
+      wgmma_tf32<NSUB>(acc, wgmma_advance(a_hi, k), wgmma_advance(b_hi, k));
+    }
     wgmma_commit();
     if (c + 1 < chunks) {
       asm volatile("cp.async.wait_group 0;" ::: "memory");
       wgmma_wait<1>();   // chunk c - 1's products are done: its buffer, (c + 1) % 2, is free
-#pragma unroll
-      for (int s = 0; s < NSUB; ++s) wgmma_hold(acc[s]);
+      wgmma_hold(acc);
       __syncthreads();
       split_next(c + 1);
     }
   }
   wgmma_wait<0>();
-#pragma unroll
-  for (int s = 0; s < NSUB; ++s) wgmma_hold(acc[s]);
+  wgmma_hold(acc);
   // Part `part`'s partial sums, column-major, as split_grad_kernel's.
   float* const out = a.wpart + static_cast<int64_t>(d * a.groups + a.sg_part0 + part) * NW * a.wstride;
   const int g = lane >> 2, t4 = lane & 3, mr = m0 + 64 * wg + 16 * (warp & 3) + g;
 #pragma unroll
-  for (int s = 0; s < NSUB; ++s)
-#pragma unroll
-    for (int e = 0; e < 16; ++e) {
-      const int m = mr + 8 * ((e >> 1) & 1), n = n0 + 32 * s + 8 * (e >> 2) + 2 * t4 + (e & 1);
-      if (m < G && n < NW) out[static_cast<int64_t>(n) * a.wstride + m] = acc[s][e];
-    }
+  for (int e = 0; e < 16 * NSUB; ++e) {
+    const int m = mr + 8 * ((e >> 1) & 1), n = n0 + 8 * (e >> 2) + 2 * t4 + (e & 1);
+    if (m < G && n < NW) out[static_cast<int64_t>(n) * a.wstride + m] = acc[e];
+  }
 #endif
 }
 #endif

@@ -40,21 +40,79 @@ __device__ __forceinline__ void wgmma_wait() {
 // Shared-memory writes of the generic proxy (the threads' stores) made visible to the wgmma that read them.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
-// d (64 x 32, the warpgroup's accumulator) += A (64 x 8) B^T (32 x 8), both tf32 from shared memory. Warp w of the
-// group, lane (g, t) = (lane / 4, lane % 4): d[4 j + e] is row 16 w + g + 8 (e / 2), column 8 j + 2 t + e % 2.
-__device__ __forceinline__ void wgmma_m64n32k8(float (&d)[16], uint64_t a, uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "l"(a), "l"(b), "r"(1));
+// d (64 x N, the warpgroup's accumulator) += A (64 x 8) B^T (N x 8), both tf32 from shared memory, N = 32 NSUB: one
+// instruction for all of a block's columns (an operand is read from shared memory once an instruction, so a wider
+// product reads A fewer times). Warp w of the group, lane (g, t) = (lane / 4, lane % 4): d[4 j + e] is row
+// 16 w + g + 8 (e / 2), column 8 j + 2 t + e % 2.
+template <int NSUB>
+__device__ __forceinline__ void wgmma_tf32(float (&d)[16 * NSUB], uint64_t a, uint64_t b);
+#define RT_W8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+                 "+f"(d[i + 6]), "+f"(d[i + 7])
+template <>
+__device__ __forceinline__ void wgmma_tf32<1>(float (&d)[16], uint64_t a, uint64_t b) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+               "}, %16, %17, p, 1, 1;\n}\n"
+               : RT_W8(0), RT_W8(8)
+               : "l"(a), "l"(b), "r"(1));
 }
+template <>
+__device__ __forceinline__ void wgmma_tf32<2>(float (&d)[32], uint64_t a, uint64_t b) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+               "}, %32, %33, p, 1, 1;\n}\n"
+               : RT_W8(0), RT_W8(8), RT_W8(16), RT_W8(24)
+               : "l"(a), "l"(b), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_tf32<3>(float (&d)[48], uint64_t a, uint64_t b) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n96k8.f32.tf32.tf32 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+               "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47"
+               "}, %48, %49, p, 1, 1;\n}\n"
+               : RT_W8(0), RT_W8(8), RT_W8(16), RT_W8(24), RT_W8(32),
+                 RT_W8(40)
+               : "l"(a), "l"(b), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_tf32<4>(float (&d)[64], uint64_t a, uint64_t b) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+               "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+               "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+               "}, %64, %65, p, 1, 1;\n}\n"
+               : RT_W8(0), RT_W8(8), RT_W8(16), RT_W8(24), RT_W8(32),
+                 RT_W8(40), RT_W8(48), RT_W8(56)
+               : "l"(a), "l"(b), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_tf32<5>(float (&d)[80], uint64_t a, uint64_t b) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %82, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n160k8.f32.tf32.tf32 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+               "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+               "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+               "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79"
+               "}, %80, %81, p, 1, 1;\n}\n"
+               : RT_W8(0), RT_W8(8), RT_W8(16), RT_W8(24), RT_W8(32),
+                 RT_W8(40), RT_W8(48), RT_W8(56), RT_W8(64), RT_W8(72)
+               : "l"(a), "l"(b), "r"(1));
+}
+#undef RT_W8
+
 // Keeps the compiler from moving accesses of the accumulator across a wgmma wait.
-__device__ __forceinline__ void wgmma_hold(float (&d)[16]) {
+template <int R>
+__device__ __forceinline__ void wgmma_hold(float (&d)[R]) {
 #pragma unroll
-  for (int i = 0; i < 16; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 #endif
 
