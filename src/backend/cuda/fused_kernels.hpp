@@ -96,6 +96,7 @@ constexpr int kIgT = 16, kIgK = 64;
 
 // The split weight-gradient GEMM (fused_split_grad.cu).
 constexpr int kSgC = 32;              // timesteps per staged chunk
+constexpr int kSgMaps = 4;            // chunk maps (slot and timestep of each row) at once
 constexpr int kSgWarps = 12;          // warps of a block tile at most (two blocks an SM)
 constexpr int kSgMaxThreads = 32 * kSgWarps;
 

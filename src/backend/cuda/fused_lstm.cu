@@ -399,9 +399,9 @@ FusedLstm::SplitTiles FusedLstm::split_tiles(int64_t inputs, int sms, bool wgmma
 // tables.
 size_t FusedLstm::split_smem_bytes(int64_t B, const SplitTiles& tiles) const {
   const int rows = 32 * (tiles.wm + tiles.wn);
-  const size_t chunks = tiles.nsub > 0 ? static_cast<size_t>(kSgC * rows + 4 * rows * kSgC) * sizeof(float) + 1024
+  const size_t chunks = tiles.nsub > 0 ? static_cast<size_t>(3 * kSgC * rows + 2 * rows * kSgC) * sizeof(float) + 1024
                                        : static_cast<size_t>(2 * kSgC * (rows + 16)) * sizeof(float);
-  return chunks + static_cast<size_t>(B) * 8 + static_cast<size_t>(2 * B + 1 + 4 * kSgC) * sizeof(int);
+  return chunks + static_cast<size_t>(B) * 8 + static_cast<size_t>(2 * B + 1 + 2 * kSgMaps * kSgC) * sizeof(int);
 }
 
 int FusedLstm::max_split_parts() const {

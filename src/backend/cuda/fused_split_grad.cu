@@ -93,7 +93,7 @@ __device__ SplitPart split_part(const Params& p, SplitSmem& sm, void* tables) {
   sm.pre = reinterpret_cast<int*>(sm.rows + B);
   sm.slot = sm.pre + B + 1;
   sm.mb = sm.slot + B;
-  sm.mt = sm.mb + 2 * kSgC;
+  sm.mt = sm.mb + kSgMaps * kSgC;
   SplitPart w;
   const int64_t total = split_prefix(p, sm, &w.covered);
   const int parts = static_cast<int>(gridDim.x) / p.a.dirs;
@@ -292,6 +292,7 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
 // wait for chunk c + 1's copies and split it into the other buffer. Same parts, same partial sums' layout.
 constexpr int kSwRows = 128;                 // gate rows a block: two warpgroups of 64
 constexpr int kSwThreads = 256;
+constexpr int kSwRing = 3;                   // raw chunks in flight
 
 // Rows [0, R) of the raw chunk (rows of A: timesteps x `pa` floats, then of z: timesteps x `pb`), split into the
 // swizzled buffers hi and lo (R rows of kSwRow). A thread takes 4 timesteps of one row at a time (adjacent threads
@@ -320,15 +321,18 @@ __global__ void __launch_bounds__(kSwThreads, 1) split_wgmma_kernel(const __grid
   const int G = 4 * a.H, NW = a.F + a.H + 1;
   constexpr int BM = kSwRows, BN = 32 * NSUB, R = BM + BN;
   const int m0 = static_cast<int>(blockIdx.y) * BM, n0 = static_cast<int>(blockIdx.z) * BN;
-  // The swizzled buffers first, on a 1,024-byte boundary (the swizzle's period; split_smem_bytes adds the slack).
+  // The swizzled buffers first, on a 1,024-byte boundary (the swizzle's period; split_smem_bytes adds the slack),
+  // then kSwRing raw chunks, then the slot tables.
   float* const base = reinterpret_cast<float*>(sw_smem4);
-  float* const sw = base + ((1024u - (smem_addr(base) & 1023u)) & 1023u) / sizeof(float);   // (2, hi/lo, R, 32)
+  float* const hi = base + ((1024u - (smem_addr(base) & 1023u)) & 1023u) / sizeof(float);   // (R, 32)
+  float* const lo = hi + R * kSwRow;
+  float* const raw = lo + R * kSwRow;   // (kSwRing, kSgC, BM then BN)
+  auto rawA = [&](int c) { return raw + (c % kSwRing) * kSgC * R; };
+  auto rawZ = [&](int c) { return rawA(c) + kSgC * BM; };
   SplitSmem sm;
   sm.pa = BM;
   sm.pb = BN;
-  sm.As = sw + 4 * R * kSwRow;
-  sm.Zs = sm.As + kSgC * BM;
-  const SplitPart w = split_part(p, sm, sm.Zs + kSgC * BN);
+  const SplitPart w = split_part(p, sm, raw + kSwRing * kSgC * R);
   const int covered = w.covered, d = w.d, part = w.part, i_lo = w.i_lo, i_hi = w.i_hi, chunks = w.chunks;
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");   // the sums kernel waits for this grid
   asm volatile("griddepcontrol.wait;" ::: "memory");                // the recurrence kernel's d gates and h
@@ -336,29 +340,28 @@ __global__ void __launch_bounds__(kSwThreads, 1) split_wgmma_kernel(const __grid
   float acc[16 * NSUB];
 #pragma unroll
   for (int e = 0; e < 16 * NSUB; ++e) acc[e] = 0.0f;
-  auto hi_of = [&](int buf) { return sw + 2 * buf * R * kSwRow; };
-  // Chunk c's split (from the raw buffer) into swizzled buffer c % 2, visible to the tensor cores; then the raw
-  // buffer is free for chunk c + 1's copies (mapped in map buffer (c + 1) % 2), and map buffer c % 2 for c + 2's.
-  auto split_next = [&](int c) {
-    sw_split(sm.As, sm.Zs, BM, BN, hi_of(c & 1), hi_of(c & 1) + R * kSwRow);
-    fence_proxy_async();
-    __syncthreads();
-    if (c + 1 < chunks) split_stage(a, sm, d, (c + 1) & 1, sm.As, sm.Zs, m0, n0, BM, BN);
-    if (c + 2 < chunks) split_map(sm, covered, i_lo, i_hi, c + 2, c & 1);
+  // Chunk c's copies into raw buffer c % kSwRing (map buffer c % kSgMaps), one cp.async group a chunk (an empty
+  // group past the last, so that `wait_group kSwRing - 1` always means chunk c).
+  auto stage = [&](int c) {
+    if (c < chunks) split_stage(a, sm, d, c % kSgMaps, rawA(c), rawZ(c), m0, n0, BM, BN);
+    else asm volatile("cp.async.commit_group;" ::: "memory");
   };
-  split_map(sm, covered, i_lo, i_hi, 0, 0);
-  split_map(sm, covered, i_lo, i_hi, 1, 1);
+  static_assert(kSgMaps == kSwRing + 1, "a chunk's map is made while the ring holds the chunks before it");
+  for (int c = 0; c < kSgMaps; ++c) split_map(sm, covered, i_lo, i_hi, c, c);
   __syncthreads();
-  if (chunks > 0) {
-    split_stage(a, sm, d, 0, sm.As, sm.Zs, m0, n0, BM, BN);
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
-    __syncthreads();
-    split_next(0);
-  }
+  for (int c = 0; c < kSwRing; ++c) stage(c);
+  const uint64_t a_hi = wgmma_desc(hi + wg * 64 * kSwRow), b_hi = wgmma_desc(hi + BM * kSwRow);
+  const uint64_t a_lo = wgmma_desc(lo + wg * 64 * kSwRow), b_lo = wgmma_desc(lo + BM * kSwRow);
   for (int c = 0; c < chunks; ++c) {
-    const float* const hi = hi_of(c & 1);
-    const uint64_t a_hi = wgmma_desc(hi + wg * 64 * kSwRow), b_hi = wgmma_desc(hi + BM * kSwRow);
-    const uint64_t a_lo = wgmma_desc(hi + (R + wg * 64) * kSwRow), b_lo = wgmma_desc(hi + (R + BM) * kSwRow);
+    asm volatile("cp.async.wait_group %0;" ::"n"(kSwRing - 1) : "memory");   // chunk c's copies (this thread's)
+    wgmma_wait<0>();   // chunk c - 1's products have read the split buffers
+    wgmma_hold(acc);
+    __syncthreads();
+    sw_split(rawA(c), rawZ(c), BM, BN, hi, lo);
+    fence_proxy_async();
+    __syncthreads();   // the split is visible to the tensor cores; raw buffer c % kSwRing is free
+    stage(c + kSwRing);
+    if (c + kSgMaps < chunks) split_map(sm, covered, i_lo, i_hi, c + kSgMaps, c % kSgMaps);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kSgC / 8; ++kk) {   // small terms first
@@ -368,13 +371,6 @@ __global__ void __launch_bounds__(kSwThreads, 1) split_wgmma_kernel(const __grid
       wgmma_tf32<NSUB>(acc, wgmma_advance(a_hi, k), wgmma_advance(b_hi, k));
     }
     wgmma_commit();
-    if (c + 1 < chunks) {
-      asm volatile("cp.async.wait_group 0;" ::: "memory");
-      wgmma_wait<1>();   // chunk c - 1's products are done: its buffer, (c + 1) % 2, is free
-      wgmma_hold(acc);
-      __syncthreads();
-      split_next(c + 1);
-    }
   }
   wgmma_wait<0>();
   wgmma_hold(acc);
