@@ -8,10 +8,7 @@
 CUDA_HOME  ?= /usr/local/cuda
 CUDNN_HOME ?= $(CUDA_HOME)
 NCCL_HOME  ?= $(CUDA_HOME)
-# sm_90a: Hopper's own instructions (the weight-gradient GEMM's wgmma, RAGTRAIN_WGMMA); such a binary runs on compute
-# capability 9.0 only. Another GPU: its own target (CUDA_ARCH=sm_80, sm_100a, ...), and the GEMM runs on mma.sync.
-CUDA_ARCH  ?= sm_90a
-comma := ,
+CUDA_ARCH  ?= sm_90
 CXX        := g++
 NVCC       := $(CUDA_HOME)/bin/nvcc
 # The C wrapper, not mpicxx: ragtrain calls MPI's C API only (OMPI_SKIP_MPICXX), and mpicxx --showme:link adds
@@ -121,10 +118,8 @@ ifeq ($(WITH_CUDA),1)
 CUDA_INCS := $(addprefix -I,$(sort $(CUDA_HOME)/include $(CUDNN_HOME)/include $(NCCL_HOME)/include))
 CPPFLAGS  += -DRAGTRAIN_WITH_CUDA=1 $(CUDA_INCS)
 # nvcc takes the include folders and macros of the MPI and HDF5 flags, not their other compiler options.
-NVCCFLAGS := -std=c++17 -O3 $(if $(filter sm_90a,$(CUDA_ARCH)),-gencode arch=compute_90a$(comma)code=sm_90a,-arch=$(CUDA_ARCH)) \
-             -Iinclude $(CUDA_INCS) $(filter -I% -D%,$(MPI_CFLAGS) $(HDF5_CFLAGS)) \
-             -DOMPI_SKIP_MPICXX=1 -DRAGTRAIN_WITH_CUDA=1 -MMD -MP -Xcompiler -Wall \
-             $(if $(filter sm_90a,$(CUDA_ARCH)),-DRAGTRAIN_WGMMA=1)
+NVCCFLAGS := -std=c++17 -O3 -arch=$(CUDA_ARCH) -Iinclude $(CUDA_INCS) $(filter -I% -D%,$(MPI_CFLAGS) $(HDF5_CFLAGS)) \
+             -DOMPI_SKIP_MPICXX=1 -DRAGTRAIN_WITH_CUDA=1 -MMD -MP -Xcompiler -Wall
 LDLIBS    += $(addprefix -L,$(sort $(wildcard $(CUDA_HOME)/lib64 $(CUDNN_HOME)/lib64 $(CUDNN_HOME)/lib $(NCCL_HOME)/lib64 $(NCCL_HOME)/lib))) \
              -lcudnn -lnccl -lcudart_static -lrt -ldl
 CU_SRCS   := $(shell find src -name '*.cu')

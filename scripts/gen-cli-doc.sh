@@ -58,7 +58,6 @@ option (exit 2). doc/performance.md ("The cuDNN path") has the measurements behi
 | `RAGTRAIN_CUDA_BATCH_LAYOUT` | `padded` (default), `ragged` | how the K sequences of a rank's step reach cuDNN: padded to the longest (CUDA graphs apply), or with their own lengths |
 | `RAGTRAIN_FUSED_GROUPS` | `1` (default), `0` | the fused kernel (`--lstm fused\|auto`) runs a step of more than 16 sequences at 128 < H ≤ 256 in lock-step groups on the tensor cores; `0`: one sequence a 16-SM cluster, as below 17 (256 < H ≤ 512 always runs in groups, on 64 SMs each) |
 | `RAGTRAIN_FUSED_GROUP_PLAN` | `1` (default), `0` | those groups of their own sizes where a step fits the clusters at once (the longest members in groups of fewer tiles, each tile count on its own kernel, all at once; one layer and direction, the weight-gradient GEMM over the groups of fewer tiles beside the others' backward stage); `0`: groups of one size, the GEMM after the whole stage |
-| `RAGTRAIN_FUSED_WGMMA` | `1` (default), `0` | the fused kernel's weight-gradient GEMM (more than 16 sequences a step) on Hopper's warpgroup products (`wgmma`) where the build targets `sm_90a` (the default `CUDA_ARCH`) and the GPU is compute capability 9.0; `0`: on `mma.sync`, as on other GPUs |
 
 Test hooks (for the test suite only; never set them in a real run):
 

@@ -290,8 +290,7 @@ TEST(CudaTuningEnvironment, TakesTheDocumentedValuesAndRefusesOthers) {
                                    {"RAGTRAIN_CUDA_GRAPHS", {"0", "1"}, "yes"},
                                    {"RAGTRAIN_CUDA_BATCH_LAYOUT", {"padded", "ragged"}, "packed"},
                                    {"RAGTRAIN_FUSED_GROUPS", {"0", "1"}, "2"},
-                                   {"RAGTRAIN_FUSED_GROUP_PLAN", {"0", "1"}, "on"},
-                                   {"RAGTRAIN_FUSED_WGMMA", {"0", "1"}, "off"}};
+                                   {"RAGTRAIN_FUSED_GROUP_PLAN", {"0", "1"}, "on"}};
   for (const Knob& k : knobs) {
     for (const std::string& v : k.good) {
       ASSERT_EQ(setenv(k.name, v.c_str(), 1), 0);
@@ -311,8 +310,4 @@ TEST(CudaTuningEnvironment, TakesTheDocumentedValuesAndRefusesOthers) {
   EXPECT_FALSE(CudaTuning::from_environment().fused_groups);
   unsetenv("RAGTRAIN_FUSED_GROUPS");
   EXPECT_TRUE(CudaTuning::from_environment().fused_groups);
-  ASSERT_EQ(setenv("RAGTRAIN_FUSED_WGMMA", "0", 1), 0);
-  EXPECT_FALSE(CudaTuning::from_environment().fused_wgmma);
-  unsetenv("RAGTRAIN_FUSED_WGMMA");
-  EXPECT_TRUE(CudaTuning::from_environment().fused_wgmma);
 }

@@ -193,18 +193,13 @@ namespace {
 
 // n sequences (and an empty slot) in one step, lengths 1 .. 130. groups: CudaTuning::fused_groups (above 16
 // sequences at 128 < H <= 256, lock-step groups on the tensor cores; else one sequence a cluster).
-// beside: the step must run its weight-gradient GEMM beside the backward (FusedLstm::gemm_beside). mma_sync: the
-// split GEMM (above 16 sequences) on mma.sync, else its wgmma form wherever the build and the GPU have it.
-void many_sequences(const ModelShape& shape, int64_t n, bool groups = true, bool beside = false,
-                    bool mma_sync = false) {
+// beside: the step must run its weight-gradient GEMM beside the backward (FusedLstm::gemm_beside).
+void many_sequences(const ModelShape& shape, int64_t n, bool groups = true, bool beside = false) {
   const ParamLayout layout(shape);
   CudaTuning tuning = fused_tuning();
   tuning.fused_groups = groups;
   CudaBackend gpu(shape, options("cuda", "sgd", n + 1), tuning);
   ASSERT_TRUE(gpu.fused_active()) << gpu.describe();
-  FusedLstm& fused = *gpu.fused_lstm();
-  if (mma_sync) fused.set_split_wgmma(false);
-  EXPECT_EQ(fused.split_wgmma(), !mma_sync && fused.wgmma_available());
   auto cpu = make_backend(shape, options("cpu", "sgd"));
   const std::vector<float> params = init_params(layout, 77);
   gpu.set_params(params);
@@ -316,26 +311,6 @@ TEST(FusedAgreement, ClassificationCluster16H256FortyOneSequences) {
 // backward stage. On the 7 clusters of 16 blocks an H100 runs at once: groups of 3-5 (one tile of 8 sequences), 12
 // (two tiles), 18 (three), more groups than clusters (waves: 200 sequences in groups of 24), H not a multiple of 16 (a
 // block's units partly past H), both tasks, every pool, two directions, 2 layers.
-// The split weight-gradient GEMM's two forms: the sm_90a build (the Makefile's default) runs its wgmma form on a
-// compute capability 9.0 GPU in every test above 16 sequences; its mma.sync form (other GPUs and builds) on request,
-// here at H = 50 (66 parts of 2 tiles), H = 256 beside the backward, H = 512 (the wide groups), 2 layers.
-TEST(FusedSplitGemm, WgmmaOnHopperMmaSyncOnRequest) {
-  RT_SKIP_WITHOUT_GPU();
-  int device = 0, major = 0, minor = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), cudaSuccess);
-  const ModelShape shape{36, 256, 1, 10, Task::Classification};
-  CudaBackend gpu(shape, options("cuda", "sgd", 40), fused_tuning());
-  ASSERT_TRUE(gpu.fused_active()) << gpu.describe();
-  EXPECT_EQ(gpu.fused_lstm()->wgmma_available(), major == 9 && minor == 0)
-      << "the default (sm_90a) build runs the wgmma GEMM on compute capability 9.0, and only there";
-  many_sequences({36, 50, 1, 10, Task::Classification}, 70, true, false, true);
-  many_sequences({36, 256, 1, 10, Task::Classification}, 84, true, true, true);
-  many_sequences({36, 512, 1, 10, Task::Classification}, 33, true, false, true);
-  many_sequences({36, 256, 2, 4, Task::Regression}, 24, true, false, true);
-}
-
 TEST(FusedGroupAgreement, ClassificationH256ThirtyThreeSequences) {
   RT_SKIP_WITHOUT_GPU();
   many_sequences({36, 256, 1, 10, Task::Classification}, 33);

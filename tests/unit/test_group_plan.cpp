@@ -173,10 +173,6 @@ TEST(GroupPlan, NoBesideSplitWithoutAPlanOrParts) {
   EXPECT_EQ(s.main[0], std::make_pair(3, 18));
   EXPECT_EQ(s.main_parts, 8);
   EXPECT_EQ(s.side_parts, 7);   // 232 blocks fit beside one 16-SM cluster: 7 parts of 33
-  // The wgmma form: 16 tiles a part, one block an SM: the 116 SMs beside the cluster hold 7 parts.
-  EXPECT_EQ(ragtrain::split_beside(plan, 8, 132, 16, 16, 1).side_parts, 7);
-  EXPECT_EQ(ragtrain::split_beside(plan, 8, 132, 16, 16, 1).main_parts, 8);
-  EXPECT_EQ(ragtrain::split_beside(plan, 4, 132, 16, 16, 1).side_parts, 4);   // at most the parts
 }
 
 }  // namespace

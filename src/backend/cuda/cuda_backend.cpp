@@ -37,11 +37,6 @@ CudaTuning CudaTuning::from_environment() {
                "use 1 (default) or 0");
     t.fused_group_plan = std::string(f) == "1";
   }
-  if (const char* f = std::getenv("RAGTRAIN_FUSED_WGMMA"); f && *f) {
-    USER_CHECK(std::string(f) == "0" || std::string(f) == "1", "RAGTRAIN_FUSED_WGMMA='" << f << "'",
-               "use 1 (default) or 0");
-    t.fused_wgmma = std::string(f) == "1";
-  }
   if (const char* l = std::getenv("RAGTRAIN_CUDA_BATCH_LAYOUT"); l && *l) {
     USER_CHECK(parse_batch_layout(l).has_value(), "RAGTRAIN_CUDA_BATCH_LAYOUT='" << l << "'",
                "use padded (default: equal-length batches, CUDA graphs) or ragged (per-sequence lengths in cuDNN)");
@@ -125,7 +120,6 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
   lstm_mode_ = tuning.lstm;
   fused_groups_ = tuning.fused_groups;
   fused_group_plan_ = tuning.fused_group_plan;
-  fused_wgmma_ = tuning.fused_wgmma;
   set_up_fused();
   agree_on_fused();
   int rank = 0;

@@ -39,9 +39,6 @@ struct CudaTuning {
                                 // groups on the tensor cores (FusedLstm::set_grouping); RAGTRAIN_FUSED_GROUPS=0: off
   bool fused_group_plan = true;  // those groups of their own sizes (FusedLstm::set_group_plan); RAGTRAIN_FUSED_GROUP_PLAN=0:
                                 // groups of one size
-  bool fused_wgmma = true;      // the split weight-gradient GEMM (more than 16 sequences) on Hopper's wgmma where the
-                                // build (sm_90a) and the GPU have it (FusedLstm::set_split_wgmma);
-                                // RAGTRAIN_FUSED_WGMMA=0: on mma.sync
                                 // (256 < H <= 512 always runs in groups: fused_wide.cu)
 
   // RAGTRAIN_CUDNN_ALGO (one of the names above), RAGTRAIN_CUDA_GRAPHS (0 = off), RAGTRAIN_CUDA_BATCH_LAYOUT
@@ -160,7 +157,6 @@ class CudaBackend final : public Backend {
   LstmPath lstm_mode_ = LstmPath::Cudnn;  // CudaTuning::lstm
   bool fused_groups_ = true;              // CudaTuning::fused_groups
   bool fused_group_plan_ = true;          // CudaTuning::fused_group_plan
-  bool fused_wgmma_ = true;               // CudaTuning::fused_wgmma
   std::unique_ptr<FusedLstm> fused_lstm_; // the fused kernel when the model is covered and the mode is not cudnn
   bool use_fused_ = false;                // this step width runs the fused kernel (rank 0's choice, broadcast)
   std::string lstm_note_;                 // why cuDNN (not covered), or the measurement behind auto's choice

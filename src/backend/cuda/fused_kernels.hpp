@@ -96,7 +96,6 @@ constexpr int kIgT = 16, kIgK = 64;
 
 // The split weight-gradient GEMM (fused_split_grad.cu).
 constexpr int kSgC = 32;              // timesteps per staged chunk
-constexpr int kSgMaps = 4;            // chunk maps (slot and timestep of each row) at once
 constexpr int kSgWarps = 12;          // warps of a block tile at most (two blocks an SM)
 constexpr int kSgMaxThreads = 32 * kSgWarps;
 
@@ -260,8 +259,6 @@ template <int NT>
 const void* fused_wide_backward_kernel();
 const void* fused_weight_grad_kernel();
 const void* fused_split_grad_kernel();
-// Its wgmma form for column tiles of 32 nsub (1..5); nullptr where the build has none (RAGTRAIN_WGMMA).
-const void* fused_split_wgmma_kernel(int nsub);
 const void* fused_sums_kernel();
 const void* fused_layer_input_kernel();
 const void* fused_input_grad_kernel();

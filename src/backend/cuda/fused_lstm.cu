@@ -37,7 +37,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <vector>
 
 #include "fill.hpp"
@@ -251,26 +250,13 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   int sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   sms_ = sms;
-#if RAGTRAIN_WGMMA
-  int major = 0, minor = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  wgmma_ok_ = major == 9 && minor == 0;
-#endif
-  // Either form may run (set_split_wgmma): each kernel gets the shared memory of its largest tiles.
-  std::map<const void*, size_t> split_bytes;
-  for (const bool wg : {false, true})
-    for (const int64_t inputs : {int64_t{F}, int64_t{HI}}) {
-      if ((wg && !wgmma_ok_) || (inputs != F && !stacked)) continue;
-      const SplitTiles t = split_tiles(inputs, sms, wg);
-      size_t& bytes = split_bytes[wg ? fused_split_wgmma_kernel(t.nsub) : fused_split_grad_kernel()];
-      bytes = std::max(bytes, split_smem_bytes(kMaxGatherSlots, t));
-    }
-  for (const auto& [kernel, bytes] : split_bytes) {
-    RT_CHECK(static_cast<int64_t>(bytes) <= optin, "fused LSTM: the weight-gradient tiles exceed shared memory");
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  }
-  set_split_wgmma(true);
+  sg_[0] = split_tiles(F, sms);
+  sg_[1] = split_tiles(HI, sms);
+  const size_t sg_max = std::max(split_smem_bytes(kMaxGatherSlots, sg_[0]),
+                                 stacked ? split_smem_bytes(kMaxGatherSlots, sg_[1]) : size_t{0});
+  RT_CHECK(static_cast<int64_t>(sg_max) <= optin, "fused LSTM: the weight-gradient tiles exceed shared memory");
+  CUDA_CHECK(cudaFuncSetAttribute(fused_split_grad_kernel(),
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sg_max)));
   packed_floats_ = hr_ > 0 || wide_ ? 0
                    : cl_ == 4 ? ClusterMap4::kCl * 2 * ClusterMap4::kCols * ClusterMap4::kThreads
                               : ClusterMap16::kCl * 2 * ClusterMap16::kCols * ClusterMap16::kThreads;
@@ -368,23 +354,10 @@ int FusedLstm::group_size(int64_t B) const {
 // The split weight-gradient GEMM (B > kStreamMaxB) over z = [x, h, 1] of inputs + H + 1 columns: warp tiles of 32 x
 // 32, block tiles of <= 4 warps along z's columns and <= kSgWarps warps, as few block tiles as that allows, and parts
 // of the timesteps for about two blocks per SM.
-// The wgmma form: 128 gate rows a block, column tiles of at most 160 (5 x 32: its 80 accumulators a thread), one
-// block an SM (its two swizzled buffers), parts for one wave.
-FusedLstm::SplitTiles FusedLstm::split_tiles(int64_t inputs, int sms, bool wgmma) const {
+FusedLstm::SplitTiles FusedLstm::split_tiles(int64_t inputs, int sms) const {
   const int64_t H = shape_.hidden;
   const int rows32 = static_cast<int>((4 * H + 31) / 32), cols32 = static_cast<int>((inputs + H + 1 + 31) / 32);
   SplitTiles t;
-  if (wgmma) {
-    const int64_t NW = inputs + H + 1;
-    t.ntiles = static_cast<int>((NW + 159) / 160);
-    t.nsub = static_cast<int>(((NW + t.ntiles - 1) / t.ntiles + 31) / 32);
-    t.wm = 4;
-    t.wn = t.nsub;
-    t.mtiles = (rows32 + 3) / 4;
-    t.per_sm = 1;
-    t.parts = std::max(1, sms / (t.mtiles * t.ntiles));
-    return t;
-  }
   t.ntiles = (cols32 + 3) / 4;
   t.wn = (cols32 + t.ntiles - 1) / t.ntiles;
   const int wm_max = kSgWarps / t.wn;
@@ -394,27 +367,9 @@ FusedLstm::SplitTiles FusedLstm::split_tiles(int64_t inputs, int sms, bool wgmma
   return t;
 }
 
-// The mma.sync form: two chunks of d gates and z, each row padded by 8; the wgmma form: one raw chunk, two swizzled
-// buffers of hi and lo (rows of kSgC timesteps) and the slack that puts them on a 1,024-byte boundary. Both: the slot
-// tables.
 size_t FusedLstm::split_smem_bytes(int64_t B, const SplitTiles& tiles) const {
-  const int rows = 32 * (tiles.wm + tiles.wn);
-  const size_t chunks = tiles.nsub > 0 ? static_cast<size_t>(3 * kSgC * rows + 2 * rows * kSgC) * sizeof(float) + 1024
-                                       : static_cast<size_t>(2 * kSgC * (rows + 16)) * sizeof(float);
-  return chunks + static_cast<size_t>(B) * 8 + static_cast<size_t>(2 * B + 1 + 2 * kSgMaps * kSgC) * sizeof(int);
-}
-
-int FusedLstm::max_split_parts() const {
-  int parts = 1;
-  for (const bool wg : {false, true})
-    for (const int64_t inputs : {shape_.input_size, shape_.head_input()})
-      parts = std::max(parts, split_tiles(inputs, sms_, wg).parts);
-  return parts;
-}
-
-void FusedLstm::set_split_wgmma(bool on) {
-  sg_[0] = split_tiles(shape_.input_size, sms_, on && wgmma_ok_);
-  sg_[1] = split_tiles(shape_.head_input(), sms_, on && wgmma_ok_);
+  return static_cast<size_t>(2 * kSgC * (32 * (tiles.wm + tiles.wn) + 16)) * sizeof(float) +
+         static_cast<size_t>(B) * 8 + static_cast<size_t>(2 * B + 1 + 4 * kSgC) * sizeof(int);
 }
 
 // A sequence's scratch: gates (4H), c, tanh(c), h (H each) for cap_T steps, rounded to a multiple of 4 H floats: every
@@ -454,7 +409,7 @@ void FusedLstm::reserve(int64_t B, int64_t T) {
     const bool beside = grouped_ok_ && L == 1 && dirs_ == 1;
     const int64_t parts = std::max<int64_t>(
         std::min<int64_t>(cap_B_, kMaxGroups),
-        cap_B_ > kStreamMaxB ? (beside ? 2 : 1) * max_split_parts() : 1);
+        cap_B_ > kStreamMaxB ? (beside ? 2 : 1) * std::max(sg_[0].parts, sg_[1].parts) : 1);
     wpart_.resize_discard(static_cast<size_t>(dirs_ * parts * ((L > 1 ? std::max(F, HI) : F) + H + 1) * wstride_));
   }
 }
@@ -714,10 +669,10 @@ void FusedLstm::launch_layers(std::vector<P>& lp, int64_t B, int64_t T, bool dro
   // A layer's weight gradients (split GEMM: `parts` of its q.a.groups partial sums, those of q.a.sg_* slots), then
   // (K > 1) the sums over groups and (head: the top layer) over sequences.
   auto split_gemm = [&](Params& q, const SplitTiles& tiles, int parts) {
-    launch(q, tiles.nsub > 0 ? fused_split_wgmma_kernel(tiles.nsub) : fused_split_grad_kernel(),
+    launch(q, fused_split_grad_kernel(),
            dim3(static_cast<unsigned>(parts) * ud, static_cast<unsigned>(tiles.mtiles),
                 static_cast<unsigned>(tiles.ntiles)),
-           tiles.threads(), split_smem_bytes(B, tiles));
+           32 * tiles.wm * tiles.wn, split_smem_bytes(B, tiles));
   };
   auto sums = [&](Params& q, bool head) {
     mark(3);
@@ -841,7 +796,7 @@ void FusedLstm::run(const std::vector<GatherSlot>& batch, const float* features,
     plan_ = plan_groups(lengths, std::min(kMaxPlannedGroups, group_clusters_ / dirs_), kGroupMaxN);
     if (!plan_.empty() && beside_on_ && !record_ && shape_.layers == 1 && dirs_ == 1)
       beside_ = split_beside(plan_, weight_grad_groups(B, timesteps, sg_[0]), sms_, GroupMap::kCl,
-                             sg_[0].mtiles * sg_[0].ntiles, sg_[0].per_sm);
+                             sg_[0].mtiles * sg_[0].ntiles);
   }
   const int64_t L = shape_.layers, H = shape_.hidden;
   RT_CHECK(!record_ || (L == 1 && !apart_ && !wide_),

@@ -106,11 +106,6 @@ class FusedLstm {
   // backward stage (default; group_plan.hpp's BesideSplit), or after the whole stage (the tests compare the two);
   // and whether the last step did.
   void set_gemm_beside(bool on) { beside_on_ = on; }
-  // Whether the split weight-gradient GEMM runs on Hopper's warpgroup products where the build and the GPU have them
-  // (default; fused_split_grad.cu), or on mma.sync (the tests compare the two); and whether it does.
-  void set_split_wgmma(bool on);
-  bool split_wgmma() const { return sg_[0].nsub > 0; }
-  bool wgmma_available() const { return wgmma_ok_; }
   bool gemm_beside() const { return beside_.main_parts > 0; }
   FusedCycles last_cycles(cudaStream_t s);
 
@@ -157,13 +152,10 @@ class FusedLstm {
   const void* kernel(bool ext = false, bool chain = false) const;
   // The split weight-gradient GEMM's tiles for a layer of `inputs` input features (B > 16): its block tile in warps,
   // its tiles, and its parts of the timesteps at most.
-  // nsub > 0: the wgmma form (wgmma_tf32.hpp), column tiles of 32 nsub, one block an SM; 0: the mma.sync form.
   struct SplitTiles {
-    int wm = 0, wn = 0, mtiles = 0, ntiles = 0, parts = 0, nsub = 0, per_sm = 2;
-    int threads() const { return nsub > 0 ? 256 : 32 * wm * wn; }
+    int wm = 0, wn = 0, mtiles = 0, ntiles = 0, parts = 0;
   };
-  SplitTiles split_tiles(int64_t inputs, int sms, bool wgmma) const;
-  int max_split_parts() const;   // of either form, either layer's tiles: what wpart_ holds
+  SplitTiles split_tiles(int64_t inputs, int sms) const;
   int weight_grad_groups(int64_t B, int64_t timesteps, const SplitTiles& tiles) const;
   size_t split_smem_bytes(int64_t B, const SplitTiles& tiles) const;   // split_grad_kernel's shared memory
 
@@ -230,7 +222,6 @@ class FusedLstm {
   DeviceBuffer<float> wpart_;      // (dirs, groups, max(F, H) + H + 1, wstride_) weight-gradient partial sums, B > 1
   int32_t wstride_ = 0;            // a column of them: 4H rounded up to 8
   SplitTiles sg_[2];               // the split GEMM's tiles: layer 0 (F inputs), the layers above (dirs H inputs)
-  bool wgmma_ok_ = false;          // the build targets sm_90a and the GPU is compute capability 9.0
   DeviceBuffer<unsigned long long> progress_;   // (layers, cap_B, dirs, kMaxCl) the backward's progress words
   uint32_t epoch_ = 0;             // runs so far: tags the progress words of this run
   // More than 16 sequences (kInline): the slot table, copied on its own stream into one of three device tables in

@@ -3,7 +3,6 @@
 #include "fused_device.hpp"
 #include "fused_kernels.hpp"
 #include "tf32_split.hpp"
-#include "wgmma_tf32.hpp"
 
 namespace ragtrain {
 namespace {
@@ -82,29 +81,6 @@ __device__ int split_prefix(const Params& p, const SplitSmem& sm, int* count) {
   return sm.pre[B];
 }
 
-// The block's part of its direction's timesteps (blockIdx.x = d parts + part), after the slot tables (placed from
-// `tables` on) and their prefix sums: [i_lo, i_hi) of the covered slots' concatenated timesteps, in chunks of kSgC.
-struct SplitPart {
-  int covered = 0, d = 0, part = 0, i_lo = 0, i_hi = 0, chunks = 0;
-};
-__device__ SplitPart split_part(const Params& p, SplitSmem& sm, void* tables) {
-  const int B = p.a.B;
-  sm.rows = reinterpret_cast<int64_t*>(tables);
-  sm.pre = reinterpret_cast<int*>(sm.rows + B);
-  sm.slot = sm.pre + B + 1;
-  sm.mb = sm.slot + B;
-  sm.mt = sm.mb + kSgMaps * kSgC;
-  SplitPart w;
-  const int64_t total = split_prefix(p, sm, &w.covered);
-  const int parts = static_cast<int>(gridDim.x) / p.a.dirs;
-  w.d = static_cast<int>(blockIdx.x) / parts;
-  w.part = static_cast<int>(blockIdx.x) - w.d * parts;
-  w.i_lo = static_cast<int>(total * w.part / parts);
-  w.i_hi = static_cast<int>(total * (w.part + 1) / parts);
-  w.chunks = (w.i_hi - w.i_lo + kSgC - 1) / kSgC;
-  return w;
-}
-
 // Chunk c of the part [i_lo, i_hi) into map buffer `buf`: each row's slot and timestep (the last slot starting at
 // or before it).
 __device__ void split_map(const SplitSmem& sm, int B, int i_lo, int i_hi, int c, int buf) {
@@ -126,7 +102,7 @@ __device__ void split_map(const SplitSmem& sm, int B, int i_lo, int i_hi, int c,
   }
 }
 
-// The copies of the chunk mapped in map buffer `buf` into A and Z (d gates rows [m0, m0 + BM), z columns [n0, n0 + BN); zeros past
+// The copies of the chunk mapped in buffer `buf` (d gates rows [m0, m0 + BM), z columns [n0, n0 + BN); zeros past
 // the part, G, or F + H + 1), as one cp.async group. A warp per row of the chunk (a timestep: its sources' addresses
 // once per row), lanes along the row: the d gates as float4s (a timestep's row of G is 16-byte aligned, G and BM
 // multiples of 4), z = [x, h_{t-1}, 1] in float4s where it can (vec), else element by element. (A thread per
@@ -134,12 +110,13 @@ __device__ void split_map(const SplitSmem& sm, int B, int i_lo, int i_hi, int c,
 // instructions for the kernel at K = 128, H = 50, 10.0 M this way; the step 144.8 -> 143.7 us, builds alternating on
 // the H200.) Direction d's (bidirectional: its d gates and h in its processing order, step t of direction 1 reading
 // x at timestep len - 1 - t).
-__device__ void split_stage(const Args& a, const SplitSmem& sm, int d, int buf, float* A, float* Z, int m0, int n0,
-                            int BM, int BN) {
+__device__ void split_stage(const Args& a, const SplitSmem& sm, int d, int buf, int m0, int n0, int BM, int BN) {
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int nw = static_cast<int>(blockDim.x) >> 5, H = a.H, F = a.F, G = 4 * H;
   const int* const mb = sm.mb + buf * kSgC;
   const int* const mt = sm.mt + buf * kSgC;
+  float* const A = sm.As + buf * kSgC * sm.pa;
+  float* const Z = sm.Zs + buf * kSgC * sm.pb;
   const float* const hb = a.scratch + static_cast<int64_t>(a.t_cap) * (G + 2 * H);   // + b * per_seq: h_t at t * H
   // z's x and h parts in whole float4s (F and H multiples of 4, x and h 16-byte aligned): a quarter of the copies.
   // (Element by element, z's copies took more of the kernel's instructions than its mma.)
@@ -220,7 +197,7 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
   const Args& a = p.a;
   extern __shared__ float4 sg_smem4[];
   const int tid = static_cast<int>(threadIdx.x);
-  const int G = 4 * a.H, NW = a.F + a.H + 1;
+  const int G = 4 * a.H, NW = a.F + a.H + 1, B = a.B;
   const int BM = 32 * a.sg_wm, BN = 32 * a.sg_wn;
   const int m0 = static_cast<int>(blockIdx.y) * BM, n0 = static_cast<int>(blockIdx.z) * BN;
   SplitSmem sm;
@@ -228,8 +205,18 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
   sm.pb = BN + 8;
   sm.As = reinterpret_cast<float*>(sg_smem4);
   sm.Zs = sm.As + 2 * kSgC * sm.pa;
-  const SplitPart w = split_part(p, sm, sm.Zs + 2 * kSgC * sm.pb);
-  const int covered = w.covered, d = w.d, part = w.part, i_lo = w.i_lo, i_hi = w.i_hi, chunks = w.chunks;
+  sm.rows = reinterpret_cast<int64_t*>(sm.Zs + 2 * kSgC * sm.pb);
+  sm.pre = reinterpret_cast<int*>(sm.rows + B);
+  sm.slot = sm.pre + B + 1;
+  sm.mb = sm.slot + B;
+  sm.mt = sm.mb + 2 * kSgC;
+  int covered = B;
+  const int64_t total = split_prefix(p, sm, &covered);
+  // x = d parts + part: direction d's part of the timesteps.
+  const int parts = static_cast<int>(gridDim.x) / a.dirs, d = static_cast<int>(blockIdx.x) / parts;
+  const int part = static_cast<int>(blockIdx.x) - d * parts;
+  const int i_lo = static_cast<int>(total * part / parts), i_hi = static_cast<int>(total * (part + 1) / parts);
+  const int chunks = (i_hi - i_lo + kSgC - 1) / kSgC;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");   // the sums kernel waits for this grid
   asm volatile("griddepcontrol.wait;" ::: "memory");                // the recurrence kernel's d gates and h
@@ -249,14 +236,11 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
   split_map(sm, covered, i_lo, i_hi, 0, 0);
   split_map(sm, covered, i_lo, i_hi, 1, 1);
   __syncthreads();
-  auto stage = [&](int buf) {
-    split_stage(a, sm, d, buf, sm.As + buf * kSgC * sm.pa, sm.Zs + buf * kSgC * sm.pb, m0, n0, BM, BN);
-  };
-  if (chunks > 0) stage(0);
+  if (chunks > 0) split_stage(a, sm, d, 0, m0, n0, BM, BN);
   for (int c = 0; c < chunks; ++c) {
     const int buf = c & 1;
     if (c + 1 < chunks) {   // the other buffers were last read before the previous chunk's closing barrier
-      stage(buf ^ 1);
+      split_stage(a, sm, d, buf ^ 1, m0, n0, BM, BN);
       asm volatile("cp.async.wait_group 1;" ::: "memory");
     } else {
       asm volatile("cp.async.wait_group 0;" ::: "memory");
@@ -283,126 +267,8 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
       }
 }
 
-#if RAGTRAIN_WGMMA
-// The same GEMM on Hopper's warpgroup products (wgmma_tf32.hpp): a block of two warpgroups, 128 gate rows (64 each)
-// x 32 NSUB columns of z, one block an SM. Each chunk of kSgC timesteps is staged raw (split_stage, one buffer), then
-// split once by the whole block into hi and lo, both operands, K-major and swizzled (sw128_index), into one of two
-// buffers; a warpgroup's products of a chunk are 4 steps of 8 timesteps x NSUB column tiles x the 3 products (lo hi,
-// hi lo, hi hi: the mma.sync form's order), issued asynchronously, so the tensor cores run chunk c while the threads
-// wait for chunk c + 1's copies and split it into the other buffer. Same parts, same partial sums' layout.
-constexpr int kSwRows = 128;                 // gate rows a block: two warpgroups of 64
-constexpr int kSwThreads = 256;
-constexpr int kSwRing = 3;                   // raw chunks in flight
-
-// Rows [0, R) of the raw chunk (rows of A: timesteps x `pa` floats, then of z: timesteps x `pb`), split into the
-// swizzled buffers hi and lo (R rows of kSwRow). A thread takes 4 timesteps of one row at a time (adjacent threads
-// adjacent rows: conflict-free reads, and 8 rows' 16-byte stores fall on distinct banks).
-__device__ __forceinline__ void sw_split(const float* rawA, const float* rawZ, int pa, int pb, float* hi, float* lo) {
-  const int R = pa + pb;
-  for (int i = static_cast<int>(threadIdx.x); i < R * (kSwRow / 4); i += kSwThreads) {
-    const int q = i / R, r = i - q * R;
-    const float* const src = r < pa ? rawA + 4 * q * pa + r : rawZ + 4 * q * pb + (r - pa);
-    const int pitch = r < pa ? pa : pb;
-    uint32_t h[4], l[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) tf32_split(src[j * pitch], h[j], l[j]);
-    const int at = sw128_index(r, 4 * q);
-    *reinterpret_cast<uint4*>(hi + at) = make_uint4(h[0], h[1], h[2], h[3]);
-    *reinterpret_cast<uint4*>(lo + at) = make_uint4(l[0], l[1], l[2], l[3]);
-  }
-}
-
-template <int NSUB>
-__global__ void __launch_bounds__(kSwThreads, 1) split_wgmma_kernel(const __grid_constant__ Params p) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)   // (the build's only device target when RAGTRAIN_WGMMA is set)
-  const Args& a = p.a;
-  extern __shared__ float4 sw_smem4[];
-  const int tid = static_cast<int>(threadIdx.x);
-  const int G = 4 * a.H, NW = a.F + a.H + 1;
-  constexpr int BM = kSwRows, BN = 32 * NSUB, R = BM + BN;
-  const int m0 = static_cast<int>(blockIdx.y) * BM, n0 = static_cast<int>(blockIdx.z) * BN;
-  // The swizzled buffers first, on a 1,024-byte boundary (the swizzle's period; split_smem_bytes adds the slack),
-  // then kSwRing raw chunks, then the slot tables.
-  float* const base = reinterpret_cast<float*>(sw_smem4);
-  float* const hi = base + ((1024u - (smem_addr(base) & 1023u)) & 1023u) / sizeof(float);   // (R, 32)
-  float* const lo = hi + R * kSwRow;
-  float* const raw = lo + R * kSwRow;   // (kSwRing, kSgC, BM then BN)
-  auto rawA = [&](int c) { return raw + (c % kSwRing) * kSgC * R; };
-  auto rawZ = [&](int c) { return rawA(c) + kSgC * BM; };
-  SplitSmem sm;
-  sm.pa = BM;
-  sm.pb = BN;
-  const SplitPart w = split_part(p, sm, raw + kSwRing * kSgC * R);
-  const int covered = w.covered, d = w.d, part = w.part, i_lo = w.i_lo, i_hi = w.i_hi, chunks = w.chunks;
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");   // the sums kernel waits for this grid
-  asm volatile("griddepcontrol.wait;" ::: "memory");                // the recurrence kernel's d gates and h
-  const int warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
-  float acc[16 * NSUB];
-#pragma unroll
-  for (int e = 0; e < 16 * NSUB; ++e) acc[e] = 0.0f;
-  // Chunk c's copies into raw buffer c % kSwRing (map buffer c % kSgMaps), one cp.async group a chunk (an empty
-  // group past the last, so that `wait_group kSwRing - 1` always means chunk c).
-  auto stage = [&](int c) {
-    if (c < chunks) split_stage(a, sm, d, c % kSgMaps, rawA(c), rawZ(c), m0, n0, BM, BN);
-    else asm volatile("cp.async.commit_group;" ::: "memory");
-  };
-  static_assert(kSgMaps == kSwRing + 1, "a chunk's map is made while the ring holds the chunks before it");
-  for (int c = 0; c < kSgMaps; ++c) split_map(sm, covered, i_lo, i_hi, c, c);
-  __syncthreads();
-  for (int c = 0; c < kSwRing; ++c) stage(c);
-  const uint64_t a_hi = wgmma_desc(hi + wg * 64 * kSwRow), b_hi = wgmma_desc(hi + BM * kSwRow);
-  const uint64_t a_lo = wgmma_desc(lo + wg * 64 * kSwRow), b_lo = wgmma_desc(lo + BM * kSwRow);
-  for (int c = 0; c < chunks; ++c) {
-    asm volatile("cp.async.wait_group %0;" ::"n"(kSwRing - 1) : "memory");   // chunk c's copies (this thread's)
-    wgmma_wait<0>();   // chunk c - 1's products have read the split buffers
-    wgmma_hold(acc);
-    __syncthreads();
-    sw_split(rawA(c), rawZ(c), BM, BN, hi, lo);
-    fence_proxy_async();
-    __syncthreads();   // the split is visible to the tensor cores; raw buffer c % kSwRing is free
-    stage(c + kSwRing);
-    if (c + kSgMaps < chunks) split_map(sm, covered, i_lo, i_hi, c + kSgMaps, c % kSgMaps);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kSgC / 8; ++kk) {   // small terms first
-      const int k = 32 * kk;   // bytes: 8 timesteps of tf32
-      wgmma_tf32<NSUB>(acc, wgmma_advance(a_lo, k), wgmma_advance(b_hi, k));
-      wgmma_tf32<NSUB>(acc, wgmma_advance(a_hi, k), wgmma_advance(b_lo, k));
-      wgmma_tf32<NSUB>(acc, wgmma_advance(a_hi, k), wgmma_advance(b_hi, k));
-    }
-    wgmma_commit();
-  }
-  wgmma_wait<0>();
-  wgmma_hold(acc);
-  // Part `part`'s partial sums, column-major, as split_grad_kernel's.
-  float* const out = a.wpart + static_cast<int64_t>(d * a.groups + a.sg_part0 + part) * NW * a.wstride;
-  const int g = lane >> 2, t4 = lane & 3, mr = m0 + 64 * wg + 16 * (warp & 3) + g;
-#pragma unroll
-  for (int e = 0; e < 16 * NSUB; ++e) {
-    const int m = mr + 8 * ((e >> 1) & 1), n = n0 + 8 * (e >> 2) + 2 * t4 + (e & 1);
-    if (m < G && n < NW) out[static_cast<int64_t>(n) * a.wstride + m] = acc[e];
-  }
-#endif
-}
-#endif
-
 }  // namespace
 
 const void* fused_split_grad_kernel() { return reinterpret_cast<const void*>(split_grad_kernel); }
-
-const void* fused_split_wgmma_kernel(int nsub) {
-#if RAGTRAIN_WGMMA
-  switch (nsub) {
-    case 1: return reinterpret_cast<const void*>(split_wgmma_kernel<1>);
-    case 2: return reinterpret_cast<const void*>(split_wgmma_kernel<2>);
-    case 3: return reinterpret_cast<const void*>(split_wgmma_kernel<3>);
-    case 4: return reinterpret_cast<const void*>(split_wgmma_kernel<4>);
-    case 5: return reinterpret_cast<const void*>(split_wgmma_kernel<5>);
-    default: break;
-  }
-#endif
-  (void)nsub;
-  return nullptr;
-}
 
 }  // namespace ragtrain

@@ -69,7 +69,7 @@ inline std::vector<int> plan_groups(const std::vector<int>& lengths, int groups_
 // free (why: at K = 128 balanced, 2-tile groups end their backward stage at ~0.65 of the 3-tile ones' time).
 // A GEMM block sums one part of its slots' timesteps, and the GEMM's `parts` are as many as fill the GPU twice, so
 // its time is one part's: the main stream's GEMM keeps all `parts` (a part of its fewer timesteps is shorter), and
-// the side's takes as many as its blocks (`tiles_per_part` a part, `per_sm` an SM) fit beside the long stage's clusters
+// the side's takes as many as its blocks (`tiles_per_part` a part, two an SM) fit beside the long stage's clusters
 // (`cluster_sms` each) on `sms`, at least one, at most `parts`. Measured first with the parts shared between the two
 // in proportion to their timesteps, each GEMM took what the whole one did (one part's time); so, a step of 128 at
 // H = 256 took 963.7 instead of 1,050.3 us (balanced schedule, one H100, 2026-12-07).
@@ -81,7 +81,7 @@ struct BesideSplit {
 
 // From the plan (group starts, then B) for a GEMM of `parts` parts.
 inline BesideSplit split_beside(const std::vector<int>& plan, int parts, int sms, int cluster_sms,
-                                int tiles_per_part, int per_sm = 2) {
+                                int tiles_per_part) {
   BesideSplit s;
   if (plan.size() < 3 || parts < 2 || tiles_per_part < 1) return s;
   auto tiles = [&](size_t g) { return (plan[g + 1] - plan[g] + 7) / 8; };
@@ -99,7 +99,7 @@ inline BesideSplit split_beside(const std::vector<int>& plan, int parts, int sms
     return s;
   }
   s.main_parts = parts;
-  s.side_parts = std::clamp(per_sm * std::max(0, sms - main_groups * cluster_sms) / tiles_per_part, 1, parts);
+  s.side_parts = std::clamp(2 * std::max(0, sms - main_groups * cluster_sms) / tiles_per_part, 1, parts);
   return s;
 }
 
