@@ -6,7 +6,8 @@ end to the batch's longest, the head reading each sequence's own last step, whic
 causal), every sequence already on the GPU (padded once to the file's longest). A step writes its K positions into
 the graphs' static index tensor and replays the graph of its (padded) length, which gathers its input, runs the step
 and updates the weights: what a PyTorch user who knows the CUDA-graph recipe gets, beside the eager loop of
-bench/torch_reference.py. Reads the v1 file `ragtrain gen` writes."""
+bench/torch_reference.py. Reads the v1 file `ragtrain gen` writes. --dtype bfloat16 runs the whole model, its inputs
+and Adam in bfloat16 (cuDNN's bf16 LSTM on the tensor cores): the PyTorch peer of ragtrain's --precision bf16."""
 import time
 
 import numpy as np
@@ -17,21 +18,25 @@ from torch_setup import bench_arguments, load_on_device, model_and_adam, step_or
 
 
 def main():
-    a = bench_arguments(__doc__, steps=3000, warmup=200, warmup_help="untimed steps after the captures",
-                        layers=False)
+    ap = bench_arguments(__doc__, steps=3000, warmup=200, warmup_help="untimed steps after the captures",
+                         layers=False, parse=False)
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                    help="the model's, its inputs' and Adam's dtype")
+    a = ap.parse_args()
+    dtype = getattr(torch, a.dtype)
 
     dev = torch.device("cuda")
     data = load_on_device(a.data, dev)
     n, nf, classes, lens, xs, ys = data.n, data.features, data.classes, data.lens, data.xs, data.ys
     k = a.batch
-    model, opt = model_and_adam(data, a.hidden, 1, a.lr, a.seed, dev, capturable=True)
+    model, opt = model_and_adam(data, a.hidden, 1, a.lr, a.seed, dev, capturable=True, dtype=dtype)
     lstm, fc = model.lstm, model.fc   # the captured step reads the padded batch itself (below)
     order, batch_at = step_order(n, a.seed, k)
 
     # Every sequence zero-padded to the file's longest, on the GPU; a step only writes its K positions into one
     # static index tensor, and the graph of its padded length T gathers x, the last-step indices and the labels.
     tmax = int(lens.max())
-    padded = torch.zeros(n, tmax, nf, device=dev)
+    padded = torch.zeros(n, tmax, nf, device=dev, dtype=dtype)
     for i in range(n):
         padded[i, :lens[i]] = xs[i]
     lens_dev = torch.from_numpy(lens).to(dev)
@@ -95,10 +100,10 @@ def main():
         "benchmark": "torch_graph_anchor", "hidden": a.hidden, "features": nf, "classes": classes, "batch": k,
         "sequences_in_file": n, "steps": a.steps, "warmup": a.warmup, "graphs": len(graphs),
         "capture_seconds": capture_s, "seconds": secs, "sequences_per_second": a.steps * k / secs,
-        "us_per_step": 1e6 * secs / a.steps, "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+        "us_per_step": 1e6 * secs / a.steps, "dtype": a.dtype, "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
         "device": torch.cuda.get_device_name(0),
     }
-    print(f"# torch CUDA-graph anchor: H={a.hidden} K={k} {res['sequences_per_second']:.1f} seq/s, "
+    print(f"# torch CUDA-graph anchor ({a.dtype}): H={a.hidden} K={k} {res['sequences_per_second']:.1f} seq/s, "
           f"{res['us_per_step']:.1f} us/step ({len(graphs)} graphs, captured in {capture_s:.1f} s; torch "
           f"{torch.__version__}, cuDNN {res['cudnn']})", flush=True)
     write_result(res, a.out)

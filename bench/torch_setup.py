@@ -14,10 +14,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch_model  # noqa: E402
 
 
-def bench_arguments(doc, steps, warmup, warmup_help, layers=True, bidirectional=False):
-    """The options of both scripts, parsed: the data file, the model (--layers and --bidirectional where the script
-    has them), K, Adam's rate, the timed and the untimed steps (their defaults are the script's), the seed and the
-    JSON file to write."""
+def bench_arguments(doc, steps, warmup, warmup_help, layers=True, bidirectional=False, parse=True):
+    """The options of both scripts, parsed (parse=False: the parser, for a script's own options): the data file, the
+    model (--layers and --bidirectional where the script has them), K, Adam's rate, the timed and the untimed steps
+    (their defaults are the script's), the seed and the JSON file to write."""
     ap = argparse.ArgumentParser(description=doc)
     ap.add_argument("--data", required=True, help="format v1 file (ragtrain gen)")
     ap.add_argument("--hidden", type=int, default=50)
@@ -32,7 +32,7 @@ def bench_arguments(doc, steps, warmup, warmup_help, layers=True, bidirectional=
     ap.add_argument("--warmup", type=int, default=warmup, help=warmup_help)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", help="JSON file to write")
-    return ap.parse_args()
+    return ap.parse_args() if parse else ap
 
 
 def write_result(res, path):
@@ -51,11 +51,12 @@ def load_on_device(path, dev):
                            features=seqs[0].shape[1], classes=classes)
 
 
-def model_and_adam(data, hidden, layers, lr, seed, dev, capturable=False, bidirectional=False):
-    """ragtrain's model (last-step pooling, no dropout) for `data` on `dev`, seeded, and Adam over its parameters."""
+def model_and_adam(data, hidden, layers, lr, seed, dev, capturable=False, bidirectional=False, dtype=torch.float32):
+    """ragtrain's model (last-step pooling, no dropout) for `data` on `dev` in `dtype`, seeded, and Adam over its
+    parameters."""
     torch.manual_seed(seed)
     model = torch_model.RaggedLSTMClassifier(data.features, hidden, layers, data.classes, bidirectional=bidirectional,
-                                             pool="last").to(dev)
+                                             pool="last").to(dev, dtype)
     return model, torch.optim.Adam(model.parameters(), lr=lr, capturable=capturable)
 
 

@@ -2,6 +2,7 @@
 // tensor cores over all SMs, split over equal parts of the batch's timesteps.
 #include "fused_device.hpp"
 #include "fused_kernels.hpp"
+#include "fused_mixed_mma.hpp"
 #include "tf32_split.hpp"
 
 namespace ragtrain {
@@ -193,6 +194,30 @@ __device__ __forceinline__ void split_mma_chunk(float (&acc)[2][4][4], const flo
   }
 }
 
+// split_mma_chunk with --precision bf16: one bf16 m16n8k8 a product, the timesteps of a k tile in the tf32 fragments'
+// places (fused_mixed_mma.hpp: lane (g, t)'s k slots 2t, 2t + 1 are timesteps t, t + 4).
+__device__ __forceinline__ void bf16_mma_chunk(float (&acc)[2][4][4], const float* A, const float* Z, int pa, int pb,
+                                               int nl, int t4) {
+#pragma unroll
+  for (int kk = 0; kk < kSgC / 8; ++kk) {
+    if (8 * kk >= nl) break;
+    const float* const Ak = A + (8 * kk + t4) * pa;
+    const float* const Zk = Z + (8 * kk + t4) * pb;
+    uint32_t a[2][2];
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi) {
+      a[mi][0] = bf16x2(Ak[16 * mi], Ak[4 * pa + 16 * mi]);
+      a[mi][1] = bf16x2(Ak[16 * mi + 8], Ak[4 * pa + 16 * mi + 8]);
+    }
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni) {
+      const uint32_t b = bf16x2(Zk[8 * ni], Zk[4 * pb + 8 * ni]);
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) mma_bf16_k8(acc[mi][ni], a[mi][0], a[mi][1], b);
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
   extern __shared__ float4 sg_smem4[];
@@ -246,9 +271,13 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
       asm volatile("cp.async.wait_group 0;" ::: "memory");
     }
     __syncthreads();   // chunk c is in shared memory, every thread's copies included
-    if (computes)
-      split_mma_chunk(acc, sm.As + buf * kSgC * sm.pa + wr + g, sm.Zs + buf * kSgC * sm.pb + wc + g, sm.pa, sm.pb,
-                      min(kSgC, i_hi - i_lo - c * kSgC), t4);
+    if (computes) {
+      const float* const A = sm.As + buf * kSgC * sm.pa + wr + g;
+      const float* const Z = sm.Zs + buf * kSgC * sm.pb + wc + g;
+      const int nl = min(kSgC, i_hi - i_lo - c * kSgC);
+      if (a.bf16) bf16_mma_chunk(acc, A, Z, sm.pa, sm.pb, nl, t4);
+      else split_mma_chunk(acc, A, Z, sm.pa, sm.pb, nl, t4);
+    }
     if (c + 2 < chunks) split_map(sm, covered, i_lo, i_hi, c + 2, buf);
     __syncthreads();   // buffer buf is read before the next chunk's copies reuse it; the new map is visible
   }
