@@ -12,10 +12,10 @@
 #   CASES="256:1 256:32 256:128 512:32 128:1:2 50:1:1:bi 50:32:1:bi".
 # The fused column is filled only where `ragtrain bench` ran the fused kernel (its JSON's backend_description says
 # so); a model it does not cover runs cuDNN under --lstm fused, and the column says "-".
-# TORCH=0 leaves out PyTorch, FLOOR=0 the floor (also left out when $BIN has no cudnn_floor). BF16=1 adds a column
-# of the fused kernel with --precision bf16 (its tensor-core products in bfloat16) and one of the PyTorch CUDA-graph
-# anchor in bfloat16 (--dtype bfloat16: model, inputs and Adam), and the verdict of each fused column. (PyTorch's
-# float32 anchors run cuDNN with its default math, which allows TF32: bench/torch_reference.py records allow_tf32.)
+# TORCH=0 leaves out PyTorch, FLOOR=0 the floor (also left out when $BIN has no cudnn_floor). TORCH_BF16=1 adds a
+# column of the PyTorch CUDA-graph anchor in bfloat16 (--dtype bfloat16: model, inputs and Adam; cuDNN's bf16 LSTM),
+# PyTorch's fastest form of the step. (Its float32 anchors run cuDNN with its default math, which allows TF32:
+# bench/torch_reference.py records allow_tf32.)
 # Output: $OUT/bench.log, summary.txt, summary.json, results.tgz (the last three rewritten before every case).
 set -uo pipefail
 BIN=${BIN:-build-gpu/bin}
@@ -25,7 +25,7 @@ WORK=${WORK:-/tmp/ragtrain-bench-fused}
 CASES=${CASES:-50:1 50:32 50:128 128:1}
 TORCH=${TORCH:-1}           # 0: ragtrain only (the PyTorch columns stay empty)
 FLOOR=${FLOOR:-1}           # 0: no cuDNN floor column
-BF16=${BF16:-0}             # 1: also the fused kernel with --precision bf16
+TORCH_BF16=${TORCH_BF16:-0}   # 1: also the PyTorch CUDA-graph anchor in bfloat16
 # Folders, environment, DATA, $LOG and $WORK/data.h5; a copy of this script carried elsewhere (e.g. to the GPU
 # machine) without bench_common.sh beside it takes the repository's, run from the repository root.
 common=$(dirname "$0")/bench_common.sh
@@ -59,28 +59,24 @@ def floor_entry(fl, k):
             "algorithm": fl.get("best_algorithm")}
 print("# seq/s (us/step), one GPU, F=36, 10 classes, lengths 60..130, Adam; ragtrain: balanced schedule, whole step;"
       " cuDNN floor: its LSTM passes alone; '-': not run (fused: the model is not covered, it ran cuDNN)")
-NAMES = ("cudnn", "fused", "bf16", "torch", "graph", "graphbf16", "floor")
-cols = " | ".join(f"{n:>18}" for n in ("cuDNN", "fused", "fused bf16", "torch eager", "torch graphs",
-                                       "torch graphs bf16", "cuDNN floor"))
+NAMES = ("cudnn", "fused", "torch", "graph", "graphbf16", "floor")
+cols = " | ".join(f"{n:>18}" for n in ("cuDNN", "fused", "torch eager", "torch graphs", "torch graphs bf16",
+                                       "cuDNN floor"))
 print(f"# {'case':>28} | {cols} | fused/cuDNN  fused/graphs | target")
 summary = {}
 for c in os.environ["CASES"].split():
     parts = c.split(":") + ["1", ""]
     h, k, layers, bi = int(parts[0]), int(parts[1]), int(parts[2] or 1), parts[3] == "bi"
     tag = f"h{h}_k{k}_l{layers}" + ("_bi" if bi else "")
-    rs = {n: load(f"{n}_{tag}.json") for n in ("cudnn", "fused", "bf16", "torch", "graph", "graphbf16")}
-    for n in ("fused", "bf16"):
-        if rs[n] and "LSTM fused kernel" not in rs[n].get("backend_description", ""):
-            rs[n] = None   # --lstm fused on a model the kernel does not cover: that was cuDNN
+    rs = {n: load(f"{n}_{tag}.json") for n in ("cudnn", "fused", "torch", "graph", "graphbf16")}
+    if rs["fused"] and "LSTM fused kernel" not in rs["fused"].get("backend_description", ""):
+        rs["fused"] = None   # --lstm fused on a model the kernel does not cover: that was cuDNN
     rs["floor"] = floor_entry(load(f"floor_{tag}.json"), k)
     name = f"H={h} K={k}" + (f" layers={layers}" if layers > 1 else "") + (" bidirectional" if bi else "")
     cell = lambda r: f"{seq(r):10.0f} ({r['us_per_step']:5.1f})" if r else f"{'-':>18}"
     tgt = TARGET.get((h, k, layers, bi))
     met = None if tgt is None or not rs["fused"] else seq(rs["fused"]) >= tgt
-    met_bf16 = None if tgt is None or not rs["bf16"] else seq(rs["bf16"]) >= tgt
     state = "fused not run" if met is None else "MET" if met else "MISSED"
-    if met_bf16 is not None:
-        state += "; bf16 " + ("MET" if met_bf16 else "MISSED")
     verdict = "" if tgt is None else f">= {tgt:,.0f}: {state}"
     cells = " | ".join(cell(rs[n]) for n in NAMES)
     ratio = lambda a, b: f"{seq(rs[a]) / seq(rs[b]):.2f}x" if rs[a] and rs[b] else "-"   # '-': one side not run
@@ -91,7 +87,7 @@ for c in os.environ["CASES"].split():
         if r and r.get("phase_us_per_step_rank0"):
             phases = r["phase_us_per_step_rank0"].items()
             print(f"      {n} phases (us/step): " + ", ".join(f"{p} {v:.1f}" for p, v in phases))
-    summary[tag] = dict(rs, case=name, target_seq_s=tgt, met=met, met_bf16=met_bf16)
+    summary[tag] = dict(rs, case=name, target_seq_s=tgt, met=met)
 with open(out_path, "w") as f:
     json.dump(summary, f, indent=1)
 EOF
@@ -114,11 +110,6 @@ for c in $CASES; do
       --optimizer adam --lr 1e-3 --batch-per-rank "$K" --schedule balanced --steps "$(steps_for "$K")" \
       --warmup 300 --out "$WORK/${lstm}_$tag.json" 2>&1 | tee -a "$LOG"
   done
-  if [ "$BF16" = 1 ]; then
-    timeout 150 mpirun -np 1 "$BIN/ragtrain" bench --device cuda --lstm fused --precision bf16 --pool last "${model[@]}" \
-      "${DATA[@]}" --optimizer adam --lr 1e-3 --batch-per-rank "$K" --schedule balanced --steps "$(steps_for "$K")" \
-      --warmup 300 --out "$WORK/bf16_$tag.json" 2>&1 | tee -a "$LOG"
-  fi
   if [ "$FLOOR" = 1 ] && [ -x "$BIN/cudnn_floor" ] && [ -z "$BI" ]; then
     timeout 150 "$BIN/cudnn_floor" --hidden "$H" --layers "$L" --features 36 --min-length 60 --max-length 130 \
       --seed 1 --sequences 2000 --passes 1 --batch "$K" --layouts padded --algo all --out "$WORK/floor_$tag.json" 2>&1 |
@@ -133,7 +124,7 @@ for c in $CASES; do
   if [ "$L" = 1 ] && [ -z "$BI" ]; then
     timeout 240 python3 "$SCRIPTS/torch_graph_anchor.py" --data "$WORK/data.h5" --hidden "$H" --batch "$K" \
       --steps 3000 --warmup 200 --out "$WORK/graph_$tag.json" 2>&1 | tee -a "$LOG"
-    if [ "$BF16" = 1 ]; then
+    if [ "$TORCH_BF16" = 1 ]; then
       timeout 240 python3 "$SCRIPTS/torch_graph_anchor.py" --data "$WORK/data.h5" --hidden "$H" --batch "$K" \
         --dtype bfloat16 --steps 3000 --warmup 200 --out "$WORK/graphbf16_$tag.json" 2>&1 | tee -a "$LOG"
     fi

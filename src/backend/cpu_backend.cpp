@@ -150,14 +150,6 @@ const char* lstm_path_name(LstmPath p) {
   return "?";
 }
 
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::Float: return "float";
-    case Precision::Bf16: return "bf16";
-  }
-  return "?";
-}
-
 std::optional<Device> parse_device(const std::string& name) {
   for (Device d : {Device::Cpu, Device::Cuda, Device::Auto})
     if (name == device_name(d)) return d;
@@ -177,12 +169,7 @@ std::unique_ptr<Backend> make_backend(const ModelShape& shape, const BackendOpti
   if (opts.device != Device::Cpu) {
     if (auto b = make_cuda_backend(shape, opts)) return b;   // null only for "auto" without a visible GPU
   }
-#endif
-  // (Checked here, after --device auto's collective decision: every rank reaches it alike.)
-  USER_CHECK(opts.precision == Precision::Float,
-             "option --precision " << precision_name(opts.precision) << ": the CPU backend computes in float only",
-             "use --precision float with --device cpu, or --device cuda");
-#ifndef RAGTRAIN_WITH_CUDA
+#else
   USER_CHECK(opts.device == Device::Cpu,
              "option --device: '" << device_name(opts.device) << "' is not available in this build",
              "use --device cpu, or rebuild where CUDA, cuDNN and NCCL are installed");

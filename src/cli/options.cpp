@@ -78,9 +78,6 @@ void validate(boost::any& v, const std::vector<std::string>& values, Normalizati
 void validate(boost::any& v, const std::vector<std::string>& values, LstmPath*, int) {
   parse_choice(v, values, {LstmPath::Cudnn, LstmPath::Fused, LstmPath::Auto}, lstm_path_name);
 }
-void validate(boost::any& v, const std::vector<std::string>& values, Precision*, int) {
-  parse_choice(v, values, {Precision::Float, Precision::Bf16}, precision_name);
-}
 void validate(boost::any& v, const std::vector<std::string>& values, MissingMode*, int) {
   parse_choice(v, values, {MissingMode::Error, MissingMode::Trim, MissingMode::Zero, MissingMode::Ffill},
                missing_mode_name);
@@ -469,13 +466,6 @@ void add_training_rows(TableBuilder& b, RunConfig& c) {
       "and --head-dropout; other models use cuDNN) | auto "
       "(the faster of the two, measured at start-up; fused only when at least 10% faster there)",
       {"train", "bench"});
-  b.add("precision",
-        po::value(&c.backend.precision)->default_value(c.backend.precision, precision_name(c.backend.precision)),
-        "the fused kernels' tensor-core products (the input projection; the recurrence above H=128 with more than 16 "
-        "sequences a step, and above H=256; the weight gradients above 16 sequences): float (within 2^-18 of float, "
-        "as the CPU reference) | bf16 (one bfloat16 product, float sums: faster, 8 significant bits a factor; "
-        "doc/performance.md has its cost). cuDNN and the CPU compute in float",
-      {"train", "bench"});
   b.add("max-memory", po::value(&c.source.max_memory)->default_value(c.source.max_memory)->value_name("SIZE"),
       "most memory one rank may allocate for its data, e.g. 512M, 8G (auto: physical memory / ranks on the "
       "node); sizes declared in a file are checked against it before anything is read",
@@ -564,7 +554,6 @@ std::string any_to_string(const boost::any& v) {
   if (auto p = boost::any_cast<Pool>(&v)) return pool_name(*p);
   if (auto p = boost::any_cast<MissingMode>(&v)) return missing_mode_name(*p);
   if (auto p = boost::any_cast<LstmPath>(&v)) return lstm_path_name(*p);
-  if (auto p = boost::any_cast<Precision>(&v)) return precision_name(*p);
   if (auto p = boost::any_cast<Normalization>(&v)) return normalization_name(*p);
   if (auto p = boost::any_cast<NonfinitePolicy>(&v)) return nonfinite_policy_name(*p);
   if (auto p = boost::any_cast<SelectMetric>(&v)) return select_metric_name(*p);

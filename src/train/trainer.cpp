@@ -421,7 +421,6 @@ void Trainer::build_backend() {
   BackendOptions opts;
   opts.device = cfg_.backend.device;
   opts.lstm = cfg_.backend.lstm;
-  opts.precision = cfg_.backend.precision;
   opts.batch = cfg_.schedule.batch_per_rank;
   opts.optimizer = cfg_.optimizer;
   opts.comm = ctx_.world;

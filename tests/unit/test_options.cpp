@@ -3,7 +3,6 @@
 
 #include <fstream>
 
-#include "ragtrain/backend/backend.hpp"
 #include "ragtrain/cli/options.hpp"
 #include "ragtrain/core/error.hpp"
 #include "options_test_util.hpp"
@@ -112,10 +111,6 @@ TEST(Options, BadOptionsNameTheOption) {
             std::string::npos);
   EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d"}).config.backend.lstm, LstmPath::Auto);
   EXPECT_EQ(parse({"bench", "--lstm", "fused"}).config.backend.lstm, LstmPath::Fused);
-  EXPECT_EQ(parse({"train", "--data", "a.h5", "--out", "d"}).config.backend.precision, Precision::Float);
-  EXPECT_EQ(parse({"bench", "--precision", "bf16"}).config.backend.precision, Precision::Bf16);
-  EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--precision", "fp16"}).find("--precision"),
-            std::string::npos);
   for (const char* bad : {"1", "-0.1", "nan"}) {
     EXPECT_NE(user_error_of({"train", "--data", "a.h5", "--out", "d", "--dropout", bad}).find("--dropout"),
               std::string::npos) << bad;
@@ -148,20 +143,4 @@ TEST(Options, NormalizeModes) {
   EXPECT_NE(bad.find("none, feature or series"), std::string::npos) << bad;
   const std::string old = ragtrain::test::user_error_of({"train", "--data", "a.h5", "--out", "d", "--normalize", "true"});
   EXPECT_NE(old.find("normalize = feature"), std::string::npos) << old;
-}
-
-// --precision bf16 is the fused kernels' (CUDA); the CPU backend says so instead of training in float unasked.
-TEST(Options, PrecisionBf16IsRefusedOnTheCpu) {
-  BackendOptions o;
-  o.comm = MPI_COMM_SELF;
-  o.precision = Precision::Bf16;
-  try {
-    make_backend({3, 4, 1, 2, Task::Classification}, o);
-    ADD_FAILURE() << "the CPU backend took --precision bf16";
-  } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("--precision"), std::string::npos) << e.what();
-    EXPECT_NE(e.hint().find("--precision float"), std::string::npos) << e.hint();
-  }
-  o.precision = Precision::Float;
-  EXPECT_NE(make_backend({3, 4, 1, 2, Task::Classification}, o), nullptr);
 }

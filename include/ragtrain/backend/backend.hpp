@@ -140,12 +140,6 @@ std::optional<Device> parse_device(const std::string& name);
 enum class LstmPath { Cudnn, Fused, Auto };
 const char* lstm_path_name(LstmPath p);                      // "cudnn" | "fused" | "auto"
 
-// --precision: the fused kernels' tensor-core products. Float: within 2^-18 of the float product (split operands),
-// checked against the CPU reference. Bf16: one bfloat16 product each, float accumulation (faster; 8 significant bits
-// a factor). The CPU backend and cuDNN compute in float; the CPU backend refuses bf16.
-enum class Precision { Float, Bf16 };
-const char* precision_name(Precision p);                     // "float" | "bf16"
-
 // The most sequences per rank per step (K) the CUDA backend takes: its gather kernel's slot table
 // (kMaxGatherSlots in src/backend/cuda/batch_gather.hpp). The option checks refuse a larger --batch-per-rank
 // with --device cuda|auto before any work.
@@ -156,7 +150,6 @@ struct BackendOptions {
   Device device = Device::Cpu;
   int64_t batch = 1;            // K: sequences per rank per step (forward_backward's positions.size())
   LstmPath lstm = LstmPath::Cudnn;   // CUDA backend (train and bench: --lstm, default auto)
-  Precision precision = Precision::Float;   // the fused kernels' tensor-core products (--precision)
   OptimizerConfig optimizer;
   MPI_Comm comm = MPI_COMM_WORLD;
   int local_rank = 0;           // picks the GPU

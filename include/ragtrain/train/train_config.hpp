@@ -44,11 +44,10 @@ struct ScheduleOptions {
   ScheduleKind kind = ScheduleKind::Balanced;
 };
 
-// --device, --lstm, --precision: which backend runs the model, and the CUDA backend's LSTM.
+// --device, --lstm: which backend runs the model, and the CUDA backend's LSTM.
 struct BackendChoice {
   Device device = Device::Cpu;
   LstmPath lstm = LstmPath::Auto;   // cudnn | fused | auto
-  Precision precision = Precision::Float;   // the fused kernels' tensor-core products: float | bf16
   std::string max_device_memory = "auto";   // CUDA: most device memory for the training shard; auto: free less a margin
 };
 

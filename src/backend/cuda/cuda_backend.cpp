@@ -120,7 +120,6 @@ CudaBackend::CudaBackend(const ModelShape& shape, const BackendOptions& opts, co
   lstm_mode_ = tuning.lstm;
   fused_groups_ = tuning.fused_groups;
   fused_group_plan_ = tuning.fused_group_plan;
-  fused_bf16_ = tuning.fused_bf16;
   set_up_fused();
   agree_on_fused();
   int rank = 0;

@@ -40,8 +40,6 @@ struct CudaTuning {
   bool fused_group_plan = true;  // those groups of their own sizes (FusedLstm::set_group_plan); RAGTRAIN_FUSED_GROUP_PLAN=0:
                                 // groups of one size
                                 // (256 < H <= 512 always runs in groups: fused_wide.cu)
-  bool fused_bf16 = false;      // the fused kernels' tensor-core products in bf16 (FusedLstm::set_bf16); the CLI's
-                                // --precision bf16
 
   // RAGTRAIN_CUDNN_ALGO (one of the names above), RAGTRAIN_CUDA_GRAPHS (0 = off), RAGTRAIN_CUDA_BATCH_LAYOUT
   // (padded | ragged) and RAGTRAIN_FUSED_GROUPS (0 = off). UserError on a bad value.
@@ -159,7 +157,6 @@ class CudaBackend final : public Backend {
   LstmPath lstm_mode_ = LstmPath::Cudnn;  // CudaTuning::lstm
   bool fused_groups_ = true;              // CudaTuning::fused_groups
   bool fused_group_plan_ = true;          // CudaTuning::fused_group_plan
-  bool fused_bf16_ = false;               // CudaTuning::fused_bf16
   std::unique_ptr<FusedLstm> fused_lstm_; // the fused kernel when the model is covered and the mode is not cudnn
   bool use_fused_ = false;                // this step width runs the fused kernel (rank 0's choice, broadcast)
   std::string lstm_note_;                 // why cuDNN (not covered), or the measurement behind auto's choice

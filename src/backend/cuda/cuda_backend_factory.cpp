@@ -33,7 +33,6 @@ std::unique_ptr<Backend> make_cuda_backend(const ModelShape& shape, const Backen
   }
   CudaTuning tuning = CudaTuning::from_environment();
   tuning.lstm = opts.lstm;
-  tuning.fused_bf16 = opts.precision == Precision::Bf16;
   auto backend = std::make_unique<CudaBackend>(shape, opts, tuning);
   if (rank == 0) std::fprintf(stderr, "ragtrain: %s\n", backend->describe().c_str());
   return backend;

@@ -23,7 +23,6 @@ void CudaBackend::set_up_fused() {
           std::make_unique<FusedLstm>(shape_, r.layout, N_ + kFusedExtras, gpu_.device, r.reverse, r.upper);
       fused_lstm_->set_grouping(fused_groups_);
       fused_lstm_->set_group_plan(fused_group_plan_);
-      fused_lstm_->set_bf16(fused_bf16_);
       why = fused_lstm_->unsupported();   // what this GPU cannot run (a MIG slice: too few SMs a cluster or cohort)
       if (!why.empty()) fused_lstm_.reset();
     }

@@ -110,7 +110,7 @@ __device__ __forceinline__ void group_wait(uint32_t bars, int i, uint32_t bytes)
 
 // The forward stage: gates, c, tanh(c) and h of every member into its scratch, the pooled values into
 // Args::pooled_out (the top layer).
-template <int NT, bool kBf16>
+template <int NT>
 __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __grid_constant__ Params p) {
   using S = GroupSmem<NT>;
   constexpr int kNP = S::kNP, kTiles = GM::kFwdTiles, kPairs = kGroupPairs<NT>;
@@ -123,13 +123,17 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
   const GroupOf g = group_of(p);
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31, H = a.H, G = 4 * H;
   const int u = tid & 15, j = GM::kUnits * rank + u;
-  // The block's rows of W_hh, loaded before the wait (the parameters change only between steps).
+  // The block's rows of W_hh as tf32 pairs, loaded before the wait (the parameters change only between steps).
   const FusedLayout& lay = lay_of(a, g.d);
-  WhhFrags<kTiles, kBf16> wf;
-  wf.load([&](int kt, int i) {
-    const int r = GM::fwd_row(warp, lane, i);
-    return w_hh(a, lay, GM::kUnits * rank + r / 4, r % 4, GM::fwd_col(warp, lane, kt, i));
-  });
+  uint32_t ah[kTiles][4], ax[kTiles][4];
+#pragma unroll
+  for (int kt = 0; kt < kTiles; ++kt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = GM::fwd_row(warp, lane, i);
+      weight_parts(w_hh(a, lay, GM::kUnits * rank + r / 4, r % 4, GM::fwd_col(warp, lane, kt, i)), ah[kt][i],
+                   ax[kt][i]);
+    }
   for (int i = tid; i < 2 * kNP * S::kHp; i += GM::kThreads) h_s[i] = 0.0f;
   const uint32_t bars = smem_addr(base), bytes = GM::kHmax * kNP * 4;
   // Lane u of a member's 16 lanes sends units 4 (u mod 4) .. of the block to blocks u / 4 + 4 i (pair e: member
@@ -171,7 +175,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
           const float* const b0 = hb + nt * 8 * S::kHp + (GM::kHmax / 2) * kh + 8 * kt0;
           float(*d[4])[4] = {&ac[0][nt], &ac[1][nt], &ac[2][nt], &ac[3][nt]};
           const float* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
-          wf.mma4(d, kt0, b);
+          mma2x4(d, ah, ax, kt0, b);
         }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
@@ -236,7 +240,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_forward_kernel(const __
 }
 
 // The backward stage, seeded by Args::dh_ext alone: d gates replace the activations in each member's scratch.
-template <int NT, bool kBf16>
+template <int NT>
 __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const __grid_constant__ Params p) {
   using S = GroupSmem<NT>;
   constexpr int kNP = S::kNP, kTiles = GM::kBwdTiles, kPart = GM::kUnits * S::kPp, kPairs = kGroupPairs<NT>;
@@ -250,13 +254,17 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31, H = a.H, G = 4 * H;
   const int u = tid & 15, j = GM::kUnits * rank + u;
   const FusedLayout& lay = lay_of(a, g.d);
-  WhhFrags<kTiles, kBf16> wf[2];
+  uint32_t ah[2][kTiles][4], ax[2][kTiles][4];
 #pragma unroll
   for (int mm = 0; mm < 2; ++mm)
-    wf[mm].load([&](int kt, int i) {
-      const int r = GM::bwd_row(lane, kt, i);
-      return w_hh(a, lay, GM::kUnits * rank + r / 4, r % 4, GM::bwd_col(warp, lane, mm, i));
-    });
+#pragma unroll
+    for (int kt = 0; kt < kTiles; ++kt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = GM::bwd_row(lane, kt, i);
+        weight_parts(w_hh(a, lay, GM::kUnits * rank + r / 4, r % 4, GM::bwd_col(warp, lane, mm, i)), ah[mm][kt][i],
+                     ax[mm][kt][i]);
+      }
   for (int i = tid; i < 2 * kNP * S::kRp; i += GM::kThreads) dgl[i] = 0.0f;
   const uint32_t bars = smem_addr(base), bytes = GM::kHmax * kNP * 4;
   // Warp w sends blocks 2 w and 2 w + 1 their units' partial sums: lane (g, t)'s units g, g + 8, sequences 2 t, + 1.
@@ -333,7 +341,7 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
           const float* const b0 = db + nt * 8 * S::kRp + 8 * kt0;
           float(*d[4])[4] = {&ac[0][nt], &ac[1][nt], &ac[2][nt], &ac[3][nt]};
           const float* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
-          wf[mm].mma4(d, kt0, b);
+          mma2x4(d, ah[mm], ax[mm], kt0, b);
         }
       const uint32_t off = 4 * (i & 1) * GM::kCl * kPart;
 #pragma unroll
@@ -351,23 +359,19 @@ __global__ void __launch_bounds__(GM::kThreads, 1) group_backward_kernel(const _
 
 }  // namespace
 
-template <int NT, bool kBf16>
+template <int NT>
 const void* fused_group_forward_kernel() {
-  return reinterpret_cast<const void*>(group_forward_kernel<NT, kBf16>);
+  return reinterpret_cast<const void*>(group_forward_kernel<NT>);
 }
-template <int NT, bool kBf16>
+template <int NT>
 const void* fused_group_backward_kernel() {
-  return reinterpret_cast<const void*>(group_backward_kernel<NT, kBf16>);
+  return reinterpret_cast<const void*>(group_backward_kernel<NT>);
 }
-#define RAGTRAIN_GROUP_KERNELS(NT, BF)                           \
-  template const void* fused_group_forward_kernel<NT, BF>();   \
-  template const void* fused_group_backward_kernel<NT, BF>();
-RAGTRAIN_GROUP_KERNELS(1, false)
-RAGTRAIN_GROUP_KERNELS(2, false)
-RAGTRAIN_GROUP_KERNELS(3, false)
-RAGTRAIN_GROUP_KERNELS(1, true)
-RAGTRAIN_GROUP_KERNELS(2, true)
-RAGTRAIN_GROUP_KERNELS(3, true)
-#undef RAGTRAIN_GROUP_KERNELS
+template const void* fused_group_forward_kernel<1>();
+template const void* fused_group_forward_kernel<2>();
+template const void* fused_group_forward_kernel<3>();
+template const void* fused_group_backward_kernel<1>();
+template const void* fused_group_backward_kernel<2>();
+template const void* fused_group_backward_kernel<3>();
 
 }  // namespace ragtrain

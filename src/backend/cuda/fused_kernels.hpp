@@ -134,9 +134,6 @@ struct Args {
   float* wpart = nullptr;         // groups > 1: (dirs, groups, F + H + 1, wstride) partial sums, column-major
   int32_t wstride = 0;            // a column's floats: 4H rounded up to 8
   int32_t sg_wm = 0, sg_wn = 0;   // split_grad_kernel: its block tile in warps (32 x 32 outputs each)
-  // --precision bf16 (FusedLstm::set_bf16): the projection's and split_grad_kernel's products as one bf16 mma each
-  // (float accumulation) instead of three tf32 ones; the grouped and wide stages run their kBf16 instances.
-  bool bf16 = false;
   // split_grad_kernel over some groups alone (FusedLstm's GEMM beside the backward): the slots sg_lo[r] ..
   // sg_hi[r] - 1, r < sg_nr (0: every slot), its parts the partial sums sg_part0 .. of the groups ones.
   int32_t sg_nr = 0, sg_part0 = 0;
@@ -250,16 +247,15 @@ const void* fused_one_block_kernel();   // HR = 32, 48, 52, 56, 64 (one_block_wi
 // and (true, true): the variant adding dh_ext runs only below the top of a stacked or apart model.
 template <class M, bool kExt, bool kChain>
 const void* fused_cluster_kernel();     // M = ClusterMap4, ClusterMap16
-// The grouped recurrence's stages (NT = 1, 2, 3: up to 8, 16 or 24 sequences a group; kBf16: --precision bf16's
-// products, WhhFrags in fused_mixed_mma.hpp).
-template <int NT, bool kBf16>
+// The grouped recurrence's stages (NT = 1, 2, 3: up to 8, 16 or 24 sequences a group).
+template <int NT>
 const void* fused_group_forward_kernel();
-template <int NT, bool kBf16>
+template <int NT>
 const void* fused_group_backward_kernel();
 // The wide recurrence's stages (NT = 1, 2, 3).
-template <int NT, bool kBf16>
+template <int NT>
 const void* fused_wide_forward_kernel();
-template <int NT, bool kBf16>
+template <int NT>
 const void* fused_wide_backward_kernel();
 const void* fused_weight_grad_kernel();
 const void* fused_split_grad_kernel();

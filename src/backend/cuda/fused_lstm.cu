@@ -108,27 +108,14 @@ FusedLayoutResult fused_layout_from_index(const ModelShape& shape, const std::ve
 namespace {
 // The grouped stages' kernel for nt tiles of 8 sequences: a 16-block cluster's (fused_group.cu) or, wide, a cohort's
 // (fused_wide.cu); the backward stage's or the forward's.
-template <bool kBf16>
-const void* stage_kernel_of(bool wide, int nt, bool back) {
+const void* stage_kernel(bool wide, int nt, bool back) {
   if (wide)
-    return nt == 1   ? (back ? fused_wide_backward_kernel<1, kBf16>() : fused_wide_forward_kernel<1, kBf16>())
-           : nt == 2 ? (back ? fused_wide_backward_kernel<2, kBf16>() : fused_wide_forward_kernel<2, kBf16>())
-                     : (back ? fused_wide_backward_kernel<3, kBf16>() : fused_wide_forward_kernel<3, kBf16>());
-  return nt == 1   ? (back ? fused_group_backward_kernel<1, kBf16>() : fused_group_forward_kernel<1, kBf16>())
-         : nt == 2 ? (back ? fused_group_backward_kernel<2, kBf16>() : fused_group_forward_kernel<2, kBf16>())
-                   : (back ? fused_group_backward_kernel<3, kBf16>() : fused_group_forward_kernel<3, kBf16>());
-}
-// (bf16: --precision bf16's instances.)
-const void* stage_kernel(bool wide, int nt, bool back, bool bf16) {
-  return bf16 ? stage_kernel_of<true>(wide, nt, back) : stage_kernel_of<false>(wide, nt, back);
-}
-// Every stage kernel of the grouped (wide = false) or wide recurrence, for their attributes.
-std::vector<const void*> stage_kernels(bool wide) {
-  std::vector<const void*> v;
-  for (bool bf16 : {false, true})
-    for (int nt = 1; nt <= kGroupMaxNT; ++nt)
-      for (bool back : {false, true}) v.push_back(stage_kernel(wide, nt, back, bf16));
-  return v;
+    return nt == 1   ? (back ? fused_wide_backward_kernel<1>() : fused_wide_forward_kernel<1>())
+           : nt == 2 ? (back ? fused_wide_backward_kernel<2>() : fused_wide_forward_kernel<2>())
+                     : (back ? fused_wide_backward_kernel<3>() : fused_wide_forward_kernel<3>());
+  return nt == 1   ? (back ? fused_group_backward_kernel<1>() : fused_group_forward_kernel<1>())
+         : nt == 2 ? (back ? fused_group_backward_kernel<2>() : fused_group_forward_kernel<2>())
+                   : (back ? fused_group_backward_kernel<3>() : fused_group_forward_kernel<3>());
 }
 
 // How many clusters of cl blocks of kernel k the GPU runs at once.
@@ -237,13 +224,15 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
   grouped_ok_ = cl_ == GroupMap::kCl;
   if (grouped_ok_) {   // the grouped stages' kernels (fused_group.cu): one shared-memory size, the larger one's
     group_smem_bytes_ = static_cast<size_t>(GroupSmem<kGroupMaxNT>::kFloats) * sizeof(float);
-    for (const void* v : stage_kernels(false)) {
+    for (const void* v : {fused_group_forward_kernel<1>(), fused_group_forward_kernel<2>(),
+                          fused_group_forward_kernel<3>(), fused_group_backward_kernel<1>(),
+                          fused_group_backward_kernel<2>(), fused_group_backward_kernel<3>()}) {
       CUDA_CHECK(cudaFuncSetAttribute(v, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(group_smem_bytes_)));
       CUDA_CHECK(cudaFuncSetAttribute(v, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     }
-    group_clusters_ = active_clusters(stage_kernel(false, kGroupMaxNT, false, false), GroupMap::kCl,
-                                      GroupMap::kThreads, group_smem_bytes_);
+    group_clusters_ = active_clusters(fused_group_forward_kernel<kGroupMaxNT>(), GroupMap::kCl, GroupMap::kThreads,
+                                      group_smem_bytes_);
     grouped_ok_ = group_clusters_ >= 1;
   }
   if (wide_) init_wide(device);
@@ -292,11 +281,13 @@ FusedLstm::FusedLstm(const ModelShape& shape, const FusedLayout& layout, int64_t
 // MIG slice) leaves the model to cuDNN (unsupported()).
 void FusedLstm::init_wide(int device) {
   wide_smem_bytes_ = static_cast<size_t>(WideSmem<kGroupMaxNT>::kFloats) * sizeof(float);
-  for (const void* v : stage_kernels(true))
+  for (const void* v : {fused_wide_forward_kernel<1>(), fused_wide_forward_kernel<2>(), fused_wide_forward_kernel<3>(),
+                        fused_wide_backward_kernel<1>(), fused_wide_backward_kernel<2>(),
+                        fused_wide_backward_kernel<3>()})
     CUDA_CHECK(cudaFuncSetAttribute(v, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(wide_smem_bytes_)));
   int per_sm = 0, sms = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stage_kernel(true, kGroupMaxNT, false, false),
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_wide_forward_kernel<kGroupMaxNT>(),
                                                            WideMap::kThreads, wide_smem_bytes_));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   wide_cohorts_ = per_sm * sms / WideMap::kBlocks;
@@ -459,7 +450,6 @@ P FusedLstm::common_params(int64_t B, int64_t T, const float* features, const in
   a.Cp = Cp_;
   a.fc_smem = fc_smem_;
   a.wstride = wstride_;
-  a.bf16 = bf16_;
   a.grads = grads;
   a.wpart = wpart_.get();
   a.head_lo = std::min({layout_.fc_w, layout_.fc_b, layout_.extras});
@@ -581,14 +571,14 @@ void FusedLstm::launch_groups(P& q, int64_t B, const Launch& launch, int nt_lo, 
         }
       if (qn.a.plan_n == 0) continue;
       qn.a.plan_join = join;
-      launch(qn, stage_kernel(false, nt, back, bf16_), dim3(static_cast<unsigned>(qn.a.plan_n) * ud * GroupMap::kCl),
+      launch(qn, stage_kernel(false, nt, back), dim3(static_cast<unsigned>(qn.a.plan_n) * ud * GroupMap::kCl),
              GroupMap::kThreads, group_smem_bytes_, GroupMap::kCl);
       join = true;
     }
     return;
   }
   const int n = q.a.group_n;
-  const void* fn = stage_kernel(wide_, (n + 7) / 8, back, bf16_);
+  const void* fn = stage_kernel(wide_, (n + 7) / 8, back);
   const int64_t units = (B + n - 1) / n * dirs_;
   if (wide_)
     launch(q, fn, dim3(static_cast<unsigned>(std::min<int64_t>(units, wide_cohorts_)) * WideMap::kBlocks),
@@ -888,8 +878,7 @@ bool FusedLstm::copies_between(bool drop_between) const { return shape_.layers >
 
 std::string FusedLstm::describe() const {
   const std::string overlap = overlap_ && overlap_on_ ? "overlapped" : "in turn";
-  const std::string layers = RT_MSG((bf16_ ? "tensor-core products in bf16, " : "")
-                                    << (shape_.layers > 1 ? RT_MSG(shape_.layers << " layers " << overlap << ", ") : "")
+  const std::string layers = RT_MSG((shape_.layers > 1 ? RT_MSG(shape_.layers << " layers " << overlap << ", ") : "")
                                     << (apart_ ? "bidirectional, the directions apart, " : ""));
   if (wide_)
     return RT_MSG("fused kernel (" << layers << "groups of up to " << kGroupMaxN << " sequences in lock step on "

@@ -106,9 +106,6 @@ class FusedLstm {
   // backward stage (default; group_plan.hpp's BesideSplit), or after the whole stage (the tests compare the two);
   // and whether the last step did.
   void set_gemm_beside(bool on) { beside_on_ = on; }
-  // --precision bf16: the tensor cores' products (the projection, the grouped and wide recurrences, the split
-  // weight-gradient GEMM) as one bf16 product each with float accumulation, instead of float accuracy (default).
-  void set_bf16(bool on) { bf16_ = on; }
   bool gemm_beside() const { return beside_.main_parts > 0; }
   FusedCycles last_cycles(cudaStream_t s);
 
@@ -184,7 +181,6 @@ class FusedLstm {
   bool planning_on_ = true;
   std::vector<int> plan_;          // this step's groups of their own sizes: their first slots, then B (empty: none)
   bool beside_on_ = true;
-  bool bf16_ = false;              // set_bf16
   BesideSplit beside_;             // this step's GEMM beside the backward (main_parts 0: none)
   int sms_ = 0;                    // the GPU's SMs
   Stream side_stream_;             // its second stream, forked after the head kernel and joined before the sums

@@ -1,7 +1,6 @@
 // The recurrent matvecs of the lock-step groups (fused_group.cu, fused_wide.cu) on the tensor cores to float
 // accuracy: a weight held as a tf32 part and a bf16 pair, a product as one tf32 mma (hi hi) and one bf16 mma (the two
-// cross terms); and the bf16 forms of --precision bf16 (those kernels, the projection and the split GEMM). Included by
-// those kernel files only.
+// cross terms). Included by those kernel files only.
 #pragma once
 
 #include <cstdint>
@@ -61,61 +60,6 @@ __device__ __forceinline__ void mma2x4(float (*d[4])[4], const A& ah, const A& a
 #pragma unroll
   for (int q = 0; q < 4; ++q) mma_tf32(*d[q], ah[kt0 + q], bp[q][0].x, bp[q][1].x);
 }
-
-// With --precision bf16 (FusedLstm::set_bf16) the products are one bf16 mma each, float accumulation. The k order
-// inside an mma is free as long as A and B agree, so the bf16 forms keep the tf32 fragments' element places: lane
-// (g, t)'s k slots 2t, 2t + 1 are tf32 columns t, t + 4 of a k tile of 8 (m16n8k8), and slots 2t + 8, 2t + 9 the same
-// columns of the next tile (m16n8k16). (A wrong map would mix columns: FusedBf16's errors would be the gradients' size.)
-// d += A B, A 16 x 8 and B 8 x 8 bf16 (m16n8k8): a[0] = A[g][2t, 2t + 1], a[1] = A[g + 8][2t, 2t + 1]; b = B[2t,
-// 2t + 1][g].
-__device__ __forceinline__ void mma_bf16_k8(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b) {
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(b));
-}
-
-// A warp's share of W_hh for kTiles k tiles of 8 (GroupMap's and WideMap's fragments), in the run's precision, and
-// its products for 4 tiles: d[q] += A[kt0 + q] B[q] (B's values b[q][0], b[q][4], as mma2x4 takes them).
-//   float: a tf32 part and a bf16 pair a weight (8 registers a tile), mma2x4;
-//   bf16:  tiles 2p, 2p + 1 as one m16n8k16 tile (2 registers a tile), one mma for two tiles (into d[0] and d[2]).
-// load(w) reads weight element i of tile kt as w(kt, i).
-template <int kTiles, bool kBf16>
-struct WhhFrags;
-template <int kTiles>
-struct WhhFrags<kTiles, false> {
-  uint32_t ah[kTiles][4], ax[kTiles][4];
-  template <class W>
-  __device__ __forceinline__ void load(W w) {
-#pragma unroll
-    for (int kt = 0; kt < kTiles; ++kt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) weight_parts(w(kt, i), ah[kt][i], ax[kt][i]);
-  }
-  __device__ __forceinline__ void mma4(float (*d[4])[4], int kt0, const float* const (&b)[4]) const {
-    mma2x4(d, ah, ax, kt0, b);
-  }
-};
-template <int kTiles>
-struct WhhFrags<kTiles, true> {
-  static_assert(kTiles % 4 == 0, "mma4 takes the tiles four at a time");
-  uint32_t aw[kTiles / 2][4];
-  template <class W>
-  __device__ __forceinline__ void load(W w) {
-#pragma unroll
-    for (int pr = 0; pr < kTiles / 2; ++pr)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {   // tile 2 pr + r: rows g (elements 0, 2) and g + 8 (1, 3)
-        aw[pr][2 * r] = bf16x2(w(2 * pr + r, 0), w(2 * pr + r, 2));
-        aw[pr][2 * r + 1] = bf16x2(w(2 * pr + r, 1), w(2 * pr + r, 3));
-      }
-  }
-  __device__ __forceinline__ void mma4(float (*d[4])[4], int kt0, const float* const (&b)[4]) const {
-#pragma unroll
-    for (int pr = 0; pr < 2; ++pr)
-      mma_bf16(*d[2 * pr], aw[kt0 / 2 + pr], bf16x2(b[2 * pr][0], b[2 * pr][4]),
-               bf16x2(b[2 * pr + 1][0], b[2 * pr + 1][4]));
-  }
-};
 
 // W_hh[q H + j][k] of direction d, zero past H (the padding of the kernels' tiles).
 __device__ __forceinline__ float w_hh(const Args& a, const FusedLayout& lay, int j, int q, int k) {

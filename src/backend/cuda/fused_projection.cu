@@ -3,7 +3,6 @@
 // that kernel's registers.
 #include "fused_device.hpp"
 #include "fused_kernels.hpp"
-#include "fused_mixed_mma.hpp"
 #include "tf32_split.hpp"
 
 namespace ragtrain {
@@ -137,25 +136,6 @@ __device__ __forceinline__ void stage_w_ih(const Args& a, const FusedLayout& lay
 // (128 registers a thread): one block's staging overlaps another's products and stores; with blocks of 512 rows, one
 // an SM, the H = 256 K = 128 step took 4.5-4.8 us longer (one H100, 2026-12-07).
 // Dynamic shared memory: xs (kProjT x pitch), then ws (threads x pitch).
-// The products of one staged chunk of nf inputs with --precision bf16 (Args::bf16): acc[mi][ni] += X W^T for the
-// warp's 4 row tiles and the n timesteps' tiles, one bf16 m16n8k8 a product (fused_mixed_mma.hpp's k order).
-__device__ __forceinline__ void bf16_products(float (&acc)[4][4][4], const float* Xl, const float* Wl, int kp, int nf,
-                                              int n) {
-  for (int k0 = 0; k0 < nf; k0 += 8) {
-    uint32_t b[4];
-#pragma unroll
-    for (int ni = 0; ni < 4; ++ni) b[ni] = bf16x2(Wl[8 * ni * kp + k0], Wl[8 * ni * kp + k0 + 4]);
-#pragma unroll
-    for (int mi = 0; mi < 4; ++mi) {
-      if (16 * mi >= n) break;
-      const float* const Xm = Xl + 16 * mi * kp + k0;
-      const uint32_t a0 = bf16x2(Xm[0], Xm[4]), a1 = bf16x2(Xm[8 * kp], Xm[8 * kp + 4]);
-#pragma unroll
-      for (int ni = 0; ni < 4; ++ni) mma_bf16_k8(acc[mi][ni], a0, a1, b[ni]);
-    }
-  }
-}
-
 __global__ void __launch_bounds__(kMaxProjThreads, 2) projection_kernel(const __grid_constant__ Params p) {
   const Args& a = p.a;
   extern __shared__ float4 proj_smem[];
@@ -241,10 +221,6 @@ __global__ void __launch_bounds__(kMaxProjThreads, 2) projection_kernel(const __
     __syncthreads();
     const float* const Xl = xs + g * kp + t4;                // A[tt][k] = xs[tt][k]
     const float* const Wl = ws + (32 * warp + g) * kp + t4;  // B[k][r] = ws[r][k]
-    if (a.bf16) {   // --precision bf16: one bf16 m16n8k8 a product (k slots 2t, 2t + 1: columns t, t + 4)
-      bf16_products(acc, Xl, Wl, kp, nf, n);
-      continue;
-    }
     for (int k0 = 0; k0 < nf; k0 += 8) {
       uint32_t bh[4][2], bl[4][2];
 #pragma unroll

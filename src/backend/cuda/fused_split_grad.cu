@@ -2,7 +2,6 @@
 // tensor cores over all SMs, split over equal parts of the batch's timesteps.
 #include "fused_device.hpp"
 #include "fused_kernels.hpp"
-#include "fused_mixed_mma.hpp"
 #include "tf32_split.hpp"
 
 namespace ragtrain {
@@ -163,50 +162,32 @@ __device__ void split_stage(const Args& a, const SplitSmem& sm, int d, int buf, 
 
 // A warp's 32 x 32 of one staged chunk (nl timesteps; the rows past nl are zeros): per 8 timesteps its A fragments
 // (2 row tiles) split once, then for each of the 4 column tiles its B fragment and the 3 products per row tile.
-// kBf16 (--precision bf16): one bf16 m16n8k8 a product instead, the timesteps of a k tile in the tf32 fragments'
-// places (fused_mixed_mma.hpp: lane (g, t)'s k slots 2t, 2t + 1 are timesteps t, t + 4).
 // A and Z point at the warp's first row / column, lane (g, t) offset by g.
-template <bool kBf16>
-__device__ __forceinline__ void chunk_products(float (&acc)[2][4][4], const float* A, const float* Z, int pa, int pb,
-                                               int nl, int t4) {
+__device__ __forceinline__ void split_mma_chunk(float (&acc)[2][4][4], const float* A, const float* Z, int pa, int pb,
+                                                int nl, int t4) {
 #pragma unroll
   for (int kk = 0; kk < kSgC / 8; ++kk) {
     if (8 * kk >= nl) break;
     const float* const Ak = A + (8 * kk + t4) * pa;
     const float* const Zk = Z + (8 * kk + t4) * pb;
-    if constexpr (kBf16) {
-      uint32_t a[2][2];
+    uint32_t ah[2][4], al[2][4];
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi) {
-        a[mi][0] = bf16x2(Ak[16 * mi], Ak[4 * pa + 16 * mi]);
-        a[mi][1] = bf16x2(Ak[16 * mi + 8], Ak[4 * pa + 16 * mi + 8]);
-      }
+    for (int mi = 0; mi < 2; ++mi) {
+      tf32_split(Ak[16 * mi], ah[mi][0], al[mi][0]);
+      tf32_split(Ak[16 * mi + 8], ah[mi][1], al[mi][1]);
+      tf32_split(Ak[4 * pa + 16 * mi], ah[mi][2], al[mi][2]);
+      tf32_split(Ak[4 * pa + 16 * mi + 8], ah[mi][3], al[mi][3]);
+    }
 #pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
-        const uint32_t b = bf16x2(Zk[8 * ni], Zk[4 * pb + 8 * ni]);
+    for (int ni = 0; ni < 4; ++ni) {
+      uint32_t bh0, bl0, bh1, bl1;
+      tf32_split(Zk[8 * ni], bh0, bl0);
+      tf32_split(Zk[4 * pb + 8 * ni], bh1, bl1);
 #pragma unroll
-        for (int mi = 0; mi < 2; ++mi) mma_bf16_k8(acc[mi][ni], a[mi][0], a[mi][1], b);
-      }
-    } else {
-      uint32_t ah[2][4], al[2][4];
-#pragma unroll
-      for (int mi = 0; mi < 2; ++mi) {
-        tf32_split(Ak[16 * mi], ah[mi][0], al[mi][0]);
-        tf32_split(Ak[16 * mi + 8], ah[mi][1], al[mi][1]);
-        tf32_split(Ak[4 * pa + 16 * mi], ah[mi][2], al[mi][2]);
-        tf32_split(Ak[4 * pa + 16 * mi + 8], ah[mi][3], al[mi][3]);
-      }
-#pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
-        uint32_t bh0, bl0, bh1, bl1;
-        tf32_split(Zk[8 * ni], bh0, bl0);
-        tf32_split(Zk[4 * pb + 8 * ni], bh1, bl1);
-#pragma unroll
-        for (int mi = 0; mi < 2; ++mi) {   // small terms first
-          mma_tf32(acc[mi][ni], al[mi], bh0, bh1);
-          mma_tf32(acc[mi][ni], ah[mi], bl0, bl1);
-          mma_tf32(acc[mi][ni], ah[mi], bh0, bh1);
-        }
+      for (int mi = 0; mi < 2; ++mi) {   // small terms first
+        mma_tf32(acc[mi][ni], al[mi], bh0, bh1);
+        mma_tf32(acc[mi][ni], ah[mi], bl0, bl1);
+        mma_tf32(acc[mi][ni], ah[mi], bh0, bh1);
       }
     }
   }
@@ -265,13 +246,9 @@ __global__ void __launch_bounds__(kSgMaxThreads, 2) split_grad_kernel(const __gr
       asm volatile("cp.async.wait_group 0;" ::: "memory");
     }
     __syncthreads();   // chunk c is in shared memory, every thread's copies included
-    if (computes) {
-      const float* const A = sm.As + buf * kSgC * sm.pa + wr + g;
-      const float* const Z = sm.Zs + buf * kSgC * sm.pb + wc + g;
-      const int nl = min(kSgC, i_hi - i_lo - c * kSgC);
-      if (a.bf16) chunk_products<true>(acc, A, Z, sm.pa, sm.pb, nl, t4);
-      else chunk_products<false>(acc, A, Z, sm.pa, sm.pb, nl, t4);
-    }
+    if (computes)
+      split_mma_chunk(acc, sm.As + buf * kSgC * sm.pa + wr + g, sm.Zs + buf * kSgC * sm.pb + wc + g, sm.pa, sm.pb,
+                      min(kSgC, i_hi - i_lo - c * kSgC), t4);
     if (c + 2 < chunks) split_map(sm, covered, i_lo, i_hi, c + 2, buf);
     __syncthreads();   // buffer buf is read before the next chunk's copies reuse it; the new map is visible
   }

@@ -106,7 +106,7 @@ __device__ __forceinline__ void wide_start() {
 
 // The forward stage: gates, c, tanh(c) and h of every member into its scratch, the pooled values into
 // Args::pooled_out (the top layer).
-template <int NT, bool kBf16>
+template <int NT>
 __global__ void __launch_bounds__(WM::kThreads, 1) wide_forward_kernel(const __grid_constant__ Params p) {
   using S = WideSmem<NT>;
   constexpr int kNP = S::kNP, kTiles = WM::kFwdTiles;
@@ -122,13 +122,17 @@ __global__ void __launch_bounds__(WM::kThreads, 1) wide_forward_kernel(const __g
   const unsigned long long key = wide_key(a, 0);
   const int units = (a.B + a.group_n - 1) / a.group_n * a.dirs;
   const int mt = warp & 1, kq = warp >> 1;
-  WhhFrags<kTiles, kBf16> wf;
-  auto load_weights = [&](int d) {   // the block's gate rows of direction d
+  uint32_t ah[kTiles][4], ax[kTiles][4];
+  auto load_weights = [&](int d) {   // the block's gate rows of direction d as tf32 pairs
     const FusedLayout& lay = lay_of(a, d);
-    wf.load([&](int kt, int i) {
-      const int r = WM::fwd_row(warp, lane, i);
-      return w_hh(a, lay, WM::kUnits * rank + r / 4, r % 4, WM::fwd_col(warp, lane, kt, i));
-    });
+#pragma unroll
+    for (int kt = 0; kt < kTiles; ++kt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = WM::fwd_row(warp, lane, i);
+        weight_parts(w_hh(a, lay, WM::kUnits * rank + r / 4, r % 4, WM::fwd_col(warp, lane, kt, i)), ah[kt][i],
+                     ax[kt][i]);
+      }
   };
   int loaded = cohort % a.dirs;
   load_weights(loaded);   // before the wait: the parameters change only between steps
@@ -163,7 +167,7 @@ __global__ void __launch_bounds__(WM::kThreads, 1) wide_forward_kernel(const __g
             const float* const b0 = hb + nt * 8 * S::kHp + 8 * kt0;
             float(*d[4])[4] = {&ac[0][nt], &ac[1][nt], &ac[2][nt], &ac[3][nt]};
             const float* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
-            wf.mma4(d, kt0, b);
+            mma2x4(d, ah, ax, kt0, b);
           }
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
@@ -216,7 +220,7 @@ __global__ void __launch_bounds__(WM::kThreads, 1) wide_forward_kernel(const __g
 }
 
 // The backward stage, seeded by Args::dh_ext alone: d gates replace the activations in each member's scratch.
-template <int NT, bool kBf16>
+template <int NT>
 __global__ void __launch_bounds__(WM::kThreads, 1) wide_backward_kernel(const __grid_constant__ Params p) {
   using S = WideSmem<NT>;
   constexpr int kNP = S::kNP, kTiles = WM::kBwdTiles, kM = WM::kBwdM;
@@ -232,15 +236,19 @@ __global__ void __launch_bounds__(WM::kThreads, 1) wide_backward_kernel(const __
   unsigned long long* const flags = a.wide_flags + cohort * WM::kBlocks;
   const unsigned long long key = wide_key(a, 1);
   const int units = (a.B + a.group_n - 1) / a.group_n * a.dirs;
-  WhhFrags<kTiles, kBf16> wf[kM];
-  auto load_weights = [&](int d) {   // W_hh^T over the block's gate rows, for the warp's units
+  uint32_t ah[kM][kTiles][4], ax[kM][kTiles][4];
+  auto load_weights = [&](int d) {   // W_hh^T over the block's gate rows, for the warp's units, as tf32 pairs
     const FusedLayout& lay = lay_of(a, d);
 #pragma unroll
     for (int mm = 0; mm < kM; ++mm)
-      wf[mm].load([&](int kt, int i) {
-        const int r = WM::bwd_row(lane, kt, i);
-        return w_hh(a, lay, WM::kUnits * rank + r / 4, r % 4, WM::bwd_col(warp, lane, mm, i));
-      });
+#pragma unroll
+      for (int kt = 0; kt < kTiles; ++kt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int r = WM::bwd_row(lane, kt, i);
+          weight_parts(w_hh(a, lay, WM::kUnits * rank + r / 4, r % 4, WM::bwd_col(warp, lane, mm, i)),
+                       ah[mm][kt][i], ax[mm][kt][i]);
+        }
   };
   int loaded = cohort % a.dirs;
   load_weights(loaded);
@@ -300,7 +308,7 @@ __global__ void __launch_bounds__(WM::kThreads, 1) wide_backward_kernel(const __
             const float* const b0 = db + nt * 8 * S::kRp;
             float(*d[4])[4] = {&ac[0][nt], &ac[1][nt], &ac[2][nt], &ac[3][nt]};
             const float* const b[4] = {b0, b0 + 8, b0 + 16, b0 + 24};
-            wf[mm].mma4(d, 0, b);
+            mma2x4(d, ah[mm], ax[mm], 0, b);
           }
           // lane (g, t): units g, g + 8 of the tile, sequences 2 t, 2 t + 1 of each n tile
           const int unit = 16 * (kM * warp + mm) + (lane >> 2);
@@ -323,23 +331,19 @@ __global__ void __launch_bounds__(WM::kThreads, 1) wide_backward_kernel(const __
 
 }  // namespace
 
-template <int NT, bool kBf16>
+template <int NT>
 const void* fused_wide_forward_kernel() {
-  return reinterpret_cast<const void*>(wide_forward_kernel<NT, kBf16>);
+  return reinterpret_cast<const void*>(wide_forward_kernel<NT>);
 }
-template <int NT, bool kBf16>
+template <int NT>
 const void* fused_wide_backward_kernel() {
-  return reinterpret_cast<const void*>(wide_backward_kernel<NT, kBf16>);
+  return reinterpret_cast<const void*>(wide_backward_kernel<NT>);
 }
-#define RAGTRAIN_WIDE_KERNELS(NT, BF)                           \
-  template const void* fused_wide_forward_kernel<NT, BF>();   \
-  template const void* fused_wide_backward_kernel<NT, BF>();
-RAGTRAIN_WIDE_KERNELS(1, false)
-RAGTRAIN_WIDE_KERNELS(2, false)
-RAGTRAIN_WIDE_KERNELS(3, false)
-RAGTRAIN_WIDE_KERNELS(1, true)
-RAGTRAIN_WIDE_KERNELS(2, true)
-RAGTRAIN_WIDE_KERNELS(3, true)
-#undef RAGTRAIN_WIDE_KERNELS
+template const void* fused_wide_forward_kernel<1>();
+template const void* fused_wide_forward_kernel<2>();
+template const void* fused_wide_forward_kernel<3>();
+template const void* fused_wide_backward_kernel<1>();
+template const void* fused_wide_backward_kernel<2>();
+template const void* fused_wide_backward_kernel<3>();
 
 }  // namespace ragtrain
