@@ -7,7 +7,7 @@ causal), every sequence already on the GPU (padded once to the file's longest). 
 the graphs' static index tensor and replays the graph of its (padded) length, which gathers its input, runs the step
 and updates the weights: what a PyTorch user who knows the CUDA-graph recipe gets, beside the eager loop of
 bench/torch_reference.py. Reads the v1 file `ragtrain gen` writes. --dtype bfloat16 runs the whole model, its inputs
-and Adam in bfloat16 (cuDNN's bf16 LSTM on the tensor cores): the PyTorch peer of ragtrain's --precision bf16."""
+and Adam in bfloat16 (cuDNN's bf16 LSTM on the tensor cores): PyTorch's fastest form of the step."""
 import time
 
 import numpy as np
@@ -100,8 +100,8 @@ def main():
         "benchmark": "torch_graph_anchor", "hidden": a.hidden, "features": nf, "classes": classes, "batch": k,
         "sequences_in_file": n, "steps": a.steps, "warmup": a.warmup, "graphs": len(graphs),
         "capture_seconds": capture_s, "seconds": secs, "sequences_per_second": a.steps * k / secs,
-        "us_per_step": 1e6 * secs / a.steps, "dtype": a.dtype, "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-        "device": torch.cuda.get_device_name(0),
+        "us_per_step": 1e6 * secs / a.steps, "dtype": a.dtype, "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version(), "device": torch.cuda.get_device_name(0),
     }
     print(f"# torch CUDA-graph anchor ({a.dtype}): H={a.hidden} K={k} {res['sequences_per_second']:.1f} seq/s, "
           f"{res['us_per_step']:.1f} us/step ({len(graphs)} graphs, captured in {capture_s:.1f} s; torch "

@@ -58,7 +58,6 @@ def model_and_adam(data, hidden, layers, lr, seed, dev, capturable=False, bidire
     model = torch_model.RaggedLSTMClassifier(data.features, hidden, layers, data.classes, bidirectional=bidirectional,
                                              pool="last").to(dev, dtype)
     model.lstm.flatten_parameters()   # after the cast: cuDNN wants its weights in one block, else it copies them
-
     return model, torch.optim.Adam(model.parameters(), lr=lr, capturable=capturable)
 
 
